@@ -1,0 +1,119 @@
+"""Per-tokenizer counters, fed one batch at a time with vectorised numpy.
+
+Every count is kept per language and per script; ratios are derived only at the end from the
+summed counts (sum, then divide). Memory is fixed by the number of groups, not by the corpus.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from fertility import unicode as U
+
+# Raw counts, in the order of the columns of the measurement frame.
+COUNTS = (
+    "documents", "chars", "graphemes", "bytes", "words", "tokens", "continued_words",
+    "unk_tokens", "byte_fallback_tokens", "mark_initial_tokens", "token_boundaries",
+    "grapheme_split_boundaries", "roundtrip_checked", "roundtrip_failures", "pretoken_chars",
+    "pretokens", "nospace_chars", "word_tokens",
+)
+C = {name: i for i, name in enumerate(COUNTS)}
+NS = len(U.SCRIPTS)
+_NOSPACE = np.zeros(NS, dtype=bool)
+_NOSPACE[[U.SCRIPT_INDEX[s] for s in U.NO_SPACE_SCRIPTS if s in U.SCRIPT_INDEX]] = True
+
+
+class GroupCounts:
+    """A (groups x counts) table for languages (growing) and one for scripts (fixed)."""
+
+    def __init__(self) -> None:
+        self.lang = np.zeros((0, len(COUNTS)), dtype=np.int64)
+        self.script = np.zeros((NS, len(COUNTS)), dtype=np.int64)
+
+    def grow(self, n_langs: int) -> None:
+        if self.lang.shape[0] < n_langs:
+            extra = np.zeros((n_langs - self.lang.shape[0], len(COUNTS)), dtype=np.int64)
+            self.lang = np.vstack([self.lang, extra])
+
+
+class Bootstrap:
+    """Poisson bootstrap over documents, streamed: each document gets B Poisson(1) weights,
+    and weighted sums of chars and tokens are kept per group, so the 95% interval of
+    chars_per_token needs no per-document storage. The same weights serve every tokenizer."""
+
+    def __init__(self, replicates: int) -> None:
+        self.B = replicates
+        shape = lambda n: np.zeros((n, replicates))  # noqa: E731
+        self.lang_chars, self.lang_tokens = shape(0), shape(0)
+        self.script_chars, self.script_tokens = shape(NS), shape(NS)
+
+    def add(self, W: np.ndarray, doc_lang: np.ndarray, n_langs: int,
+            per_doc_script_chars: np.ndarray, per_doc_script_tokens: np.ndarray) -> None:
+        if self.lang_chars.shape[0] < n_langs:
+            extra = n_langs - self.lang_chars.shape[0]
+            self.lang_chars = np.vstack([self.lang_chars, np.zeros((extra, self.B))])
+            self.lang_tokens = np.vstack([self.lang_tokens, np.zeros((extra, self.B))])
+        doc_chars = per_doc_script_chars.sum(axis=1)
+        doc_tokens = per_doc_script_tokens.sum(axis=1)
+        np.add.at(self.lang_chars, doc_lang, W * doc_chars[:, None])
+        np.add.at(self.lang_tokens, doc_lang, W * doc_tokens[:, None])
+        self.script_chars += per_doc_script_chars.T @ W
+        self.script_tokens += per_doc_script_tokens.T @ W
+
+    @staticmethod
+    def interval(chars: np.ndarray, tokens: np.ndarray) -> tuple[float, float]:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = chars / tokens
+        ratio = ratio[np.isfinite(ratio)]
+        if ratio.size < 10:
+            return float("nan"), float("nan")
+        lo, hi = np.percentile(ratio, [2.5, 97.5])
+        return float(lo), float(hi)
+
+
+class TokenizerAccumulator:
+    """Everything measured for one tokenizer, across all batches."""
+
+    def __init__(self, tok, bootstrap: int, samples_per_script: int = 3) -> None:
+        self.tok = tok
+        self.counts = GroupCounts()
+        self.boot = Bootstrap(bootstrap)
+        size = max(int(getattr(tok, "vocab_size", 0) or 0), 0)
+        self.track_vocab = tok.kind != "pretokenizer" and size > 0
+        self.vocab_lang: dict[int, np.ndarray] = {}
+        self.vocab_script: dict[int, np.ndarray] = {}
+        self.vocab_all = np.zeros(size if self.track_vocab else 0, dtype=bool)
+        self.partial = tok.partial_mask() if self.track_vocab else None
+        self.unk_id = getattr(tok, "unk_id", None)
+        self.byte_fallback_chars: dict[int, Counter] = {}
+        self.unk_chars: dict[int, Counter] = {}
+        self.samples: dict[int, list] = {}
+        self.samples_per_script = samples_per_script
+        self.normalization = {"checked_docs": 0, "changed_docs": 0, "examples": []}
+
+    def _mark_vocab(self, table: dict, keys: np.ndarray, ids: np.ndarray) -> None:
+        order = np.argsort(keys, kind="stable")
+        keys, ids = keys[order], ids[order]
+        bounds = np.flatnonzero(np.diff(keys)) + 1
+        for part_keys, part_ids in zip(np.split(keys, bounds), np.split(ids, bounds)):
+            if part_keys.size:
+                mask = table.setdefault(int(part_keys[0]), np.zeros(len(self.vocab_all), bool))
+                mask[part_ids] = True
+
+    def add_chars(self, table: dict, key_script: np.ndarray, cps: np.ndarray) -> None:
+        if cps.size == 0:
+            return
+        pairs = key_script.astype(np.int64) * 0x110000 + cps
+        uniq, counts = np.unique(pairs, return_counts=True)
+        for pair, n in zip(uniq.tolist(), counts.tolist()):
+            table.setdefault(pair // 0x110000, Counter())[chr(pair % 0x110000)] += n
+
+
+def top_chars(table: dict, k: int = 10) -> dict:
+    return {U.SCRIPTS[s]: dict(c.most_common(k)) for s, c in table.items()}
+
+
+def nospace_mask() -> np.ndarray:
+    return _NOSPACE

@@ -1,0 +1,253 @@
+"""One batch of documents through every tokenizer's counters (see fertility.measure)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fertility import unicode as U
+from fertility._accumulate import C, COUNTS, NS, nospace_mask
+
+SAMPLE_CHARS = 600  # longest stretch of a document kept as a sample with token boundaries
+
+
+def encode_flat(tok, texts: list[str]):
+    """ids, starts, ends (code points, local to each document) and tokens per document."""
+    if hasattr(tok, "encode_flat"):
+        return tok.encode_flat(texts)
+    encs = tok.encode_batch(texts)
+    counts = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
+    if not encs or counts.sum() == 0:
+        z = np.zeros(0, np.int64)
+        return z, z, z, counts
+    return (np.concatenate([e.ids for e in encs]).astype(np.int64),
+            np.concatenate([e.starts for e in encs]).astype(np.int64),
+            np.concatenate([e.ends for e in encs]).astype(np.int64), counts)
+
+
+def _table(lang_idx, script_idx, n_langs, weights=None):
+    lang = np.bincount(lang_idx, weights=weights, minlength=n_langs)[:n_langs]
+    script = np.bincount(script_idx, weights=weights, minlength=NS)[:NS]
+    return lang.astype(np.int64), script.astype(np.int64)
+
+
+def _base_counts(tb: U.TextBatch, doc_lang, n_langs, pds_chars):
+    """Counts that do not depend on the tokenizer, computed once per batch."""
+    lang = np.zeros((n_langs, len(COUNTS)), np.int64)
+    script = np.zeros((NS, len(COUNTS)), np.int64)
+
+    def put(name, li, si, w=None):
+        a, b = _table(li, si, n_langs, w)
+        lang[:, C[name]] += a
+        script[:, C[name]] += b
+
+    char_lang = doc_lang[tb.doc_of_char]
+    lang[:, C["documents"]] = np.bincount(doc_lang, minlength=n_langs)[:n_langs]
+    script[:, C["documents"]] = (pds_chars > 0).sum(axis=0)
+    put("chars", char_lang, tb.script)
+    put("bytes", char_lang, tb.script, tb.nbytes)
+    g = tb.gstart
+    put("graphemes", char_lang[g], tb.script[g])
+    ws = tb.word_starts
+    spaced = ~nospace_mask()[tb.script[ws]]
+    put("words", char_lang[ws][spaced], tb.script[ws][spaced])
+    ns = nospace_mask()[tb.script]
+    put("nospace_chars", char_lang[ns], tb.script[ns])
+    return lang, script
+
+
+def measure_batch(batch, accs, state) -> None:
+    texts = [d.text for d in batch]
+    tb = U.analyze_texts(texts)
+    n = tb.n_docs
+    doc_lang = np.fromiter((state.langs.setdefault(d.lang, len(state.langs)) for d in batch),
+                           dtype=np.int64, count=n)
+    n_langs = len(state.langs)
+    pds_chars = np.bincount(tb.doc_of_char * NS + tb.script, minlength=n * NS).reshape(n, NS)
+    dominant = pds_chars.argmax(axis=1)
+    base_lang, base_script = _base_counts(tb, doc_lang, n_langs, pds_chars)
+    detail = _detail_mask(doc_lang, state)
+    W = state.rng.poisson(1.0, size=(n, state.bootstrap)).astype(np.float64)
+    keep = _keep_rows(batch, state)
+    doc_tokens = {}
+    for acc in accs:
+        acc.counts.grow(n_langs)
+        acc.counts.lang[:n_langs] += base_lang
+        acc.counts.script += base_script
+        pds_tokens = _measure_tokenizer(acc, texts, tb, doc_lang, n_langs, detail, dominant)
+        acc.boot.add(W, doc_lang, n_langs, pds_chars, pds_tokens)
+        doc_tokens[acc.tok.label] = pds_tokens.sum(axis=1)
+    if keep:
+        _keep_docs(batch[:keep], tb, doc_lang, dominant, doc_tokens, state)
+    state.docs_done += n
+    state.bytes_done += int(tb.nbytes.sum())
+
+
+def _detail_mask(doc_lang, state) -> np.ndarray:
+    if state.detail_docs is None:
+        return np.ones(len(doc_lang), dtype=bool)
+    mask = np.zeros(len(doc_lang), dtype=bool)
+    for i, lang in enumerate(doc_lang.tolist()):
+        seen = state.detail_seen.get(lang, 0)
+        if seen < state.detail_docs:
+            mask[i] = True
+            state.detail_seen[lang] = seen + 1
+    return mask
+
+
+def _measure_tokenizer(acc, texts, tb, doc_lang, n_langs, detail, dominant) -> np.ndarray:
+    tok, counts = acc.tok, acc.counts
+    ids, starts, ends, per_doc = encode_flat(tok, texts)
+    n = len(texts)
+    tok_doc = np.repeat(np.arange(n, dtype=np.int64), per_doc)
+    off = tb.doc_offsets
+    gs, ge = starts + off[tok_doc], ends + off[tok_doc]
+    # A token that covers no text (at a document's end) belongs to the last character.
+    pos = np.clip(np.minimum(gs, off[tok_doc + 1] - 1), 0, max(len(tb.cps) - 1, 0))
+    t_script = tb.script[pos] if len(tb.cps) else np.zeros(0, np.uint8)
+    t_lang = doc_lang[tok_doc]
+
+    def put(name, sel=None, weights=None):
+        li, si = (t_lang, t_script) if sel is None else (t_lang[sel], t_script[sel])
+        a, b = _table(li, si, n_langs, weights)
+        counts.lang[:n_langs, C[name]] += a
+        counts.script[:, C[name]] += b
+
+    put("tokens")
+    put("word_tokens", ~nospace_mask()[t_script])
+    if acc.track_vocab:
+        partial = acc.partial[ids]
+        put("byte_fallback_tokens", partial)
+        acc.add_chars(acc.byte_fallback_chars, t_script[partial], tb.cps[pos[partial]])
+        if acc.unk_id is not None:
+            unk = ids == acc.unk_id
+            put("unk_tokens", unk)
+            acc.add_chars(acc.unk_chars, t_script[unk], tb.cps[pos[unk]])
+        acc.vocab_all[ids] = True
+        acc._mark_vocab(acc.vocab_lang, t_lang, ids)
+        acc._mark_vocab(acc.vocab_script, t_script.astype(np.int64), ids)
+
+    nonempty = ge > gs
+    new_start = np.ones(len(gs), dtype=bool)
+    new_start[1:] = (gs[1:] != gs[:-1]) | (tok_doc[1:] != tok_doc[:-1])
+    if len(tb.cps):
+        put("mark_initial_tokens", new_start & nonempty & U.is_mark_or_joiner(tb.cps[pos]))
+
+    # Boundaries between consecutive non-empty tokens of one document; one that falls inside a
+    # character's bytes or inside a grapheme cluster splits what a reader sees as one letter.
+    ne = np.flatnonzero(nonempty)
+    same = tok_doc[ne[1:]] == tok_doc[ne[:-1]]
+    cur, prev = ne[1:][same], ne[:-1][same]
+    inside = (gs[cur] < ge[prev]) | ~tb.gstart[pos[cur]]
+    put("token_boundaries", cur)
+    put("grapheme_split_boundaries", cur[inside])
+
+    # A word counts as continued when two or more tokens overlap it.
+    gsn, gen = gs[ne], np.maximum.accumulate(ge[ne]) if ne.size else ge[ne]
+    ws, we = tb.word_starts, tb.word_ends
+    overlap = np.searchsorted(gsn, we, "left") - np.searchsorted(gen, ws, "right")
+    spaced = ~nospace_mask()[tb.script[ws]]
+    cont = (overlap >= 2) & spaced
+    a, b = _table(doc_lang[tb.doc_of_char[ws[cont]]], tb.script[ws[cont]], n_langs)
+    counts.lang[:n_langs, C["continued_words"]] += a
+    counts.script[:, C["continued_words"]] += b
+
+    pds_tokens = np.bincount(tok_doc * NS + t_script, minlength=n * NS).reshape(n, NS)
+    _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per_doc,
+                   t_script, tok_doc)
+    _take_samples(acc, texts, dominant, starts, ends, per_doc)
+    return pds_tokens
+
+
+def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per_doc,
+                   t_script, tok_doc) -> None:
+    """Checks that call the tokenizer once per document, on the detail subset."""
+    tok, counts = acc.tok, acc.counts
+    docs = np.flatnonzero(detail)
+    if docs.size == 0:
+        return
+    off = tb.doc_offsets
+    chars_lang = np.bincount(doc_lang[docs], weights=(off[docs + 1] - off[docs]),
+                             minlength=n_langs)[:n_langs].astype(np.int64)
+    in_detail = detail[tb.doc_of_char]
+    chars_script = np.bincount(tb.script[in_detail], minlength=NS)[:NS].astype(np.int64)
+    counts.lang[:n_langs, C["pretoken_chars"]] += chars_lang
+    counts.script[:, C["pretoken_chars"]] += chars_script
+    if tok.kind == "pretokenizer":  # its tokens are its pre-tokens
+        sel = detail[tok_doc]
+        a, b = _table(doc_lang[tok_doc[sel]], t_script[sel], n_langs)
+        counts.lang[:n_langs, C["pretokens"]] += a
+        counts.script[:, C["pretokens"]] += b
+        return
+    bounds = np.concatenate(([0], np.cumsum(per_doc)))
+    pre_lang, pre_script, rt_fail = [], [], []
+    for i in docs.tolist():
+        text = texts[i]
+        spans = tok.pre_tokenize(text)
+        if spans:
+            first = np.fromiter((s for s, _ in spans), dtype=np.int64, count=len(spans))
+            first = np.minimum(first, max(len(text) - 1, 0)) + off[i]
+            pre_script.append(tb.script[first])
+            pre_lang.append(np.full(len(spans), doc_lang[i]))
+        if tok.decode(ids[bounds[i]:bounds[i + 1]].tolist()) != text:
+            rt_fail.append(i)
+        norm = acc.normalization
+        norm["checked_docs"] += 1
+        after = tok.normalize(text)
+        if after != text:
+            norm["changed_docs"] += 1
+            if len(norm["examples"]) < 5:
+                norm["examples"].append(_diff_example(text, after))
+    if pre_lang:
+        a, b = _table(np.concatenate(pre_lang), np.concatenate(pre_script), n_langs)
+        counts.lang[:n_langs, C["pretokens"]] += a
+        counts.script[:, C["pretokens"]] += b
+    a, b = _table(doc_lang[docs], dominant[docs], n_langs)
+    counts.lang[:n_langs, C["roundtrip_checked"]] += a
+    counts.script[:, C["roundtrip_checked"]] += b
+    fail = np.asarray(rt_fail, dtype=np.int64)
+    a, b = _table(doc_lang[fail], dominant[fail], n_langs)
+    counts.lang[:n_langs, C["roundtrip_failures"]] += a
+    counts.script[:, C["roundtrip_failures"]] += b
+
+
+def _diff_example(before: str, after: str, context: int = 30) -> dict:
+    i = next((k for k, (x, y) in enumerate(zip(before, after)) if x != y),
+             min(len(before), len(after)))
+    lo = max(0, i - context)
+    return {"before": before[lo:i + context], "after": after[lo:i + context], "at": i}
+
+
+def _take_samples(acc, texts, dominant, starts, ends, per_doc) -> None:
+    bounds = np.concatenate(([0], np.cumsum(per_doc)))
+    for i, script in enumerate(dominant.tolist()):
+        have = acc.samples.setdefault(script, [])
+        if len(have) >= acc.samples_per_script:
+            continue
+        cut = min(len(texts[i]), SAMPLE_CHARS)
+        s, e = starts[bounds[i]:bounds[i + 1]], ends[bounds[i]:bounds[i + 1]]
+        keep = s < cut
+        spans = np.stack([s[keep], np.minimum(e[keep], cut)], axis=1).tolist()
+        have.append({"text": texts[i][:cut], "truncated": cut < len(texts[i]), "spans": spans})
+
+
+def _keep_rows(batch, state) -> int:
+    room = state.keep_docs - state.docs_kept
+    if room < len(batch):
+        state.docs_table_full = True
+    return max(0, min(room, len(batch)))
+
+
+def _keep_docs(batch, tb, doc_lang, dominant, doc_tokens, state) -> None:
+    k = len(batch)
+    off = tb.doc_offsets
+    gcount = np.add.reduceat(tb.gstart.astype(np.int64), off[:-1]) if len(tb.cps) else None
+    nb = np.add.reduceat(tb.nbytes, off[:-1]) if len(tb.cps) else None
+    chars = (off[1:] - off[:-1])
+    # reduceat misreads empty documents; corpus documents are never empty.
+    state.doc_rows.append({
+        "lang": [d.lang for d in batch], "source": [d.source for d in batch],
+        "line": [d.line for d in batch], "script": dominant[:k].copy(),
+        "chars": chars[:k].copy(), "graphemes": gcount[:k].copy(), "bytes": nb[:k].copy(),
+        "tokens": {label: t[:k].copy() for label, t in doc_tokens.items()},
+    })
+    state.docs_kept += k

@@ -1,0 +1,101 @@
+"""Summed counts -> the tidy measurement frame, with ratios derived from the sums."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fertility import unicode as U
+from fertility._accumulate import COUNTS, Bootstrap
+
+# Share of a row's characters in scripts written without spaces above which a word count
+# would be invented, so tokens_per_word and continued_word_rate are null (docs/METRICS.md).
+NOSPACE_SHARE_MAX = 0.5
+
+
+def _div(a, b):
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
+
+
+def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
+    lang_names = sorted(langs, key=langs.get)
+    frames = []
+    for acc in accs:
+        t = acc.tok
+        rows, keys, groups, lo, hi, used = [], [], [], [], [], []
+        n = len(lang_names)
+        lang_tab = acc.counts.lang[:n]
+        total = lang_tab.sum(axis=0)
+        boot = acc.boot
+
+        def add(group, key, counts, b_chars, b_tokens, vocab):
+            groups.append(group)
+            keys.append(key)
+            rows.append(counts)
+            a, z = Bootstrap.interval(b_chars, b_tokens)
+            lo.append(a)
+            hi.append(z)
+            used.append(int(vocab.sum()) if vocab is not None else np.nan)
+
+        add("all", "all", total, boot.lang_chars[:n].sum(0), boot.lang_tokens[:n].sum(0),
+            acc.vocab_all if acc.track_vocab else None)
+        for i, name in enumerate(lang_names):
+            add("language", name, lang_tab[i], boot.lang_chars[i], boot.lang_tokens[i],
+                acc.vocab_lang.get(i, np.zeros(0, bool)) if acc.track_vocab else None)
+        for s in np.flatnonzero(acc.counts.script[:, COUNTS.index("chars")]):
+            if s == 0:
+                continue
+            add("script", U.SCRIPTS[s], acc.counts.script[s], boot.script_chars[s],
+                boot.script_tokens[s],
+                acc.vocab_script.get(int(s), np.zeros(0, bool)) if acc.track_vocab else None)
+        f = pd.DataFrame(np.array(rows, dtype=np.int64).reshape(-1, len(COUNTS)),
+                         columns=list(COUNTS))
+        f.insert(0, "key", keys)
+        f.insert(0, "group", groups)
+        f.insert(0, "kind", t.kind)
+        f.insert(0, "tokenizer", t.label)
+        _ratios(f, total)
+        if not acc.track_vocab:  # a pre-tokenizer has no vocabulary, UNK or byte fallback
+            f[["unk_rate", "byte_fallback_rate"]] = np.nan
+        f["chars_per_token_lo"] = lo
+        f["chars_per_token_hi"] = hi
+        f["vocab_used"] = pd.array(used, dtype="Int64") if acc.track_vocab else pd.NA
+        frames.append(f)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _ratios(f: pd.DataFrame, total: np.ndarray) -> None:
+    tokens_total = total[COUNTS.index("tokens")]
+    bytes_total = total[COUNTS.index("bytes")]
+    f["chars_per_token"] = _div(f.chars, f.tokens)
+    f["graphemes_per_token"] = _div(f.graphemes, f.tokens)
+    f["bytes_per_token"] = _div(f.bytes, f.tokens)
+    unsegmented = _div(f.nospace_chars, f.chars) > NOSPACE_SHARE_MAX
+    f["tokens_per_word"] = np.where(unsegmented, np.nan, _div(f.word_tokens, f.words))
+    f["continued_word_rate"] = np.where(unsegmented, np.nan, _div(f.continued_words, f.words))
+    f["unk_rate"] = _div(f.unk_tokens, f.tokens)
+    f["byte_fallback_rate"] = _div(f.byte_fallback_tokens, f.tokens)
+    f["token_share"] = _div(f.tokens, np.full(len(f), tokens_total))
+    f["byte_share"] = _div(f.bytes, np.full(len(f), bytes_total))
+    f["roundtrip_failure_rate"] = _div(f.roundtrip_failures, f.roundtrip_checked)
+    f["mark_initial_rate"] = _div(f.mark_initial_tokens, f.tokens)
+    f["grapheme_split_rate"] = _div(f.grapheme_split_boundaries, f.token_boundaries)
+    f["chars_per_pretoken"] = _div(f.pretoken_chars, f.pretokens)
+
+
+def docs_frame(state) -> pd.DataFrame:
+    """One row per (tokenizer, document) for the documents kept (parity, bootstrap checks)."""
+    parts = []
+    for chunk in state.doc_rows:
+        for label, tokens in chunk["tokens"].items():
+            parts.append(pd.DataFrame({
+                "tokenizer": label, "lang": chunk["lang"], "source": chunk["source"],
+                "line": chunk["line"], "script": [U.SCRIPTS[s] for s in chunk["script"]],
+                "chars": chunk["chars"], "graphemes": chunk["graphemes"],
+                "bytes": chunk["bytes"], "tokens": tokens,
+            }))
+    cols = ["tokenizer", "lang", "source", "line", "script", "chars", "graphemes", "bytes",
+            "tokens"]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)

@@ -1,0 +1,347 @@
+"""Corpus: files and folders -> language-labelled documents, streamed one at a time.
+
+What is read
+    Arguments are files or folders, mixed freely. Folders are walked recursively in sorted
+    name order, so two runs read the same documents in the same order. Formats: `.txt`,
+    `.jsonl`, `.parquet`, each optionally compressed `.gz`, `.zst`, `.xz` or `.bz2`
+    (a compressed parquet file is decompressed to a temporary file first: it needs to seek).
+    Anything else, hidden entries (`.DS_Store`, `.git/`), non-regular files and symbolic
+    links to folders are skipped and listed with a reason in `summary()["skipped_files"]`;
+    a warning says so (one per named file, one per walked folder).
+
+Documents
+    `.txt`: each line is one document. Lines end at \\n, \\r\\n or a lone \\r; the terminator
+    is not part of the text. A line that is empty or only whitespace (str.isspace) is not a
+    document, but it still counts for line numbers, so parallel files stay aligned. Other
+    separators (U+2028, form feed, ...) stay inside the text.
+    `whole_files=True`: each `.txt` file is one document, its whole content minus one final
+    line terminator; whitespace-only files give none. `.jsonl`/`.parquet` stay one document
+    per record either way.
+    `.jsonl`: one JSON object per line, text in `text_field`; blank lines are skipped. A line
+    that is not JSON, not an object, lacks the field or holds a non-string there raises
+    CorpusError (malformed input is never dropped silently). `.parquet`: text from the
+    `text_field` column, read in row batches. In both, a record whose text is empty or
+    whitespace (or null in parquet) is not a document and is counted in `empty_records`.
+    Document.line is then the record number (jsonl: blank lines are not records, empty ones
+    are); error messages cite the physical line, to find it in an editor.
+    A leading UTF-8 byte order mark is an encoding marker and is dropped.
+
+Language labels, first match wins
+    1. the file name without extensions, when it reads as a language code: `bn.txt`,
+       `bn.jsonl.gz`, `zh-Hans.txt`, `pt_BR.txt`, FLORES-style `ben_Beng.txt` (kept as is);
+    2. the nearest folder between the file and the argument that named it (for a named file:
+       its parent folder) whose name is a language code: `corpus/bn/part-1.txt` -> `bn`;
+    3. the record's `lang_field` (jsonl field or parquet column), when set and non-empty;
+    4. `und`.
+    A language code is 2-3 lowercase letters, optionally `-`/`_` plus a Titlecase 4-letter
+    script or an uppercase 2-letter region; a few common folder names (`dev`, `raw`, `new`,
+    `all`, ...) are never taken as languages.
+
+Bad input
+    Invalid UTF-8 is replaced by U+FFFD; `summary()["invalid_utf8"][path]` counts the U+FFFD
+    inserted (one per maximal invalid byte sequence, as Python's errors="replace" does; a
+    lone surrogate escape in JSON counts as one too). With `strict=True` the first one raises
+    CorpusError with its byte offset (0-based, in the decompressed content). A file holding a
+    NUL byte is binary: checked in its first 8 KB before any document is given out, and on
+    every later line; it is skipped (or, for a NUL met later, the rest of it is) with a
+    warning and listed in `binary_files`. A missing path, an unreadable or corrupt file, a
+    corrupt compressed stream, a missing parquet column, or a corpus with no documents
+    raises CorpusError with one line naming the file.
+
+Sampling
+    `sample=f` keeps a document when a hash of (seed, path relative to its argument, line)
+    falls below f; `max_docs=N` stops after the N-th kept document in file order. The subset
+    depends only on the seed and the data, never on batch sizes.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import warnings
+from collections import Counter
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Callable, Iterable, Iterator
+
+from fertility import _corpus_formats as fmt
+from fertility.errors import CorpusError
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    text: str  # never altered except invalid UTF-8 replaced (and counted)
+    lang: str  # language label, "und" when unknown
+    source: str  # path of the file it came from
+    line: int  # 1-based line (.txt) or record (.jsonl/.parquet) number; 1 for whole files
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    path: str  # as reached from the argument, e.g. "corpus/bn/part-1.txt"
+    rel: str  # relative to the argument that named it (POSIX separators); keys sampling
+    format: str  # "txt" | "jsonl" | "parquet"
+    compression: str | None  # "gzip" | "zstd" | "xz" | "bzip2" | None
+    lang: str | None  # label from the file name or a folder; None when they say nothing
+
+
+class CorpusWarning(UserWarning):
+    """Something was skipped or repaired; the summary has the details."""
+
+
+@dataclass
+class _Pass:
+    """Counters of one pass over the corpus: what summary() reports."""
+
+    files: list[dict] = field(default_factory=list)
+    documents: int = 0
+    seen: int = 0
+    chars: int = 0
+    bytes: int = 0
+    binary_files: list[dict] = field(default_factory=list)
+    invalid_utf8: dict[str, int] = field(default_factory=dict)
+    empty_records: int = 0
+    stopped_at: dict | None = None
+    complete: bool = False
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, CorpusWarning, stacklevel=3)
+
+
+class Corpus:
+    def __init__(
+        self,
+        paths: Iterable[str | os.PathLike] | str | os.PathLike,
+        *,
+        text_field: str = "text",
+        lang_field: str | None = None,
+        whole_files: bool = False,
+        sample: float | None = None,
+        max_docs: int | None = None,
+        seed: int = 0,
+        strict: bool = False,
+        on_warning: Callable[[str], None] | None = None,
+    ):
+        if sample is not None and (isinstance(sample, bool) or not 0 < sample <= 1):
+            raise CorpusError(f"sample={sample!r}: must be a fraction in (0, 1]")
+        if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int)
+                                     or max_docs < 1):
+            raise CorpusError(f"max_docs={max_docs!r}: must be a whole number >= 1")
+        if isinstance(paths, (str, os.PathLike)):  # one path, not an iterable of characters
+            paths = [paths]
+        self.paths = [os.fspath(p) for p in paths]
+        self.text_field, self.lang_field = text_field, lang_field
+        self.whole_files, self.strict = whole_files, strict
+        self.sample, self.max_docs, self.seed = sample, max_docs, seed
+        self._warn = on_warning or _warn
+        self._threshold = None if sample is None else int(sample * 2**64)
+
+        self.files: list[CorpusFile] = []
+        self._skipped: list[dict] = []
+        self._real: dict[str, str] = {}  # realpath -> path first read, to read a file once
+        for path in self.paths:
+            self._resolve(path)
+        if not self.files:
+            raise CorpusError(f"{', '.join(self.paths) or '(no paths)'}: no corpus files "
+                              f"({self._skip_counts(self._skipped) or 'nothing found'})")
+        self._pass = _Pass()
+
+    # -- resolving paths --------------------------------------------------------------
+
+    def _resolve(self, path: str) -> None:
+        if os.path.isdir(path):
+            before = len(self._skipped)
+            self._walk(path, (), [os.path.basename(os.path.abspath(path))])
+            if skipped := self._skipped[before:]:
+                self._warn(f"{path}: skipped {len(skipped)} file(s) "
+                           f"({self._skip_counts(skipped)}); see summary skipped_files")
+        elif os.path.isfile(path):
+            parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+            if reason := self._add(path, os.path.basename(path), [parent]):
+                self._warn(f"{path}: skipped ({reason})")
+        elif os.path.islink(path):
+            raise CorpusError(f"{path}: broken symbolic link (its target does not exist)")
+        elif os.path.lexists(path):
+            self._skip(path, "not a regular file")
+            self._warn(f"{path}: skipped (not a regular file)")
+        else:
+            raise CorpusError(f"{path}: no such file or directory")
+
+    def _walk(self, folder: str, rel: tuple[str, ...], folders: list[str]) -> None:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as e:
+            raise CorpusError(f"{folder}: cannot list folder ({e.strerror or e})") from None
+        for entry in entries:
+            path = os.path.join(folder, entry.name)
+            if entry.name.startswith("."):
+                self._skip(path, "hidden")
+            elif entry.is_dir(follow_symlinks=False):
+                self._walk(path, rel + (entry.name,), [entry.name] + folders)
+            elif entry.is_dir():
+                self._skip(path, "symbolic link to a folder (not followed)")
+            elif entry.is_file():
+                self._add(path, "/".join(rel + (entry.name,)), folders)
+            elif entry.is_symlink():
+                self._skip(path, "broken symbolic link")
+            else:
+                self._skip(path, "not a regular file")
+
+    def _add(self, path: str, rel: str, folders: list[str]) -> str | None:
+        """Add the file, or skip it and return why."""
+        stem, format_, compression = fmt.split_name(os.path.basename(path))
+        real = os.path.realpath(path)
+        if format_ is None:
+            suffix = PurePath(stem).suffix + (PurePath(path).suffix if compression else "")
+            reason = f"unsupported format ({suffix or 'no extension'})"
+        elif real in self._real:
+            reason = f"same file as {self._real[real]}"
+        else:
+            self._real[real] = path
+            lang = fmt.lang_label(stem) or next(filter(None, map(fmt.lang_label, folders)), None)
+            self.files.append(CorpusFile(path, rel, format_, compression, lang))
+            return None
+        self._skip(path, reason)
+        return reason
+
+    def _skip(self, path: str, reason: str) -> None:
+        self._skipped.append({"path": path, "reason": reason})
+
+    @staticmethod
+    def _skip_counts(skipped: list[dict]) -> str:
+        counts = Counter(s["reason"].split(" (")[0] for s in skipped)
+        return ", ".join(f"{n} {reason}" for reason, n in counts.items())
+
+    # -- reading ----------------------------------------------------------------------
+
+    def documents(self) -> Iterator[Document]:
+        """Documents in file order. Each call is a fresh pass; summary() describes the last."""
+        run = self._pass = _Pass()
+        for cf in self.files:
+            entry = {"path": cf.path, "format": cf.format, "compression": cf.compression,
+                     "lang": cf.lang, "documents": 0, "langs": {}}
+            run.files.append(entry)
+            stats = fmt.FileStats()
+            with closing(self._records(cf, stats)) as records:
+                try:
+                    for number, text, record_lang in records:
+                        keep = self._threshold is None or self._sampled(cf.rel, number)
+                        if keep and run.documents == self.max_docs:
+                            run.stopped_at = {"path": cf.path, "line": number}
+                            break
+                        run.seen += 1
+                        if not keep:
+                            continue
+                        doc = Document(text, cf.lang or record_lang or "und", cf.path, number)
+                        run.documents += 1
+                        run.chars += len(text)
+                        run.bytes += len(text.encode("utf-8"))
+                        entry["documents"] += 1
+                        entry["langs"][doc.lang] = entry["langs"].get(doc.lang, 0) + 1
+                        yield doc
+                except fmt.BinaryFile as binary:
+                    self._binary(cf, binary.offset, entry, run)
+            if stats.invalid_utf8:
+                run.invalid_utf8[cf.path] = stats.invalid_utf8
+                self._warn(f"{cf.path}: {stats.invalid_utf8} invalid UTF-8 sequence(s) replaced "
+                           f"with U+FFFD (first at byte {stats.first_bad_offset})")
+            run.empty_records += stats.empty_records
+            if run.stopped_at:
+                break
+        run.complete = True
+        if run.documents == 0:
+            raise CorpusError(self._why_empty(run))
+
+    def batches(self, size: int = 512) -> Iterator[list[Document]]:
+        if size < 1:
+            raise CorpusError(f"batch size {size}: must be >= 1")
+        batch: list[Document] = []
+        for doc in self.documents():
+            batch.append(doc)
+            if len(batch) == size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def _records(self, cf: CorpusFile, stats: fmt.FileStats) -> Iterator[fmt.Record]:
+        try:
+            raw = open(cf.path, "rb")
+        except OSError as e:
+            raise CorpusError(f"{cf.path}: cannot open ({e.strerror or e})") from None
+        with raw:
+            try:
+                stream = fmt.open_decompressed(raw, cf.compression)
+                if cf.format == "parquet":
+                    yield from fmt.read_parquet(stream, cf.compression is not None, cf.path,
+                                                self.text_field, self.lang_field, stats)
+                elif cf.format == "jsonl":
+                    yield from fmt.read_jsonl(stream, cf.path, self.text_field, self.lang_field,
+                                              self.strict, stats)
+                elif self.whole_files:
+                    yield from fmt.read_whole(stream, cf.path, self.strict, stats)
+                else:
+                    yield from fmt.read_txt(stream, cf.path, self.strict, stats)
+            except fmt.STREAM_ERRORS as e:
+                what = (f"corrupt or truncated {cf.compression} data" if cf.compression
+                        else "read error")
+                raise CorpusError(f"{cf.path}: {what} ({fmt.first_line(e)})") from None
+
+    def _sampled(self, rel: str, number: int) -> bool:
+        key = f"{self.seed}\0{rel}\0{number}".encode("utf-8", "surrogateescape")
+        digest = hashlib.blake2b(key, digest_size=8).digest()
+        return int.from_bytes(digest, "big") < self._threshold
+
+    def _binary(self, cf: CorpusFile, offset: int, entry: dict, run: _Pass) -> None:
+        run.binary_files.append({"path": cf.path, "offset": offset})
+        if entry["documents"] == 0:
+            run.files.remove(entry)
+            self._warn(f"{cf.path}: skipped (binary: NUL byte at byte {offset})")
+        else:
+            self._warn(f"{cf.path}: NUL byte at byte {offset}; kept the {entry['documents']} "
+                       "document(s) before it, skipped the rest as binary")
+
+    def _why_empty(self, run: _Pass) -> str:
+        where = ", ".join(self.paths)
+        if run.seen:
+            return f"{where}: sample={self.sample} kept none of the {run.seen} documents"
+        details = [f"{len(run.files)} file(s) read", f"{len(self._skipped)} skipped",
+                   f"{len(run.binary_files)} binary", f"{run.empty_records} empty record(s)"]
+        return f"{where}: no documents ({', '.join(details)})"
+
+    # -- reporting --------------------------------------------------------------------
+
+    def summary(self) -> dict:
+        """The JSON `corpus` object; complete after a full pass (`complete` says so).
+
+        `files` lists the files opened in the last pass with their `documents`, `lang` (label
+        from the name or a folder, or null) and `langs` ({label: documents}). `documents_seen`
+        counts documents met before sampling, `documents` those given out. `stopped_early` is
+        true when max_docs stopped the reading before the input ended; `stopped_at` then
+        names the first document left unread ({path, line}).
+        """
+        run = self._pass
+        return copy.deepcopy({
+            "paths": self.paths,
+            "files": run.files,
+            "documents": run.documents,
+            "documents_seen": run.seen,
+            "chars": run.chars,
+            "bytes": run.bytes,
+            "skipped_files": self._skipped,
+            "binary_files": run.binary_files,
+            "invalid_utf8": run.invalid_utf8,
+            "empty_records": run.empty_records,
+            "sample": self.sample,
+            "max_docs": self.max_docs,
+            "seed": self.seed,
+            "stopped_early": run.stopped_at is not None,
+            "stopped_at": run.stopped_at,
+            "text_field": self.text_field,
+            "lang_field": self.lang_field,
+            "whole_files": self.whole_files,
+            "strict": self.strict,
+            "complete": run.complete,
+        })

@@ -1,0 +1,199 @@
+"""Counts per (tokenizer, language, script) -> one tidy DataFrame (docs/METRICS.md).
+
+`analyze` streams the corpus in batches. For each batch the tokenizer-independent facts (scripts,
+graphemes, words, bytes) are computed once (fertility.unicode), then every tokenizer encodes the
+same documents and its counters are updated with vectorised numpy. Nothing here formats output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from fertility import unicode as U
+from fertility._accumulate import COUNTS, NS, TokenizerAccumulator
+from fertility._batch import measure_batch
+from fertility._frame import build_frame, docs_frame
+from fertility.corpus import Corpus
+
+SCHEMA = "fertility.report/1"
+
+
+class PretokenizerFamily:
+    """A standard pre-tokenizer measured as if each pre-token were a token: the ceiling."""
+
+    kind = "pretokenizer"
+    vocab_size = 0
+    unk_id = None
+    special_tokens: dict = {}
+
+    def __init__(self, name: str) -> None:
+        from fertility.patterns import resolve_pattern
+
+        self.label, self.pattern = resolve_pattern(name)
+        self.spec = f"pretokenizer:{self.label}"
+        self.fingerprint = hashlib.sha256(self.pattern.encode()).hexdigest()
+
+    def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
+        from fertility.patterns import split_spans
+
+        return split_spans(self.pattern, text)
+
+    def encode_flat(self, texts: list[str]):
+        spans = [np.asarray(self.pre_tokenize(t), dtype=np.int64).reshape(-1, 2) for t in texts]
+        counts = np.fromiter((len(s) for s in spans), dtype=np.int64, count=len(spans))
+        flat = np.concatenate(spans) if spans else np.zeros((0, 2), np.int64)
+        return np.zeros(len(flat), np.int64), flat[:, 0], flat[:, 1], counts
+
+    def config(self) -> dict:
+        return {"pattern": self.pattern}
+
+
+@dataclass
+class Report:
+    frame: pd.DataFrame
+    docs: pd.DataFrame
+    corpus: dict
+    tokenizers: list[dict]
+    samples: dict = field(default_factory=dict)
+    byte_fallback_chars: dict = field(default_factory=dict)
+    unk_chars: dict = field(default_factory=dict)
+    normalization: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    findings: list = field(default_factory=list)
+
+    def rows(self, label: str) -> list[dict]:
+        sub = self.frame[self.frame["tokenizer"] == label]
+        cols = [c for c in sub.columns if c not in ("tokenizer", "kind")]
+        return [_clean(r) for r in sub[cols].to_dict(orient="records")]
+
+    def to_dict(self) -> dict:
+        def entry(t: dict) -> dict:
+            return {**{k: t[k] for k in ("label", "spec", "kind", "vocab_size", "fingerprint")},
+                    "rows": self.rows(t["label"])}
+
+        out = {
+            "schema": SCHEMA,
+            "corpus": self.corpus,
+            "settings": self.settings,
+            "tokenizers": [entry(t) for t in self.tokenizers if t["kind"] != "pretokenizer"],
+            "pretokenizers": [entry(t) for t in self.tokenizers if t["kind"] == "pretokenizer"],
+        }
+        if self.findings:
+            out["findings"] = [f.to_dict() for f in self.findings]
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        import json
+
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, allow_nan=False)
+
+
+def _clean(row: dict) -> dict:
+    out = {}
+    for k, v in row.items():
+        if isinstance(v, (np.integer,)):
+            v = int(v)
+        elif isinstance(v, (float, np.floating)):
+            v = None if not np.isfinite(v) else float(v)
+        out[k] = v
+    return out
+
+
+def analyze(
+    paths: Sequence[str | os.PathLike] | Corpus,
+    tokenizers: Iterable = (),
+    *,
+    pretokenizers: Iterable[str] | None = None,
+    corpus_options: dict | None = None,
+    detail_docs: int | None = 2000,
+    bootstrap: int = 200,
+    keep_docs: int = 200_000,
+    batch_size: int = 512,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> Report:
+    """Measure every tokenizer (objects or specs) on the same documents.
+
+    detail_docs: per language, how many documents get the per-document checks that call the
+    tokenizer once per document (round trip, its own pre-tokenizer ceiling, normaliser changes);
+    None checks all. keep_docs: rows kept in the per-document table (parity); the report says
+    when it is full. With no tokenizers and pretokenizers=None, the standard families are
+    measured so the corpus is profiled with its ceilings.
+    """
+    corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths), **(corpus_options or {}))
+    toks = [_load(t) if isinstance(t, str) else t for t in tokenizers]
+    if pretokenizers is None:
+        pretokenizers = [] if toks else ["gpt2", "cl100k", "o200k", "whitespace"]
+    toks += [PretokenizerFamily(name) for name in pretokenizers]
+    labels = [t.label for t in toks]
+    if len(set(labels)) != len(labels):
+        from fertility.errors import TokenizerError
+
+        raise TokenizerError(f"two tokenizers share a label: {labels}; name them LABEL=SPEC")
+
+    accs = [TokenizerAccumulator(t, bootstrap) for t in toks]
+    state = _State(seed, detail_docs, keep_docs, bootstrap)
+    for batch in corpus.batches(batch_size):
+        measure_batch(batch, accs, state)
+        if progress:
+            progress(state.docs_done, state.bytes_done)
+    summary = corpus.summary()
+    summary["docs_table_full"] = state.docs_table_full
+    return Report(
+        frame=build_frame(accs, state.langs),
+        docs=docs_frame(state),
+        corpus=summary,
+        tokenizers=[_describe(t) for t in toks],
+        samples={(a.tok.label, U.SCRIPTS[s]): v for a in accs for s, v in a.samples.items()},
+        byte_fallback_chars={(a.tok.label, U.SCRIPTS[s]): dict(c.most_common(10))
+                             for a in accs for s, c in a.byte_fallback_chars.items()},
+        unk_chars={(a.tok.label, U.SCRIPTS[s]): dict(c.most_common(10))
+                   for a in accs for s, c in a.unk_chars.items()},
+        normalization={a.tok.label: a.normalization for a in accs
+                       if a.tok.kind != "pretokenizer"},
+        settings={"detail_docs": detail_docs, "bootstrap": bootstrap, "seed": seed,
+                  "keep_docs": keep_docs},
+    )
+
+
+def _load(spec: str):
+    from fertility.tokenizers import load_tokenizer, parse_tokenizer_arg
+
+    label, spec = parse_tokenizer_arg(spec)
+    return load_tokenizer(spec, label=label)
+
+
+def _describe(tok) -> dict:
+    try:
+        config = tok.config()
+    except Exception:  # a config we cannot read must not stop the measurement
+        config = {}
+    return {"label": tok.label, "spec": tok.spec, "kind": tok.kind,
+            "vocab_size": int(tok.vocab_size or 0) or None, "fingerprint": tok.fingerprint,
+            "config": config, "tokenizer": tok}
+
+
+class _State:
+    """Cross-batch bookkeeping shared by all tokenizers."""
+
+    def __init__(self, seed: int, detail_docs: int | None, keep_docs: int, bootstrap: int):
+        self.rng = np.random.default_rng(seed)
+        self.detail_docs = detail_docs
+        self.keep_docs = keep_docs
+        self.bootstrap = bootstrap
+        self.langs: dict[str, int] = {}
+        self.detail_seen: dict[int, int] = {}
+        self.docs_done = 0
+        self.bytes_done = 0
+        self.doc_rows: list[dict] = []
+        self.docs_kept = 0
+        self.docs_table_full = False
+
+
+__all__ = ["analyze", "Report", "PretokenizerFamily", "COUNTS", "NS", "SCHEMA"]

@@ -1,0 +1,198 @@
+"""Per-code-point Unicode facts, vectorised over whole batches of documents.
+
+Properties come from the `regex` module (the same Unicode version as its `\\X` and `\\w`), looked
+up once per *distinct* code point and cached in flat tables indexed by code point, so the
+per-character work on the measuring path is numpy indexing, never a Python loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import regex
+
+# ISO 15924 codes of the scripts Unicode assigns. Codes the installed `regex` does not know are
+# dropped at import; anything unassigned ends up in Zzzz.
+_SCRIPT_CODES = """Adlm Aghb Ahom Arab Armi Armn Avst Bali Bamu Bass Batk Beng Bhks Bopo Brah Brai
+Bugi Buhd Cakm Cans Cari Cham Cher Chrs Copt Cpmn Cprt Cyrl Deva Diak Dogr Dsrt Dupl Egyp Elba
+Elym Ethi Gara Geor Glag Gong Gonm Goth Gran Grek Gujr Gukh Guru Hang Hani Hano Hatr Hebr Hira
+Hluw Hmng Hmnp Hung Ital Java Kali Kana Kawi Khar Khmr Khoj Kits Knda Krai Kthi Lana Laoo Latn
+Lepc Limb Lina Linb Lisu Lyci Lydi Mahj Maka Mand Mani Marc Medf Mend Merc Mero Mlym Modi Mong
+Mroo Mtei Mult Mymr Nagm Nand Narb Nbat Newa Nkoo Nshu Ogam Olck Onao Orkh Orya Osge Osma Ougr
+Palm Pauc Perm Phag Phli Phlp Phnx Plrd Prti Rjng Rohg Runr Samr Sarb Saur Sgnw Shaw Shrd Sidd
+Sidt Sind Sinh Sogd Sogo Sora Soyo Sund Sunu Sylo Syrc Tagb Takr Tale Talu Taml Tang Tavt Tayo
+Telu Tfng Tglg Thaa Thai Tibt Tirh Tnsa Todr Tols Toto Tutg Ugar Vaii Vith Wara Wcho Xpeo Xsux
+Yezi Yiii Zanb""".split()
+
+
+def _known(code: str) -> bool:
+    try:
+        regex.compile(rf"\p{{sc={code}}}")
+        return True
+    except regex.error:
+        return False
+
+
+# Index 0 is "not yet classified"; Zyyy (Common), Zinh (Inherited) and Zzzz (Unknown) are
+# real scripts of the table but Common and Inherited are resolved to a neighbour's script.
+SCRIPTS: list[str] = ["?", "Zyyy", "Zinh", "Zzzz"] + [c for c in _SCRIPT_CODES if _known(c)]
+SCRIPT_INDEX = {c: i for i, c in enumerate(SCRIPTS)}
+ZYYY, ZINH, ZZZZ = 1, 2, 3
+
+# Scripts written without spaces between words: a whitespace/punctuation word count would be an
+# invented number there, so tokens_per_word is reported as null (docs/METRICS.md).
+NO_SPACE_SCRIPTS = frozenset({"Thai", "Laoo", "Khmr", "Mymr", "Hani", "Hira", "Kana", "Tale",
+                              "Talu", "Lana", "Bopo", "Yiii"})
+
+# Flag bits of the per-code-point flag table.
+_MARK, _JOIN, _WORD, _APOS, _DONE = 1, 2, 4, 8, 128
+
+_SCRIPT_TABLE = np.zeros(0x110000, dtype=np.uint8)
+_FLAG_TABLE = np.zeros(0x110000, dtype=np.uint8)
+_MARK_RE = regex.compile(r"\p{M}")
+_WORD_RE = regex.compile(r"\w")  # regex's \w includes marks, digits and ZWJ/ZWNJ
+_APOSTROPHES = {0x27, 0x2019}
+
+
+def _classify(new: np.ndarray) -> None:
+    """Fill the tables for code points never seen before (a few thousand per corpus)."""
+    chars = "".join(map(chr, new.tolist()))
+    scripts = np.full(len(new), ZZZZ, dtype=np.uint8)
+    for code in SCRIPTS[1:]:
+        if code == "Zzzz":
+            continue
+        for m in regex.finditer(rf"\p{{sc={code}}}+", chars):
+            scripts[m.start():m.end()] = SCRIPT_INDEX[code]
+    flags = np.full(len(new), _DONE, dtype=np.uint8)
+    for i, ch in enumerate(chars):
+        if _MARK_RE.match(ch):
+            flags[i] |= _MARK
+        if _WORD_RE.match(ch):
+            flags[i] |= _WORD
+    flags[np.isin(new, (0x200C, 0x200D))] |= _JOIN | _WORD
+    flags[np.isin(new, list(_APOSTROPHES))] |= _APOS
+    _SCRIPT_TABLE[new] = scripts
+    _FLAG_TABLE[new] = flags
+
+
+def code_points(text: str) -> np.ndarray:
+    """The code points of `text` as uint32 (UTF-32 is a copy-free view for numpy)."""
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def ensure_classified(cps: np.ndarray) -> None:
+    fresh = cps[_FLAG_TABLE[cps] == 0]
+    if fresh.size:
+        _classify(np.unique(fresh))
+
+
+def utf8_lengths(cps: np.ndarray) -> np.ndarray:
+    return (1 + (cps >= 0x80) + (cps >= 0x800) + (cps >= 0x10000)).astype(np.int64)
+
+
+def resolve_scripts(cps: np.ndarray, doc_starts: np.ndarray) -> np.ndarray:
+    """Script index of each code point, with Common and Inherited resolved.
+
+    A Common or Inherited code point (spaces, punctuation, digits, combining marks shared by
+    scripts) takes the script of the nearest preceding code point in the same document that has
+    a real script; at a document's start, the nearest following one; a document of nothing but
+    Common code points stays Zyyy. So every character, and every token, belongs to one script.
+    """
+    ensure_classified(cps)
+    raw = _SCRIPT_TABLE[cps]
+    n = len(cps)
+    if n == 0:
+        return raw
+    idx = np.arange(n)
+    real = (raw != ZYYY) & (raw != ZINH)
+    doc_id = np.cumsum(doc_starts) - 1
+    start_of = np.flatnonzero(doc_starts)[doc_id]
+    prev = np.maximum.accumulate(np.where(real, idx, -1))
+    ok_prev = prev >= start_of
+    nxt = np.minimum.accumulate(np.where(real, idx, n)[::-1])[::-1]
+    doc_end = np.append(np.flatnonzero(doc_starts)[1:], n)[doc_id]
+    ok_next = nxt < doc_end
+    out = raw.copy()
+    use_prev = ~real & ok_prev
+    out[use_prev] = raw[prev[use_prev]]
+    use_next = ~real & ~ok_prev & ok_next
+    out[use_next] = raw[nxt[use_next]]
+    out[~real & ~ok_prev & ~ok_next] = ZYYY
+    return out
+
+
+def is_mark_or_joiner(cps: np.ndarray) -> np.ndarray:
+    """True for combining marks (\\p{M}) and ZWJ/ZWNJ: a token starting here was cut mid-word."""
+    ensure_classified(cps)
+    return (_FLAG_TABLE[cps] & (_MARK | _JOIN)) != 0
+
+
+def word_spans(cps: np.ndarray, doc_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (exclusive) indices of words.
+
+    A word is a maximal run of word characters (letters, combining marks, digits, connector
+    punctuation, ZWJ/ZWNJ), where an apostrophe between two word characters stays inside the
+    word ("don't" is one word). Combining marks never split a word: a Bengali word with vowel
+    signs is one word. Words never cross a document boundary.
+    """
+    ensure_classified(cps)
+    flags = _FLAG_TABLE[cps]
+    w = (flags & _WORD) != 0
+    if len(cps) > 2:
+        apos = (flags & _APOS) != 0
+        inner = np.zeros_like(w)
+        inner[1:-1] = apos[1:-1] & w[:-2] & w[2:] & ~doc_starts[1:-1] & ~doc_starts[2:]
+        w = w | inner
+    prev_w = np.concatenate(([False], w[:-1])) & ~doc_starts
+    next_w = np.concatenate((w[1:], [False])) & ~np.concatenate((doc_starts[1:], [True]))
+    starts = np.flatnonzero(w & ~prev_w)
+    ends = np.flatnonzero(w & ~next_w) + 1
+    return starts, ends
+
+
+def grapheme_starts(cps: np.ndarray, doc_starts: np.ndarray) -> np.ndarray:
+    """Bool mask: True where an extended grapheme cluster (UAX #29) starts."""
+    from fertility._graphemes import grapheme_starts as vectorised
+
+    return vectorised(cps, doc_starts)
+
+
+@dataclass
+class TextBatch:
+    """Everything about a batch of documents that does not depend on a tokenizer."""
+
+    cps: np.ndarray          # uint32 code points of all documents, concatenated
+    doc_offsets: np.ndarray  # int64, len = n_docs + 1: where each document starts in `cps`
+    doc_of_char: np.ndarray  # int64 document index of each code point
+    script: np.ndarray       # uint8 resolved script index of each code point
+    nbytes: np.ndarray       # int64 UTF-8 length of each code point
+    gstart: np.ndarray       # bool: a grapheme cluster starts here
+    word_starts: np.ndarray  # int64 word start indices (into cps)
+    word_ends: np.ndarray    # int64 word end indices (exclusive)
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_offsets) - 1
+
+
+def analyze_texts(texts: list[str]) -> TextBatch:
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    cps = code_points("".join(texts))
+    doc_of_char = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+    doc_starts = np.zeros(len(cps), dtype=bool)
+    doc_starts[offsets[:-1][lengths > 0]] = True
+    ensure_classified(cps)
+    ws, we = word_spans(cps, doc_starts)
+    return TextBatch(
+        cps=cps,
+        doc_offsets=offsets,
+        doc_of_char=doc_of_char,
+        script=resolve_scripts(cps, doc_starts),
+        nbytes=utf8_lengths(cps),
+        gstart=grapheme_starts(cps, doc_starts),
+        word_starts=ws,
+        word_ends=we,
+    )

@@ -1,0 +1,433 @@
+"""fertility.corpus: formats, compression, labels, walking, sampling, bad input, streaming.
+
+Every fixture is written here into tmp_path; expected values are worked out by hand from
+the bytes written, not taken from the code under test."""
+from __future__ import annotations
+
+import builtins
+import bz2
+import gzip
+import json
+import lzma
+import os
+import sys
+import tracemalloc
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from fertility.corpus import Corpus, Document
+from fertility.errors import CorpusError
+
+COMPRESS = {
+    "": lambda b: b,
+    ".gz": gzip.compress,
+    ".bz2": bz2.compress,
+    ".xz": lzma.compress,
+    ".zst": lambda b: zstandard.ZstdCompressor().compress(b),
+}
+
+
+def write(path, data: bytes | str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def parquet_bytes(columns: dict) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(columns), sink, row_group_size=2)  # several row groups
+    return sink.getvalue().to_pybytes()
+
+
+def read(*paths, **options) -> tuple[list[Document], dict, list[str]]:
+    warnings: list[str] = []
+    corpus = Corpus([str(p) for p in paths], on_warning=warnings.append, **options)
+    docs = list(corpus.documents())
+    return docs, corpus.summary(), warnings
+
+
+def texts(docs):
+    return [d.text for d in docs]
+
+
+# -- formats --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ext", COMPRESS)
+@pytest.mark.parametrize("kind", ["txt", "jsonl", "parquet"])
+def test_every_format_and_compression(tmp_path, kind, ext):
+    lines = ["প্রথম বাক্য", "second line", "third"]
+    if kind == "txt":
+        raw = ("\n".join(lines) + "\n").encode()
+    elif kind == "jsonl":
+        raw = "".join(json.dumps({"text": t, "id": i}) + "\n" for i, t in enumerate(lines)).encode()
+    else:
+        raw = parquet_bytes({"text": lines, "id": [0, 1, 2]})
+    path = write(tmp_path / f"data.{kind}{ext}", COMPRESS[ext](raw))
+    docs, summary, _ = read(path)
+    assert docs == [Document(t, "und", str(path), i) for i, t in enumerate(lines, 1)]
+    assert summary["files"][0]["compression"] == {"": None, ".gz": "gzip", ".bz2": "bzip2",
+                                                  ".xz": "xz", ".zst": "zstd"}[ext]
+
+
+def test_txt_lines_crlf_cr_blank_and_whitespace(tmp_path):
+    raw = b"one\r\ntwo\rthree\n\n \t \r\n  four  \n\r\nlast"
+    docs, summary, _ = read(write(tmp_path / "a.txt", raw))
+    # Lines: 1 one, 2 two, 3 three, 4 empty, 5 whitespace, 6 "  four  ", 7 empty, 8 last.
+    assert [(d.text, d.line) for d in docs] == [("one", 1), ("two", 2), ("three", 3),
+                                                ("  four  ", 6), ("last", 8)]
+    assert summary["documents"] == summary["documents_seen"] == 5
+
+
+def test_only_newline_terminators_split_lines(tmp_path):
+    docs, _, _ = read(write(tmp_path / "a.txt", "a\u2028b\x0cc\u0085d\n"))
+    assert texts(docs) == ["a\u2028b\x0cc\u0085d"]
+
+
+def test_utf8_bom_is_dropped(tmp_path):
+    docs, _, _ = read(write(tmp_path / "a.txt", b"\xef\xbb\xbfhi\nthere\n"))
+    assert texts(docs) == ["hi", "there"]
+
+
+def test_whole_files(tmp_path):
+    write(tmp_path / "c/a.txt", "line one\nline two\r\n")
+    write(tmp_path / "c/b.txt", "keeps one blank line\n\n")
+    write(tmp_path / "c/c.txt", " \n\t\n")
+    docs, summary, _ = read(tmp_path / "c", whole_files=True)
+    assert [(d.text, d.line) for d in docs] == [("line one\nline two", 1),
+                                                ("keeps one blank line\n", 1)]
+    assert [f["documents"] for f in summary["files"]] == [1, 1, 0]
+
+
+def test_jsonl_text_field_blank_lines_and_empty_records(tmp_path):
+    raw = ('{"content": "first"}\n\n   \n{"content": ""}\n{"content": "  "}\n'
+           '{"content": "second", "text": 5}\n')
+    docs, summary, _ = read(write(tmp_path / "a.jsonl", raw), text_field="content")
+    # Records (blank lines are not records): 1 first, 2 "", 3 "  ", 4 second.
+    assert [(d.text, d.line) for d in docs] == [("first", 1), ("second", 4)]
+    assert summary["empty_records"] == 2
+
+
+def test_parquet_column_option_and_nulls(tmp_path):
+    path = write(tmp_path / "a.parquet",
+                 parquet_bytes({"body": ["x", None, "", "y", "z"], "text": [1, 2, 3, 4, 5]}))
+    docs, summary, _ = read(path, text_field="body")
+    assert [(d.text, d.line) for d in docs] == [("x", 1), ("y", 4), ("z", 5)]
+    assert summary["empty_records"] == 2
+
+
+def test_counts_chars_bytes_and_json_ready_summary(tmp_path):
+    write(tmp_path / "a.txt", "ক খ\nab\n")  # ক and খ are 3 UTF-8 bytes each
+    docs, summary, _ = read(tmp_path / "a.txt")
+    assert (summary["chars"], summary["bytes"]) == (3 + 2, 7 + 2)
+    assert json.loads(json.dumps(summary)) == summary
+    assert summary["complete"] is True and summary["paths"] == [str(tmp_path / "a.txt")]
+
+
+# -- language labels ------------------------------------------------------------------
+
+
+def test_language_labels(tmp_path):
+    root = tmp_path / "corpus"
+    write(root / "bn.txt", "a\n")
+    write(root / "ben_Beng.txt", "a\n")
+    write(root / "zh-Hans.jsonl.gz", gzip.compress(b'{"text": "a"}\n'))
+    write(root / "pt_BR.txt", "a\n")
+    write(root / "hi/part-1.txt", "a\n")
+    write(root / "hi/2023/data.txt", "a\n")  # nearest language folder counts
+    write(root / "misc/part-1.txt", "a\n")
+    for not_a_code in ["data", "dev", "EN", "engl", "en-us", "new"]:
+        write(root / f"x/{not_a_code}.txt", "a\n")
+    docs, summary, _ = read(root)
+    labels = {os.path.relpath(d.source, root): d.lang for d in docs}
+    assert labels == {
+        "bn.txt": "bn", "ben_Beng.txt": "ben_Beng", "zh-Hans.jsonl.gz": "zh-Hans",
+        "pt_BR.txt": "pt_BR", "hi/part-1.txt": "hi", "hi/2023/data.txt": "hi",
+        "misc/part-1.txt": "und", "x/data.txt": "und", "x/dev.txt": "und", "x/EN.txt": "und",
+        "x/engl.txt": "und", "x/en-us.txt": "und", "x/new.txt": "und",
+    }
+
+
+def test_named_folder_and_named_file_labels(tmp_path):
+    write(tmp_path / "ta/a.txt", "x\n")
+    assert read(tmp_path / "ta")[0][0].lang == "ta"  # the named folder itself
+    assert read(tmp_path / "ta/a.txt")[0][0].lang == "ta"  # a named file's parent
+
+
+def test_lang_field_fills_in_only_where_names_say_nothing(tmp_path):
+    records = [{"text": "a", "lang": "bn"}, {"text": "b", "lang": "hi"}, {"text": "c"},
+               {"text": "d", "lang": ""}, {"text": "e", "lang": 7}]
+    raw = "".join(json.dumps(r) + "\n" for r in records)
+    write(tmp_path / "mixed/data.jsonl", raw)
+    write(tmp_path / "mixed/sw.jsonl", raw)  # the file name wins over the field
+    write(tmp_path / "mixed/data.parquet",
+          parquet_bytes({"text": ["p", "q"], "lang": ["ur", None]}))
+    docs, summary, _ = read(tmp_path / "mixed", lang_field="lang")
+    assert [(d.text, d.lang) for d in docs] == [
+        ("a", "bn"), ("b", "hi"), ("c", "und"), ("d", "und"), ("e", "und"),
+        ("p", "ur"), ("q", "und"),
+        ("a", "sw"), ("b", "sw"), ("c", "sw"), ("d", "sw"), ("e", "sw"),
+    ]
+    assert summary["files"][0]["langs"] == {"bn": 1, "hi": 1, "und": 3}
+    assert summary["files"][0]["lang"] is None and summary["files"][2]["lang"] == "sw"
+
+
+# -- walking and skipping -------------------------------------------------------------
+
+
+def test_recursive_sorted_walk_and_skipped_files(tmp_path):
+    root = tmp_path / "c"
+    for name in ["z/3.txt", "a/b/2.txt", "c.txt", "a/1.txt"]:
+        write(root / name, name + "\n")
+    write(root / "README.md", "x")
+    write(root / "data.json", "{}")
+    write(root / "a/archive.tar.gz", b"x")
+    write(root / ".DS_Store", b"\0\0")
+    write(root / ".git/HEAD.txt", "hidden folder\n")
+    os.mkfifo(root / "pipe.txt")
+    docs, summary, warnings = read(root)
+    assert texts(docs) == ["a/1.txt", "a/b/2.txt", "c.txt", "z/3.txt"]
+    skipped = {os.path.relpath(s["path"], root): s["reason"] for s in summary["skipped_files"]}
+    assert skipped == {
+        "README.md": "unsupported format (.md)", "data.json": "unsupported format (.json)",
+        "a/archive.tar.gz": "unsupported format (.tar.gz)", ".DS_Store": "hidden",
+        ".git": "hidden", "pipe.txt": "not a regular file",
+    }
+    assert len(warnings) == 1 and "skipped 6 file(s)" in warnings[0]
+
+
+def test_mixed_arguments_explicit_unsupported_file_and_duplicates(tmp_path):
+    write(tmp_path / "d/bn.txt", "from folder\n")
+    write(tmp_path / "hi.txt", "named file\n")
+    notes = write(tmp_path / "notes.csv", "a,b\n")
+    docs, summary, warnings = read(tmp_path / "d", tmp_path / "hi.txt", notes,
+                                   tmp_path / "d/bn.txt")
+    assert [(d.text, d.lang) for d in docs] == [("from folder", "bn"), ("named file", "hi")]
+    reasons = [s["reason"] for s in summary["skipped_files"]]
+    assert reasons == ["unsupported format (.csv)", f"same file as {tmp_path / 'd/bn.txt'}"]
+    assert any("notes.csv" in w and "unsupported" in w for w in warnings)
+
+
+def test_only_unsupported_files_is_an_error(tmp_path):
+    notes = write(tmp_path / "notes.md", "text")
+    with pytest.raises(CorpusError, match="notes.md.*no corpus files"):
+        Corpus([str(notes)], on_warning=lambda m: None)
+
+
+# -- sampling -------------------------------------------------------------------------
+
+
+def _thousand(tmp_path):
+    return write(tmp_path / "c/a.txt", "".join(f"doc {i}\n" for i in range(1, 1001)))
+
+
+def test_sample_is_deterministic_and_independent_of_batch_size(tmp_path):
+    _thousand(tmp_path)
+    corpus = Corpus([str(tmp_path / "c")], sample=0.3, seed=7)
+    first = [d.line for d in corpus.documents()]
+    for size in (1, 7, 512, 5000):
+        again = Corpus([str(tmp_path / "c")], sample=0.3, seed=7)
+        assert [d.line for batch in again.batches(size) for d in batch] == first
+    assert 250 <= len(first) <= 350 and first == sorted(first)
+    other = [d.line for d in Corpus([str(tmp_path / "c")], sample=0.3, seed=8).documents()]
+    assert other != first
+    summary = corpus.summary()
+    assert (summary["documents"], summary["documents_seen"]) == (len(first), 1000)
+    assert (summary["sample"], summary["seed"], summary["stopped_early"]) == (0.3, 7, False)
+
+
+def test_sample_of_a_file_does_not_depend_on_other_files(tmp_path):
+    _thousand(tmp_path)
+    alone = [d.line for d in Corpus([str(tmp_path / "c")], sample=0.5).documents()]
+    write(tmp_path / "c/0-before.txt", "".join(f"x {i}\n" for i in range(123)))
+    with_other = [d.line for d in Corpus([str(tmp_path / "c")], sample=0.5).documents()
+                  if d.source.endswith("a.txt")]
+    assert with_other == alone
+
+
+def test_max_docs_takes_first_sampled_and_says_where_it_stopped(tmp_path):
+    _thousand(tmp_path)
+    full = [d.line for d in Corpus([str(tmp_path / "c")], sample=0.5, seed=3).documents()]
+    corpus = Corpus([str(tmp_path / "c")], sample=0.5, seed=3, max_docs=10)
+    assert [d.line for d in corpus.documents()] == full[:10]
+    summary = corpus.summary()
+    assert summary["stopped_early"] is True
+    assert summary["stopped_at"] == {"path": str(tmp_path / "c/a.txt"), "line": full[10]}
+    assert summary["documents"] == 10 and summary["documents_seen"] == full[10] - 1
+
+
+def test_max_docs_across_files_and_at_exact_end(tmp_path):
+    write(tmp_path / "c/1.txt", "a\nb\n")
+    write(tmp_path / "c/2.txt", "c\nd\ne\n")
+    write(tmp_path / "c/3.txt", "f\n")
+    docs, summary, _ = read(tmp_path / "c", max_docs=3)
+    assert texts(docs) == ["a", "b", "c"]
+    assert summary["stopped_at"] == {"path": str(tmp_path / "c/2.txt"), "line": 2}
+    assert [f["documents"] for f in summary["files"]] == [2, 1]  # 3.txt never opened
+    docs, summary, _ = read(tmp_path / "c", max_docs=6)
+    assert len(docs) == 6 and summary["stopped_early"] is False
+
+
+@pytest.mark.parametrize("options", [{"sample": 0}, {"sample": 1.5}, {"max_docs": 0}])
+def test_bad_sampling_options(tmp_path, options):
+    with pytest.raises(CorpusError):
+        Corpus([str(write(tmp_path / "a.txt", "a\n"))], **options)
+
+
+# -- bad input ------------------------------------------------------------------------
+
+BAD_UTF8 = b"ok\nbad \xff and valid \xef\xbf\xbd\n\xe2\x82 cut\n"
+
+
+@pytest.mark.parametrize("ext", ["", ".gz"])
+def test_invalid_utf8_replaced_and_counted(tmp_path, ext):
+    path = write(tmp_path / f"a.txt{ext}", COMPRESS[ext](BAD_UTF8))
+    docs, summary, warnings = read(path)
+    assert texts(docs) == ["ok", "bad \ufffd and valid \ufffd", "\ufffd cut"]
+    # \xff is one bad sequence, the cut-off \xe2\x82 another; the encoded U+FFFD is text.
+    assert summary["invalid_utf8"] == {str(path): 2}
+    assert len(warnings) == 1 and "byte 7" in warnings[0]
+
+
+def test_invalid_utf8_strict_names_file_and_offset(tmp_path):
+    path = write(tmp_path / "a.txt", BAD_UTF8)
+    with pytest.raises(CorpusError, match=r"a\.txt: invalid UTF-8 at byte 7$"):
+        list(Corpus([str(path)], strict=True).documents())
+
+
+def test_jsonl_lone_surrogate_is_invalid_text(tmp_path):
+    path = write(tmp_path / "a.jsonl", '{"text": "a\\ud800b"}\n')
+    docs, summary, _ = read(path)
+    assert texts(docs) == ["a\ufffdb"] and summary["invalid_utf8"] == {str(path): 1}
+    with pytest.raises(CorpusError, match="a.jsonl: line 1"):
+        list(Corpus([str(path)], strict=True).documents())
+
+
+def test_binary_files_skipped_early_and_late(tmp_path):
+    write(tmp_path / "c/a.txt", "text\n")
+    write(tmp_path / "c/b.txt", b"head\n\x00\x01\x02")
+    write(tmp_path / "c/c.txt.gz", gzip.compress(b"x" * 9000 + b"\nlate\n\x00"))
+    docs, summary, warnings = read(tmp_path / "c")
+    assert texts(docs) == ["text", "x" * 9000, "late"]
+    assert summary["binary_files"] == [{"path": str(tmp_path / "c/b.txt"), "offset": 5},
+                                       {"path": str(tmp_path / "c/c.txt.gz"), "offset": 9006}]
+    assert [f["path"] for f in summary["files"]] == [str(tmp_path / "c/a.txt"),
+                                                     str(tmp_path / "c/c.txt.gz")]
+    assert len(warnings) == 2
+
+
+def error(*paths, **options) -> str:
+    with pytest.raises(CorpusError) as info:
+        list(Corpus([str(p) for p in paths], on_warning=lambda m: None, **options).documents())
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def test_missing_path_and_broken_link(tmp_path):
+    assert error(tmp_path / "nope.txt") == f"{tmp_path / 'nope.txt'}: no such file or directory"
+    os.symlink(tmp_path / "gone.txt", tmp_path / "link.txt")
+    assert "link.txt: broken symbolic link" in error(tmp_path / "link.txt")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode bits")
+def test_unreadable_file_by_mode(tmp_path):
+    path = write(tmp_path / "a.txt", "x\n")
+    path.chmod(0)
+    assert "a.txt: cannot open" in error(path)
+
+
+def test_unreadable_file_permission_denied(tmp_path, monkeypatch):
+    # What open() raises for a non-root user on a mode-000 file; tests here may run as root.
+    path = write(tmp_path / "a.txt", "x\n")
+    real_open = builtins.open
+
+    def deny(file, *args, **kwargs):
+        if str(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", deny)
+    assert error(path) == f"{path}: cannot open (Permission denied)"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc/self/mem")
+def test_read_error(tmp_path):
+    os.symlink("/proc/self/mem", tmp_path / "mem.txt")  # opens, then reading fails (EIO)
+    assert "mem.txt: read error" in error(tmp_path / "mem.txt")
+
+
+def test_empty_corpus(tmp_path):
+    write(tmp_path / "c/a.txt", "\n  \n")
+    write(tmp_path / "c/b.jsonl", '{"text": ""}\n')
+    assert "no documents" in error(tmp_path / "c")
+    assert "kept none" in error(write(tmp_path / "one.txt", "a\n"), sample=1e-9)
+
+
+@pytest.mark.parametrize("ext", [".gz", ".bz2", ".xz", ".zst"])
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_corrupt_compressed_stream(tmp_path, ext, damage):
+    good = COMPRESS[ext]("".join(f"line {i}\n" for i in range(5000)).encode())
+    raw = good[: len(good) // 2] if damage == "truncated" else b"not compressed at all" * 10
+    path = write(tmp_path / f"a.txt{ext}", raw)
+    assert f"{path}: corrupt or truncated" in error(path)
+
+
+def test_zstd_several_frames(tmp_path):
+    zc = zstandard.ZstdCompressor()
+    path = write(tmp_path / "a.txt.zst", zc.compress(b"one\ntw") + zc.compress(b"o\nthree\n"))
+    assert texts(read(path)[0]) == ["one", "two", "three"]
+
+
+def test_corrupt_parquet(tmp_path):
+    good = parquet_bytes({"text": ["a", "b"]})
+    assert "a.parquet: not a readable parquet" in error(write(tmp_path / "a.parquet", good[:-20]))
+    assert "b.parquet: not a readable parquet" in error(write(tmp_path / "b.parquet", b"PAR1xx"))
+    msg = error(write(tmp_path / "c.parquet", good), text_field="body")
+    assert msg == f"{tmp_path / 'c.parquet'}: no column 'body' (columns: text)"
+    ints = write(tmp_path / "d.parquet", parquet_bytes({"text": [1, 2]}))
+    assert "d.parquet: column 'text' is int64, not a string" in error(ints)
+
+
+@pytest.mark.parametrize("line, what", [
+    ("{not json", "line 3: not valid JSON"),
+    ('["text"]', "line 3: not a JSON object"),
+    ('{"body": "x"}', "line 3: no field 'text'"),
+    ('{"text": 5}', "line 3: field 'text' is int, not a string"),
+    ('{"text": null}', "line 3: field 'text' is null, not a string"),
+])
+@pytest.mark.parametrize("strict", [False, True])
+def test_malformed_jsonl_line(tmp_path, line, what, strict):
+    path = write(tmp_path / "a.jsonl.gz", gzip.compress(f'{{"text": "ok"}}\n\n{line}\n'.encode()))
+    assert error(path, strict=strict).startswith(f"{path}: {what}")
+
+
+# -- streaming ------------------------------------------------------------------------
+
+
+def test_documents_arrive_before_the_file_is_read(tmp_path):
+    # A 50 MB gzip cut in half: the first document comes out before the damage is reached,
+    # which a reader that loads the file first could not do.
+    data = gzip.compress(b"first line\n" + b"abcdefghij" * 5_000_000 + b"\n", compresslevel=1)
+    path = write(tmp_path / "big.txt.gz", data[: len(data) // 2])
+    docs = Corpus([str(path)]).documents()
+    assert next(docs).text == "first line"
+    with pytest.raises(CorpusError, match="truncated"):
+        next(docs)
+
+
+def test_memory_stays_flat(tmp_path):
+    line = ("নমস্কার " * 12 + "\n").encode()  # ~ 200 bytes per line
+    path = write(tmp_path / "a.txt", line * 20_000)  # ~ 4 MB
+    corpus = Corpus([str(path)])
+    tracemalloc.start()
+    try:
+        count = sum(len(batch) for batch in corpus.batches(64))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 20_000
+    assert peak < 1_000_000, peak  # far below the file size: nothing holds the corpus
