@@ -1,0 +1,42 @@
+# Two entry points a fresh machine needs: `make demo` and `make test` (see README.md).
+# Each creates .venv and installs what it needs from the project's own files.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# Pinned so pip takes the CPU build where one is provided instead of a multi-GB CUDA build;
+# elsewhere add the CPU index: make test TORCH_INDEX=<your PyTorch CPU wheel index URL>
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+
+.PHONY: demo test setup setup-test clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.core: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -q -e '.[tiktoken]'
+	touch $@
+
+$(VENV)/.test: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -q $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) '$(TORCH)'
+	$(PIP) install -q -e '.[test]'
+	touch $@
+
+setup: $(VENV)/.core
+setup-test: $(VENV)/.test
+
+# The main job on the bundled example: train a naive GPT-2-style tokenizer and a mark-aware
+# one on examples/corpus, then measure both side by side.
+demo: $(VENV)/.core
+	$(PY) examples/make_tokenizers.py out/tokenizers
+	$(VENV)/bin/fertility report examples/corpus \
+		-t naive=out/tokenizers/naive-gpt2/tokenizer.json \
+		-t mark_aware=out/tokenizers/mark-aware/tokenizer.json
+
+test: $(VENV)/.test
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) out

@@ -1,0 +1,68 @@
+"""Unicode facts on text whose counts were worked out by hand (code point by code point)."""
+
+import numpy as np
+
+from fertility import unicode as U
+
+from tests.textdata import AMI, BANGLA, GAN, KSHAMA, SENTENCE  # noqa: F401
+
+
+def batch(*texts):
+    return U.analyze_texts(list(texts))
+
+
+def test_bengali_sentence_counts_by_hand():
+    tb = batch(SENTENCE)
+    assert len(tb.cps) == 20
+    assert int(tb.gstart.sum()) == 12          # 2 + 1 + 2 + 1 + 2 + 1 + 2 + 1 (danda)
+    assert int(tb.nbytes.sum()) == 16 * 3 + 3 + 3  # 16 Bengali letters/signs, danda, 3 spaces
+    assert len(tb.word_starts) == 4
+    assert tb.word_starts.tolist() == [0, 4, 10, 14]
+    assert tb.word_ends.tolist() == [3, 9, 13, 19]
+    assert set(U.SCRIPTS[s] for s in tb.script) == {"Beng"}  # spaces and danda join Beng
+
+
+def test_grapheme_starts_at_hand_positions():
+    tb = batch(SENTENCE)
+    assert np.flatnonzero(tb.gstart).tolist() == [0, 1, 3, 4, 7, 9, 10, 12, 13, 14, 17, 19]
+
+
+def test_common_and_inherited_take_neighbouring_script():
+    tb = batch("«হ্যাঁ» ok, 2024!", "123 !!")
+    scripts = [U.SCRIPTS[s] for s in tb.script]
+    first = scripts[: tb.doc_offsets[1]]
+    # « at the start takes the following Bengali; the space before "ok" still follows Bengali
+    assert first[:8] == ["Beng"] * 8
+    assert first[8:] == ["Latn"] * (len(first) - 8)
+    assert scripts[tb.doc_offsets[1]:] == ["Zyyy"] * 6  # nothing but Common stays Common
+
+
+def test_scripts_do_not_leak_across_documents():
+    tb = batch("abc", "।।", "কখ")
+    scripts = [U.SCRIPTS[s] for s in tb.script]
+    # the danda-only document has no real script: it must not borrow Latin from document 0
+    assert scripts[3:5] == ["Zyyy", "Zyyy"]
+
+
+def test_words_keep_marks_joiners_and_apostrophes_but_not_doc_boundaries():
+    zwj_word = "র\u200d্যাব"  # ra ZWJ hasanta ya aa ba: one word
+    tb = batch(f"don't {zwj_word}", "x", "y'")
+    spans = list(zip(tb.word_starts.tolist(), tb.word_ends.tolist()))
+    assert spans[0] == (0, 5)                        # don't
+    assert spans[1] == (6, 6 + len(zwj_word))        # whole Bengali word with ZWJ
+    assert spans[2:] == [(12, 13), (13, 14)]         # "x", then "y" without the trailing '
+
+
+def test_mark_or_joiner_flags():
+    cps = U.code_points("া\u200ca\u0301b")
+    assert U.is_mark_or_joiner(cps).tolist() == [True, True, False, True, False]
+
+
+def test_script_table_knows_the_issue_scripts():
+    for code in ("Beng", "Latn", "Deva", "Taml", "Arab", "Hani", "Thai", "Cyrl", "Hira", "Kana"):
+        assert code in U.SCRIPT_INDEX
+    cps = U.code_points("aбকक")
+    U.ensure_classified(cps)
+    tb = batch("aбকक")
+    # each letter alone resolves to its own script (no Common involved)
+    assert [U.SCRIPTS[s] for s in tb.script] == ["Latn", "Cyrl", "Beng", "Deva"]
