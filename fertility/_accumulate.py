@@ -55,12 +55,16 @@ class Bootstrap:
             extra = n_langs - self.lang_chars.shape[0]
             self.lang_chars = np.vstack([self.lang_chars, np.zeros((extra, self.B))])
             self.lang_tokens = np.vstack([self.lang_tokens, np.zeros((extra, self.B))])
-        doc_chars = per_doc_script_chars.sum(axis=1)
-        doc_tokens = per_doc_script_tokens.sum(axis=1)
-        np.add.at(self.lang_chars, doc_lang, W * doc_chars[:, None])
-        np.add.at(self.lang_tokens, doc_lang, W * doc_tokens[:, None])
-        self.script_chars += per_doc_script_chars.T @ W
-        self.script_tokens += per_doc_script_tokens.T @ W
+        # Only the languages and scripts present in the batch: small dense products.
+        langs, inverse = np.unique(doc_lang, return_inverse=True)
+        onehot = np.zeros((len(langs), len(doc_lang)))
+        onehot[inverse, np.arange(len(doc_lang))] = 1.0
+        self.lang_chars[langs] += (onehot * per_doc_script_chars.sum(axis=1)) @ W
+        self.lang_tokens[langs] += (onehot * per_doc_script_tokens.sum(axis=1)) @ W
+        present = np.flatnonzero(per_doc_script_chars.any(axis=0)
+                                 | per_doc_script_tokens.any(axis=0))
+        self.script_chars[present] += per_doc_script_chars[:, present].T @ W
+        self.script_tokens[present] += per_doc_script_tokens[:, present].T @ W
 
     @staticmethod
     def interval(chars: np.ndarray, tokens: np.ndarray) -> tuple[float, float]:

@@ -55,8 +55,8 @@ def _base_counts(tb: U.TextBatch, doc_lang, n_langs, pds_chars):
     return lang, script
 
 
-def measure_batch(batch, accs, state) -> None:
-    texts = [d.text for d in batch]
+def measure_batch(batch, texts, encoded, accs, state) -> None:
+    """`encoded`: encode_flat's result for each accumulator's tokenizer, same order."""
     tb = U.analyze_texts(texts)
     n = tb.n_docs
     doc_lang = np.fromiter((state.langs.setdefault(d.lang, len(state.langs)) for d in batch),
@@ -69,11 +69,12 @@ def measure_batch(batch, accs, state) -> None:
     W = state.rng.poisson(1.0, size=(n, state.bootstrap)).astype(np.float64)
     keep = _keep_rows(batch, state)
     doc_tokens = {}
-    for acc in accs:
+    for acc, enc in zip(accs, encoded):
         acc.counts.grow(n_langs)
         acc.counts.lang[:n_langs] += base_lang
         acc.counts.script += base_script
-        pds_tokens = _measure_tokenizer(acc, texts, tb, doc_lang, n_langs, detail, dominant)
+        pds_tokens = _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail,
+                                        dominant)
         acc.boot.add(W, doc_lang, n_langs, pds_chars, pds_tokens)
         doc_tokens[acc.tok.label] = pds_tokens.sum(axis=1)
     if keep:
@@ -94,9 +95,9 @@ def _detail_mask(doc_lang, state) -> np.ndarray:
     return mask
 
 
-def _measure_tokenizer(acc, texts, tb, doc_lang, n_langs, detail, dominant) -> np.ndarray:
-    tok, counts = acc.tok, acc.counts
-    ids, starts, ends, per_doc = encode_flat(tok, texts)
+def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant) -> np.ndarray:
+    counts = acc.counts
+    ids, starts, ends, per_doc = enc
     n = len(texts)
     tok_doc = np.repeat(np.arange(n, dtype=np.int64), per_doc)
     off = tb.doc_offsets

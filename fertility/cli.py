@@ -93,7 +93,7 @@ def cli() -> None:
               help="Comma-separated pre-tokenizer families to measure as ceilings "
                    "(gpt2, cl100k, o200k, whitespace, mark_aware). Default: all four standard "
                    "ones when no tokenizer is named, none otherwise.")
-@click.option("--detail", default="2000", show_default=True, metavar="N|all",
+@click.option("--detail", default="500", show_default=True, metavar="N|all",
               help="Documents per language that get the per-document checks (round trip, "
                    "own pre-tokenizer ceiling, normaliser changes).")
 @click.option("--reference", default="en", show_default=True,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -17,7 +18,7 @@ import pandas as pd
 
 from fertility import unicode as U
 from fertility._accumulate import COUNTS, NS, TokenizerAccumulator
-from fertility._batch import measure_batch
+from fertility._batch import encode_flat, measure_batch
 from fertility._frame import build_frame, docs_frame
 from fertility.corpus import Corpus
 
@@ -111,7 +112,7 @@ def analyze(
     *,
     pretokenizers: Iterable[str] | None = None,
     corpus_options: dict | None = None,
-    detail_docs: int | None = 2000,
+    detail_docs: int | None = 500,
     bootstrap: int = 200,
     keep_docs: int = 200_000,
     batch_size: int = 512,
@@ -139,10 +140,22 @@ def analyze(
 
     accs = [TokenizerAccumulator(t, bootstrap) for t in toks]
     state = _State(seed, detail_docs, keep_docs, bootstrap)
-    for batch in corpus.batches(batch_size):
-        measure_batch(batch, accs, state)
-        if progress:
-            progress(state.docs_done, state.bytes_done)
+
+    def encode_all(texts):
+        return [encode_flat(t, texts) for t in toks]
+
+    # The tokenizers encode batch k+1 in a worker thread (their Rust code releases the GIL)
+    # while this thread measures batch k; the order of measurement stays the corpus order.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = None
+        for batch in corpus.batches(batch_size):
+            texts = [d.text for d in batch]
+            job = (batch, texts, pool.submit(encode_all, texts))
+            if pending:
+                _finish(pending, accs, state, progress)
+            pending = job
+        if pending:
+            _finish(pending, accs, state, progress)
     summary = corpus.summary()
     summary["docs_table_full"] = state.docs_table_full
     return Report(
@@ -160,6 +173,13 @@ def analyze(
         settings={"detail_docs": detail_docs, "bootstrap": bootstrap, "seed": seed,
                   "keep_docs": keep_docs},
     )
+
+
+def _finish(job, accs, state, progress) -> None:
+    batch, texts, future = job
+    measure_batch(batch, texts, future.result(), accs, state)
+    if progress:
+        progress(state.docs_done, state.bytes_done)
 
 
 def _load(spec: str):
