@@ -140,6 +140,58 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
         write_output(text, output)
 
 
+@cli.command()
+@click.argument("paths", nargs=-1, required=True)
+@click.option("-t", "--tokenizer", "tokenizer", required=True, metavar="[LABEL=]SPEC",
+              help="The candidate tokenizer (same SPEC forms as `report`).")
+@click.option("--baseline", default=None, metavar="[LABEL=]SPEC",
+              help="The candidate must not be worse than this one beyond the policy margin.")
+@click.option("--policy", default=None, help="Policy TOML; default: fertility.toml [gate], "
+              "[tool.fertility.gate] of pyproject.toml, else the built-in policy (docs/GATE.md).")
+@click.option("--reference", default=None, help="Reference language of the premium check.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True)
+@click.option("-o", "--output", default=None, help="Write the verdict to FILE.")
+@click.option("--junit", default=None, metavar="FILE", help="Also write JUnit XML for CI.")
+@click.option("--html", "html_out", default=None, metavar="FILE", help="Also write the HTML "
+              "report.")
+@click.option("--detail", default="500", show_default=True, metavar="N|all")
+@corpus_options
+def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html_out, detail,
+         **kw) -> None:
+    """Exit 0 when the tokenizer passes the policy on PATHS, 1 when it fails, 2 on bad input."""
+    import dataclasses
+    import json
+
+    from fertility.gate import evaluate
+    from fertility.measure import analyze
+    from fertility.policy import load_policy
+    from fertility.progress import Progress
+
+    opts = corpus_kwargs(kw)
+    pol = load_policy(policy)
+    if reference:
+        pol = dataclasses.replace(pol, reference=reference)
+    specs = [tokenizer] + ([baseline] if baseline else [])
+    progress = Progress("measuring", quiet=kw["quiet"])
+    rep = analyze(paths, specs, corpus_options=opts, detail_docs=parse_detail(detail),
+                  seed=kw["seed"], progress=progress)
+    progress.done()
+    labels = [t["label"] for t in rep.tokenizers]
+    result = evaluate(rep, pol, label=labels[0], baseline_label=labels[1] if baseline else None)
+    text = (json.dumps(result.to_dict(), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+            if fmt == "json" else result.format_text())
+    write_output(text if text.endswith("\n") else text + "\n", output)
+    if junit:
+        write_output(result.to_junit(), junit)
+    if html_out:
+        from fertility.report.html import render_html
+
+        rep.findings = result.findings
+        write_output(render_html(rep, result.findings, result), html_out)
+    sys.exit(result.exit_code)
+
+
 def _diagnose(rep, policy_path, reference):
     try:
         from fertility.diagnose import diagnose

@@ -1,0 +1,336 @@
+"""The gate: a policy applied to a Report's measurements, a verdict and an exit code.
+
+Statistics rule. Every numeric check compares an interval with its threshold:
+    the interval lies wholly on the right side   -> "pass"
+    the interval lies wholly on the wrong side   -> "fail"
+    the interval straddles the threshold         -> "uncertain" (need more text)
+Intervals: chars per token from the frame (`chars_per_token_lo/hi`, bootstrap over
+documents); byte-fallback and UNK rates a 95% Wilson interval on token counts (tokens are
+treated as independent, which narrows it when errors cluster in a few documents); the premium
+and the baseline comparison a bootstrap over aligned lines / shared documents.
+An uncertain check fails the gate unless the policy says `uncertain = "pass"`. A script with
+too little text (in fewer than `min_documents` documents, or fewer than `min_chars`
+characters) is uncertain; one under `min_share` of the tokenizer's characters is skipped. Findings whose severity is in `fail_on` fail the gate too.
+"""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from fertility import _parity
+from fertility.diagnose import Finding, diagnose, premiums, wilson
+from fertility.errors import TokenizerError
+from fertility.policy import Policy, load_policy
+
+NEED_MORE = "uncertain: need more text"
+
+
+@dataclass
+class Check:
+    name: str              # chars_per_token | byte_fallback_rate | unk_rate | premium | vs_baseline
+    tokenizer: str
+    group: str
+    key: str
+    value: float | None
+    lo: float | None
+    hi: float | None
+    threshold: float | None
+    direction: str         # ">=": value must reach the threshold; "<=": must stay under it
+    verdict: str           # "pass" | "fail" | "uncertain"
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        val = "n/a" if self.value is None else f"{self.value:.3g}"
+        iv = "" if self.lo is None else f" [{self.lo:.3g}, {self.hi:.3g}]"
+        thr = "" if self.threshold is None else f" {self.direction} {self.threshold:g}"
+        return f"{self.name} {self.group}={self.key}: {val}{iv}{thr}"
+
+
+@dataclass
+class GateResult:
+    passed: bool
+    checks: list[Check]
+    findings: list[Finding]                     # all findings of the gated tokenizers
+    policy: dict
+    skipped: list[dict] = field(default_factory=list)  # rows too small to matter
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    @property
+    def blocking(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity in self.policy.get("fail_on", ())]
+
+    @property
+    def uncertain(self) -> list[Check]:
+        return [c for c in self.checks if c.verdict == "uncertain"]
+
+    def to_dict(self) -> dict:
+        return {"schema": "fertility.gate/1", "passed": self.passed,
+                "exit_code": self.exit_code, "checks": [c.to_dict() for c in self.checks],
+                "blocking_findings": [f.to_dict() for f in self.blocking],
+                "findings": [f.to_dict() for f in self.findings], "skipped": self.skipped,
+                "policy": self.policy}
+
+    def format_text(self) -> str:
+        head = "PASS" if self.passed else "FAIL"
+        labels = sorted({c.tokenizer for c in self.checks})
+        lines = [f"fertility gate: {head} ({', '.join(labels) or 'no tokenizer'}; "
+                 f"policy: {self.policy.get('source', '?')})"]
+        for c in self.checks:
+            val = "n/a" if c.value is None else f"{c.value:.3f}"
+            iv = "" if c.lo is None else f"[{c.lo:.3f}, {c.hi:.3f}]"
+            thr = "" if c.threshold is None else f"{c.direction} {c.threshold:g}"
+            lines.append(f"  {c.verdict.upper():<9} {c.tokenizer:<14} {c.name:<18} "
+                         f"{c.group}={c.key:<10} {val:>8} {iv:<18} {thr}"
+                         + (f"  ({c.note})" if c.note else ""))
+        for s in self.skipped:
+            lines.append(f"  skipped   {s['tokenizer']:<14} {s['group']}={s['key']}: {s['reason']}")
+        for f in self.blocking:
+            lines.append(f"  {f.severity.upper():<9} {f.tokenizer:<14} {f.rule} "
+                         f"{f.group}={f.key}: {f.cause} Fix: {f.fix}")
+        fails = sum(c.verdict == "fail" for c in self.checks)
+        summary = f"{fails} failed, {len(self.uncertain)} uncertain, " \
+                  f"{sum(c.verdict == 'pass' for c in self.checks)} passed, " \
+                  f"{len(self.blocking)} blocking findings"
+        lines.append(f"verdict: {head} ({summary})")
+        if self.uncertain:
+            rule = self.policy.get("uncertain", "fail")
+            lines.append(f"{NEED_MORE}: {len(self.uncertain)} checks straddle their threshold; "
+                         f"add documents in those scripts to decide (policy: uncertain = "
+                         f"\"{rule}\").")
+        return "\n".join(lines)
+
+    def to_junit(self) -> str:
+        """JUnit XML: one testcase per check and per blocking finding."""
+        fail_uncertain = self.policy.get("uncertain", "fail") == "fail"
+        root = ET.Element("testsuites", name="fertility gate")
+        by_label: dict[str, list] = {}
+        for c in self.checks:
+            by_label.setdefault(c.tokenizer, []).append(c)
+        for f in self.blocking:
+            by_label.setdefault(f.tokenizer, []).append(f)
+        total = failures = skipped = 0
+        for label, items in by_label.items():
+            suite = ET.SubElement(root, "testsuite", name=f"fertility gate: {label}")
+            n_fail = n_skip = 0
+            for it in items:
+                if isinstance(it, Check):
+                    case = ET.SubElement(suite, "testcase", classname=f"fertility.gate.{label}",
+                                         name=f"{it.name}[{it.group}={it.key}]")
+                    if it.verdict == "fail" or (it.verdict == "uncertain" and fail_uncertain):
+                        kind = "fail" if it.verdict == "fail" else "uncertain"
+                        msg = it.describe() + (f" ({NEED_MORE})" if kind == "uncertain" else "")
+                        ET.SubElement(case, "failure", type=kind, message=msg).text = it.note
+                        n_fail += 1
+                    elif it.verdict == "uncertain":
+                        ET.SubElement(case, "skipped", message=f"{it.describe()} ({NEED_MORE})")
+                        n_skip += 1
+                else:
+                    case = ET.SubElement(suite, "testcase", classname=f"fertility.findings.{label}",
+                                         name=f"{it.rule}[{it.group}={it.key}]")
+                    ET.SubElement(case, "failure", type=it.severity,
+                                  message=it.cause).text = f"Fix: {it.fix}"
+                    n_fail += 1
+            suite.set("tests", str(len(items)))
+            suite.set("failures", str(n_fail))
+            suite.set("skipped", str(n_skip))
+            total, failures, skipped = total + len(items), failures + n_fail, skipped + n_skip
+        root.set("tests", str(total))
+        root.set("failures", str(failures))
+        root.set("skipped", str(skipped))
+        return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+# ---------------------------------------------------------------- evaluation
+
+def verdict(lo: float, hi: float, threshold: float, direction: str) -> str:
+    if direction == ">=":
+        return "pass" if lo >= threshold else "fail" if hi < threshold else "uncertain"
+    return "pass" if hi <= threshold else "fail" if lo > threshold else "uncertain"
+
+
+def _f(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+def _check(name, row, value, lo, hi, threshold, direction, note="") -> Check:
+    value, lo, hi = _f(value), _f(lo), _f(hi)
+    lo = value if lo is None else lo
+    hi = value if hi is None else hi
+    v = "uncertain" if value is None else verdict(lo, hi, threshold, direction)
+    return Check(name, str(row["tokenizer"]), str(row["group"]), str(row["key"]), value, lo, hi,
+                 float(threshold), direction, v, note)
+
+
+def _labels(report: Any) -> list[str]:
+    return [d["label"] for d in getattr(report, "tokenizers", [])
+            if d.get("kind") != "pretokenizer"]
+
+
+def _has_unk(report: Any, label: str) -> bool:
+    """False only when the tokenizer is known to have no unknown token."""
+    for d in getattr(report, "tokenizers", []):
+        if d["label"] == label and "tokenizer" in d:
+            return getattr(d["tokenizer"], "unk_id", None) is not None
+    return True
+
+
+def evaluate(report: Any, policy: Policy, *, label: str | None = None,
+             baseline_label: str | None = None) -> GateResult:
+    """Apply `policy` to the measurements in `report`. Reads the frame only; no I/O."""
+    known = _labels(report)
+    for name in (label, baseline_label):
+        if name is not None and name not in known:
+            raise TokenizerError(f"no tokenizer labelled {name!r} in the report "
+                                 f"(have: {', '.join(known) or 'none'})")
+    gated = [label] if label else [x for x in known if x != baseline_label]
+    if not gated:
+        raise TokenizerError("nothing to gate: the report holds no tokenizer besides the "
+                             "baseline and pre-tokenizer families")
+    frame = report.frame
+    thresholds = policy.thresholds
+    findings = [f for f in diagnose(report, thresholds, reference=policy.reference)
+                if f.tokenizer in gated]
+    checks: list[Check] = []
+    skipped: list[dict] = []
+    prem = premiums(report, thresholds, reference=policy.reference) if policy.premium else None
+    for lab in gated:
+        rows = frame[(frame["tokenizer"] == lab) & frame["group"].isin(["script", "language"])]
+        total = float(rows.loc[rows["group"] == "script", "chars"].sum()) or 1.0
+        before = len(checks)
+        for _, r in rows.iterrows():
+            checks.extend(_row_checks(report, r, policy, total, baseline_label, skipped))
+        if prem is not None:
+            for p in prem[prem["tokenizer"] == lab].itertuples():
+                row = {"tokenizer": lab, "group": "language", "key": p.lang}
+                checks.append(_check("premium", row, p.premium, p.lo, p.hi, policy.premium, "<=",
+                                     f"vs {policy.reference}, {p.lines} aligned lines"))
+        if len(checks) == before:
+            checks.append(Check("corpus", lab, "all", "*", None, None, None, None, ">=",
+                                "uncertain", "no script had enough text to check"))
+    bad = any(c.verdict == "fail" for c in checks)
+    unsure = any(c.verdict == "uncertain" for c in checks) and policy.uncertain == "fail"
+    blocking = any(f.severity in policy.fail_on for f in findings)
+    return GateResult(not (bad or unsure or blocking), checks, findings, policy.to_dict(),
+                      skipped)
+
+
+def _row_checks(report: Any, r: pd.Series, policy: Policy, total_chars: float,
+                baseline: str | None, skipped: list[dict]) -> Iterable[Check]:
+    group, key = r["group"], r["key"]
+    floor = policy.floor_for(group, key)
+    wanted = floor is not None or (group == "script" and key not in policy.exempt_scripts and (
+        policy.byte_fallback_rate is not None or policy.unk_rate is not None or baseline))
+    if not wanted:
+        return []
+    docs = int(r["documents"])  # documents holding the script (or of the language)
+    share = r["chars"] / total_chars if group == "script" else 1.0
+    if share < policy.min_share:
+        skipped.append({"tokenizer": str(r["tokenizer"]), "group": group, "key": key,
+                        "reason": f"{share:.2%} of the characters (policy min_share "
+                                  f"{policy.min_share:g})"})
+        return []
+    note = ""
+    if docs < policy.min_documents or r["chars"] < policy.min_chars:
+        note = (f"{NEED_MORE}: {docs} documents / {int(r['chars'])} characters, policy wants "
+                f"{policy.min_documents} / {policy.min_chars}")
+    out = []
+    if floor is not None:
+        out.append(_check("chars_per_token", r, r["chars_per_token"], r["chars_per_token_lo"],
+                          r["chars_per_token_hi"], floor, ">="))
+    if group == "script" and key not in policy.exempt_scripts:
+        for name, count, limit in (("byte_fallback_rate", "byte_fallback_tokens",
+                                    policy.byte_fallback_rate),
+                                   ("unk_rate", "unk_tokens", policy.unk_rate)):
+            if name == "unk_rate" and not _has_unk(report, r["tokenizer"]):
+                continue  # no unknown token (byte-level BPE): the rate is 0 by construction
+            if limit is not None:
+                lo, hi = wilson(float(r[count]), float(r["tokens"]))
+                out.append(_check(name, r, r[name], lo, hi, limit, "<="))
+        if baseline:
+            out.extend(_baseline_check(report, r, baseline, policy))
+    if note:
+        for c in out:  # too little text: no verdict but "uncertain", whatever the numbers say
+            c.verdict, c.note = "uncertain", note
+    return out
+
+
+def _baseline_check(report: Any, r: pd.Series, baseline: str, policy: Policy) -> list[Check]:
+    """Candidate chars per token / baseline's, on the documents written mainly in the script."""
+    f = report.frame
+    base = f[(f["tokenizer"] == baseline) & (f["group"] == "script") & (f["key"] == r["key"])]
+    if base.empty:
+        return []
+    b = base.iloc[0]
+    threshold = 1.0 - policy.baseline_margin
+    note = f"vs {baseline}: {b['chars_per_token']:.3f} chars per token"
+    docs = getattr(report, "docs", None)
+    if docs is not None and len(docs) and "script" in docs:
+        d = docs[docs["script"] == r["key"]]
+        cand = d[d["tokenizer"] == r["tokenizer"]].set_index(["source", "line"])["tokens"]
+        ref = d[d["tokenizer"] == baseline].set_index(["source", "line"])["tokens"]
+        common = cand.index.intersection(ref.index)
+        if len(common):
+            num, den = ref.loc[common].to_numpy(), cand.loc[common].to_numpy()
+            rng = np.random.default_rng(policy.rules.seed)
+            lo, hi = _parity.bootstrap_ratio(num, den, policy.rules.bootstrap, rng)
+            return [_check("vs_baseline", r, num.sum() / den.sum(), lo, hi, threshold, ">=",
+                           note)]
+    # No per-document table: a conservative interval from the two frame intervals.
+    value = r["chars_per_token"] / b["chars_per_token"]
+    lo = r["chars_per_token_lo"] / b["chars_per_token_hi"]
+    hi = r["chars_per_token_hi"] / b["chars_per_token_lo"]
+    return [_check("vs_baseline", r, value, lo, hi, threshold, ">=", note)]
+
+
+def gate_corpus(paths, tokenizer, *, policy: Policy | str | Path | None = None,
+                baseline=None, corpus_options: dict | None = None,
+                quiet: bool = True) -> GateResult:
+    """Measure `tokenizer` (and `baseline`) on the corpus at `paths` and evaluate the policy.
+
+    `tokenizer` / `baseline`: a Tokenizer object or a spec string ("[LABEL=]SPEC").
+    `policy`: a Policy, a policy file path, or None (working directory's config, else default).
+    """
+    from fertility.measure import analyze
+    from fertility.tokenizers import load_tokenizer, parse_tokenizer_arg
+
+    def load(tok):
+        if isinstance(tok, (str, Path)):
+            lab, spec = parse_tokenizer_arg(str(tok))
+            return load_tokenizer(spec, label=lab)
+        return tok
+
+    pol = policy if isinstance(policy, Policy) else load_policy(policy)
+    cand = load(tokenizer)
+    toks = [cand] + ([load(baseline)] if baseline is not None else [])
+    if len(toks) == 2 and toks[0].label == toks[1].label:
+        raise TokenizerError(f"candidate and baseline share the label {cand.label!r}; "
+                             "name them LABEL=SPEC")
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    progress = None
+    if not quiet:
+        from fertility.progress import Progress
+
+        progress = Progress("measuring")
+    report = analyze(list(paths), toks, corpus_options=corpus_options, progress=progress)
+    if progress is not None:
+        progress.done()
+    return evaluate(report, pol, label=cand.label,
+                    baseline_label=toks[1].label if len(toks) == 2 else None)

@@ -1,0 +1,257 @@
+"""Gate policy: what a tokenizer must reach on a corpus before it is used for pretraining.
+
+A policy is TOML. Where it comes from, first match wins:
+    1. the file given to `load_policy(path)` (`--policy FILE`): the whole file is the policy,
+       except `pyproject.toml` (its `[tool.fertility.gate]` table) and `fertility.toml`
+       (its `[gate]` table);
+    2. `[gate]` in `fertility.toml` of the working directory;
+    3. `[tool.fertility.gate]` in `pyproject.toml` of the working directory;
+    4. the built-in default, `fertility/default_policy.toml`.
+A user policy is merged over the built-in default key by key (a `[floors.script]` table that
+names only Beng keeps every other script's floor); `false` switches a floor or ceiling off.
+docs/GATE.md explains every key and every default number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+try:  # Python >= 3.11
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+from fertility.diagnose import Thresholds
+from fertility.errors import PolicyError
+
+SEVERITIES = ("error", "warning", "info")
+_TOP_KEYS = {
+    "fail_on", "uncertain", "min_documents", "min_chars", "min_share", "baseline_margin",
+    "reference", "floors", "ceilings", "rules",
+}
+_FLOOR_KEYS = {"default", "exempt", "script", "language"}
+_CEILING_KEYS = {"byte_fallback_rate", "unk_rate", "premium"}
+
+
+@dataclass
+class Policy:
+    script_floors: dict[str, float | None]    # chars per token per ISO 15924 script; None: off
+    language_floors: dict[str, float | None]  # per language label; only these are checked
+    default_floor: float | None           # scripts not named above (None: not checked)
+    exempt_scripts: tuple[str, ...]       # never floor-checked (Common, Inherited, Unknown)
+    byte_fallback_rate: float | None      # ceilings (None: not checked)
+    unk_rate: float | None
+    premium: float | None
+    fail_on: tuple[str, ...] = ("error",)  # finding severities that fail the gate
+    uncertain: str = "fail"               # verdict of the gate when a check is uncertain
+    baseline_margin: float = 0.05
+    min_documents: int = 10
+    min_chars: int = 1000
+    min_share: float = 0.01
+    reference: str = "en"
+    rules: Thresholds = field(default_factory=Thresholds)
+    source: str = "built-in"              # where it was read from, for messages
+
+    def floor_for(self, group: str, key: str) -> float | None:
+        """The chars-per-token floor of a frame row, or None when the row is not checked."""
+        return self.thresholds.floor_for(group, key)
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The diagnose thresholds this policy implies (its floors feed pretokenizer-ceiling)."""
+        return dataclasses.replace(
+            self.rules,
+            script_floors=dict(self.script_floors),
+            language_floors=dict(self.language_floors),
+            default_floor=self.default_floor,
+            exempt_scripts=tuple(self.exempt_scripts),
+        )
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["rules"] = {k: v for k, v in d["rules"].items()
+                      if k not in ("script_floors", "language_floors", "default_floor",
+                                   "exempt_scripts")}
+        d["fail_on"] = list(self.fail_on)
+        d["exempt_scripts"] = list(self.exempt_scripts)
+        return d
+
+
+@functools.lru_cache(maxsize=1)
+def _default_table() -> dict:
+    text = resources.files("fertility").joinpath("default_policy.toml").read_text("utf-8")
+    return tomllib.loads(text)
+
+
+def default_policy() -> Policy:
+    return _build(_default_table(), {}, "built-in")
+
+
+def default_floors() -> dict:
+    """The built-in floors, for Thresholds' defaults (read without building a Policy)."""
+    floors = _default_table()["floors"]
+    return {"script_floors": dict(floors["script"]), "language_floors": dict(floors["language"]),
+            "default_floor": floors["default"], "exempt_scripts": tuple(floors["exempt"])}
+
+
+def load_policy(path: str | Path | None, *, cwd: str | Path | None = None) -> Policy:
+    """The policy from `path`, else from the working directory's config, else the default."""
+    if path is not None:
+        p = Path(path)
+        table = _read(p)
+        if p.name == "pyproject.toml":
+            table = _subtable(table, ("tool", "fertility", "gate"), p)
+            if table is None:
+                raise PolicyError(f"{p}: no [tool.fertility.gate] table")
+        elif p.name == "fertility.toml":
+            table = _subtable(table, ("gate",), p)
+            if table is None:
+                raise PolicyError(f"{p}: no [gate] table")
+        return _build(_default_table(), table, str(p))
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    for name, keys in (("fertility.toml", ("gate",)),
+                       ("pyproject.toml", ("tool", "fertility", "gate"))):
+        p = base / name
+        if p.is_file():
+            table = _subtable(_read(p), keys, p)
+            if table is not None:
+                return _build(_default_table(), table, f"{p} [{'.'.join(keys)}]")
+    return default_policy()
+
+
+def _read(p: Path) -> dict:
+    try:
+        return tomllib.loads(p.read_text("utf-8"))
+    except FileNotFoundError:
+        raise PolicyError(f"{p}: no such policy file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PolicyError(f"{p}: cannot read: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise PolicyError(f"{p}: not valid TOML: {e}") from None
+
+
+def _subtable(table: dict, keys: tuple[str, ...], p: Path) -> dict | None:
+    for k in keys:
+        if k not in table:
+            return None
+        table = table[k]
+        if not isinstance(table, dict):
+            raise PolicyError(f"{p}: {'.'.join(keys)} must be a table")
+    return table
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _build(default: dict, user: dict, source: str) -> Policy:
+    _check_keys(user, source)
+    t = _merge(default, user)
+    floors, ceilings = t.get("floors", {}), t.get("ceilings", {})
+    where = (lambda key: f"{source}: {key}")
+
+    def number(value: Any, key: str, *, allow_off: bool = False, lo: float = 0.0,
+               hi: float = math.inf, integer: bool = False) -> float | None:
+        if value is False and allow_off:
+            return None
+        ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok_type or not (lo <= value <= hi):
+            kind = "an integer" if integer else "a number"
+            rng = f" in [{lo:g}, {hi:g}]" if hi != math.inf else f" >= {lo:g}"
+            off = " (or false)" if allow_off else ""
+            raise PolicyError(f"{where(key)} must be {kind}{rng}{off}, got {value!r}")
+        return value
+
+    def floor_table(name: str) -> dict[str, float]:
+        table = floors.get(name, {})
+        if not isinstance(table, dict):
+            raise PolicyError(f"{where('floors.' + name)} must be a table")
+        out: dict[str, float | None] = {}
+        for k, v in table.items():  # None (false in TOML): this row has no floor at all
+            val = number(v, f"floors.{name}.{k}", allow_off=True)
+            out[str(k)] = None if val is None else float(val)
+        return out
+
+    fail_on = t.get("fail_on", ["error"])
+    if not isinstance(fail_on, list) or any(s not in SEVERITIES for s in fail_on):
+        raise PolicyError(f"{where('fail_on')} must be a list of {', '.join(SEVERITIES)}, "
+                          f"got {fail_on!r}")
+    uncertain = t.get("uncertain", "fail")
+    if uncertain not in ("fail", "pass"):
+        raise PolicyError(f"{where('uncertain')} must be \"fail\" or \"pass\", got {uncertain!r}")
+    exempt = floors.get("exempt", [])
+    if not isinstance(exempt, list) or not all(isinstance(s, str) for s in exempt):
+        raise PolicyError(f"{where('floors.exempt')} must be a list of script codes")
+    reference = t.get("reference", "en")
+    if not isinstance(reference, str) or not reference:
+        raise PolicyError(f"{where('reference')} must be a language label, got {reference!r}")
+    default_floor = number(floors.get("default", False), "floors.default", allow_off=True)
+    return Policy(
+        script_floors=floor_table("script"),
+        language_floors=floor_table("language"),
+        default_floor=None if default_floor is None else float(default_floor),
+        exempt_scripts=tuple(exempt),
+        byte_fallback_rate=number(ceilings.get("byte_fallback_rate", False),
+                                  "ceilings.byte_fallback_rate", allow_off=True, hi=1.0),
+        unk_rate=number(ceilings.get("unk_rate", False), "ceilings.unk_rate",
+                        allow_off=True, hi=1.0),
+        premium=number(ceilings.get("premium", False), "ceilings.premium", allow_off=True),
+        fail_on=tuple(fail_on),
+        uncertain=uncertain,
+        baseline_margin=float(number(t.get("baseline_margin", 0.05), "baseline_margin",
+                                     hi=1.0)),
+        min_documents=int(number(t.get("min_documents", 10), "min_documents", integer=True)),
+        min_chars=int(number(t.get("min_chars", 1000), "min_chars", integer=True)),
+        min_share=float(number(t.get("min_share", 0.01), "min_share", hi=1.0)),
+        reference=reference,
+        rules=_rules(t.get("rules", {}), source),
+        source=source,
+    )
+
+
+def _check_keys(user: dict, source: str) -> None:
+    def unknown(table: Any, allowed: set[str], prefix: str) -> None:
+        if not isinstance(table, dict):
+            raise PolicyError(f"{source}: {prefix.rstrip('.')} must be a table")
+        for k in table:
+            if k not in allowed:
+                raise PolicyError(f"{source}: unknown key {prefix}{k} "
+                                  f"(expected one of {', '.join(sorted(allowed))})")
+
+    unknown(user, _TOP_KEYS, "")
+    if "floors" in user:
+        unknown(user["floors"], _FLOOR_KEYS, "floors.")
+    if "ceilings" in user:
+        unknown(user["ceilings"], _CEILING_KEYS, "ceilings.")
+    if "rules" in user:
+        unknown(user["rules"], set(_RULE_FIELDS), "rules.")
+
+
+# [rules] may set every Thresholds field except the floors, which live in [floors].
+_RULE_FIELDS = {f.name: f for f in dataclasses.fields(Thresholds)
+                if f.name not in ("script_floors", "language_floors", "default_floor",
+                                  "exempt_scripts")}
+
+
+def _rules(table: dict, source: str) -> Thresholds:
+    values = {}
+    defaults = Thresholds()
+    for k, v in table.items():
+        want = type(getattr(defaults, k))
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if want is int:
+            ok = ok and isinstance(v, int)
+        if not ok or v < 0:
+            kind = "an integer" if want is int else "a number"
+            raise PolicyError(f"{source}: rules.{k} must be {kind} >= 0, got {v!r}")
+        values[k] = want(v)
+    return dataclasses.replace(defaults, **values)

@@ -1,0 +1,341 @@
+"""One self-contained HTML report: charts, findings and sample documents with their tokens.
+
+Opens offline: plotly.js is embedded once, each chart's data sits in a
+`<script type="application/json">` block that a single inline script reads with JSON.parse.
+Everything that comes from the corpus or the user (document text, language and file names,
+tokenizer labels) is escaped: as HTML text with html.escape, and inside JSON with `<`, `>`,
+`&` and the line separators written as \\u escapes, so no document can open a tag or a script.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import unicodedata
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.offline
+from plotly.utils import PlotlyJSONEncoder
+
+_SEV_COLOR = {"error": "#b91c1c", "warning": "#b45309", "info": "#1d4ed8"}
+_PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f",
+            "#be185d"]
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans","Noto Sans Bengali",
+"Noto Sans Devanagari","Noto Sans Tamil","Noto Sans Thai","Noto Sans CJK SC",sans-serif;
+margin:2rem auto;max-width:1200px;padding:0 1rem;color:#111;line-height:1.45}
+h1{font-size:1.6rem}h2{margin-top:2.2rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}
+th,td{border:1px solid #ddd;padding:.25rem .5rem;vertical-align:top;text-align:left}
+th{background:#f5f5f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.sev{font-weight:600;text-transform:uppercase;font-size:.8rem}
+.verdict{display:inline-block;padding:.2rem .7rem;border-radius:4px;color:#fff;font-weight:700}
+.pass{background:#15803d}.fail{background:#b91c1c}.uncertain{background:#b45309}
+.cmp{display:grid;gap:.8rem;margin:.8rem 0}
+.cmp>div{border:1px solid #ddd;border-radius:4px;padding:.5rem;min-width:0}
+.cmp h4{margin:0 0 .3rem;font-size:.85rem;color:#444}
+.toks{font-size:1.15rem;line-height:2.1;word-wrap:break-word;white-space:pre-wrap}
+.toks span{display:inline-block;border-radius:2px;padding:0 1px;margin:0 1px 3px 0}
+.t0{background:#dbeafe}.t1{background:#fef3c7}
+.mi{box-shadow:inset 3px 0 0 #dc2626}.cont{background:#fecaca}
+.cont:empty::before{content:"\\00b7";color:#b91c1c}
+.legend span{padding:0 .4rem;margin-right:.6rem}
+.muted{color:#666;font-size:.85rem}
+"""
+_INIT = """
+document.querySelectorAll('script[type="application/json"][data-plot]').forEach(function(s){
+  var fig = JSON.parse(s.textContent);
+  Plotly.newPlot(s.getAttribute('data-plot'), fig.data, fig.layout,
+                 {displaylogo: false, responsive: true});
+});
+"""
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _json(obj: Any) -> str:
+    text = json.dumps(obj, cls=PlotlyJSONEncoder, ensure_ascii=False)
+    for a, b in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"),
+                 ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(a, b)
+    return text
+
+
+def _fmt(x: Any, digits: int = 2) -> str:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return "" if x is None else str(x)
+    return "" if math.isnan(v) else f"{v:.{digits}f}"
+
+
+def render_html(report: Any, findings: list, gate_result: Any = None) -> str:
+    """The whole report as one HTML string."""
+    frame = report.frame
+    tokd = {d["label"]: d for d in getattr(report, "tokenizers", [])}
+    labels = [d["label"] for d in tokd.values() if d.get("kind") != "pretokenizer"]
+    families = [d["label"] for d in tokd.values() if d.get("kind") == "pretokenizer"]
+    scripts = _order_keys(frame, "script")
+    parts = [f"<h1>Tokenizer fertility report</h1>{_overview(report, tokd)}"]
+    if gate_result is not None:
+        parts.append(_gate_section(gate_result))
+    parts.append(_findings_section(findings))
+    figs = [("cpt", "Characters per token, by script (95% interval)",
+             _fig_cpt(frame, labels or families, scripts)),
+            ("share", "Share of tokens against share of bytes, by language",
+             _fig_share(frame, labels or families)),
+            ("ceiling", "Pre-tokenizer ceiling against what the tokenizer reaches",
+             _fig_ceiling(frame, labels, families, scripts))]
+    plots = []
+    for name, title, fig in figs:
+        if fig is None:
+            continue
+        plots.append(f"<h2>{esc(title)}</h2><div id=\"plot-{name}\" class=\"plot\"></div>"
+                     f"<script type=\"application/json\" data-plot=\"plot-{name}\">"
+                     f"{_json(fig.to_plotly_json())}</script>")
+    parts.extend(plots)
+    parts.append(_table_section(frame, labels or families, scripts))
+    parts.append(_samples_section(report, findings, labels + families))
+    body = "\n".join(parts)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>fertility report</title><style>{_CSS}</style>"
+            f"<script>{plotly.offline.get_plotlyjs()}</script></head>\n<body>\n{body}\n"
+            f"<script>{_INIT}</script>\n</body></html>\n")
+
+
+# ---------------------------------------------------------------- sections
+
+def _order_keys(frame, group: str) -> list[str]:
+    rows = frame[frame["group"] == group]
+    order = rows.groupby("key")["chars"].max().sort_values(ascending=False)
+    return [str(k) for k in order.index]
+
+
+def _overview(report: Any, tokd: dict) -> str:
+    corpus = getattr(report, "corpus", {}) or {}
+    facts = [(k, corpus.get(k)) for k in ("documents", "chars", "bytes") if k in corpus]
+    files = corpus.get("files")
+    if isinstance(files, (list, dict)):
+        facts.append(("files", len(files)))
+    rows = "".join(f"<tr><th>{esc(k)}</th><td class=num>{esc(v)}</td></tr>" for k, v in facts)
+    toks = "".join(
+        f"<tr><td>{esc(d['label'])}</td><td>{esc(d.get('kind', ''))}</td>"
+        f"<td class=num>{esc(d.get('vocab_size') or '')}</td><td>{esc(d.get('spec', ''))}</td></tr>"
+        for d in tokd.values())
+    return (f"<table>{rows}</table><table><tr><th>tokenizer</th><th>kind</th>"
+            f"<th>vocabulary</th><th>spec</th></tr>{toks}</table>")
+
+
+def _gate_section(g: Any) -> str:
+    head = "pass" if g.passed else "fail"
+    rows = []
+    for c in g.checks:
+        iv = "" if c.lo is None else f"[{_fmt(c.lo, 3)}, {_fmt(c.hi, 3)}]"
+        thr = "" if c.threshold is None else f"{c.direction} {c.threshold:g}"
+        rows.append(f"<tr><td><span class=\"verdict {esc(c.verdict)}\">{esc(c.verdict)}</span>"
+                    f"</td><td>{esc(c.tokenizer)}</td><td>{esc(c.name)}</td>"
+                    f"<td>{esc(c.group)}={esc(c.key)}</td><td class=num>{_fmt(c.value, 3)}</td>"
+                    f"<td class=num>{esc(iv)}</td><td>{esc(thr)}</td><td>{esc(c.note)}</td></tr>")
+    need = ("<p>uncertain: need more text (an interval straddles its threshold)</p>"
+            if any(c.verdict == "uncertain" for c in g.checks) else "")
+    return (f"<h2>Gate <span class=\"verdict {head}\">{head.upper()}</span></h2>{need}"
+            "<table><tr><th>verdict</th><th>tokenizer</th><th>check</th><th>row</th>"
+            "<th>value</th><th>95% interval</th><th>threshold</th><th>note</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def _evidence(ev: dict) -> str:
+    items = []
+    for k, v in ev.items():
+        if k == "top_chars" and v:
+            v = ", ".join(f"{c['code']} {c['name']} ({c['count']})" for c in v)
+        elif k == "examples" and v:
+            v = " | ".join(f"{e.get('before', '')} \u2192 {e.get('after', '')}" for e in v)
+        elif isinstance(v, float):
+            v = f"{v:.4g}"
+        elif isinstance(v, (dict, list)):
+            v = json.dumps(v, ensure_ascii=False)
+        if v is not None and v != "" and v != []:
+            items.append(f"<b>{esc(k)}</b>: {esc(v)}")
+    return "<br>".join(items)
+
+
+def _findings_section(findings: list) -> str:
+    if not findings:
+        return "<h2>Findings</h2><p>No findings.</p>"
+    rows = "".join(
+        f"<tr><td class=sev style=\"color:{_SEV_COLOR.get(f.severity, '#111')}\">"
+        f"{esc(f.severity)}</td><td>{esc(f.rule)}</td><td>{esc(f.tokenizer)}</td>"
+        f"<td>{esc(f.group)}={esc(f.key)}</td><td>{esc(f.cause)}</td><td>{esc(f.fix)}</td>"
+        f"<td class=muted>{_evidence(f.evidence)}</td></tr>" for f in findings)
+    return ("<h2>Findings</h2><table><tr><th>severity</th><th>rule</th><th>tokenizer</th>"
+            "<th>row</th><th>cause</th><th>fix</th><th>evidence</th></tr>" + rows + "</table>")
+
+
+def _table_section(frame, labels: list[str], scripts: list[str]) -> str:
+    if not labels or not scripts:
+        return ""
+    head = "".join(f"<th>{esc(lab)}</th>" for lab in labels)
+    body = []
+    for s in scripts:
+        cells = []
+        for lab in labels:
+            r = frame[(frame["tokenizer"] == lab) & (frame["group"] == "script")
+                      & (frame["key"] == s)]
+            if r.empty:
+                cells.append("<td></td>")
+                continue
+            r = r.iloc[0]
+            cells.append(f"<td class=num>{_fmt(r['chars_per_token'])} "
+                         f"[{_fmt(r['chars_per_token_lo'])}, {_fmt(r['chars_per_token_hi'])}]"
+                         f"<br><span class=muted>marks {_fmt(r['mark_initial_rate'] * 100, 1)}%"
+                         f" \u00b7 ceiling {_fmt(r['chars_per_pretoken'])}</span></td>")
+        body.append(f"<tr><th>{esc(s)}</th>{''.join(cells)}</tr>")
+    return ("<h2>Side by side: characters per token [95% interval]</h2>"
+            f"<table><tr><th>script</th>{head}</tr>{''.join(body)}</table>")
+
+
+# ---------------------------------------------------------------- charts
+
+def _layout(title_y: str, **kw) -> dict:
+    return dict(yaxis_title=title_y, barmode="group", height=420, template="plotly_white",
+                margin=dict(l=60, r=20, t=30, b=60), legend=dict(orientation="h", y=1.12), **kw)
+
+
+def _fig_cpt(frame, labels: list[str], scripts: list[str]):
+    if not labels or not scripts:
+        return None
+    fig = go.Figure()
+    for i, lab in enumerate(labels):
+        rows = frame[(frame["tokenizer"] == lab) & (frame["group"] == "script")]
+        rows = rows.set_index("key").reindex(scripts)
+        y = rows["chars_per_token"].astype(float)
+        fig.add_bar(name=esc(lab), x=[esc(s) for s in scripts], y=y.tolist(),
+                    marker_color=_PALETTE[i % len(_PALETTE)],
+                    error_y=dict(type="data", symmetric=False,
+                                 array=(rows["chars_per_token_hi"].astype(float) - y).tolist(),
+                                 arrayminus=(y - rows["chars_per_token_lo"].astype(float))
+                                 .tolist()))
+    fig.update_layout(**_layout("characters per token"))
+    return fig
+
+
+def _fig_share(frame, labels: list[str]):
+    rows = frame[(frame["group"] == "language") & frame["tokenizer"].isin(labels)]
+    if rows.empty:
+        return None
+    fig = go.Figure()
+    top = float(max(rows["byte_share"].max(), rows["token_share"].max(), 0.01)) * 1.05
+    fig.add_scatter(x=[0, top], y=[0, top], mode="lines", name="tokens = bytes",
+                    line=dict(color="#999", dash="dot"))
+    for i, lab in enumerate(labels):
+        r = rows[rows["tokenizer"] == lab]
+        fig.add_scatter(x=r["byte_share"].tolist(), y=r["token_share"].tolist(),
+                        mode="markers+text", name=esc(lab), text=[esc(k) for k in r["key"]],
+                        textposition="top center", marker=dict(size=10,
+                                                               color=_PALETTE[i % len(_PALETTE)]))
+    fig.update_layout(**_layout("share of tokens", xaxis_title="share of bytes"))
+    return fig
+
+
+def _fig_ceiling(frame, labels: list[str], families: list[str], scripts: list[str]):
+    if not scripts or not (labels or families):
+        return None
+    fig = go.Figure()
+    x = [esc(s) for s in scripts]
+    for i, lab in enumerate(labels):
+        rows = frame[(frame["tokenizer"] == lab) & (frame["group"] == "script")]
+        rows = rows.set_index("key").reindex(scripts)
+        color = _PALETTE[i % len(_PALETTE)]
+        fig.add_bar(name=f"{esc(lab)}: actual", x=x, y=rows["chars_per_token"].tolist(),
+                    marker_color=color)
+        fig.add_scatter(name=f"{esc(lab)}: own ceiling", x=x,
+                        y=rows["chars_per_pretoken"].tolist(), mode="markers",
+                        marker=dict(symbol="line-ew-open", size=28, color=color,
+                                    line=dict(width=3, color=color)))
+    for j, fam in enumerate(families):
+        rows = frame[(frame["tokenizer"] == fam) & (frame["group"] == "script")]
+        rows = rows.set_index("key").reindex(scripts)
+        fig.add_scatter(name=f"{esc(fam)} ceiling", x=x, y=rows["chars_per_token"].tolist(),
+                        mode="markers", marker=dict(symbol="diamond", size=11,
+                                                    color=_PALETTE[(j + 3) % len(_PALETTE)]))
+    fig.update_layout(**_layout("characters per token / per pre-token"))
+    return fig
+
+
+# ---------------------------------------------------------------- samples
+
+def _is_mark(ch: str) -> bool:
+    return unicodedata.category(ch).startswith("M") or ch in "\u200c\u200d"
+
+
+def tokens_html(text: str, spans: list) -> str:
+    """The text with one <span> per token, backgrounds alternating; escaped throughout.
+
+    Each token is an inline block, so the browser shapes it on its own: a vowel sign cut
+    from its consonant shows as a sign on a dotted circle instead of being drawn back into
+    the syllable. A token that begins with a combining mark gets class "mi" (a red bar); one
+    that shares characters with the token before it (a byte piece) gets class "cont" and
+    holds only its new characters.
+    """
+    out, cursor = [], 0
+    for k, (s, e) in enumerate(spans):
+        s, e = int(s), int(e)
+        start = max(s, cursor)
+        if start > cursor:
+            out.append(esc(text[cursor:start]))
+        piece = text[start:e] if e > start else ""
+        cls = f"t{k % 2}"
+        if s < cursor or e <= s:
+            cls += " cont"
+        elif piece and _is_mark(piece[0]):
+            cls += " mi"
+        out.append(f"<span class=\"{cls}\">{esc(piece)}</span>")
+        cursor = max(cursor, e)
+    if cursor < len(text):
+        out.append(esc(text[cursor:]))
+    return "".join(out)
+
+
+def _flagged_scripts(findings: list, samples: dict) -> list[str]:
+    have = {key for (_, key) in samples}
+    flagged = []
+    for f in findings:
+        if f.group == "script" and f.key in have and f.key not in flagged:
+            flagged.append(f.key)
+    return flagged
+
+
+def _samples_section(report: Any, findings: list, labels: list[str]) -> str:
+    samples = getattr(report, "samples", {}) or {}
+    flagged = _flagged_scripts(findings, samples)
+    if not flagged:
+        return "<h2>Samples</h2><p class=muted>No script was flagged.</p>"
+    legend = ("<p class=legend><span class=t0>token</span><span class=t1>next token</span>"
+              "<span class=\"t0 mi\">begins with a combining mark</span>"
+              "<span class=cont>byte piece of the character before</span></p>")
+    parts = ["<h2>Samples of flagged scripts, token by token</h2>", legend]
+    for script in flagged:
+        cols = [lab for lab in labels if samples.get((lab, script))]
+        n = max(len(samples[(lab, script)]) for lab in cols)
+        parts.append(f"<h3>{esc(script)}</h3>")
+        for i in range(n):
+            cells = []
+            for lab in cols:
+                docs = samples[(lab, script)]
+                if i >= len(docs):
+                    cells.append("<div></div>")
+                    continue
+                d = docs[i]
+                more = " \u2026" if d.get("truncated") else ""
+                cells.append(f"<div><h4>{esc(lab)} \u00b7 {len(d['spans'])} tokens</h4>"
+                             f"<div class=toks>{tokens_html(d['text'], d['spans'])}{more}"
+                             "</div></div>")
+            parts.append(f"<div class=cmp style=\"grid-template-columns:repeat({len(cols)},"
+                         f"minmax(0,1fr))\">{''.join(cells)}</div>")
+    return "\n".join(parts)

@@ -1,0 +1,361 @@
+"""Each diagnose rule: one frame that triggers it, one that does not.
+
+The frames are built here by hand (counts chosen, ratios derived with the definitions of
+docs/METRICS.md), so every expected number is worked out in the test, not read from the code.
+The tokenizer configurations are real tokenizer.json objects produced by the `tokenizers`
+library. End-to-end runs on trained tokenizers are in test_gate.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
+
+from fertility._tokconfig import inspect_config
+from fertility.diagnose import Finding, Thresholds, diagnose, premiums
+from fertility.measure import Report
+from fertility.patterns import FAMILIES
+
+
+# ---------------------------------------------------------------- builders (also used by test_gate)
+
+def hf_config(pre, normalizer=None) -> dict:
+    """The normalizer / pre_tokenizer objects exactly as tokenizers serialises them."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    full = json.loads(tok.to_str())
+    return {"normalizer": full["normalizer"], "pre_tokenizer": full["pre_tokenizer"]}
+
+
+GPT2_CONFIG = hf_config(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True))
+AWARE_CONFIG = hf_config(pre_tokenizers.Sequence([
+    pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
+    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]))
+
+
+def row(tok, key, *, group="script", kind="hf", chars=6000, tokens=2000, nbytes=None,
+        graphemes=None, documents=50, unk=0, fallback=0, mark=0, boundaries=None, gsplit=0,
+        pretokens=None, rt_checked=None, rt_fail=0, vocab_used=400, spread=0.05) -> dict:
+    """One frame row from raw counts; ratios are sum-then-divide as METRICS.md defines them."""
+    nbytes = chars * 3 if nbytes is None else nbytes
+    graphemes = int(chars * 0.7) if graphemes is None else graphemes
+    boundaries = tokens - documents if boundaries is None else boundaries
+    pretokens = round(chars / 4.8) if pretokens is None else pretokens
+    rt_checked = documents if rt_checked is None else rt_checked
+    cpt = chars / tokens
+    return dict(
+        tokenizer=tok, kind=kind, group=group, key=key, documents=documents, chars=chars,
+        graphemes=graphemes, bytes=nbytes, words=chars // 5, tokens=tokens,
+        continued_words=0, unk_tokens=unk, byte_fallback_tokens=fallback,
+        mark_initial_tokens=mark, token_boundaries=boundaries,
+        grapheme_split_boundaries=gsplit, roundtrip_checked=rt_checked,
+        roundtrip_failures=rt_fail, pretoken_chars=chars, pretokens=pretokens,
+        chars_per_token=cpt, graphemes_per_token=graphemes / tokens,
+        bytes_per_token=nbytes / tokens, unk_rate=unk / tokens,
+        byte_fallback_rate=fallback / tokens, mark_initial_rate=mark / tokens,
+        grapheme_split_rate=gsplit / boundaries if boundaries else float("nan"),
+        roundtrip_failure_rate=rt_fail / rt_checked if rt_checked else float("nan"),
+        chars_per_pretoken=chars / pretokens if pretokens else float("nan"),
+        chars_per_token_lo=cpt * (1 - spread), chars_per_token_hi=cpt * (1 + spread),
+        vocab_used=vocab_used)
+
+
+def make_report(rows, *, configs=None, docs=None, **extra) -> Report:
+    """A Report around hand-built rows; shares are each row's part of its group's total."""
+    frame = pd.DataFrame(rows)
+    for col, share in (("tokens", "token_share"), ("bytes", "byte_share")):
+        total = frame.groupby(["tokenizer", "group"])[col].transform("sum")
+        frame[share] = frame[col] / total
+    configs = configs or {}
+    kinds = dict(zip(frame["tokenizer"], frame["kind"]))
+    tokenizers = [{"label": lab, "spec": lab, "kind": kinds[lab], "vocab_size": 8000,
+                   "fingerprint": "x", "config": configs.get(lab, {})} for lab in kinds]
+    if docs is None:
+        docs = pd.DataFrame(columns=["tokenizer", "lang", "source", "line", "script", "chars",
+                                     "graphemes", "bytes", "tokens"])
+    return Report(frame=frame, docs=docs, corpus={}, tokenizers=tokenizers, **extra)
+
+
+def rules(findings, rule=None):
+    return [f for f in findings if rule is None or f.rule == rule]
+
+
+# ---------------------------------------------------------------- configuration reading
+
+def test_config_reading_tells_which_splits_cut_marks():
+    gpt2 = inspect_config(GPT2_CONFIG)
+    assert gpt2.cuts_marks and gpt2.family == "gpt2"
+    aware = inspect_config(AWARE_CONFIG)
+    assert not aware.cuts_marks and not aware.cuts_joiners and aware.family == "mark_aware"
+    cl = inspect_config(hf_config(pre_tokenizers.Split(Regex(FAMILIES["cl100k"]), "isolated")))
+    assert cl.cuts_marks and cl.letter_class_without_marks
+    o200k = inspect_config({"pattern": FAMILIES["o200k"]})  # tiktoken-style config
+    assert not o200k.cuts_marks and o200k.cuts_joiners and not o200k.letter_class_without_marks
+    # ByteLevel as a decoder only (use_regex there is irrelevant): no split found
+    assert not inspect_config({"decoder": {"type": "ByteLevel", "use_regex": True}}).cuts_marks
+    norm = inspect_config(hf_config(pre_tokenizers.Whitespace(),
+                                    normalizers.Sequence([normalizers.NFKC(),
+                                                          normalizers.Lowercase()])))
+    assert norm.normalizers == ["NFKC", "Lowercase"]
+
+
+# ---------------------------------------------------------------- mark-split
+
+def test_mark_split_error_when_the_pretokenizer_cuts_at_vowel_signs():
+    rep = make_report([row("naive", "Beng", mark=600)], configs={"naive": GPT2_CONFIG})
+    found = rules(diagnose(rep), "mark-split")
+    assert [(f.severity, f.tokenizer, f.key) for f in found] == [("error", "naive", "Beng")]
+    assert found[0].evidence["mark_initial_rate"] == pytest.approx(0.3)
+    assert "\\p{M}" in found[0].fix
+
+
+def test_mark_split_silent_for_a_mark_aware_pattern():
+    # a few mark-initial tokens from BPE itself (1.5%), pre-tokenizer clean
+    rep = make_report([row("aware", "Beng", mark=30)], configs={"aware": AWARE_CONFIG})
+    assert rules(diagnose(rep), "mark-split") == []
+
+
+def test_mark_split_silent_when_the_corpus_has_no_marks():
+    rep = make_report([row("naive", "Latn", mark=0, nbytes=6000)], configs={"naive": GPT2_CONFIG})
+    assert rules(diagnose(rep), "mark-split") == []
+
+
+def test_mark_split_warning_from_tokens_alone():
+    rep = make_report([row("aware", "Beng", mark=700)], configs={"aware": AWARE_CONFIG})
+    found = rules(diagnose(rep), "mark-split")
+    assert [f.severity for f in found] == ["warning"]
+
+
+def test_mark_split_info_for_a_pretokenizer_family():
+    rep = make_report([row("gpt2", "Beng", kind="pretokenizer", tokens=4000, mark=1700)])
+    found = rules(diagnose(rep), "mark-split")
+    assert [(f.severity, f.tokenizer) for f in found] == [("info", "gpt2")]
+
+
+# ---------------------------------------------------------------- pretokenizer-ceiling
+
+def test_ceiling_below_floor_is_an_error():
+    # 6000 chars in 4138 pre-tokens = 1.45 chars per pre-token < Beng floor 2.5
+    rep = make_report([row("naive", "Beng", pretokens=4138)], configs={"naive": GPT2_CONFIG})
+    found = rules(diagnose(rep), "pretokenizer-ceiling")
+    assert [(f.severity, f.key) for f in found] == [("error", "Beng")]
+    assert found[0].evidence["chars_per_pretoken"] == pytest.approx(6000 / 4138, abs=1e-3)
+    assert found[0].evidence["floor"] == 2.5
+
+
+def test_ceiling_above_floor_is_silent_and_close_is_a_warning():
+    ok = make_report([row("aware", "Beng", pretokens=1250)])  # 4.8 per pre-token
+    assert rules(diagnose(ok), "pretokenizer-ceiling") == []
+    close = make_report([row("x", "Beng", pretokens=2100)])   # 2.86 < 2.5 * 1.25
+    assert [f.severity for f in rules(diagnose(close), "pretokenizer-ceiling")] == ["warning"]
+    # the headroom is a threshold: at 1.1 the same ceiling is fine
+    assert rules(diagnose(close, Thresholds(ceiling_headroom=1.1)), "pretokenizer-ceiling") == []
+
+
+def test_ceiling_of_a_family_is_info_and_exempt_scripts_have_no_floor():
+    rep = make_report([row("cl100k", "Beng", kind="pretokenizer", tokens=3000),
+                       row("cl100k", "Zyyy", kind="pretokenizer", tokens=3000)])
+    found = rules(diagnose(rep), "pretokenizer-ceiling")
+    assert [(f.severity, f.key) for f in found] == [("info", "Beng")]
+
+
+# ---------------------------------------------------------------- merge-starvation
+
+def test_merge_starvation_when_tokens_are_about_one_byte():
+    # 6000 chars, 18000 bytes, 16000 tokens: 1.125 bytes per token; ceiling 4.8
+    rep = make_report([row("gpt2ish", "Beng", tokens=16000)])
+    found = rules(diagnose(rep), "merge-starvation")
+    assert len(found) == 1 and found[0].evidence["bytes_per_token"] == pytest.approx(1.125)
+
+
+def test_no_merge_starvation_when_the_pretokenizer_is_the_limit_or_merges_exist():
+    # 1.3 chars per token against a ceiling of 1.45: the pre-tokenizer, not the vocabulary
+    capped = make_report([row("naive", "Beng", tokens=4615, pretokens=4138)])
+    assert rules(diagnose(capped), "merge-starvation") == []
+    healthy = make_report([row("aware", "Beng", tokens=1700)])
+    assert rules(diagnose(healthy), "merge-starvation") == []
+    # Han: one character per token is normal (3 bytes per token, 1 grapheme per token)
+    han = make_report([row("t", "Hani", tokens=6000, graphemes=6000)])
+    assert rules(diagnose(han), "merge-starvation") == []
+
+
+# ---------------------------------------------------------------- byte-fallback / unk
+
+def test_byte_fallback_names_the_code_points():
+    rep = make_report([row("t", "Beng", fallback=300)],
+                      byte_fallback_chars={("t", "Beng"): {"\u0995": 40, "\u09be": 90}})
+    (f,) = rules(diagnose(rep), "byte-fallback")
+    assert f.evidence["byte_fallback_rate"] == pytest.approx(0.15)
+    assert [c["name"] for c in f.evidence["top_chars"]] == ["BENGALI VOWEL SIGN AA",
+                                                            "BENGALI LETTER KA"]
+    assert "U+09BE BENGALI VOWEL SIGN AA" in f.cause
+    assert f.evidence["lo"] < 0.15 < f.evidence["hi"]
+
+
+def test_byte_fallback_and_unk_silent_below_threshold():
+    rep = make_report([row("t", "Beng", fallback=10, unk=1)])  # 0.5% and 0.05%
+    assert rules(diagnose(rep), "byte-fallback") == [] and rules(diagnose(rep), "unk") == []
+
+
+def test_unk_lists_lost_characters():
+    rep = make_report([row("t", "Thai", unk=40)], unk_chars={("t", "Thai"): {"\u0e01": 40}})
+    (f,) = rules(diagnose(rep), "unk")
+    assert f.evidence["unk_rate"] == pytest.approx(0.02)
+    assert f.evidence["top_chars"][0]["name"] == "THAI CHARACTER KO KAI"
+
+
+# ---------------------------------------------------------------- normalization
+
+def test_normalization_changes_and_bengali_nukta_letters():
+    nfkc = hf_config(pre_tokenizers.Whitespace(), normalizers.NFKC())
+    rep = make_report([row("t", "Beng")], configs={"t": nfkc}, normalization={
+        "t": {"checked_docs": 50, "changed_docs": 3,
+              "examples": [{"before": "\u09dc\u09be", "after": "\u09a1\u09bc\u09be", "at": 0}]}})
+    found = rules(diagnose(rep), "normalization")
+    assert {(f.severity, f.key) for f in found} == {("warning", "*"), ("warning", "Beng")}
+    assert any("U+09DC" in f.cause for f in found)
+
+
+def test_normalization_silent_for_an_unchanged_corpus_and_info_for_lossy_config():
+    clean = make_report([row("t", "Beng")], configs={"t": GPT2_CONFIG},
+                        normalization={"t": {"checked_docs": 50, "changed_docs": 0,
+                                             "examples": []}})
+    assert rules(diagnose(clean), "normalization") == []
+    lower = hf_config(pre_tokenizers.Whitespace(), normalizers.Lowercase())
+    folded = make_report([row("t", "Latn")], configs={"t": lower},
+                         normalization={"t": {"changed_docs": 0, "examples": []}})
+    assert [f.severity for f in rules(diagnose(folded), "normalization")] == ["info"]
+
+
+def test_lossy_round_trip_is_reported_per_language():
+    rep = make_report([row("t", "bn", group="language", rt_fail=4, rt_checked=50),
+                       row("t", "en", group="language", nbytes=6000)])
+    (f,) = rules(diagnose(rep), "normalization")
+    assert (f.key, f.evidence["roundtrip_failures"], f.evidence["documents"]) == ("bn", 4, 50)
+
+
+# ---------------------------------------------------------------- grapheme-split
+
+def test_grapheme_split_rate_above_threshold():
+    rep = make_report([row("t", "Beng", gsplit=600)])  # 600 / 1950 boundaries = 31%
+    (f,) = rules(diagnose(rep), "grapheme-split")
+    assert f.evidence["grapheme_split_rate"] == pytest.approx(600 / 1950, abs=1e-4)
+    assert rules(diagnose(make_report([row("t", "Beng", gsplit=50)])), "grapheme-split") == []
+
+
+# ---------------------------------------------------------------- balance-inversion
+
+def test_balance_overrepresentation_and_ranking_flip():
+    # bytes: bn 18000 (75%), en 6000 (25%); tokens: bn 1000, en 3000 -> bn 25% / en 75%
+    rep = make_report([row("t", "bn", group="language", tokens=1000),
+                       row("t", "en", group="language", tokens=3000, nbytes=6000)])
+    found = rules(diagnose(rep), "balance-inversion")
+    keys = {f.key for f in found}
+    assert "en" in keys  # 75% of tokens for 25% of the bytes: 3x
+    assert "bn/en" in keys  # bn has more bytes, en more tokens
+
+
+def test_balance_silent_when_shares_agree():
+    rep = make_report([row("t", "bn", group="language", tokens=3000),
+                       row("t", "en", group="language", tokens=1000, nbytes=6000)])
+    assert rules(diagnose(rep), "balance-inversion") == []
+
+
+# ---------------------------------------------------------------- parity
+
+def parallel_docs(label: str, en_tokens, bn_tokens, *, bn_lines=None) -> pd.DataFrame:
+    n = len(en_tokens)
+    bn_lines = bn_lines or list(range(1, n + 1))
+    rows = [dict(tokenizer=label, lang="en", source="c/en.txt", line=i + 1, script="Latn",
+                 chars=50, graphemes=50, bytes=50, tokens=int(t))
+            for i, t in enumerate(en_tokens)]
+    rows += [dict(tokenizer=label, lang="bn", source="c/bn.txt", line=ln, script="Beng",
+                  chars=45, graphemes=30, bytes=130, tokens=int(t))
+             for ln, t in zip(bn_lines, bn_tokens)]
+    return pd.DataFrame(rows)
+
+
+def test_parity_premium_above_two_with_interval():
+    rng = np.random.default_rng(1)
+    en = rng.integers(10, 20, size=40)
+    bn = en * 3 + rng.integers(0, 3, size=40)
+    rep = make_report([row("t", "Beng")], docs=parallel_docs("t", en, bn))
+    (f,) = rules(diagnose(rep), "parity")
+    assert f.key == "bn" and f.evidence["premium"] == pytest.approx(bn.sum() / en.sum(), abs=1e-4)
+    assert f.evidence["lo"] <= f.evidence["premium"] <= f.evidence["hi"]
+    assert f.evidence["lo"] > 2.0 and f.evidence["lines"] == 40
+
+
+def test_parity_silent_below_two_and_without_parallel_files():
+    en = np.full(40, 10)
+    rep = make_report([row("t", "Beng")], docs=parallel_docs("t", en, en + 2))
+    assert rules(diagnose(rep), "parity") == []
+    assert premiums(rep)["premium"].tolist() == [pytest.approx(1.2)]
+    # bn has 30 lines, en 40: not parallel, no premium at all
+    odd = make_report([row("t", "Beng")], docs=parallel_docs("t", en, np.full(30, 50)))
+    assert premiums(odd).empty and rules(diagnose(odd), "parity") == []
+    # another reference language: none in the corpus, nothing to compare
+    assert premiums(rep, reference="fr").empty
+
+
+# ---------------------------------------------------------------- the whole list
+
+def test_findings_are_json_and_errors_come_first():
+    rep = make_report([row("naive", "Beng", mark=600, pretokens=4138, gsplit=600),
+                       row("naive", "Latn", nbytes=6000)],
+                      configs={"naive": GPT2_CONFIG},
+                      byte_fallback_chars={("naive", "Beng"): {"\u09be": 3}})
+    found = diagnose(rep)
+    sev = [f.severity for f in found]
+    assert sev == sorted(sev, key=["error", "warning", "info"].index)
+    assert all(isinstance(f, Finding) for f in found)
+    json.dumps([f.to_dict() for f in found])  # evidence is plain JSON
+    assert set(found[0].to_dict()) == {"rule", "severity", "tokenizer", "group", "key",
+                                       "evidence", "cause", "fix"}
+
+
+def test_small_rows_are_not_judged():
+    rep = make_report([row("naive", "Beng", chars=60, tokens=40, mark=20, documents=2)],
+                      configs={"naive": GPT2_CONFIG})
+    assert diagnose(rep) == []
+    assert rules(diagnose(rep, Thresholds(min_tokens=10)), "mark-split")
+
+
+# ---------------------------------------------------------------- through the real measurement
+
+def test_sentencepiece_nfkc_and_byte_fallback_end_to_end(tmp_path):
+    """Two SentencePiece models trained here, one with nmt_nfkc and one with identity
+    normalisation, on a corpus holding a ligature and fullwidth letters."""
+    import sentencepiece as spm
+
+    from fertility.measure import analyze
+    from fertility.tokenizers import load_tokenizer
+
+    root = Path(__file__).resolve().parents[1]
+    en = (root / "examples/corpus/en.txt").read_text(encoding="utf-8").splitlines()
+    for rule in ("nmt_nfkc", "identity"):
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(en), model_prefix=str(tmp_path / rule), vocab_size=500,
+            normalization_rule_name=rule, model_type="bpe", byte_fallback=True, minloglevel=2)
+    corpus = tmp_path / "c"
+    corpus.mkdir()
+    odd = "The \ufb01rst \uff21\uff22\uff23 \ufb01le."  # ligature fi, fullwidth ABC
+    (corpus / "en.txt").write_text("\n".join(en[:20] + [odd]) + "\n", encoding="utf-8")
+    toks = [load_tokenizer(str(tmp_path / f"{r}.model"), label=r)
+            for r in ("nmt_nfkc", "identity")]
+    found = diagnose(analyze([corpus], toks))
+    norm = {(f.tokenizer, f.key) for f in rules(found, "normalization")}
+    assert ("nmt_nfkc", "*") in norm and ("nmt_nfkc", "en") in norm  # changed, lossy round trip
+    assert not [k for k in norm if k[0] == "identity"]
+    (change,) = [f for f in rules(found, "normalization") if f.key == "*"]
+    assert change.evidence["examples"][0]["after"].endswith("first ABC file.")
+    fallback = [f for f in rules(found, "byte-fallback") if f.tokenizer == "identity"]
+    names = [c["name"] for f in fallback for c in f.evidence["top_chars"]]
+    assert "LATIN SMALL LIGATURE FI" in names

@@ -1,0 +1,220 @@
+"""The HTML report: self-contained, every piece of corpus text escaped, token boundaries drawn,
+several tokenizers side by side, and (with Debian's chromium installed) it renders in a
+headless browser without a JavaScript error."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import subprocess
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from fertility.diagnose import Finding, diagnose
+from fertility.gate import evaluate
+from fertility.measure import analyze
+from fertility.policy import default_policy
+from fertility.report.html import render_html, tokens_html
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+INJECT_BN = "বাংলা ভাষা <script>alert(1)</script> আর \"onerror=alert(2) x='<img src=x onerror=alert(3)>'"
+EVIL_LABEL = "<img src=x onerror=alert(4)>"
+
+
+class Tags(HTMLParser):
+    """Every start tag with its attributes, the contents of each <script>, and the text."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.scripts, self.text, self._in_script = [], [], [], None
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag == "script":
+            self._in_script = (dict(attrs), [])
+
+    def handle_endtag(self, tag):
+        if tag == "script" and self._in_script is not None:
+            attrs, parts = self._in_script
+            self.scripts.append((attrs, "".join(parts)))
+            self._in_script = None
+
+    def handle_data(self, data):
+        if self._in_script is not None:
+            self._in_script[1].append(data)
+        else:
+            self.text.append(data)
+
+
+@pytest.fixture(scope="module")
+def evil_report():
+    """Two pre-tokenizer families on Bengali + English, one document carrying markup, and one
+    "tokenizer" renamed to a label that is itself markup."""
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp())
+    bn = (ROOT / "examples/corpus/bn.txt").read_text(encoding="utf-8").splitlines()[:12]
+    evil = f"{bn[0]} {INJECT_BN} {bn[1]}"  # mostly Bengali, so a Bengali sample
+    (tmp / "bn.txt").write_text("\n".join([evil] + bn[2:]) + "\n", encoding="utf-8")
+    en = (ROOT / "examples/corpus/en.txt").read_text(encoding="utf-8").splitlines()[:12]
+    (tmp / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    rep = analyze([tmp], [], pretokenizers=["gpt2", "o200k"])
+    rename = {"gpt2": EVIL_LABEL}
+    rep.frame["tokenizer"] = rep.frame["tokenizer"].replace(rename)
+    rep.docs["tokenizer"] = rep.docs["tokenizer"].replace(rename)
+    rep.samples = {(rename.get(a, a), s): v for (a, s), v in rep.samples.items()}
+    for d in rep.tokenizers:
+        d["label"] = rename.get(d["label"], d["label"])
+    findings = diagnose(rep)
+    yield rep, findings, render_html(rep, findings)
+    shutil.rmtree(tmp)
+
+
+def test_corpus_text_and_labels_are_escaped(evil_report):
+    _, _, html = evil_report
+    p = Tags()
+    p.feed(html)
+    # no attribute of any element is an event handler, no element loads anything
+    assert not [(t, a) for t, a in p.tags for name in a if name.lower().startswith("on")]
+    assert not [(t, a) for t, a in p.tags if "src" in a or "href" in a]
+    assert {t for t, _ in p.tags} <= {"html", "head", "meta", "title", "style", "script", "body",
+                                      "h1", "h2", "h3", "h4", "p", "div", "span", "table",
+                                      "tr", "th", "td", "b", "br"}
+    # our scripts only: plotly.js, one JSON block per chart, the initialiser
+    kinds = [a.get("type", "js") for a, _ in p.scripts]
+    assert kinds.count("application/json") == 3 and kinds.count("js") == 2
+    for attrs, body in p.scripts:
+        if attrs.get("type") == "application/json":
+            assert "<" not in body and ">" not in body  # cannot close its element
+            json.loads(body)  # escaped, still valid JSON
+    plotly_js = p.scripts[0][1]
+    assert "alert(1)" not in plotly_js and "onerror=alert" not in plotly_js
+    # the markup shows as text, character for character
+    text = "".join(p.text)
+    assert "<script>alert(1)</script>" in text and EVIL_LABEL in text
+    assert "<script>alert(1)</script>" not in html and "<img src=x" not in html
+
+
+def test_report_is_self_contained(evil_report):
+    _, _, html = evil_report
+    import plotly.offline
+
+    head = plotly.offline.get_plotlyjs()[:60]
+    assert html.count(head) == 1  # plotly.js embedded once
+    assert "<link" not in html and "<script src" not in html
+
+
+def test_token_boundaries_are_drawn():
+    # "বাংলা" under the GPT-2 split: ব | াং | ল | া  (by hand)
+    out = tokens_html("বাংলা", [(0, 1), (1, 3), (3, 4), (4, 5)])
+    assert out == ('<span class="t0">ব</span><span class="t1 mi">াং</span>'
+                   '<span class="t0">ল</span><span class="t1 mi">া</span>')
+    # byte pieces: two tokens share the first character, a gap is left as plain text
+    out = tokens_html("ক খ", [(0, 1), (0, 1), (2, 3)])
+    assert out == ('<span class="t0">ক</span><span class="t1 cont"></span> '
+                   '<span class="t0">খ</span>')
+    assert tokens_html("<b>", [(0, 3)]) == '<span class="t0">&lt;b&gt;</span>'
+
+
+def test_tokenizers_side_by_side_with_interval_bars(evil_report):
+    rep, findings, html = evil_report
+    assert any(f.key == "Beng" for f in findings)  # Bengali is flagged: its samples show
+    p = Tags()
+    p.feed(html)
+    grids = [a for t, a in p.tags if t == "div" and a.get("class") == "cmp"]
+    assert grids and all("repeat(2," in a["style"] for a in grids)  # two tokenizers
+    figs = {a["data-plot"]: json.loads(b) for a, b in p.scripts if "data-plot" in a}
+    bars = figs["plot-cpt"]["data"]
+    assert len(bars) == 2
+    f = rep.frame
+    for trace in bars:
+        label = EVIL_LABEL if "img" in trace["name"] else trace["name"]
+        for x, y, up, down in zip(trace["x"], trace["y"], trace["error_y"]["array"],
+                                  trace["error_y"]["arrayminus"]):
+            r = f[(f.tokenizer == label) & (f.group == "script") & (f.key == x)].iloc[0]
+            assert y == pytest.approx(r.chars / r.tokens)
+            assert y + up == pytest.approx(r.chars_per_token_hi)
+            assert y - down == pytest.approx(r.chars_per_token_lo)
+
+
+def test_gate_verdict_and_findings_table():
+    from tests.test_diagnose import GPT2_CONFIG, make_report, row
+
+    rep = make_report([row("t", "Beng", mark=600)], configs={"t": GPT2_CONFIG})
+    res = evaluate(rep, default_policy())
+    assert not res.passed  # mark-split is an error
+    extra = Finding("grapheme-split", "warning", "t", "script", "Beng", {"rate": 0.3},
+                    "cuts <vowel> signs", "use \\p{M}")
+    html = render_html(rep, res.findings + [extra], res)
+    p = Tags()
+    p.feed(html)
+    text = "".join(p.text)
+    assert "cuts <vowel> signs" in text and "Gate FAIL" in text
+    rows = [t for t, _ in p.tags if t == "tr"]
+    # overview + tokenizers + checks + findings tables: a row per check and per finding
+    assert len(rows) >= len(res.checks) + len(res.findings) + 1
+
+
+# ---------------------------------------------------------------- headless chromium
+
+HOOK = """<script>
+window.__errors = [];
+function __note(kind, msg) {
+  var el = document.getElementById('__js_errors');
+  if (!el) { el = document.createElement('pre'); el.id = '__js_errors';
+             (document.body || document.documentElement).appendChild(el); }
+  el.textContent += kind + ': ' + msg + '\\n';
+}
+window.addEventListener('error', function (e) { __note('error', e.message); });
+window.addEventListener('unhandledrejection', function (e) { __note('rejection', e.reason); });
+var __ce = console.error;
+console.error = function () { __note('console.error', Array.from(arguments).join(' '));
+                              __ce.apply(console, arguments); };
+window.alert = function (m) { __note('alert', m); };
+</script>"""
+
+
+def png_pixels_vary(path: Path) -> int:
+    """Distinct byte values in the decompressed image data (a blank page has very few)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos:pos + 4])
+        kind = data[pos + 4:pos + 8]
+        if kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    return len(set(zlib.decompress(idat)))
+
+
+def chromium(args, tmp: Path):
+    base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr",
+            "--v=0", "--window-size=1280,2000", "--virtual-time-budget=5000"]
+    return subprocess.run(base + args, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed")
+def test_report_renders_in_headless_chromium(evil_report, tmp_path):
+    _, _, html = evil_report
+    # the report with an error hook that runs before any other script
+    page = tmp_path / "report.html"
+    page.write_text(html.replace("<head>", "<head>" + HOOK, 1), encoding="utf-8")
+    shot = tmp_path / "shot.png"
+    run = chromium(["--dump-dom", f"--screenshot={shot}", page.as_uri()], tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
+    p = Tags()
+    p.feed(run.stdout)
+    errors = [t for t, a in p.tags if a.get("id") == "__js_errors"]
+    assert not errors, run.stdout[run.stdout.find('id="__js_errors"'):][:2000]
+    assert "Uncaught" not in run.stderr
+    # the charts really ran: plotly drew its SVG into each plot div
+    assert run.stdout.count('class="main-svg"') >= 3
+    assert shot.exists() and shot.stat().st_size > 20_000 and png_pixels_vary(shot) > 50
