@@ -1,0 +1,79 @@
+"""`fertility gate` through the command: exit 1 on the published failure, 0 on pass, 2 on bad
+input, and JUnit XML a CI system can read."""
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from fertility.cli import main
+
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
+
+
+def run(capsys, *argv):
+    with pytest.raises(SystemExit) as exc:
+        main(list(argv))
+        raise SystemExit(0)
+    out, err = capsys.readouterr()
+    return exc.value.code or 0, out, err
+
+
+@pytest.fixture(scope="module")
+def naive(tmp_path_factory):
+    """A byte-level BPE with the GPT-2 pre-tokenizer on Bangla-weighted example text."""
+    lines = (CORPUS / "bn.txt").read_text().splitlines() * 3
+    lines += (CORPUS / "en.txt").read_text().splitlines()
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(lines, trainers.BpeTrainer(
+        vocab_size=1500, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    path = tmp_path_factory.mktemp("naive") / "tokenizer.json"
+    tok.save(str(path))
+    return path
+
+
+@pytest.fixture()
+def bn_en(tmp_path):
+    for lang in ("bn", "en"):
+        (tmp_path / f"{lang}.txt").write_text((CORPUS / f"{lang}.txt").read_text())
+    return tmp_path
+
+
+def test_naive_gpt2_bpe_fails_with_mark_split_and_junit(capsys, bn_en, naive, tmp_path):
+    junit = tmp_path / "gate.xml"
+    code, out, _ = run(capsys, "gate", str(bn_en), "-t", f"naive={naive}", "--junit",
+                       str(junit), "-q")
+    assert code == 1
+    assert "mark-split" in out and "FAIL" in out
+    root = ET.parse(junit).getroot()
+    cases = root.iter("testcase")
+    assert any(c.find("failure") is not None for c in cases)
+
+
+def test_json_verdict(capsys, bn_en, naive):
+    code, out, _ = run(capsys, "gate", str(bn_en), "-t", str(naive), "--format", "json", "-q")
+    data = json.loads(out)
+    assert code == 1 and data["passed"] is False
+    beng = [c for c in data["checks"] if c["key"] == "Beng" and c["name"] == "chars_per_token"]
+    assert beng and beng[0]["verdict"] == "fail" and beng[0]["hi"] < beng[0]["threshold"]
+
+
+def test_lenient_policy_passes_exit_0(capsys, bn_en, naive, tmp_path_factory):
+    policy = tmp_path_factory.mktemp("policy") / "lenient.toml"
+    policy.write_text('fail_on = []\nuncertain = "pass"\n\n[floors]\ndefault = 1.0\n'
+                      '\n[floors.script]\nBeng = 1.0\nLatn = 1.0\n\n[ceilings]\npremium = false\n')
+    code, out, err = run(capsys, "gate", str(bn_en), "-t", str(naive), "--policy",
+                         str(policy), "-q")
+    assert code == 0, out + err
+
+
+def test_bad_policy_is_exit_2(capsys, bn_en, naive, tmp_path_factory):
+    policy = tmp_path_factory.mktemp("policy") / "bad.toml"
+    policy.write_text("no_such_key = 3\n")
+    code, _, err = run(capsys, "gate", str(bn_en), "-t", str(naive), "--policy", str(policy))
+    assert code == 2 and "bad.toml" in err and "no_such_key" in err
