@@ -204,6 +204,8 @@ def _diagnose(rep, policy_path, reference):
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: turn library errors into one line and a documented exit code."""
+    import fertility.cli_train  # noqa: F401  (registers fix, pretrain, eval, export)
+
     try:
         cli.main(args=argv, prog_name="fertility", standalone_mode=False)
     except FertilityError as exc:

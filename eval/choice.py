@@ -1,0 +1,201 @@
+"""Multiple choice from JSONL: each choice scored by its summed log-likelihood given the context.
+
+One item per line: {"context": str, "choices": [str, ...], "label": int, "id"?: str, "lang"?: str}
+(docs/EVAL.md). A choice is appended to the context exactly as written.
+
+Scoring a choice (ModelScorer)
+    The text context + choice is encoded once, as the model would see it in running text, and
+    the tokens whose span ends after the context's last character are the choice's tokens (a
+    token that straddles the boundary belongs to the choice, so every character of the choice
+    is inside a scored token). The sequence is preceded by the run's document separator when
+    it has one; without one, a token at position 0 has no context and is not scored. A
+    sequence longer than the model's context keeps its last context + 1 tokens.
+
+Metrics (`score_task`)
+    acc              argmax of the summed log-likelihood is the label (first index wins ties)
+    acc_norm_chars   argmax of log-likelihood / the choice's length in characters (code points)
+    acc_norm_bytes   argmax of log-likelihood / the choice's length in UTF-8 bytes
+    chance           mean over items of 1 / number of choices
+    ci95             Wilson score interval of acc over items (binomial, 95%)
+    verdict          from acc's interval against chance (VERDICTS)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from fertility.errors import EvalError
+
+Z95 = 1.959963984540054
+# An interval wider than this on either side of acc cannot tell "at chance" from a model that
+# is well above it: the verdict is then "too few items to tell".
+MAX_HALF_WIDTH = 0.15
+VERDICTS = ("above chance", "at chance", "below chance", "too few items to tell")
+
+
+@dataclass(frozen=True)
+class Item:
+    context: str
+    choices: tuple[str, ...]
+    label: int
+    id: str | None = None
+    lang: str | None = None
+    line: int = 0  # 1-based line of the task file, for messages
+
+
+def load_items(path: str | Path) -> list[Item]:
+    """Read and validate a task file; any bad line raises EvalError naming file and line."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise EvalError(f"{path}: task file not found") from None
+    except OSError as e:
+        raise EvalError(f"{path}: cannot read task file ({e.strerror})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise EvalError(f"{path}: not UTF-8 (byte {e.start})") from None
+    items: list[Item] = []
+    seen: dict[str, int] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        item = parse_item(line, f"{path}:{n}", n)
+        if item.id is not None:
+            if item.id in seen:
+                raise EvalError(f"{path}:{n}: id {item.id!r} repeats line {seen[item.id]}")
+            seen[item.id] = n
+        items.append(item)
+    if not items:
+        raise EvalError(f"{path}: no items (one JSON object per line expected)")
+    return items
+
+
+def parse_item(line: str, where: str, n: int = 0) -> Item:
+    try:
+        rec = json.loads(line)
+    except ValueError as e:
+        raise EvalError(f"{where}: not valid JSON ({e.msg})") from None
+    if not isinstance(rec, dict):
+        raise EvalError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+    context, choices, label = rec.get("context"), rec.get("choices"), rec.get("label")
+    if not isinstance(context, str):
+        raise EvalError(f"{where}: \"context\" must be a string")
+    if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+        raise EvalError(f"{where}: \"choices\" must be a list of strings")
+    if len(choices) < 2:
+        raise EvalError(f"{where}: {len(choices)} choice(s); at least 2 are needed")
+    empty = [i for i, c in enumerate(choices) if not c]
+    if empty:
+        raise EvalError(f"{where}: choice {empty[0]} is empty")
+    if isinstance(label, bool) or not isinstance(label, int):
+        raise EvalError(f"{where}: \"label\" must be an integer index into \"choices\", "
+                        f"got {label!r}")
+    if not 0 <= label < len(choices):
+        raise EvalError(f"{where}: label {label} is out of range for {len(choices)} choices "
+                        f"(0-based)")
+    for key in ("id", "lang"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            raise EvalError(f"{where}: \"{key}\" must be a string")
+    return Item(context, tuple(choices), label, rec.get("id"), rec.get("lang"), n)
+
+
+class Scorer(Protocol):
+    def loglikelihoods(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """Summed log-probability (nats) of each continuation given its context."""
+        ...
+
+
+class ModelScorer:
+    """Scores (context, continuation) pairs with a Transformer and the run's tokenizer."""
+
+    def __init__(self, model, tokenizer, *, context: int, prefix_id: int | None,
+                 batch_tokens: int | None = None) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.context, self.prefix_id = context, prefix_id
+        self.batch_tokens = batch_tokens
+        self.truncated = 0  # pairs that lost tokens to the context limit
+
+    def loglikelihoods(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        from eval import nll
+
+        encs = self.tokenizer.encode_batch([c + x for c, x in pairs])
+        prefix = [] if self.prefix_id is None else [self.prefix_id]
+        seqs, masks = [], []
+        for (ctx, _), enc in zip(pairs, encs):
+            ids = np.concatenate((np.array(prefix, np.int64), np.asarray(enc.ids, np.int64)))
+            mask = np.concatenate((np.zeros(len(prefix), bool),
+                                   np.asarray(enc.ends) > len(ctx)))
+            if len(ids) > self.context + 1:
+                self.truncated += 1
+                ids, mask = ids[-(self.context + 1):], mask[-(self.context + 1):]
+            seqs.append(ids)
+            masks.append(mask[1:])  # position 0 is never a prediction
+        logps = nll.token_logprobs(self.model, seqs, batch_tokens=self.batch_tokens)
+        return [float(lp[m].sum()) for lp, m in zip(logps, masks)]
+
+
+def wilson(k: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for k successes in n trials."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def verdict(ci: tuple[float, float], chance: float, n: int) -> str:
+    lo, hi = ci
+    if n > 0 and lo > chance:
+        return "above chance"
+    if n > 0 and hi < chance:
+        return "below chance"
+    if n == 0 or (hi - lo) / 2 > MAX_HALF_WIDTH:
+        return "too few items to tell"
+    return "at chance"
+
+
+def score_task(items: Sequence[Item], scorer: Scorer, name: str = "task") -> dict:
+    """The task's row: n, acc, acc_norm_chars, acc_norm_bytes, chance, ci95, verdict."""
+    pairs = [(it.context, c) for it in items for c in it.choices]
+    ll = np.asarray(scorer.loglikelihoods(pairs), dtype=float)
+    if len(ll) != len(pairs):
+        raise ValueError(f"scorer returned {len(ll)} values for {len(pairs)} pairs")
+    k = max(len(it.choices) for it in items)
+    # [items, k] tables padded with -inf (never the argmax) for items with fewer choices
+    LL = np.full((len(items), k), -np.inf)
+    chars = np.ones((len(items), k))
+    nbytes = np.ones((len(items), k))
+    pos = 0
+    for i, it in enumerate(items):
+        m = len(it.choices)
+        LL[i, :m] = ll[pos: pos + m]
+        chars[i, :m] = [len(c) for c in it.choices]
+        nbytes[i, :m] = [len(c.encode("utf-8")) for c in it.choices]
+        pos += m
+    labels = np.array([it.label for it in items])
+    n = len(items)
+    right = {
+        "acc": LL.argmax(1) == labels,
+        "acc_norm_chars": (LL / chars).argmax(1) == labels,
+        "acc_norm_bytes": (LL / nbytes).argmax(1) == labels,
+    }
+    chance = float(np.mean([1.0 / len(it.choices) for it in items]))
+    row: dict = {"task": name, "n": n, "chance": chance}
+    for key, ok in right.items():
+        row[key] = float(ok.mean())
+    ci = wilson(int(right["acc"].sum()), n)
+    row["ci95"] = list(ci)
+    row["ci95_norm_chars"] = list(wilson(int(right["acc_norm_chars"].sum()), n))
+    row["ci95_norm_bytes"] = list(wilson(int(right["acc_norm_bytes"].sum()), n))
+    row["verdict"] = verdict(ci, chance, n)
+    row["langs"] = sorted({it.lang for it in items if it.lang})
+    return row

@@ -1,0 +1,347 @@
+"""`fertility export --to hf`: a folder Hugging Face transformers loads as LlamaForCausalLM.
+
+    OUT_DIR/config.json               LlamaConfig (trainer.model.hf_llama_config) + special ids
+    OUT_DIR/model.safetensors         weights under Llama's names (trainer.model.hf_llama_state_dict)
+    OUT_DIR/generation_config.json    bos/eos ids
+    OUT_DIR/tokenizer.json            the run's tokenizer as a `tokenizers` file (see below)
+    OUT_DIR/tokenizer_config.json     PreTrainedTokenizerFast, max length, special tokens
+    OUT_DIR/special_tokens_map.json
+    OUT_DIR/fertility_export.json     provenance: run folder, step, tokenizer fingerprint
+
+The tokenizer, by the run's tokenizer kind:
+    hf             the run's tokenizer.json, truncation and padding off.
+    tiktoken       converted to a byte-level BPE tokenizer.json (ranks become the vocabulary,
+                   merges derived from the ranks, the split regex becomes a Split pre-tokenizer;
+                   the conversion transformers itself uses for Llama 3), then checked: the
+                   export is refused if the converted tokenizer encodes a probe text
+                   differently.
+    sentencepiece  the .model is copied as tokenizer.model and tokenizer_config.json names
+                   LlamaTokenizer with add_bos_token/add_eos_token false; no tokenizer.json is
+                   written (transformers converts the .model on load, which needs the
+                   `sentencepiece` and `protobuf` packages).
+The model was trained on documents preceded by the run's separator (the tokenizer's EOS, e.g.
+<|endoftext|>), so when the run has one the exported tokenizer.json prepends it the way Llama's
+tokenizer prepends BOS: `tokenizer(text)` gives [separator, ids...], exactly what `fertility
+eval` scores; `tokenizer(text, add_special_tokens=False)` gives the bare ids.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from fertility.errors import EvalError
+
+# Text used to check a converted tokenizer against the run's own: several scripts, digits,
+# runs of spaces, a ZWJ and an emoji, so byte-level and regex-split differences show.
+PROBE = ("The river rose 12 cm  overnight;  it's   rising!\n বর্ষার বৃষ্টিতে নদী ভরে উঠল। "
+         "र‍्य नमस्ते  дождь 雨が降る ฝนตก 😀 ১২৩")
+
+
+def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = None,
+              overwrite: bool = False) -> dict[str, Any]:
+    """Write the Hugging Face folder; returns {"out_dir", "step", "files", "tokenizer"}."""
+    from safetensors.torch import save_file
+
+    from eval.run import open_run
+    from trainer.model import hf_llama_config, hf_llama_state_dict
+
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not (out_dir.is_dir() and not any(out_dir.iterdir())):
+        if not overwrite:
+            raise EvalError(f"{out_dir}: already exists and is not an empty folder "
+                            "(choose another or remove it)")
+    run = open_run(run_dir, step=step, device="cpu")
+    tok, cfg = run.tokenizer, run.model.cfg
+    sep_token = _token_text(tok, run.separator)
+
+    tmp = out_dir.resolve().with_name(out_dir.resolve().name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    files: dict[str, Any] = {}
+    try:
+        weights = {k: v.detach().contiguous() for k, v in hf_llama_state_dict(run.model).items()}
+        save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        config = hf_llama_config(cfg)
+        config.update({"bos_token_id": run.separator, "eos_token_id": run.separator,
+                       "pad_token_id": None})
+        _write_json(tmp / "config.json", config)
+        _write_json(tmp / "generation_config.json",
+                    {"bos_token_id": run.separator, "eos_token_id": run.separator})
+        probes = [PROBE, *_heldout_sample(run.dir)]
+        note = _write_tokenizer(tok, run.tokenizer_path, tmp, run.separator, run.context,
+                                probes)
+        _write_json(tmp / "fertility_export.json", {
+            "run_dir": str(run.dir), "step": run.manifest.get("step"),
+            "tokenizer": run.meta.get("tokenizer"), "separator": run.separator,
+            "separator_token": sep_token, "context": run.context, "tokenizer_note": note,
+        })
+        files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.replace(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"out_dir": str(out_dir), "step": run.manifest.get("step"), "files": files,
+            "tokenizer": note}
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _token_text(tok, token_id: int | None) -> str | None:
+    if token_id is None:
+        return None
+    for text, i in tok.special_tokens.items():
+        if i == token_id:
+            return text
+    return tok.token_bytes(token_id).decode("utf-8", "replace") or None
+
+
+def _special_map(tok, sep_token: str | None) -> dict[str, str]:
+    """bos/eos/unk for tokenizer_config.json, only for tokens the vocabulary marks special
+    (naming any other string there would make transformers add it as a new token)."""
+    out = {}
+    if sep_token is not None and sep_token in tok.special_tokens:
+        out["bos_token"] = out["eos_token"] = sep_token
+    unk = _token_text(tok, tok.unk_id)
+    if unk is not None and (unk in tok.special_tokens or tok.kind == "sentencepiece"):
+        out["unk_token"] = unk
+    return out
+
+
+def _write_tokenizer(tok, src: Path, out: Path, sep_id: int | None, context: int,
+                     probes: list[str]) -> str:
+    sep_token = _token_text(tok, sep_id)
+    specials = _special_map(tok, sep_token)
+    common = {"model_max_length": context, "clean_up_tokenization_spaces": False, **specials}
+    if tok.kind == "sentencepiece":
+        obj = sentencepiece_to_hf(tok, src)
+        bad = _mismatches(tok, obj, probes) if obj is not None else -1
+        if bad:
+            shutil.copyfile(src, out / "tokenizer.model")
+            _write_json(out / "tokenizer_config.json", {
+                "tokenizer_class": "LlamaTokenizer", "add_bos_token": False,
+                "add_eos_token": False, "legacy": True, **common})
+            _write_json(out / "special_tokens_map.json", specials)
+            why = ("its settings have no tokenizer.json equivalent" if bad < 0 else
+                   f"the conversion encoded {bad} of {len(probes)} check texts differently")
+            return (f"sentencepiece: tokenizer.model copied, no tokenizer.json written ({why}); "
+                    "tokenizer_config.json names LlamaTokenizer with no BOS added")
+        note = (f"sentencepiece: converted to tokenizer.json, same ids on {len(probes)} check "
+                "texts")
+    elif tok.kind == "hf":
+        obj = json.loads(Path(src).read_text(encoding="utf-8"))
+        note = "hf: the run's tokenizer.json"
+    elif tok.kind == "tiktoken":
+        obj = tiktoken_to_hf(tok)
+        bad = _mismatches(tok, obj, probes)
+        if bad:
+            raise EvalError(f"{src}: converting the tiktoken vocabulary to tokenizer.json "
+                            f"changed how {bad} of {len(probes)} check texts are encoded")
+        note = (f"tiktoken: converted to a byte-level BPE tokenizer.json, same ids on "
+                f"{len(probes)} check texts")
+    else:
+        raise EvalError(f"{src}: cannot export a {tok.kind!r} tokenizer")
+    obj["truncation"] = None
+    obj["padding"] = None
+    obj["post_processor"] = _bos_processor(sep_token, sep_id)
+    text = json.dumps(obj, ensure_ascii=False)
+    (out / "tokenizer.json").write_text(text, encoding="utf-8")
+    _write_json(out / "tokenizer_config.json",
+                {"tokenizer_class": "PreTrainedTokenizerFast", **common})
+    _write_json(out / "special_tokens_map.json", specials)
+    if sep_token is not None:
+        note += f"; prepends {sep_token} (the run's document separator) as BOS"
+    return note
+
+
+def _bos_processor(sep_token: str | None, sep_id: int | None) -> dict | None:
+    """A post-processor that only prepends the separator (or nothing without one).
+
+    The run's own post-processor is dropped: training and `fertility eval` never add
+    specials, so a template adding [CLS]/[SEP] would change what the model sees; ByteLevel
+    offset trimming changes no ids and is dropped with it.
+    """
+    if sep_token is None or sep_id is None:
+        return None
+    return {"type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": sep_token, "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": sep_token, "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": sep_token, "type_id": 1}},
+                     {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {sep_token: {"id": sep_token, "ids": [sep_id],
+                                           "tokens": [sep_token]}}}
+
+
+# -- tiktoken -> tokenizer.json -------------------------------------------------------------
+
+def _byte_alphabet() -> dict[int, str]:
+    """GPT-2's printable stand-in character for every byte (byte-level BPE's alphabet)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+            *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def tiktoken_to_hf(tok) -> dict[str, Any]:
+    """A byte-level BPE tokenizer.json equivalent to a tiktoken tokenizer.
+
+    tiktoken merges the adjacent pair whose concatenation has the lowest rank; the same
+    greedy order is HF BPE with one merge per multi-byte token, ranked like the token, built
+    from every split of the token into two tokens of lower rank.
+    """
+    alphabet = _byte_alphabet()
+    special_ids = set(tok.special_tokens.values())
+    ranks: dict[bytes, int] = {}
+    for i in range(tok.vocab_size):
+        if i not in special_ids:
+            b = tok.token_bytes(i)
+            if b:
+                ranks[b] = i
+    as_str = lambda b: "".join(alphabet[x] for x in b)  # noqa: E731
+    vocab = {as_str(b): r for b, r in ranks.items()}
+    merges = []
+    for b, r in ranks.items():
+        if len(b) < 2:
+            continue
+        local = [(ranks[b[:k]], ranks[b[k:]], b[:k], b[k:]) for k in range(1, len(b))
+                 if b[:k] in ranks and b[k:] in ranks and ranks[b[:k]] < r and ranks[b[k:]] < r]
+        merges.extend((r, lr, rr, as_str(left), as_str(right)) for lr, rr, left, right in local)
+    merges.sort()
+    regex = tok.config()["pattern_regex"]
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for t, i in sorted(tok.special_tokens.items(),
+                                                                      key=lambda kv: kv[1])]
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+             "use_regex": False}]},
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
+                    "use_regex": False},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
+                  "vocab": vocab, "merges": [[m[3], m[4]] for m in merges]},
+    }
+
+
+def _mismatches(tok, obj: dict, texts: list[str]) -> int:
+    """How many `texts` the tokenizer.json `obj` encodes differently from `tok` (-1: it does
+    not load)."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    try:
+        hf = HFTokenizer.from_str(json.dumps(obj, ensure_ascii=False))
+    except Exception:  # the binding raises plain Exception (e.g. a regex Onig rejects)
+        return -1
+    theirs = hf.encode_batch(texts, add_special_tokens=False)
+    ours = tok.encode_batch(texts)
+    return sum(a.ids != b.ids.tolist() for a, b in zip(theirs, ours))
+
+
+def _heldout_sample(run_dir: Path, limit: int = 200) -> list[str]:
+    """Up to `limit` held-out documents of the run: real text to check a conversion on."""
+    path = run_dir / "data" / "heldout.jsonl"
+    out: list[str] = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if len(out) >= limit:
+                    break
+                try:
+                    text = json.loads(line).get("text")
+                except (ValueError, AttributeError):
+                    continue
+                if isinstance(text, str):
+                    out.append(text)
+    except OSError:
+        pass
+    return out
+
+
+# -- sentencepiece -> tokenizer.json ---------------------------------------------------------
+
+def sentencepiece_to_hf(tok, src: Path) -> dict[str, Any] | None:
+    """A tokenizer.json mirroring a SentencePiece model (unigram or BPE), or None when its
+    settings have no equivalent. The caller checks the result on real text before use."""
+    import base64
+
+    import sentencepiece as spm
+
+    conf = tok.config()
+    norm, pre = conf["normalizer"], conf["pre_tokenizer"]
+    if conf["model"] not in ("unigram", "bpe") or pre.get("treat_whitespace_as_suffix") \
+            or not norm.get("escape_whitespaces", True):
+        return None
+    try:
+        from fertility._tok_sp import _model_settings
+
+        charsmap = _model_settings(Path(src).read_bytes())[1].get(2, b"")
+    except Exception:  # the reader is private to fertility; without it, no conversion
+        return None
+    sp = spm.SentencePieceProcessor(model_file=str(src))
+    n = sp.get_piece_size()
+    pieces = [sp.id_to_piece(i) for i in range(n)]
+    normalizers: list[dict] = []
+    if isinstance(charsmap, bytes) and charsmap:
+        normalizers.append({"type": "Precompiled",
+                            "precompiled_charsmap": base64.b64encode(charsmap).decode()})
+    if norm.get("remove_extra_whitespaces", True):
+        normalizers += [{"type": "Strip", "strip_left": True, "strip_right": True},
+                        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]
+    normalizers.append({"type": "Replace", "pattern": {"String": " "}, "content": "▁"})
+    if norm.get("add_dummy_prefix", True):
+        normalizers.append({"type": "Prepend", "prepend": "▁"})
+    unk = tok.unk_id if tok.unk_id is not None else 0
+    if conf["model"] == "unigram":
+        model = {"type": "Unigram", "unk_id": unk, "byte_fallback": conf["byte_fallback"],
+                 "vocab": [[p, float(sp.get_score(i))] for i, p in enumerate(pieces)]}
+    else:
+        vocab = {p: i for i, p in enumerate(pieces)}
+        merges = []
+        for i, p in enumerate(pieces):
+            for k in range(1, len(p)):
+                a, b = vocab.get(p[:k]), vocab.get(p[k:])
+                if a is not None and b is not None:
+                    merges.append((i, a, b, p[:k], p[k:]))
+        merges.sort()
+        model = {"type": "BPE", "dropout": None, "unk_token": pieces[unk],
+                 "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                 "fuse_unk": True, "byte_fallback": conf["byte_fallback"],
+                 "ignore_merges": False, "vocab": vocab,
+                 "merges": [[m[3], m[4]] for m in merges]}
+    specials = [i for i in range(n) if sp.is_control(i) or sp.is_unknown(i)]
+    decoders = [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+                {"type": "ByteFallback"}, {"type": "Fuse"}]
+    if norm.get("add_dummy_prefix", True):
+        decoders.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
+    return {
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": pieces[i], "single_word": False,
+                          "lstrip": False, "rstrip": False, "normalized": False,
+                          "special": True} for i in specials],
+        "normalizer": {"type": "Sequence", "normalizers": normalizers},
+        "pre_tokenizer": ({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never",
+                           "split": True} if pre.get("split_by_whitespace", True) else None),
+        "post_processor": None,
+        "decoder": {"type": "Sequence", "decoders": decoders},
+        "model": model,
+    }

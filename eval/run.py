@@ -1,0 +1,346 @@
+"""`fertility eval`: open a run folder, score held-out text and task files, render the result.
+
+    result = evaluate("runs/bn-tiny", tasks=["examples/tasks/cloze_bn.jsonl"])
+    print(render_text(result))            # or render_json(result): schema fertility.eval/1
+
+The run folder is the one `fertility pretrain` writes (run.json, tokenizer/, data/heldout.jsonl,
+checkpoints/). Every number is defined in docs/EVAL.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from fertility.errors import EvalError, FertilityError
+
+SCHEMA = "fertility.eval/1"
+RUN_SCHEMA = "fertility.run/1"
+# A random-initialised model predicts close to uniformly: NLL ~ ln(V) plus half the variance
+# of its logits. A twin this far above ln(V) (nats per token) means the init itself is off
+# and beating the twin says little.
+TWIN_MARGIN = 0.5
+
+
+@dataclass
+class Run:
+    dir: Path
+    meta: dict[str, Any]        # run.json
+    model: Any                  # trainer.model.Transformer, eval mode
+    manifest: dict[str, Any]    # the checkpoint's state.json
+    tokenizer: Any              # fertility.tokenizers.Tokenizer
+    tokenizer_path: Path
+    separator: int | None       # id the trainer put between documents, None if none
+    context: int                # tokens of context per window (the training seq_len)
+
+
+def read_run_json(run_dir: str | Path) -> dict[str, Any]:
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise EvalError(f"{run_dir}: no such run folder")
+    path = run_dir / "run.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EvalError(f"{path}: missing (not a run folder written by `fertility pretrain`)"
+                        ) from None
+    except (OSError, ValueError) as e:
+        raise EvalError(f"{path}: unreadable ({e})") from None
+    if not isinstance(meta, dict) or meta.get("schema") != RUN_SCHEMA:
+        raise EvalError(f"{path}: not a {RUN_SCHEMA} manifest")
+    tok = meta.get("tokenizer")
+    if not isinstance(tok, dict) or not (isinstance(tok.get("path"), str)
+                                         or isinstance(tok.get("spec"), str)):
+        raise EvalError(f"{path}: names no tokenizer (tokenizer.path or tokenizer.spec)")
+    return meta
+
+
+def open_tokenizer(run_dir: str | Path, meta: dict[str, Any]) -> tuple[Any, Path]:
+    """The run's own copy of its tokenizer (or, for a spec with no local file such as
+    tiktoken:NAME, the spec itself), checked against the fingerprint in run.json."""
+    from fertility.tokenizers import load_tokenizer
+
+    info = meta["tokenizer"]
+    if info.get("path"):
+        path = Path(run_dir) / info["path"]
+        if not path.exists():
+            raise EvalError(f"{path}: the run's tokenizer is missing")
+        spec = str(path)
+    else:
+        spec = info["spec"]
+        path = Path(spec)
+    try:
+        tok = load_tokenizer(spec, pattern=info.get("pattern"))
+    except FertilityError as e:
+        raise EvalError(str(e)) from None
+    want = meta["tokenizer"].get("fingerprint")
+    if want and tok.fingerprint != want:
+        raise EvalError(f"{path}: tokenizer fingerprint {tok.fingerprint[:12]} differs from "
+                        f"run.json's {str(want)[:12]} (the file was changed)")
+    return tok, path
+
+
+def open_run(run_dir: str | Path, *, step: int | None = None, device: str = "cpu",
+             context: int | None = None) -> Run:
+    """Everything evaluation and export need from a run folder; EvalError when unusable.
+
+    `device` is a torch device or "auto" (CUDA when available); `context` overrides the
+    training seq_len as the scoring window (capped by the model's max_seq_len)."""
+    from trainer.checkpoint import load_model
+    from trainer.data import choose_separator, read_index
+
+    run_dir = Path(run_dir)
+    meta = read_run_json(run_dir)
+    tok, tok_path = open_tokenizer(run_dir, meta)
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        model, manifest = load_model(run_dir, step=step, device=device)
+    except EvalError:
+        raise
+    except FertilityError as e:
+        raise EvalError(str(e)) from None
+    except (KeyError, TypeError) as e:
+        raise EvalError(f"{run_dir / 'checkpoints'}: checkpoint manifest lacks {e}") from None
+    fp = manifest.get("tokenizer_fingerprint") or manifest.get("fingerprint")
+    if isinstance(fp, str) and fp != tok.fingerprint:
+        raise EvalError(f"{run_dir / 'checkpoints'}: checkpoint was trained with tokenizer "
+                        f"{fp[:12]}, the run's tokenizer is {tok.fingerprint[:12]}")
+    if tok.vocab_size > model.cfg.vocab_size:
+        raise EvalError(f"{tok_path}: tokenizer has {tok.vocab_size} ids, the model only "
+                        f"{model.cfg.vocab_size}")
+    train = meta.get("train") or {}
+    try:
+        index = read_index(run_dir / "data")
+    except FertilityError:
+        index = None
+    if index is not None and "separator" in index:
+        sep = index["separator"]
+    elif isinstance(meta.get("data"), dict) and "separator" in meta["data"]:
+        sep = meta["data"]["separator"]
+    else:
+        sep = choose_separator(dict(tok.special_tokens), train.get("separator", "auto"))
+    seq_len = int(train.get("seq_len") or model.cfg.max_seq_len)
+    ctx = min(context or seq_len, model.cfg.max_seq_len)
+    return Run(run_dir, meta, model, manifest, tok, tok_path, sep, ctx)
+
+
+def heldout_documents(run_dir: Path) -> tuple[list[str], list[str], str]:
+    """(texts, langs, source) of the run's own held-out split."""
+    path = run_dir / "data" / "heldout.jsonl"
+    if not path.is_file():
+        raise EvalError(f"{path}: missing (no held-out split in this run); pass --corpus")
+    texts, langs = [], []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                text, lang = rec["text"], rec.get("lang") or "und"
+                if not isinstance(text, str) or not isinstance(lang, str):
+                    raise TypeError
+            except (ValueError, KeyError, TypeError):
+                raise EvalError(f"{path}:{n}: not a held-out record "
+                                "{\"text\": str, \"lang\": str}") from None
+            texts.append(text)
+            langs.append(lang)
+    if not texts:
+        raise EvalError(f"{path}: the held-out split is empty; pass --corpus")
+    return texts, langs, str(path)
+
+
+def corpus_documents(corpus: str | Path | Iterable[str | Path],
+                     options: dict[str, Any] | None) -> tuple[list[str], list[str], str]:
+    from fertility.corpus import Corpus
+
+    paths = [str(corpus)] if isinstance(corpus, (str, Path)) else [str(p) for p in corpus]
+    texts, langs = [], []
+    for doc in Corpus(paths, **(options or {})).documents():
+        texts.append(doc.text)
+        langs.append(doc.lang)
+    return texts, langs, ", ".join(paths)
+
+
+def evaluate(run_dir: str | Path, corpus: str | Path | Sequence[str | Path] | None = None,
+             tasks: Sequence[str | Path] = (), *, step: int | None = None,
+             device: str = "cpu", context: int | None = None, lm: bool = True,
+             twin_seed: int = 0, bootstrap: int = 1000, seed: int = 0,
+             max_docs: int | None = None, corpus_options: dict[str, Any] | None = None,
+             batch_tokens: int | None = None,
+             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Evaluate a run folder; returns the `fertility.eval/1` dict (docs/EVAL.md)."""
+    from eval import choice, nll
+
+    say = progress or (lambda msg: None)
+    task_items = [(Path(t), choice.load_items(t)) for t in tasks]  # bad files fail first
+    run = open_run(run_dir, step=step, device=device, context=context)
+    model, tok = run.model, run.tokenizer
+    ln_v = math.log(model.cfg.vocab_size)
+    result: dict[str, Any] = {
+        "schema": SCHEMA,
+        "run": {
+            "dir": str(run.dir), "step": run.manifest.get("step"),
+            "tokens_seen": run.manifest.get("tokens_seen"),
+            "tokenizer": {k: run.meta["tokenizer"].get(k)
+                          for k in ("spec", "kind", "fingerprint", "vocab_size")},
+            "model": model.cfg.to_dict(), "forced": bool(run.meta.get("forced", False)),
+        },
+        "reference": {"vocab_size": model.cfg.vocab_size, "ln_vocab": ln_v},
+        "scoring": {"context": run.context, "separator": run.separator,
+                    "first_token": ("separator prepended; every token scored"
+                                    if run.separator is not None else
+                                    "no separator: each document's first token is not scored")},
+        "heldout": None, "lm": [], "flags": [], "tasks": [],
+    }
+    if lm:
+        if corpus is None:
+            texts, langs, source = heldout_documents(run.dir)
+        else:
+            texts, langs, source = corpus_documents(corpus, corpus_options)
+        if max_docs is not None:
+            texts, langs = texts[:max_docs], langs[:max_docs]
+        if not texts:
+            raise EvalError(f"{source}: no documents to score")
+        say(f"tokenizing {len(texts):,} held-out documents")
+        prep = nll.prepare(texts, tok, run.context, run.separator)
+        if prep.n_tokens == 0:
+            raise EvalError(f"{source}: no token to score (documents of one token each and "
+                            "no separator)")
+        done = [0]
+
+        def tick(name: str) -> Callable[[int], None]:
+            def f(k: int) -> None:
+                done[0] += k
+                say(f"scoring {name}: {done[0]:,}/{len(prep.windows):,} windows")
+            return f
+
+        ours = nll.score(model, prep, batch_tokens=batch_tokens, on_batch=tick("model"))
+        done[0] = 0
+        twin = nll.fresh_twin(model, twin_seed)
+        theirs = nll.score(twin, prep, batch_tokens=batch_tokens, on_batch=tick("twin"))
+        del twin
+        result["heldout"] = {
+            "source": source, "documents": prep.n_docs, "scored_documents":
+            prep.n_docs - prep.unscored_docs, "unscored_documents": prep.unscored_docs,
+            "windowed_documents": prep.windowed_docs, "windows": len(prep.windows),
+            "tokens": prep.n_tokens, "twin_seed": twin_seed, "bootstrap": bootstrap,
+        }
+        result["lm"] = nll.summarize(prep, langs, {"model": ours, "twin": theirs},
+                                     bootstrap=bootstrap, seed=seed)
+        result["flags"] = lm_flags(result["lm"], ln_v)
+    for path, items in task_items:
+        say(f"scoring task {path.name}: {len(items)} items")
+        scorer = choice.ModelScorer(model, tok, context=run.context, prefix_id=run.separator,
+                                    batch_tokens=batch_tokens)
+        row = choice.score_task(items, scorer, name=path.stem)
+        row["file"] = str(path)
+        row["truncated"] = scorer.truncated
+        result["tasks"].append(row)
+    return result
+
+
+def lm_flags(rows: list[dict], ln_v: float, margin: float = TWIN_MARGIN) -> list[dict]:
+    flags = []
+    for r in rows:
+        where = "all text" if r["group"] == "all" else f"{r['group']} {r['key']}"
+        if r["group"] == "all" and r["twin_nll_per_token"] > ln_v + margin:
+            flags.append({"code": "twin_far_above_ln_vocab", "group": r["group"], "key": r["key"],
+                          "message": f"the random-initialised twin scores "
+                          f"{r['twin_nll_per_token']:.3f} nats/token, more than {margin} above "
+                          f"ln(V) = {ln_v:.3f}: its init is far from uniform, so beating it "
+                          "proves little; compare with ln(V)"})
+        ci = r.get("twin_minus_model_ci95")
+        if r["nll_per_token"] >= r["twin_nll_per_token"]:
+            flags.append({"code": "not_below_twin", "group": r["group"], "key": r["key"],
+                          "message": f"{where}: the trained model ({r['nll_per_token']:.3f} "
+                          f"nats/token) is not below its random twin "
+                          f"({r['twin_nll_per_token']:.3f})"})
+        elif ci is not None and ci[0] <= 0:
+            flags.append({"code": "not_below_twin", "group": r["group"], "key": r["key"],
+                          "message": f"{where}: the trained model is below its twin by "
+                          f"{r['twin_minus_model']:.3f} nats/token, but the 95% interval of "
+                          f"the difference [{ci[0]:.3f}, {ci[1]:.3f}] includes 0"})
+    return flags
+
+
+# -- rendering ----------------------------------------------------------------------------
+
+def render_json(result: dict[str, Any]) -> str:
+    def clean(x: Any) -> Any:  # NaN is not JSON: write null
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return x
+
+    return json.dumps(clean(result), indent=1, ensure_ascii=False) + "\n"
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _ci(ci: list[float] | None, digits: int = 3) -> str:
+    return "" if not ci else f"[{_f(ci[0], digits)}, {_f(ci[1], digits)}]"
+
+
+def _table(header: list[str], rows: list[list[str]], left: int = 2) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(  # noqa: E731
+        c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+
+
+def render_text(result: dict[str, Any]) -> str:
+    run, ref, sc = result["run"], result["reference"], result["scoring"]
+    tok = run["tokenizer"]
+    out = [f"run {run['dir']}  step {run['step']}  tokenizer {tok.get('spec')} "
+           f"({tok.get('kind')}, {ref['vocab_size']:,} ids)"
+           + ("  [trained on a tokenizer that failed the gate: --force]" if run["forced"]
+              else "")]
+    held = result.get("heldout")
+    if held:
+        out.append(f"held-out: {held['documents']:,} documents from {held['source']}, "
+                   f"{held['tokens']:,} tokens scored; context {sc['context']} tokens; "
+                   f"{held['windowed_documents']:,} documents longer than the context scored "
+                   f"in disjoint windows; {sc['first_token']}")
+        if held["unscored_documents"]:
+            out.append(f"  {held['unscored_documents']:,} documents had no token to score")
+        out.append("")
+        out.append(f"language modelling  (NLL in nats per token; ln V = {ref['ln_vocab']:.3f}; "
+                   f"twin = same model, fresh weights, seed {held['twin_seed']}; "
+                   "[95% interval over documents])")
+        rows = []
+        for r in result["lm"]:
+            rows.append([r["group"], r["key"], f"{r['documents']:,}", f"{r['tokens']:,}",
+                         _f(r["nll_per_token"]), _ci(r["nll_per_token_ci95"]),
+                         _f(r["twin_nll_per_token"]), _f(r["perplexity"], 1),
+                         _f(r["bits_per_byte"]), _ci(r["bits_per_byte_ci95"]),
+                         _f(r["bits_per_char"]), _f(r["twin_bits_per_byte"])])
+        out += _table(["group", "key", "docs", "tokens", "nll/tok", "95%", "twin", "ppl",
+                       "bits/byte", "95%", "bits/char", "twin b/B"], rows)
+        for fl in result["flags"]:
+            out.append(f"! {fl['message']}")
+    if result["tasks"]:
+        out.append("")
+        out.append("multiple choice  (acc_norm_chars: log-likelihood per character; "
+                   "acc_norm_bytes: per UTF-8 byte; 95% Wilson interval of acc)")
+        rows = [[t["task"], ",".join(t.get("langs") or []) or "-", str(t["n"]), _f(t["acc"]),
+                 _ci(t["ci95"]), _f(t["acc_norm_chars"]), _f(t["acc_norm_bytes"]),
+                 _f(t["chance"]), t["verdict"]] for t in result["tasks"]]
+        out += _table(["task", "lang", "n", "acc", "95%", "norm_chars", "norm_bytes", "chance",
+                       "verdict"], rows)
+        for t in result["tasks"]:
+            if t.get("truncated"):
+                out.append(f"  {t['task']}: {t['truncated']} choices cut to the last "
+                           f"{sc['context'] + 1} tokens")
+    return "\n".join(out) + "\n"
