@@ -118,7 +118,10 @@ def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant)
     if acc.track_vocab:
         partial = acc.partial[ids]
         put("byte_fallback_tokens", partial)
-        acc.add_chars(acc.byte_fallback_chars, t_script[partial], tb.cps[pos[partial]])
+        # the character whose bytes a partial token cuts is its last one (its first may be a
+        # whole leading space)
+        last = np.clip(np.maximum(ge - 1, gs), 0, max(len(tb.cps) - 1, 0))
+        acc.add_chars(acc.byte_fallback_chars, t_script[partial], tb.cps[last[partial]])
         if acc.unk_id is not None:
             unk = ids == acc.unk_id
             put("unk_tokens", unk)
