@@ -1,0 +1,269 @@
+"""Token shards: header, dtype, refusals, held-out split, batch order."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from fertility.errors import TrainingError
+from trainer.data import (HEADER_BYTES, Batches, TokenData, build_shards, choose_separator,
+                          open_shard, read_header, read_index, write_shard)
+
+FP_A = "a" * 64
+FP_B = "b" * 64
+
+
+# -- header and dtype ----------------------------------------------------------------------
+
+def test_header_round_trip(tmp_path):
+    tokens = np.array([5, 0, 17, 999, 3], dtype=np.int64)
+    path = tmp_path / "s.bin"
+    write_shard(path, tokens, vocab_size=1000, fingerprint=FP_A, n_docs=2, separator=3)
+    h = read_header(path)
+    assert (h.version, h.vocab_size, h.fingerprint, h.n_tokens, h.n_docs, h.separator) == \
+        (1, 1000, FP_A, 5, 2, 3)
+    assert h.dtype == np.uint16
+    assert path.read_bytes()[:8] == b"FERTTOK\0"
+    assert path.stat().st_size == HEADER_BYTES + 5 * 2
+    _, arr = open_shard(path)
+    assert arr.tolist() == tokens.tolist()
+    write_shard(path, tokens, vocab_size=1000, fingerprint=FP_A)
+    assert read_header(path).separator is None
+
+
+@pytest.mark.parametrize("vocab, top, itemsize", [(65536, 65535, 2), (65537, 65536, 4),
+                                                   (200_000, 199_999, 4)])
+def test_dtype_fits_vocabulary(tmp_path, vocab, top, itemsize):
+    path = tmp_path / "s.bin"
+    write_shard(path, np.array([0, top, 1]), vocab_size=vocab, fingerprint=FP_A)
+    h, arr = open_shard(path)
+    assert h.dtype.itemsize == itemsize
+    assert path.stat().st_size == HEADER_BYTES + 3 * itemsize
+    assert arr.tolist() == [0, top, 1]  # the largest id survives the round trip
+
+
+def test_not_a_shard_and_truncated_shard_refused(tmp_path):
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"hello world" * 40)
+    with pytest.raises(TrainingError, match="junk.bin.*magic"):
+        read_header(junk)
+    path = tmp_path / "s.bin"
+    write_shard(path, np.arange(10), vocab_size=100, fingerprint=FP_A)
+    path.write_bytes(path.read_bytes()[:-4])
+    with pytest.raises(TrainingError, match="s.bin"):
+        open_shard(path)
+
+
+def test_fingerprint_mismatch_refused(tmp_path):
+    path = tmp_path / "train-00000.bin"
+    write_shard(path, np.arange(10), vocab_size=100, fingerprint=FP_A)
+    TokenData([path], fingerprint=FP_A, vocab_size=100)  # the right tokenizer is accepted
+    with pytest.raises(TrainingError) as err:
+        TokenData([path], fingerprint=FP_B, vocab_size=100)
+    msg = str(err.value)
+    assert "train-00000.bin" in msg and FP_A in msg and FP_B in msg
+
+
+def test_token_id_outside_model_vocabulary_refused(tmp_path):
+    path = tmp_path / "train-00000.bin"
+    write_shard(path, np.array([1, 2, 80, 3]), vocab_size=100, fingerprint=FP_A)
+    TokenData([path], fingerprint=FP_A, vocab_size=81)
+    with pytest.raises(TrainingError, match=r"train-00000.bin.*80.*80"):
+        TokenData([path], fingerprint=FP_A, vocab_size=80)
+
+
+# -- building shards from documents ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Doc:
+    text: str
+    lang: str
+    source: str
+    line: int
+
+
+class ByteTok:
+    """A stand-in tokenizer: one id per UTF-8 byte, 256 = end of text."""
+
+    kind, spec, vocab_size, fingerprint = "test", "bytes", 257, "c" * 64
+    special_tokens = {"<|endoftext|>": 256}
+
+    def encode_batch(self, texts):
+        return [SimpleNamespace(ids=np.frombuffer(t.encode(), np.uint8).astype(np.int64))
+                for t in texts]
+
+
+def _docs(n=300):
+    rng = random.Random(7)
+    words = ["alpha", "beta", "গান", "খেলা", "数据", "тест", "x"]
+    return [Doc(" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))),
+                ["en", "bn", "zh"][i % 3], f"corpus/{['en', 'bn', 'zh'][i % 3]}.txt", i + 1)
+            for i in range(n)]
+
+
+def _concat(data_dir, split):
+    index = read_index(data_dir)
+    return np.concatenate([np.zeros(0, np.int64)]
+                          + [open_shard(data_dir / s["file"])[1] for s in index[split]])
+
+
+def test_build_shards_contents_and_heldout_split(tmp_path):
+    docs = _docs()
+    index = build_shards(docs, ByteTok(), tmp_path / "data", seed=3, workers=1,
+                         heldout_fraction=0.2, quiet=True,
+                         summary=lambda: {"documents": len(docs)})
+    held = [json.loads(l) for l in (tmp_path / "data/heldout.jsonl").read_text().splitlines()]
+    held_keys = {(h["source"], h["line"]) for h in held}
+    assert 30 < len(held) < 90  # 20% of 300, loosely
+    assert all(h["text"] == d.text and h["lang"] == d.lang
+               for h in held for d in docs if (d.source, d.line) == (h["source"], h["line"]))
+    # Expected streams built independently: each document's UTF-8 bytes then the EOS id 256.
+    def stream(keep):
+        out = []
+        for d in docs:
+            if keep((d.source, d.line)):
+                out += list(d.text.encode()) + [256]
+        return out
+    assert _concat(tmp_path / "data", "train").tolist() == stream(lambda k: k not in held_keys)
+    assert _concat(tmp_path / "data", "heldout").tolist() == stream(lambda k: k in held_keys)
+    assert index["separator"] == 256 and index["corpus"] == {"documents": 300}
+    assert sum(s["docs"] for s in index["train"]) == 300 - len(held)
+    assert not (tmp_path / "data.partial").exists()
+
+
+def test_heldout_split_is_deterministic_and_by_document(tmp_path):
+    docs = _docs()
+    shuffled = docs[:]
+    random.Random(1).shuffle(shuffled)
+
+    def held(d, seed, name):
+        build_shards(d, ByteTok(), tmp_path / name, seed=seed, workers=1,
+                     heldout_fraction=0.2, quiet=True, batch_size=37)
+        lines = (tmp_path / name / "heldout.jsonl").read_text().splitlines()
+        return {(json.loads(l)["source"], json.loads(l)["line"]) for l in lines}
+
+    a = held(docs, 3, "a")
+    assert held(docs, 3, "b") == a  # same seed: same documents held out
+    assert held(shuffled, 3, "c") == a  # reading order does not matter
+    assert held(docs, 4, "d") != a  # the seed chooses the split
+
+
+def test_shard_size_limit_splits_without_changing_the_stream(tmp_path):
+    docs = _docs()
+    one = build_shards(docs, ByteTok(), tmp_path / "one", workers=1, heldout_fraction=0.0,
+                       quiet=True)
+    many = build_shards(docs, ByteTok(), tmp_path / "many", workers=1, heldout_fraction=0.0,
+                        quiet=True, shard_tokens=2000, batch_size=16)
+    assert len(one["train"]) == 1 and len(many["train"]) > 3
+    assert all(s["tokens"] >= 2000 for s in many["train"][:-1])
+    assert np.array_equal(_concat(tmp_path / "one", "train"), _concat(tmp_path / "many", "train"))
+    assert many["heldout"] == []
+
+
+def test_separator_choice():
+    assert choose_separator({"<|endoftext|>": 5, "<pad>": 0}, "auto") == 5
+    assert choose_separator({"</s>": 2, "<s>": 1}, "auto") == 2
+    assert choose_separator({"[PAD]": 0}, "auto") is None
+    assert choose_separator({"</s>": 2}, "none") is None
+    assert choose_separator({}, 7) == 7
+
+
+# -- batch order ---------------------------------------------------------------------------
+
+def _token_data(tmp_path, n_tokens=4001, vocab=50_000):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "train-00000.bin"
+    write_shard(path, rng.integers(0, vocab, n_tokens), vocab_size=vocab, fingerprint=FP_A)
+    return TokenData([path], fingerprint=FP_A, vocab_size=vocab), open_shard(path)[1]
+
+
+def test_windows_are_shifted_slices_of_the_shard(tmp_path):
+    data, tokens = _token_data(tmp_path)
+    b = Batches(data, seq_len=16, micro_batch=4, seed=0)
+    x, y = b.next()
+    assert x.shape == (4, 16) and y.shape == (4, 16)
+    text = tokens.tolist()
+    for row_x, row_y in zip(x.tolist(), y.tolist()):
+        assert row_x[1:] == row_y[:-1]
+        starts = [i for i in range(0, len(text) - 16, 16) if text[i:i + 16] == row_x]
+        assert starts and text[starts[0] + 16] == row_y[-1]
+
+
+def test_batches_without_replacement_and_deterministic(tmp_path):
+    data, _ = _token_data(tmp_path)
+    b = Batches(data, seq_len=16, micro_batch=5, seed=11)
+    assert b.n_windows == 4000 // 16
+    per_epoch = b.n_windows // 5
+    epoch0 = np.concatenate([b.window_indices() for _ in range(per_epoch)])
+    assert len(set(epoch0.tolist())) == len(epoch0) == per_epoch * 5  # no window twice
+    nxt = b.window_indices()
+    assert b.epoch == 1  # the 0-window tail is skipped, the next epoch starts afresh
+    assert len(set(nxt.tolist())) == 5
+    again = Batches(data, seq_len=16, micro_batch=5, seed=11)
+    assert np.array_equal(np.concatenate([again.window_indices() for _ in range(per_epoch)]),
+                          epoch0)
+    other = Batches(data, seq_len=16, micro_batch=5, seed=12)
+    assert not np.array_equal(other.window_indices(), epoch0[:5])
+
+
+def test_cursor_resumes_the_same_sequence(tmp_path):
+    data, _ = _token_data(tmp_path)
+    a = Batches(data, seq_len=16, micro_batch=7, seed=2)
+    for _ in range(40):  # crosses an epoch boundary (250 windows / 7 = 35 per epoch)
+        a.next()
+    state = a.state_dict()
+    b = Batches(data, seq_len=16, micro_batch=7, seed=2)
+    b.load_state_dict(json.loads(json.dumps(state)))
+    for _ in range(10):
+        xa, _ = a.next()
+        xb, _ = b.next()
+        assert np.array_equal(xa.numpy(), xb.numpy())
+    with pytest.raises(TrainingError, match="seed"):
+        Batches(data, seq_len=16, micro_batch=7, seed=3).load_state_dict(state)
+
+
+def test_ranks_split_the_global_batch(tmp_path):
+    data, _ = _token_data(tmp_path)
+    single = Batches(data, seq_len=16, micro_batch=6, seed=5)
+    ranks = [Batches(data, seq_len=16, micro_batch=3, seed=5, rank=r, world=2) for r in (0, 1)]
+    for _ in range(50):
+        whole = single.window_indices()
+        parts = [r.window_indices() for r in ranks]
+        assert not set(parts[0].tolist()) & set(parts[1].tolist())
+        assert sorted(np.concatenate(parts).tolist()) == sorted(whole.tolist())
+
+
+def test_too_little_data_for_one_batch_refused(tmp_path):
+    data, _ = _token_data(tmp_path, n_tokens=100)
+    with pytest.raises(TrainingError, match="fewer than one batch"):
+        Batches(data, seq_len=16, micro_batch=8, seed=0)
+
+
+def test_parallel_tokenization_gives_the_same_shards(tmp_path):
+    """Worker processes (reloading the tokenizer from its spec) write identical shards."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from fertility.tokenizers import load_tokenizer
+
+    docs = _docs(400)
+    hf = Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    hf.train_from_iterator([d.text for d in docs], trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
+    hf.save(str(tmp_path / "tokenizer.json"))
+    tok = load_tokenizer(str(tmp_path / "tokenizer.json"))
+    build_shards(docs, tok, tmp_path / "one", workers=1, batch_size=50, quiet=True)
+    build_shards(docs, tok, tmp_path / "two", workers=2, batch_size=50, quiet=True)
+    for split in ("train", "heldout"):
+        assert np.array_equal(_concat(tmp_path / "one", split), _concat(tmp_path / "two", split))
+    expected = np.concatenate([e.ids for e in tok.encode_batch([d.text for d in docs])])
+    both = np.concatenate([_concat(tmp_path / "one", "train"),
+                           _concat(tmp_path / "one", "heldout")])
+    assert sorted(both.tolist()) == sorted(expected.tolist())  # no separator: it has no EOS

@@ -1,0 +1,179 @@
+"""The training loop on synthetic shards: schedule, accumulation, non-finite steps, rollback."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fertility.errors import TrainingError
+from trainer import checkpoint as ck
+from trainer.config import TrainConfig
+from trainer.data import Batches, TokenData, write_shard
+from trainer.loop import Trainer, lr_at
+from trainer.model import config_from_preset
+
+FP = "e" * 64
+VOCAB = 64
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Tiny matmuls: a second thread only adds contention (and CI machines are shared).
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def data(tmp_path):
+    # A learnable stream: a noisy cycle through the vocabulary.
+    rng = np.random.default_rng(0)
+    tokens = (np.arange(20_000) * 7 + (rng.random(20_000) < 0.1) * rng.integers(0, VOCAB, 20_000))
+    path = tmp_path / "train-00000.bin"
+    write_shard(path, tokens % VOCAB, vocab_size=VOCAB, fingerprint=FP)
+    return TokenData([path], fingerprint=FP, vocab_size=VOCAB)
+
+
+def _cfg(**kw):
+    base = dict(seq_len=32, micro_batch=4, steps=12, lr=1e-2, min_lr=1e-3, warmup_steps=3,
+                checkpoint_every=4, keep_last=5, max_bad_steps=3, device="cpu")
+    return TrainConfig(**{**base, **kw}).validate()
+
+
+def _trainer(tmp_path, data, callbacks=None, **kw):
+    cfg = _cfg(**kw)
+    return Trainer(tmp_path / "run", cfg, config_from_preset("tiny", VOCAB), data,
+                   fingerprint=FP, quiet=True, callbacks=callbacks)
+
+
+def _metrics(tmp_path):
+    return [json.loads(l) for l in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
+
+
+def test_schedule_warmup_then_cosine():
+    cfg = _cfg(lr=1.0, min_lr=0.1, warmup_steps=4)
+    assert [lr_at(s, cfg, 14) for s in (1, 2, 4)] == [0.25, 0.5, 1.0]
+    assert lr_at(9, cfg, 14) == pytest.approx(0.55)  # half way through the decay: the midpoint
+    assert lr_at(14, cfg, 14) == pytest.approx(0.1)
+    assert lr_at(20, cfg, 14) == pytest.approx(0.1)  # past the end it stays at min_lr
+
+
+def test_loss_falls_and_every_step_is_logged(tmp_path, data):
+    summary = _trainer(tmp_path, data, steps=30).run()
+    rows = _metrics(tmp_path)
+    assert [r["step"] for r in rows] == list(range(1, 31))
+    assert [r["tokens"] for r in rows] == [128 * s for s in range(1, 31)]
+    assert all(set(r) >= {"loss", "lr", "grad_norm", "tokens_per_s", "mfu", "skipped"}
+               for r in rows)
+    assert rows[0]["loss"] == pytest.approx(math.log(VOCAB), abs=0.2)  # random init
+    assert np.mean([r["loss"] for r in rows[-5:]]) < math.log(VOCAB) - 1.0
+    assert summary["steps"] == 30 and summary["skipped_steps"] == 0
+    assert [s for s, _ in ck.list_checkpoints(tmp_path / "run")] == [4, 8, 12, 16, 20, 24, 28,
+                                                                      30][-5:]
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path, data):
+    # 2 micro-batches of 4 windows accumulate to the same update as 1 batch of 8 windows.
+    a = _trainer(tmp_path / "a", data, micro_batch=4, tokens_per_step=256, steps=5)
+    b = _trainer(tmp_path / "b", data, micro_batch=8, steps=5)
+    assert a.accum == 2 and b.accum == 1
+    a.run(), b.run()
+    for (name, pa), (_, pb) in zip(a.raw.named_parameters(), b.raw.named_parameters()):
+        assert torch.allclose(pa, pb, atol=1e-5), name
+    la = [r["loss"] for r in _metrics(tmp_path / "a")]
+    lb = [r["loss"] for r in _metrics(tmp_path / "b")]
+    assert np.allclose(la, lb, atol=1e-5)
+
+
+class Poison:
+    """Makes the model's output NaN for the forward passes of the given steps (once each)."""
+
+    def __init__(self, steps):
+        self.pending = list(steps)
+        self.step = 0
+        self.handle = None
+        self.weights_at_start = {}
+        self.inputs = {}
+
+    def on_step_start(self, step, model):
+        self.step = step
+        self.weights_at_start.setdefault(step, []).append(
+            {k: v.clone() for k, v in model.state_dict().items()})
+        if self.handle is None:
+            model.register_forward_pre_hook(self._record)
+            self.handle = model.register_forward_hook(self._poison)
+
+    def _record(self, module, args):
+        self.inputs.setdefault(self.step, []).append(args[0].clone())
+
+    def _poison(self, module, args, output):
+        if self.pending and self.pending[0] == self.step:  # one forward per step (no accum)
+            self.pending.pop(0)
+            return output * float("nan")
+        return output
+
+
+def test_nonfinite_step_never_reaches_the_optimizer(tmp_path, data, capsys):
+    poison = Poison([5, 6])
+    trainer = _trainer(tmp_path, data, steps=8, callbacks=poison)
+    summary = trainer.run()
+    rows = _metrics(tmp_path)
+    assert [r["step"] for r in rows if r["skipped"]] == [5, 6]
+    assert all(r["loss"] is None for r in rows if r["skipped"])
+    for step in (6, 7):  # weights after the skipped steps 5 and 6 are those before step 5
+        for name, w in poison.weights_at_start[step][0].items():
+            assert torch.equal(w, poison.weights_at_start[5][0][name]), name
+    assert summary["skipped_steps"] == 2 and summary["rollbacks"] == 0
+    assert all(torch.isfinite(p).all() for p in trainer.raw.parameters())
+    assert "step 5: non-finite loss" in capsys.readouterr().err
+
+
+def test_rollback_after_max_bad_steps(tmp_path, data, capsys):
+    poison = Poison([6, 7, 8])
+    trainer = _trainer(tmp_path, data, steps=10, callbacks=poison)
+    trainer.run()
+    rows = _metrics(tmp_path)
+    event = next(r for r in rows if r.get("event") == "rollback")
+    assert event == {"event": "rollback", "step": 8, "to_step": 4, "skipped_windows": 16,
+                     "rollbacks": 1}
+    steps = [r["step"] for r in rows if "event" not in r]
+    assert steps == [1, 2, 3, 4, 5, 6, 7, 8, 5, 6, 7, 8, 9, 10]
+    # The replayed step 5 starts from the step-4 checkpoint's weights ...
+    saved = ck.load_weights(tmp_path / "run/checkpoints/step-00000004")
+    for name, w in poison.weights_at_start[5][1].items():
+        assert torch.equal(w, saved[name]), name
+    # ... and reads the data after the offending batches, not the batches of steps 5-8 again.
+    fresh = Batches(trainer.batches.data, 32, 4, seed=0)
+    fresh.skip(8)
+    assert torch.equal(poison.inputs[5][1], fresh.next()[0])
+    assert not torch.equal(poison.inputs[5][1], poison.inputs[5][0])
+    err = capsys.readouterr().err
+    assert "rolled back to step-00000004" in err
+
+
+def test_rollback_without_a_checkpoint_stops_the_run(tmp_path, data):
+    trainer = _trainer(tmp_path, data, steps=6, checkpoint_every=100, callbacks=Poison([2, 3, 4]))
+    with pytest.raises(TrainingError, match="no checkpoint to roll back to"):
+        trainer.run()
+
+
+def test_preflight_refusals(tmp_path, data):
+    with pytest.raises(TrainingError, match="max_seq_len"):
+        _trainer(tmp_path, data, seq_len=256)  # the tiny preset holds 128 positions
+    t = Trainer(tmp_path / "run", _cfg(), config_from_preset("tiny", VOCAB), data,
+                fingerprint=FP, quiet=True, special_ids={"<|endoftext|>": VOCAB})
+    with pytest.raises(TrainingError, match="special ids"):
+        t.run()
+    assert not (tmp_path / "run/checkpoints").exists()
+
+
+def test_arbiter_stops_a_model_that_cannot_learn(tmp_path, data):
+    t = _trainer(tmp_path, data)
+    t.raw.layers[1].mlp.down_proj.register_forward_hook(lambda m, a, out: out.detach())
+    with pytest.raises(TrainingError, match=r"layers\.1\.mlp\.down_proj"):
+        t.run()

@@ -1,0 +1,151 @@
+"""Exact resume: N steps straight == N/2 steps, SIGKILL, resume, the rest (bit for bit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainer import checkpoint as ck
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = sorted(str(p) for p in (REPO / "examples/corpus").glob("*.txt"))
+N = 16
+SETTINGS = dict(seq_len=64, micro_batch=4, tokens_per_step=512, lr=3e-3, min_lr=3e-4,
+                warmup_steps=3, checkpoint_every=N // 4, keep_last=4, heldout_fraction=0.05,
+                device="cpu", steps=N)
+
+# The training process: runs until step N/2 + 2 (two steps past the N/2 checkpoint, so the
+# resumed run must redo them), says so, then waits to be killed.
+JOB = """
+import json, os, sys, time
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+from trainer.run import pretrain
+
+corpus, tok, out, settings, pause_at, marker = json.loads(sys.argv[1])
+
+class Gate:
+    passed = True
+    def format_text(self): return "verdict: PASS"
+    def to_dict(self): return {"passed": True}
+
+class PauseForKill:
+    def on_step_end(self, step, record):
+        if step == pause_at:
+            Path(marker).write_text(str(os.getpid()))
+            time.sleep(600)
+
+pretrain(corpus, tok, out, quiet=True, overrides=settings, gate=lambda p, t: Gate(),
+         callbacks=PauseForKill())
+"""
+
+
+class Gate:
+    passed = True
+
+    def format_text(self):
+        return "verdict: PASS"
+
+    def to_dict(self):
+        return {"passed": True}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _tokenizer(path: Path) -> str:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train(CORPUS, trainers.BpeTrainer(vocab_size=384, special_tokens=["<|endoftext|>"],
+                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                          show_progress=False))
+    tok.save(str(path))
+    return str(path)
+
+
+def _pretrain(tok, out, **kw):
+    from trainer.run import pretrain
+
+    return pretrain(CORPUS, tok, out, quiet=True, overrides=SETTINGS, gate=lambda p, t: Gate(),
+                    **kw)
+
+
+def _losses(run: Path):
+    rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"]) for r in rows if "event" not in r]
+
+
+def _assert_same_state(a: Path, b: Path):
+    wa, wb = ck.load_weights(a), ck.load_weights(b)
+    assert wa.keys() == wb.keys()
+    for name in wa:
+        assert torch.equal(wa[name], wb[name]), name
+    sa, sb = ck.load_train_state(a), ck.load_train_state(b)
+    assert sa["cursor"] == sb["cursor"]
+    for name, st in sa["optimizer"]["state"].items():
+        for key, value in st.items():
+            assert torch.equal(value, sb["optimizer"]["state"][name][key]), (name, key)
+
+
+def _kill_after_half(tok, out, tmp_path):
+    marker = tmp_path / "paused"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    args = json.dumps([CORPUS, tok, str(out), SETTINGS, N // 2 + 2, str(marker)])
+    proc = subprocess.Popen([sys.executable, "-c", JOB, args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not marker.exists():
+        if proc.poll() is not None:
+            pytest.fail(f"training process ended early: {proc.stderr.read().decode()[-2000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("training process did not reach the kill point")
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)  # no clean-up handlers, no flush: a crash
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_resume_after_sigkill_is_exact(tmp_path):
+    tok = _tokenizer(tmp_path / "tokenizer.json")
+    straight = tmp_path / "straight"
+    _pretrain(tok, straight)
+
+    killed = tmp_path / "killed"
+    _kill_after_half(tok, killed, tmp_path)
+    assert [s for s, _ in ck.list_checkpoints(killed)] == [N // 4, N // 2]
+    assert _losses(killed)[-1][0] == N // 2 + 2  # steps past the checkpoint were logged
+    backup = tmp_path / "killed-copy"
+    shutil.copytree(killed, backup)
+
+    summary = _pretrain(tok, killed, resume=True)
+    assert summary["steps"] == N
+    _assert_same_state(ck.step_dir(straight, N), ck.step_dir(killed, N))
+    assert _losses(killed) == _losses(straight)  # redone steps replace the killed run's lines
+
+    # A corrupt newest checkpoint: the resume falls back to the one before, still exact.
+    weights = ck.step_dir(backup, N // 2) / "model.safetensors"
+    raw = bytearray(weights.read_bytes())
+    raw[len(raw) // 2] ^= 0x40
+    weights.write_bytes(bytes(raw))
+    _pretrain(tok, backup, resume=True)
+    _assert_same_state(ck.step_dir(straight, N), ck.step_dir(backup, N))
+    assert _losses(backup) == _losses(straight)

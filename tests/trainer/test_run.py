@@ -1,0 +1,235 @@
+"""pretrain end to end on the examples corpus: gate, shards, run folder, config loading."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fertility.errors import TrainingError
+from trainer.checkpoint import load_model
+from trainer.config import TrainConfig, load_config
+from trainer.data import open_shard, read_header
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = sorted(str(p) for p in (REPO / "examples/corpus").glob("*.txt"))
+FAST = dict(seq_len=64, micro_batch=8, lr=3e-3, min_lr=3e-4, warmup_steps=5,
+            checkpoint_every=1000, heldout_fraction=0.05, device="cpu")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def train_tokenizer(path: Path, vocab_size: int = 384, text: list[str] | None = None) -> str:
+    """A small byte-level BPE (with <|endoftext|>) trained on the examples corpus."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    if text is None:
+        tok.train(CORPUS, trainer)
+    else:
+        tok.train_from_iterator(text, trainer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tok.save(str(path))
+    return str(path)
+
+
+class FakeGate:
+    def __init__(self, passed: bool):
+        self.passed = passed
+
+    def format_text(self) -> str:
+        head = "PASS" if self.passed else "FAIL"
+        return f"fertility gate: {head}\n  FAIL x chars_per_token\nverdict: {head} (1 failed)"
+
+    def to_dict(self) -> dict:
+        return {"schema": "fertility.gate/1", "passed": self.passed}
+
+
+def gate(passed: bool):
+    calls = []
+
+    def fn(paths, tokenizer):
+        calls.append((list(paths), tokenizer.fingerprint))
+        return FakeGate(passed)
+    fn.calls = calls
+    return fn
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One 60-step tiny run shared by the tests that only read its folder."""
+    torch.set_num_threads(1)
+    tmp = tmp_path_factory.mktemp("run")
+    tok = train_tokenizer(tmp / "tok/tokenizer.json")
+    g = gate(True)
+    summary = pretrain_(CORPUS, tok, tmp / "run", steps=60, gate=g)
+    return tmp / "run", tok, summary, g
+
+
+def pretrain_(*args, **kw):
+    from trainer.run import pretrain
+
+    over = {**FAST, **kw.pop("overrides", {})}
+    return pretrain(*args, quiet=True, overrides=over, **kw)
+
+
+def test_tiny_preset_learns_the_examples_corpus(trained):
+    run, _, summary, _ = trained
+    rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == list(range(1, 61)) and summary["steps"] == 60
+    final = np.mean([r["loss"] for r in rows[-5:]])
+    vocab = summary["vocab_size"]
+    assert rows[0]["loss"] == pytest.approx(math.log(vocab), abs=0.3)  # random init
+    # Expected levels computed from the shard itself: well under ln(V) and under the
+    # unigram entropy, so the model uses context, not only token frequencies.
+    _, tokens = open_shard(run / "data/train-00000.bin")
+    counts = np.bincount(tokens, minlength=vocab)
+    p = counts[counts > 0] / counts.sum()
+    assert final < math.log(vocab) - 1.0
+    assert final < -(p * np.log(p)).sum()
+
+
+def test_run_folder_is_self_contained(trained):
+    run, tok_path, summary, g = trained
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["schema"] == "fertility.run/1" and meta["forced"] is False
+    assert meta["gate"] == {"schema": "fertility.gate/1", "passed": True}
+    assert g.calls and g.calls[0][0] == CORPUS  # the gate saw the corpus and tokenizer
+    tok = meta["tokenizer"]
+    assert tok["kind"] == "hf" and tok["path"] == "tokenizer/tokenizer.json"
+    assert (run / tok["path"]).read_bytes() == Path(tok_path).read_bytes()
+    assert meta["model"]["vocab_size"] == tok["vocab_size"] == 384
+    assert meta["train"]["steps"] == 60 and meta["train"]["seq_len"] == 64
+    assert sum(f["documents"] for f in meta["corpus"]["files"]) == 600  # 10 files x 60 lines
+    header = read_header(run / "data/train-00000.bin")
+    assert header.fingerprint == tok["fingerprint"] and header.dtype == np.uint16
+    assert meta["data"]["separator"] == 0  # <|endoftext|> was the first token trained
+    held = [json.loads(l) for l in (run / "data/heldout.jsonl").read_text().splitlines()]
+    assert len(held) == meta["data"]["heldout_documents"] > 0
+    assert {"text", "lang", "source", "line"} <= set(held[0])
+    assert len({h["lang"] for h in held}) > 3  # every language can be scored
+    model, manifest = load_model(run)
+    assert manifest["step"] == 60 and manifest["tokenizer_fingerprint"] == tok["fingerprint"]
+    assert isinstance(model, torch.nn.Module)
+
+
+def test_failing_gate_refuses_and_force_overrides(tmp_path):
+    tok = train_tokenizer(tmp_path / "tok/tokenizer.json")
+    with pytest.raises(TrainingError) as err:
+        pretrain_(CORPUS, tok, tmp_path / "run", steps=2, gate=gate(False))
+    msg = str(err.value)
+    assert "failed the gate" in msg and "fertility fix" in msg and "--force" in msg
+    assert "verdict: FAIL" in msg
+    assert not (tmp_path / "run/run.json").exists()
+    summary = pretrain_(CORPUS, tok, tmp_path / "run", steps=2, gate=gate(False), force=True)
+    meta = json.loads((tmp_path / "run/run.json").read_text())
+    assert meta["forced"] is True and meta["gate"]["passed"] is False
+    assert summary["forced"] is True and summary["steps"] == 2
+
+
+def test_existing_run_needs_resume_and_the_same_tokenizer(tmp_path):
+    tok = train_tokenizer(tmp_path / "tok/tokenizer.json")
+    pretrain_(CORPUS, tok, tmp_path / "run", steps=2, gate=gate(True))
+    with pytest.raises(TrainingError, match="--resume"):
+        pretrain_(CORPUS, tok, tmp_path / "run", steps=2, gate=gate(True))
+    other = train_tokenizer(tmp_path / "other/tokenizer.json", vocab_size=320)
+    with pytest.raises(TrainingError, match="run.json"):
+        pretrain_(CORPUS, other, tmp_path / "run", steps=2, gate=gate(True), resume=True)
+
+
+def test_shards_of_another_tokenizer_refused(tmp_path):
+    tok = train_tokenizer(tmp_path / "tok/tokenizer.json")
+    pretrain_(CORPUS, tok, tmp_path / "run", steps=2, gate=gate(True))
+    (tmp_path / "run/run.json").unlink()  # as if killed before run.json: shards reused
+    other = train_tokenizer(tmp_path / "other/tokenizer.json", vocab_size=320)
+    with pytest.raises(TrainingError) as err:
+        pretrain_(CORPUS, other, tmp_path / "run", steps=2, gate=gate(True))
+    from fertility.tokenizers import load_tokenizer
+
+    fps = [load_tokenizer(t).fingerprint for t in (tok, other)]
+    assert "train-00000.bin" in str(err.value) and all(fp in str(err.value) for fp in fps)
+
+
+def test_token_ids_beyond_the_model_vocabulary_refused(tmp_path):
+    tok = train_tokenizer(tmp_path / "tok/tokenizer.json")
+    with pytest.raises(TrainingError, match=r"train-00000.bin: token id \d+ >= .* 300"):
+        pretrain_(CORPUS, tok, tmp_path / "run", steps=2, gate=gate(True),
+                  overrides={"model": {"vocab_size": 300}})
+
+
+def test_cli_less_entry_point_uses_the_real_gate(tmp_path):
+    tok = train_tokenizer(tmp_path / "tok/tokenizer.json")
+    cfg = tmp_path / "fast.toml"
+    cfg.write_text("seq_len = 64\nmicro_batch = 4\ndevice = \"cpu\"\nwarmup_steps = 1\n")
+    from fertility.gate import gate_corpus
+
+    passed = gate_corpus(CORPUS, tok).passed  # the verdict the run must follow
+    cmd = [sys.executable, "-m", "trainer.run", *CORPUS, "-t", tok, "--out",
+           str(tmp_path / "run"), "--config", str(cfg), "--steps", "2", "--quiet"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    if passed:
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["steps"] == 2
+    else:
+        assert proc.returncode == 2 and "failed the gate" in proc.stderr
+        assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
+        proc = subprocess.run(cmd + ["--force"], cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["forced"] is True
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+def test_load_config_from_toml(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('preset = "small"\nlr = 1\nsteps = 7\nbetas = [0.8, 0.9]\n'
+                    '[model]\nn_layers = 3\n')
+    cfg = load_config(path, {"steps": 9, "model": {"d_model": 96}, "tokens": None})
+    assert cfg.preset == "small" and cfg.steps == 9 and cfg.lr == 1.0
+    assert cfg.betas == (0.8, 0.9) and cfg.model == {"n_layers": 3, "d_model": 96}
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+
+
+@pytest.mark.parametrize("text, match", [("warmup_step = 0\n", "unknown key 'warmup_step'"),
+                                         ("lr = \"fast\"\n", "lr"),
+                                         ("heldout_fraction = 1.5\n", "heldout_fraction"),
+                                         ("steps = \n", "not valid TOML")])
+def test_bad_config_names_the_key_and_file(tmp_path, text, match):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(TrainingError, match=match) as err:
+        load_config(path)
+    assert "bad.toml" in str(err.value)
+
+
+def test_accumulation_reaches_tokens_per_step():
+    cfg = TrainConfig(seq_len=128, micro_batch=8, tokens_per_step=4096)
+    assert cfg.accum_steps(1) == 4 and cfg.accum_steps(2) == 2 and cfg.accum_steps(8) == 1
+    assert cfg.step_tokens(2) == 4096
+    assert cfg.total_steps(train_tokens=10**6) == 10**6 // 4096  # default: one epoch
+    assert TrainConfig(tokens=40960, tokens_per_step=4096).total_steps(0) == 10
+
+
+def test_examples_tiny_config_loads():
+    cfg = load_config(REPO / "examples/configs/tiny.toml")
+    assert cfg.preset == "tiny" and cfg.device == "cpu" and cfg.seq_len <= 128

@@ -1,0 +1,248 @@
+"""Checkpoints: one folder per step, written atomically, verified by checksum on load.
+
+    RUN_DIR/checkpoints/step-00000100/
+        model.safetensors   weights (tied tensors stored once, aliases in the metadata)
+        optimizer.pt        optimizer, scheduler, RNG states, data cursor: tensors and plain
+                            values only, so torch.load(weights_only=True) reads it
+        state.json          manifest: step, tokens seen, config, tokenizer fingerprint and
+                            the sha256 of every other file; written last
+
+A checkpoint is built in `checkpoints/.tmp-step-...`, every file fsync'd, then renamed into
+place, so a killed process leaves either the whole folder or a temporary one that is ignored.
+Loading walks back from the newest folder and skips, with a warning, any whose files are
+missing or do not match their checksums.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from fertility.errors import EvalError, TrainingError
+
+SCHEMA = "fertility.checkpoint/1"
+WEIGHTS, TRAIN_STATE, MANIFEST = "model.safetensors", "optimizer.pt", "state.json"
+_STEP_RE = re.compile(r"^step-(\d{8})$")
+
+
+def step_dir(run_dir: str | Path, step: int) -> Path:
+    return Path(run_dir) / "checkpoints" / f"step-{step:08d}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- RNG states as weights_only-safe values ------------------------------------------------
+
+def capture_rng() -> dict[str, Any]:
+    _, keys, pos, has_gauss, cached = np.random.get_state()
+    version, py_state, gauss = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached": float(cached)},
+        "python": {"version": version, "state": torch.tensor(py_state, dtype=torch.int64),
+                   "gauss": gauss},
+    }
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    n = state["numpy"]
+    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"],
+                         n["has_gauss"], n["cached"]))
+    p = state["python"]
+    random.setstate((p["version"], tuple(int(x) for x in p["state"].tolist()), p["gauss"]))
+
+
+# -- writing -------------------------------------------------------------------------------
+
+def _dedupe(weights: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """safetensors refuses tensors sharing storage (tied embeddings): store each once."""
+    seen: dict[tuple, str] = {}
+    out: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    for name, t in weights.items():
+        key = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
+               tuple(t.stride()), t.dtype)
+        if key in seen:
+            aliases[name] = seen[key]
+        else:
+            seen[key] = name
+            out[name] = t.detach().to("cpu").contiguous()
+    return out, aliases
+
+
+def save_checkpoint(run_dir: str | Path, step: int, weights: dict[str, torch.Tensor],
+                    train_state: dict[str, Any], manifest: dict[str, Any],
+                    keep_last: int = 3) -> Path:
+    """Write checkpoint `step` atomically and prune all but the newest `keep_last`.
+
+    `weights` is a full (unsharded) state dict, `train_state` holds the optimizer, scheduler,
+    RNG and data-cursor state (tensors and plain values), `manifest` the JSON-able fields
+    (config, tokens_seen, tokenizer fingerprint, ...) that go into state.json.
+    """
+    final = step_dir(run_dir, step)
+    root = final.parent
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-{final.name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    tensors, aliases = _dedupe(weights)
+    save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt",
+                                                      "aliases": json.dumps(aliases)})
+    torch.save(train_state, tmp / TRAIN_STATE)
+    files = {}
+    for name in (WEIGHTS, TRAIN_STATE):
+        _fsync(tmp / name)
+        files[name] = _sha256(tmp / name)
+    state = {"schema": SCHEMA, "step": step, **manifest, "files": files,
+             "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
+        json.dump(state, f, indent=1, ensure_ascii=False)
+        f.flush()
+        os.fsync(f.fileno())
+    _fsync(tmp)
+    if final.exists():  # the same step written again after a rollback: replace it
+        old = root / f".tmp-old-{final.name}-{os.getpid()}"
+        os.replace(final, old)
+        shutil.rmtree(old, ignore_errors=True)
+    os.replace(tmp, final)
+    _fsync(root)
+    for _, path in list_checkpoints(run_dir)[:-keep_last]:
+        shutil.rmtree(path, ignore_errors=True)
+    return final
+
+
+def remove_partial(run_dir: str | Path) -> None:
+    """Remove temporary folders left by a process killed while writing a checkpoint."""
+    root = Path(run_dir) / "checkpoints"
+    if root.is_dir():
+        for p in root.glob(".tmp-*"):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+# -- reading -------------------------------------------------------------------------------
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """(step, folder) of every finished checkpoint folder, oldest first (not yet verified)."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir()
+             if p.is_dir() and (m := _STEP_RE.match(p.name))]
+    return sorted(found)
+
+
+def verify_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The manifest of a whole, uncorrupted checkpoint; TrainingError saying what is wrong."""
+    path = Path(path)
+    try:
+        state = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TrainingError(f"{path}: {MANIFEST} is missing (partial checkpoint)") from None
+    except (OSError, ValueError) as e:
+        raise TrainingError(f"{path / MANIFEST}: unreadable ({e})") from None
+    if not isinstance(state, dict) or state.get("schema") != SCHEMA:
+        raise TrainingError(f"{path / MANIFEST}: not a {SCHEMA} manifest")
+    for name in (WEIGHTS, TRAIN_STATE):
+        expected = state.get("files", {}).get(name)
+        if not (path / name).is_file():
+            raise TrainingError(f"{path / name}: missing")
+        if expected != _sha256(path / name):
+            raise TrainingError(f"{path / name}: checksum does not match {MANIFEST} (corrupt)")
+    return state
+
+
+def latest_checkpoint(run_dir: str | Path, warn: Callable[[str], None] | None = None
+                      ) -> tuple[Path, dict[str, Any]] | None:
+    """The newest valid checkpoint, skipping (with a warning) corrupt or partial ones."""
+    warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
+    for _, path in reversed(list_checkpoints(run_dir)):
+        try:
+            return path, verify_checkpoint(path)
+        except TrainingError as e:
+            warn(f"skipping checkpoint: {e}")
+    return None
+
+
+def load_weights(path: str | Path, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    """The full state dict of a checkpoint folder, tied names restored."""
+    file = Path(path) / WEIGHTS
+    try:
+        weights = load_file(str(file), device=str(device))
+        from safetensors import safe_open
+
+        with safe_open(str(file), framework="pt") as f:
+            aliases = json.loads((f.metadata() or {}).get("aliases", "{}"))
+    except (OSError, SafetensorError, ValueError) as e:
+        raise TrainingError(f"{file}: unreadable weights ({e})") from None
+    for name, target in aliases.items():
+        weights[name] = weights[target]
+    return weights
+
+
+def load_train_state(path: str | Path) -> dict[str, Any]:
+    file = Path(path) / TRAIN_STATE
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as e:  # weights_only refuses anything but tensors and plain values
+        raise TrainingError(f"{file}: unreadable training state ({e})") from None
+
+
+def load_model(run_dir: str | Path, step: int | None = None, device: str = "cpu"
+               ) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """(Transformer in eval mode, checkpoint manifest) for evaluation and export.
+
+    `step` None takes the newest valid checkpoint (corrupt ones skipped with a warning).
+    """
+    from trainer.model import ModelConfig, Transformer
+
+    if step is None:
+        found = latest_checkpoint(run_dir)
+        if found is None:
+            raise EvalError(f"{run_dir}: no valid checkpoint in {Path(run_dir) / 'checkpoints'}")
+        path, manifest = found
+    else:
+        path = step_dir(run_dir, step)
+        if not path.is_dir():
+            raise EvalError(f"{path}: no checkpoint for step {step}")
+        try:
+            manifest = verify_checkpoint(path)
+        except TrainingError as e:
+            raise EvalError(str(e)) from None
+    model = Transformer(ModelConfig.from_dict(manifest["model"]))
+    try:
+        model.load_state_dict(load_weights(path, "cpu"), strict=True)
+    except (RuntimeError, TrainingError) as e:
+        raise EvalError(f"{path / WEIGHTS}: does not fit the model in {MANIFEST} ({e})") from None
+    return model.to(device).eval(), manifest

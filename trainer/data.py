@@ -1,0 +1,492 @@
+"""Token shards: the corpus tokenized once into memory-mapped files, then read in a seeded order.
+
+Shard file layout (little-endian), `HEADER_BYTES` bytes of header then the token array:
+
+    magic        8s   b"FERTTOK\\0"
+    version      u32  1
+    dtype        u32  itemsize of the token array: 2 (uint16) or 4 (uint32)
+    vocab_size   u64  the tokenizer's vocabulary size
+    fingerprint  64s  the tokenizer's fingerprint (ASCII, NUL-padded)
+    n_tokens     u64
+    n_docs       u64
+    separator    i64  id appended after every document, or -1 for none
+
+A data folder holds `train-00000.bin ...`, `heldout-00000.bin ...`, `heldout.jsonl` (the held-out
+documents, so evaluation can score each language) and `index.json`, written last. The folder is
+built under `<name>.partial` and renamed, so a half-built one is never mistaken for a whole one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from fertility.errors import TrainingError
+
+MAGIC = b"FERTTOK\0"
+VERSION = 1
+HEADER = struct.Struct("<8sIIQ64sQQq")
+HEADER_BYTES = 256  # room to grow; also keeps the token array aligned
+INDEX_SCHEMA = "fertility.shards/1"
+_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
+# Names under which tokenizers spell "end of document", most specific first.
+_EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "[EOS]", "<|im_end|>")
+
+
+def dtype_for_vocab(vocab_size: int) -> np.dtype:
+    """uint16 when every id (0 .. vocab_size-1) fits in 16 bits, else uint32."""
+    return _DTYPES[2] if vocab_size <= 1 << 16 else _DTYPES[4]
+
+
+@dataclass(frozen=True)
+class ShardHeader:
+    version: int
+    dtype: np.dtype
+    vocab_size: int
+    fingerprint: str
+    n_tokens: int
+    n_docs: int
+    separator: int | None
+
+
+def _pack_header(h: ShardHeader) -> bytes:
+    fp = h.fingerprint.encode("ascii")
+    if len(fp) > 64:
+        raise TrainingError(f"tokenizer fingerprint longer than 64 characters: {h.fingerprint}")
+    packed = HEADER.pack(MAGIC, VERSION, h.dtype.itemsize, h.vocab_size, fp, h.n_tokens,
+                         h.n_docs, -1 if h.separator is None else h.separator)
+    return packed.ljust(HEADER_BYTES, b"\0")
+
+
+def read_header(path: str | Path) -> ShardHeader:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(HEADER_BYTES)
+    except OSError as e:
+        raise TrainingError(f"{path}: cannot read token shard ({e.strerror})") from None
+    if len(raw) < HEADER.size or raw[:8] != MAGIC:
+        raise TrainingError(f"{path}: not a fertility token shard (bad magic)")
+    magic, version, code, vocab, fp, n_tok, n_docs, sep = HEADER.unpack_from(raw)
+    if version != VERSION:
+        raise TrainingError(f"{path}: token shard version {version}, this build reads {VERSION}")
+    if code not in _DTYPES:
+        raise TrainingError(f"{path}: unknown token dtype code {code}")
+    return ShardHeader(version, _DTYPES[code], vocab, fp.rstrip(b"\0").decode("ascii"),
+                       n_tok, n_docs, None if sep < 0 else sep)
+
+
+class ShardWriter:
+    """Appends token arrays to one shard file; the header is written on close."""
+
+    def __init__(self, path: Path, *, vocab_size: int, fingerprint: str,
+                 separator: int | None) -> None:
+        self.path = path
+        self.dtype = dtype_for_vocab(vocab_size)
+        self._meta = (vocab_size, fingerprint, separator)
+        self.n_tokens = 0
+        self.n_docs = 0
+        self._f = open(path, "wb")
+        self._f.write(b"\0" * HEADER_BYTES)
+
+    def append(self, tokens: np.ndarray, n_docs: int) -> None:
+        self._f.write(np.ascontiguousarray(tokens, dtype=self.dtype).tobytes())
+        self.n_tokens += len(tokens)
+        self.n_docs += n_docs
+
+    def close(self) -> dict[str, Any]:
+        vocab, fp, sep = self._meta
+        self._f.seek(0)
+        self._f.write(_pack_header(ShardHeader(VERSION, self.dtype, vocab, fp, self.n_tokens,
+                                               self.n_docs, sep)))
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        return {"file": self.path.name, "tokens": self.n_tokens, "docs": self.n_docs}
+
+
+def write_shard(path: str | Path, tokens: np.ndarray, *, vocab_size: int, fingerprint: str,
+                n_docs: int = 1, separator: int | None = None) -> ShardHeader:
+    """Write a whole token array as one shard (tests and tools; the pipeline streams)."""
+    w = ShardWriter(Path(path), vocab_size=vocab_size, fingerprint=fingerprint,
+                    separator=separator)
+    w.append(np.asarray(tokens), n_docs)
+    w.close()
+    return read_header(path)
+
+
+def open_shard(path: str | Path) -> tuple[ShardHeader, np.ndarray]:
+    """Header and a read-only memory map of the tokens; a truncated file is refused."""
+    h = read_header(path)
+    expected = HEADER_BYTES + h.n_tokens * h.dtype.itemsize
+    size = os.path.getsize(path)
+    if size != expected:
+        raise TrainingError(f"{path}: token shard is {size} bytes, its header says {expected}")
+    if h.n_tokens == 0:
+        return h, np.zeros(0, dtype=h.dtype)
+    return h, np.memmap(path, dtype=h.dtype, mode="r", offset=HEADER_BYTES, shape=(h.n_tokens,))
+
+
+# -- building ----------------------------------------------------------------------------
+
+def choose_separator(special_tokens: dict[str, int], setting: int | str) -> int | None:
+    """The id put between documents: the tokenizer's end-of-text token when it has one.
+
+    With "none" (or "auto" and no such token) documents are simply concatenated: no id is
+    reserved, so the model never sees an id the tokenizer cannot produce.
+    """
+    if isinstance(setting, int) and not isinstance(setting, bool):
+        return setting
+    if setting == "none":
+        return None
+    for name in _EOS_NAMES:
+        if name in special_tokens:
+            return int(special_tokens[name])
+    for name, idx in sorted(special_tokens.items()):
+        if "eos" in name.lower() or "endoftext" in name.lower():
+            return int(idx)
+    return None
+
+
+def is_heldout(seed: int, source: str, line: int, fraction: float) -> bool:
+    """Deterministic split by document: a hash of (seed, source, line), not of the order read."""
+    if fraction <= 0:
+        return False
+    digest = hashlib.blake2b(f"{seed}\0{source}\0{line}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") < fraction * 2.0**64
+
+
+_worker_tok: Any = None
+_worker_err: str | None = None
+
+
+def _worker_init(spec: str, fingerprint: str) -> None:
+    # Never raise here: a Pool whose initializer fails respawns workers forever. The error
+    # is kept and raised by the first encode call, which the parent sees.
+    global _worker_tok, _worker_err
+    try:
+        from fertility.tokenizers import load_tokenizer
+
+        _worker_tok = load_tokenizer(spec)
+        if _worker_tok.fingerprint != fingerprint:  # the spec must name the very same tokenizer
+            _worker_err = (f"{spec}: reloaded tokenizer has fingerprint "
+                           f"{_worker_tok.fingerprint}, expected {fingerprint}")
+    except Exception as e:  # noqa: BLE001 - reported to the parent below
+        _worker_err = f"{spec}: cannot load the tokenizer in a worker process ({e})"
+
+
+def _worker_encode(texts: list[str]) -> list[np.ndarray]:
+    if _worker_err is not None:
+        raise TrainingError(_worker_err)
+    return [np.asarray(e.ids) for e in _worker_tok.encode_batch(texts)]
+
+
+def _batched(docs: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for d in docs:
+        batch.append(d)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class StatusLine:
+    """One self-overwriting line on stderr; silent when quiet or stderr is not a terminal."""
+
+    def __init__(self, quiet: bool = False, every_s: float = 0.5) -> None:
+        self.enabled = not quiet and sys.stderr.isatty()
+        self.every_s = every_s
+        self._last = 0.0
+
+    def update(self, text: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.enabled and (force or now - self._last >= self.every_s):
+            self._last = now
+            sys.stderr.write("\r\033[K" + text)
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled and self._last:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+class _Split:
+    """Writers for one split, opening a new shard whenever the current one is full."""
+
+    def __init__(self, out: Path, name: str, meta: dict[str, Any], shard_tokens: int) -> None:
+        self.out, self.name, self.meta, self.shard_tokens = out, name, meta, shard_tokens
+        self.done: list[dict[str, Any]] = []
+        self.cur: ShardWriter | None = None
+
+    def add(self, tokens: np.ndarray, n_docs: int) -> None:
+        if self.cur is None:
+            path = self.out / f"{self.name}-{len(self.done):05d}.bin"
+            self.cur = ShardWriter(path, **self.meta)
+        self.cur.append(tokens, n_docs)
+        if self.cur.n_tokens >= self.shard_tokens:
+            self.done.append(self.cur.close())
+            self.cur = None
+
+    def close(self) -> list[dict[str, Any]]:
+        if self.cur is not None:
+            self.done.append(self.cur.close())
+            self.cur = None
+        return self.done
+
+
+def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path, *,
+                 seed: int = 0, heldout_fraction: float = 0.01, separator: int | str = "auto",
+                 shard_tokens: int = 1 << 28, batch_size: int = 512, workers: int = 0,
+                 quiet: bool = False, summary: Any = None) -> dict[str, Any]:
+    """Tokenize `documents` (objects with text, lang, source, line) into `data_dir`.
+
+    Streams: documents are encoded `batch_size` at a time, in order, so the shards are the
+    same whatever `workers` is. `workers` 0 uses the tokenizer's own threads for HF
+    tokenizers and one process per core otherwise; 1 encodes in this process. `summary` is a
+    callable returning the corpus summary after the pass (stored in index.json). Returns the
+    index dict.
+    """
+    data_dir = Path(data_dir)
+    part = data_dir.with_name(data_dir.name + ".partial")
+    shutil.rmtree(part, ignore_errors=True)
+    part.mkdir(parents=True)
+    vocab = int(tokenizer.vocab_size)
+    sep = choose_separator(dict(tokenizer.special_tokens), separator)
+    if sep is not None and not 0 <= sep < vocab:
+        raise TrainingError(f"separator id {sep} is outside the tokenizer's vocabulary "
+                            f"(size {vocab})")
+    meta = {"vocab_size": vocab, "fingerprint": tokenizer.fingerprint, "separator": sep}
+    splits = {name: _Split(part, name, meta, shard_tokens) for name in ("train", "heldout")}
+    sep_arr = np.array([] if sep is None else [sep], dtype=np.int64)
+
+    if workers == 0:
+        workers = 1 if tokenizer.kind == "hf" else (os.cpu_count() or 1)
+    batches = _batched(documents, batch_size)
+    pool = None
+    if workers > 1:
+        # spawn, not fork: forked HF tokenizers deadlock, and workers reload from the spec
+        ctx = multiprocessing.get_context("spawn")
+        pool = ctx.Pool(workers, initializer=_worker_init,
+                        initargs=(tokenizer.spec, tokenizer.fingerprint))
+        encoded = _parallel_encode(pool, batches, in_flight=2 * workers)
+    else:
+        encoded = ((b, [np.asarray(e.ids) for e in tokenizer.encode_batch([d.text for d in b])])
+                   for b in batches)
+
+    status = StatusLine(quiet)
+    n_docs = n_tokens = 0
+    t0 = time.monotonic()
+    try:
+        with open(part / "heldout.jsonl", "w", encoding="utf-8") as held_f:
+            for docs, ids_list in encoded:
+                parts: dict[str, list[np.ndarray]] = {"train": [], "heldout": []}
+                counts = {"train": 0, "heldout": 0}
+                for doc, ids in zip(docs, ids_list):
+                    if len(ids) == 0:
+                        continue  # an empty line adds nothing but a separator
+                    split = ("heldout" if is_heldout(seed, doc.source, doc.line,
+                                                     heldout_fraction) else "train")
+                    parts[split] += [ids, sep_arr]
+                    counts[split] += 1
+                    if split == "heldout":
+                        held_f.write(json.dumps({"text": doc.text, "lang": doc.lang,
+                                                 "source": doc.source, "line": doc.line},
+                                                ensure_ascii=False) + "\n")
+                for name, arrays in parts.items():
+                    if arrays:
+                        tokens = np.concatenate(arrays)
+                        # An id past the vocabulary would wrap silently in a uint16 shard.
+                        if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
+                            raise TrainingError(f"{tokenizer.spec}: produced token id "
+                                                f"{int(tokens.max())} outside its vocabulary "
+                                                f"(size {vocab})")
+                        splits[name].add(tokens, counts[name])
+                        n_tokens += len(tokens)
+                n_docs += len(docs)
+                rate = n_tokens / max(time.monotonic() - t0, 1e-9)
+                status.update(f"tokenizing: {n_docs:,} documents, {n_tokens:,} tokens, "
+                              f"{rate:,.0f} tokens/s")
+    finally:
+        if pool is not None:
+            pool.terminate()
+        status.close()
+
+    index = {
+        "schema": INDEX_SCHEMA,
+        "fingerprint": tokenizer.fingerprint,
+        "vocab_size": vocab,
+        "dtype": str(dtype_for_vocab(vocab).name),
+        "separator": sep,
+        "seed": seed,
+        "heldout_fraction": heldout_fraction,
+        "train": splits["train"].close(),
+        "heldout": splits["heldout"].close(),
+        "corpus": summary() if callable(summary) else summary,
+    }
+    if not index["train"]:
+        raise TrainingError(f"{data_dir}: the corpus produced no training tokens")
+    (part / "index.json").write_text(json.dumps(index, indent=1, ensure_ascii=False))
+    shutil.rmtree(data_dir, ignore_errors=True)
+    os.replace(part, data_dir)
+    return index
+
+
+def _parallel_encode(pool: Any, batches: Iterator[list[Any]],
+                     in_flight: int) -> Iterator[tuple[list[Any], list[np.ndarray]]]:
+    """Encode batches in worker processes, in order, with at most `in_flight` outstanding.
+
+    (Pool.imap would read the whole corpus ahead into memory; this keeps streaming.)
+    """
+    from collections import deque
+
+    pending: deque = deque()
+    for batch in batches:
+        pending.append((batch, pool.apply_async(_worker_encode, ([d.text for d in batch],))))
+        if len(pending) >= in_flight:
+            done, result = pending.popleft()
+            yield done, result.get()
+    while pending:
+        done, result = pending.popleft()
+        yield done, result.get()
+
+
+def read_index(data_dir: str | Path) -> dict[str, Any] | None:
+    """The data folder's index, or None when there is no complete one."""
+    path = Path(data_dir) / "index.json"
+    if not path.is_file():
+        return None
+    try:
+        index = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise TrainingError(f"{path}: unreadable shard index ({e})") from None
+    if index.get("schema") != INDEX_SCHEMA:
+        raise TrainingError(f"{path}: unknown shard index schema {index.get('schema')!r}")
+    return index
+
+
+# -- reading -----------------------------------------------------------------------------
+
+class TokenData:
+    """The shards of one split, checked against the run's tokenizer and model."""
+
+    def __init__(self, paths: Sequence[str | Path], *, fingerprint: str, vocab_size: int) -> None:
+        self.paths = [Path(p) for p in paths]
+        self.tokens: list[np.ndarray] = []
+        self.headers: list[ShardHeader] = []
+        for p in self.paths:
+            h, arr = open_shard(p)
+            if h.fingerprint != fingerprint:
+                raise TrainingError(f"{p}: shard was made by tokenizer {h.fingerprint}, this run's "
+                                    f"tokenizer is {fingerprint}; rebuild the shards "
+                                    "(use a new --out) or use the tokenizer that made them")
+            if len(arr):
+                top = int(arr.max())  # one vectorised pass; an id >= vocab would index garbage
+                if top >= vocab_size:
+                    raise TrainingError(f"{p}: token id {top} >= the model's vocabulary size "
+                                        f"{vocab_size}")
+            self.headers.append(h)
+            self.tokens.append(arr)
+
+    @classmethod
+    def from_dir(cls, data_dir: str | Path, split: str, *, fingerprint: str,
+                 vocab_size: int) -> "TokenData":
+        index = read_index(data_dir)
+        if index is None:
+            raise TrainingError(f"{data_dir}: no token shards (index.json missing)")
+        return cls([Path(data_dir) / s["file"] for s in index[split]], fingerprint=fingerprint,
+                   vocab_size=vocab_size)
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(len(t) for t in self.tokens)
+
+
+class Batches:
+    """Fixed-length windows drawn without replacement, in a seeded order, resumable.
+
+    Each shard is cut into windows of seq_len+1 tokens (inputs and shifted targets) starting
+    every seq_len tokens; windows never cross shards. Epoch e visits all windows in the order
+    `default_rng([seed, e]).permutation(n)`. The cursor (epoch, position) counts windows
+    consumed by all ranks together: a micro-batch takes the next micro_batch*world windows and
+    rank r keeps every world-th one starting at r, so the union over ranks is exactly what one
+    process would have read. A batch that does not fit in what is left of an epoch starts the
+    next epoch (the tail is dropped, never repeated).
+    """
+
+    def __init__(self, data: TokenData, seq_len: int, micro_batch: int, *, seed: int,
+                 rank: int = 0, world: int = 1) -> None:
+        self.data, self.seq_len, self.micro_batch = data, seq_len, micro_batch
+        self.seed, self.rank, self.world = seed, rank, world
+        per_shard = np.array([max(0, (len(t) - 1) // seq_len) for t in data.tokens], np.int64)
+        self.n_windows = int(per_shard.sum())
+        self._starts = np.concatenate([[0], np.cumsum(per_shard)])
+        if self.n_windows < micro_batch * world:
+            raise TrainingError(f"{data.paths[0].parent}: {self.n_windows} windows of "
+                                f"{seq_len + 1} tokens, fewer than one batch "
+                                f"({micro_batch} x {world}); lower seq_len or micro_batch")
+        self.epoch, self.position = 0, 0
+        self._perm_epoch, self._perm = -1, np.empty(0, np.int64)
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if self._perm_epoch != epoch:
+            self._perm = np.random.default_rng([self.seed, epoch]).permutation(self.n_windows)
+            self._perm_epoch = epoch
+        return self._perm
+
+    def _take(self, advance: bool) -> np.ndarray:
+        need = self.micro_batch * self.world
+        epoch, pos = self.epoch, self.position
+        if pos + need > self.n_windows:
+            epoch, pos = epoch + 1, 0
+        chosen = self._permutation(epoch)[pos + self.rank: pos + need: self.world]
+        if advance:
+            self.epoch, self.position = epoch, pos + need
+        return chosen
+
+    def window_indices(self, advance: bool = True) -> np.ndarray:
+        return self._take(advance)
+
+    def windows(self, indices: np.ndarray) -> np.ndarray:
+        """(len(indices), seq_len+1) int64 array of the windows' tokens."""
+        shard = np.searchsorted(self._starts, indices, side="right") - 1
+        offsets = (indices - self._starts[shard]) * self.seq_len
+        rows = [self.data.tokens[s][o: o + self.seq_len + 1] for s, o in zip(shard, offsets)]
+        return np.stack(rows).astype(np.int64)
+
+    def next(self, advance: bool = True) -> tuple[Any, Any]:
+        """(inputs, targets) as int64 torch tensors of shape (micro_batch, seq_len)."""
+        import torch
+
+        w = torch.from_numpy(self.windows(self._take(advance)))
+        return w[:, :-1], w[:, 1:]
+
+    def peek(self) -> tuple[Any, Any]:
+        return self.next(advance=False)
+
+    def skip(self, micro_batches: int) -> None:
+        for _ in range(micro_batches):
+            self._take(True)
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
+                "n_windows": self.n_windows, "seq_len": self.seq_len}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        for key in ("seed", "n_windows", "seq_len"):
+            if key in state and int(state[key]) != getattr(self, key):
+                raise TrainingError(f"checkpoint data cursor has {key} = {state[key]}, the data "
+                                    f"now has {getattr(self, key)}; the shards or config changed")
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])

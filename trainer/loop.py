@@ -1,0 +1,327 @@
+"""The training loop: AdamW, warmup + cosine, accumulation, clipping, checks, recovery.
+
+One optimizer step = `accum` micro-batches per rank, their mean loss backpropagated (DDP
+averages across ranks), the gradient norm clipped, then AdamW. A step whose loss or gradient
+norm is not finite never reaches the optimizer: it is logged as skipped; `max_bad_steps` of
+them in a row roll the run back to the last checkpoint (weights, optimizer, RNG) while the
+data cursor stays where it is, so the batches that broke it are not read again.
+
+Every step appends one JSON line to RUN_DIR/metrics.jsonl: step, loss, lr, grad_norm, tokens
+(consumed so far), tokens_per_s (all ranks), mfu (per device; null on the CPU), skipped.
+Events (resume, rollback) are lines with an "event" key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fertility.errors import TrainingError
+from trainer import checkpoint as ck
+from trainer import distributed as D
+from trainer.config import TrainConfig
+from trainer.data import Batches, StatusLine, TokenData
+from trainer.model import ModelConfig, Transformer, lm_loss
+
+
+def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
+    """Learning rate of optimizer step `step` (1-based): linear warmup, cosine to min_lr."""
+    if step <= cfg.warmup_steps:
+        return cfg.lr * step / cfg.warmup_steps
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps))
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig,
+                   device: torch.device) -> torch.optim.AdamW:
+    # Matrices decay; norms (1-D) do not: decaying a gain towards 0 only fights the norm.
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
+                             fused=device.type == "cuda")
+
+
+def amp_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
+    """bf16 autocast on CUDA by default; float32 (no autocast) on the CPU."""
+    if cfg.dtype == "bf16" or (cfg.dtype == "auto" and device.type == "cuda"):
+        return torch.bfloat16
+    return None
+
+
+def _finite(x: float) -> bool:
+    return math.isfinite(x)
+
+
+def _step_of(line: str) -> float:
+    """The step of a metrics line; a line cut short by a kill counts as past every step."""
+    try:
+        return json.loads(line).get("step", 0)
+    except ValueError:
+        return math.inf
+
+
+class Trainer:
+    def __init__(self, run_dir: str | Path, cfg: TrainConfig, model_cfg: ModelConfig,
+                 data: TokenData, *, fingerprint: str, special_ids: dict[str, int] | None = None,
+                 env: D.DistEnv | None = None, quiet: bool = False, callbacks: Any = None,
+                 manifest: dict[str, Any] | None = None) -> None:
+        self.run_dir, self.cfg, self.model_cfg = Path(run_dir), cfg, model_cfg
+        self.env = env or D.DistEnv()
+        self.device = self.env.device
+        self.fingerprint, self.special_ids = fingerprint, dict(special_ids or {})
+        self.quiet, self.callbacks, self.extra_manifest = quiet, callbacks, manifest or {}
+        if cfg.seq_len > model_cfg.max_seq_len:
+            raise TrainingError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len "
+                                f"{model_cfg.max_seq_len} (preset {cfg.preset})")
+        torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed % 2**32)
+        self.raw = Transformer(model_cfg).to(self.device)
+        self.fsdp = D.use_fsdp(cfg.fsdp, self.raw.num_params(), self.env)
+        wrapped = D.wrap_model(self.raw, self.env, self.fsdp)
+        self.ddp = wrapped if wrapped is not self.raw else None
+        self.model = torch.compile(wrapped) if cfg.compile else wrapped
+        self.optimizer = make_optimizer(self.raw, cfg, self.device)
+        self.amp = amp_dtype(cfg, self.device)
+        self.batches = Batches(data, cfg.seq_len, cfg.micro_batch, seed=cfg.seed,
+                               rank=self.env.rank, world=self.env.world_size)
+        self.accum = cfg.accum_steps(self.env.world_size)
+        self.step_tokens = cfg.step_tokens(self.env.world_size)
+        self.total_steps = cfg.total_steps(data.n_tokens, self.env.world_size)
+        self.step = 0
+        self.saved_step: int | None = None
+        self.tokens_seen = 0
+        self.bad_in_row = 0
+        self.skipped = 0
+        self.rollbacks = 0
+        self.last_loss: float | None = None
+        self.metrics_path = self.run_dir / "metrics.jsonl"
+
+    # -- callbacks, logging ---------------------------------------------------------------
+    def _call(self, name: str, *args: Any) -> None:
+        fn = getattr(self.callbacks, name, None)
+        if fn is not None:
+            fn(*args)
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self.env.is_main:
+            with open(self.metrics_path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+                f.flush()
+
+    def _warn(self, message: str) -> None:
+        D.log(self.env, f"warning: {message}")
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def save(self) -> Path | None:
+        weights, optim_state = D.full_state(self.raw, self.optimizer)  # collective under FSDP
+        path = None
+        if self.env.is_main:
+            state = {"optimizer": optim_state,
+                     "scheduler": {"name": "warmup_cosine", "step": self.step,
+                                   "total_steps": self.total_steps},
+                     "rng": ck.capture_rng(),
+                     "cursor": self.batches.state_dict(),
+                     "counters": {"tokens_seen": self.tokens_seen, "skipped": self.skipped,
+                                  "rollbacks": self.rollbacks}}
+            manifest = {"tokens_seen": self.tokens_seen, "tokenizer_fingerprint": self.fingerprint,
+                        "config": self.cfg.to_dict(), "model": self.model_cfg.to_dict(),
+                        "world_size": self.env.world_size, "cursor": self.batches.state_dict(),
+                        **self.extra_manifest}
+            path = ck.save_checkpoint(self.run_dir, self.step, weights, state, manifest,
+                                      self.cfg.keep_last)
+        D.barrier(self.env)
+        self.saved_step = self.step
+        self._call("on_checkpoint", self.step, path)
+        return path
+
+    def _load(self, path: Path, manifest: dict[str, Any], keep_cursor: bool) -> None:
+        if manifest.get("tokenizer_fingerprint") != self.fingerprint:
+            raise TrainingError(f"{path}: checkpoint was trained with tokenizer "
+                                f"{manifest.get('tokenizer_fingerprint')}, this run's is "
+                                f"{self.fingerprint}")
+        state = ck.load_train_state(path)
+        D.load_full_state(self.raw, self.optimizer, ck.load_weights(path), state["optimizer"])
+        ck.restore_rng(state["rng"])
+        if not keep_cursor:
+            self.batches.load_state_dict(state["cursor"])
+        self.step = self.saved_step = int(manifest["step"])
+        self.tokens_seen = int(state["counters"]["tokens_seen"])
+        if not keep_cursor:  # a resume; a rollback keeps counting skips and rollbacks
+            self.skipped = int(state["counters"]["skipped"])
+            self.rollbacks = int(state["counters"]["rollbacks"])
+
+    def resume(self) -> bool:
+        """Continue from the newest valid checkpoint; False when there is none."""
+        if self.env.is_main:
+            ck.remove_partial(self.run_dir)
+        D.barrier(self.env)
+        found = ck.latest_checkpoint(self.run_dir, warn=self._warn)
+        if found is None:
+            self._warn(f"{self.run_dir}: no valid checkpoint to resume from; starting afresh")
+            return False
+        path, manifest = found
+        self._load(path, manifest, keep_cursor=False)
+        if self.env.is_main and self.metrics_path.exists():
+            # Steps after the checkpoint are redone identically: drop their old lines.
+            lines = self.metrics_path.read_text(encoding="utf-8").splitlines(keepends=True)
+            keep = [l for l in lines if _step_of(l) <= self.step]
+            losses = [json.loads(l).get("loss") for l in keep]
+            self.last_loss = next((x for x in reversed(losses) if x is not None), None)
+            tmp = self.metrics_path.with_suffix(".jsonl.tmp")
+            tmp.write_text("".join(keep), encoding="utf-8")
+            os.replace(tmp, self.metrics_path)
+        self._write({"event": "resume", "step": self.step, "checkpoint": path.name})
+        D.log(self.env, f"resuming from {path} (step {self.step})")
+        return True
+
+    def rollback(self, bad_step: int) -> None:
+        found = ck.latest_checkpoint(self.run_dir, warn=self._warn)
+        if found is None:
+            raise TrainingError(f"{self.run_dir}: {self.bad_in_row} non-finite steps in a row "
+                                f"(up to step {bad_step}) and no checkpoint to roll back to; "
+                                "lower lr or set a smaller checkpoint_every")
+        self.rollbacks += 1
+        if self.rollbacks > self.cfg.max_rollbacks:
+            raise TrainingError(f"{self.run_dir}: non-finite steps again after "
+                                f"{self.cfg.max_rollbacks} rollbacks (step {bad_step}); the run "
+                                "diverges - lower lr or raise warmup_steps")
+        path, manifest = found
+        before = self.batches.state_dict()
+        self._load(path, manifest, keep_cursor=True)  # data cursor stays past the bad batches
+        skipped = (before["epoch"] - manifest["cursor"]["epoch"]) * self.batches.n_windows \
+            + before["position"] - manifest["cursor"]["position"]
+        self._write({"event": "rollback", "step": bad_step, "to_step": self.step,
+                     "skipped_windows": int(skipped), "rollbacks": self.rollbacks})
+        self._warn(f"{self.bad_in_row} non-finite steps in a row (up to step {bad_step}): "
+                   f"rolled back to {path.name}, skipping the {skipped} windows read since")
+        self.bad_in_row = 0
+
+    # -- checks before the first step ----------------------------------------------------
+    def preflight(self) -> None:
+        from trainer.arbiter import assert_arbiter
+
+        vocab = self.model_cfg.vocab_size
+        bad = {k: v for k, v in self.special_ids.items() if not 0 <= v < vocab}
+        D.agree(not bad, f"tokenizer special ids {bad} are outside the model's vocabulary "
+                         f"(size {vocab})", self.env)
+        x, y = self.batches.peek()
+        rng = torch.get_rng_state()
+        ok, message = True, ""
+        try:
+            # The raw module: the arbiter's backward must not trigger DDP's all-reduce.
+            assert_arbiter(self.raw, x.to(self.device), y.to(self.device),
+                           compiled=self.cfg.compile, amp_dtype=self.amp)
+        except TrainingError as e:
+            ok, message = False, str(e)
+        torch.set_rng_state(rng)
+        self.optimizer.zero_grad(set_to_none=True)
+        D.agree(ok, message, self.env)
+
+    # -- one optimizer step ---------------------------------------------------------------
+    def train_step(self) -> dict[str, Any]:
+        step = self.step + 1
+        self._call("on_step_start", step, self.raw)
+        lr = lr_at(step, self.cfg, self.total_steps)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        autocast = (torch.autocast(self.device.type, dtype=self.amp) if self.amp
+                    else nullcontext())
+        loss_sum = torch.zeros((), device=self.device)
+        for micro in range(self.accum):
+            x, y = self.batches.next()
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            if self.ddp is not None:  # all-reduce on the last micro-batch's backward only
+                self.ddp.require_backward_grad_sync = micro == self.accum - 1
+            with autocast:
+                loss = lm_loss(self.model(x), y)
+            (loss / self.accum).backward()
+            loss_sum += loss.detach()
+        loss_t = D.all_reduce_mean(loss_sum / self.accum, self.env)
+        clip = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
+        norm_t = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), clip)
+        if hasattr(norm_t, "full_tensor"):  # FSDP: a DTensor
+            norm_t = norm_t.full_tensor()
+        loss, norm = float(loss_t), float(norm_t)
+        finite = _finite(loss) and _finite(norm)
+        if finite:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step = step
+        self.tokens_seen += self.step_tokens
+        record = {"step": step, "loss": loss if finite else None, "lr": lr,
+                  "grad_norm": norm if _finite(norm) else None, "tokens": self.tokens_seen,
+                  "skipped": not finite, "epoch": self.batches.epoch}
+        if not finite:
+            record["nonfinite"] = "loss" if not _finite(loss) else "grad_norm"
+        return record
+
+    # -- the run --------------------------------------------------------------------------
+    def run(self, resume: bool = False) -> dict[str, Any]:
+        from trainer.throughput import ThroughputMeter
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if resume:
+            self.resume()
+        elif self.env.is_main:
+            self.metrics_path.unlink(missing_ok=True)
+        if self.cfg.warmup_steps >= self.total_steps:
+            self._warn(f"warmup_steps {self.cfg.warmup_steps} >= the run's {self.total_steps} "
+                       "steps: the learning rate never reaches lr")
+        self.preflight()
+        local_tokens = self.step_tokens // self.env.world_size
+        meter = ThroughputMeter(self.model_cfg, self.cfg.seq_len, self.device,
+                                warn=self._warn if self.env.is_main else (lambda m: None))
+        status = StatusLine(self.quiet or not self.env.is_main)
+        t0 = time.monotonic()
+        path = None
+        try:
+            while self.step < self.total_steps:
+                record = self.train_step()
+                speed = meter.step(local_tokens)
+                record["tokens_per_s"] = speed["tokens_per_s"] * self.env.world_size
+                record["mfu"] = speed["mfu"]
+                self._write(record)
+                self._call("on_step_end", self.step, record)
+                if record["skipped"]:
+                    self.skipped += 1
+                    self.bad_in_row += 1
+                    self._warn(f"step {self.step}: non-finite {record['nonfinite']}; step skipped "
+                               f"({self.bad_in_row} in a row)")
+                    if self.bad_in_row >= self.cfg.max_bad_steps:
+                        self.rollback(self.step)
+                    continue
+                self.bad_in_row = 0
+                self.last_loss = record["loss"]
+                if self.step % self.cfg.log_every == 0 or self.step == self.total_steps:
+                    mfu = "" if record["mfu"] is None else f"  mfu {record['mfu']:.1%}"
+                    status.update(f"step {self.step}/{self.total_steps}  loss "
+                                  f"{record['loss']:.4f}  lr {record['lr']:.2e}  "
+                                  f"{record['tokens_per_s']:,.0f} tok/s{mfu}", force=True)
+                if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
+                    path = self.save()
+            if self.saved_step != self.step:  # the final weights, whatever the period
+                path = self.save()
+            elif path is None:  # resumed a finished run: its last checkpoint is the result
+                path = ck.step_dir(self.run_dir, self.step)
+        finally:
+            status.close()
+        return {"run_dir": str(self.run_dir), "steps": self.step, "tokens": self.tokens_seen,
+                "final_loss": self.last_loss, "skipped_steps": self.skipped,
+                "rollbacks": self.rollbacks, "elapsed_s": time.monotonic() - t0,
+                "checkpoint": str(path) if path else None,
+                "params": self.raw.num_params()}
+
+
+def train(run_dir: str | Path, cfg: TrainConfig, model_cfg: ModelConfig, data: TokenData, *,
+          fingerprint: str, resume: bool = False, **kw: Any) -> dict[str, Any]:
+    """Build a Trainer and run it to cfg's length; returns the summary dict."""
+    return Trainer(run_dir, cfg, model_cfg, data, fingerprint=fingerprint, **kw).run(resume)

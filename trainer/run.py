@@ -1,0 +1,252 @@
+"""`pretrain`: gate the tokenizer, tokenize the corpus once, train, leave a self-contained run.
+
+    RUN_DIR/run.json            what was trained with what (schema fertility.run/1)
+    RUN_DIR/tokenizer/<file>    a copy of the tokenizer file
+    RUN_DIR/data/               token shards, heldout.jsonl, index.json (trainer.data)
+    RUN_DIR/checkpoints/        step-NNNNNNNN folders (trainer.checkpoint)
+    RUN_DIR/metrics.jsonl       one line per step (trainer.loop)
+
+Also runnable without the CLI (and under torchrun):
+    python -m trainer.run CORPUS... -t TOKENIZER --out RUN_DIR [--steps N] [--resume] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from fertility.errors import FertilityError, TrainingError
+from trainer import distributed as D
+from trainer.config import TrainConfig, load_config
+from trainer.data import TokenData, build_shards, read_index
+
+RUN_SCHEMA = "fertility.run/1"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _gate_reason(result: Any) -> str:
+    lines = [l.strip() for l in result.format_text().splitlines() if l.strip()]
+    verdict = [l for l in lines if l.startswith("verdict:")]
+    return (verdict or lines or ["no details"])[0]
+
+
+def _tokenizer_file(tok: Any) -> Path | None:
+    """The file a tokenizer was loaded from, when it was a local file."""
+    from fertility.tokenizers import split_pattern_suffix
+
+    path = getattr(tok, "path", None)
+    if path is None:
+        base = Path(split_pattern_suffix(tok.spec)[0])
+        if base.is_dir():
+            base = next((base / n for n in ("tokenizer.json", "tokenizer.model")
+                         if (base / n).is_file()), base)
+        path = base if base.is_file() else None
+    return Path(path) if path is not None else None
+
+
+def _copy_tokenizer(tok: Any, run_dir: Path) -> dict[str, Any]:
+    from fertility.tokenizers import split_pattern_suffix
+
+    info = {"spec": tok.spec, "kind": tok.kind, "fingerprint": tok.fingerprint,
+            "vocab_size": int(tok.vocab_size), "path": None,
+            "pattern": split_pattern_suffix(tok.spec)[1]}
+    src = _tokenizer_file(tok)
+    if src is not None:
+        dest = run_dir / "tokenizer" / src.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+        info["path"] = f"tokenizer/{src.name}"
+    return info
+
+
+def _default_gate(policy: Any, corpus_options: dict | None, quiet: bool) -> Callable:
+    def gate(paths: list[str], tokenizer: Any) -> Any:
+        from fertility.gate import gate_corpus
+
+        return gate_corpus(paths, tokenizer, policy=policy, corpus_options=corpus_options,
+                           quiet=quiet)
+    return gate
+
+
+def _resolve_config(run_json: dict | None, config_path: Any, preset: str | None,
+                    overrides: dict[str, Any], env: D.DistEnv) -> TrainConfig:
+    if run_json is None:
+        return load_config(config_path, {"preset": preset, **overrides})
+    if config_path is not None or preset is not None:
+        D.log(env, "warning: resuming: the run's stored configuration is used; "
+                   "--config/--preset ignored")
+    base = TrainConfig.from_dict(run_json["train"], "run.json").to_dict()
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    return TrainConfig.from_dict(base, "run.json")
+
+
+def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: str | Path, *,
+             preset: str | None = None, config_path: str | Path | None = None,
+             steps: int | None = None, tokens: int | None = None, device: str | None = None,
+             resume: bool = False, force: bool = False, quiet: bool = False,
+             gate: Callable | None = None, corpus_options: dict | None = None,
+             policy: Any = None, overrides: dict[str, Any] | None = None,
+             callbacks: Any = None) -> dict[str, Any]:
+    """Train a model on `corpus_paths` with the tokenizer `tokenizer_spec` into `out_dir`.
+
+    `preset`/`config_path`/`steps`/`tokens`/`device`/`overrides` override TrainConfig's
+    defaults in that order of precedence (explicit arguments win; None means "not given").
+    `gate(paths, tokenizer) -> GateResult` defaults to fertility.gate.gate_corpus with
+    `policy` and `corpus_options`. With `resume` the run's stored config and gate verdict
+    are reused and training continues from the newest valid checkpoint.
+    Returns {"run_dir", "steps", "tokens", "final_loss", "forced", ...}.
+    """
+    from fertility.tokenizers import load_tokenizer, parse_tokenizer_arg
+    from trainer.loop import train
+    from trainer.model import config_from_preset
+
+    run_dir = Path(out_dir)
+    run_json_path = run_dir / "run.json"
+    paths = [str(corpus_paths)] if isinstance(corpus_paths, (str, Path)) else \
+        [str(p) for p in corpus_paths]
+    run_json = None
+    if run_json_path.is_file():
+        if not resume:
+            raise TrainingError(f"{run_json_path}: {run_dir} already holds a run; pass --resume "
+                                "to continue it or choose another --out")
+        run_json = json.loads(run_json_path.read_text(encoding="utf-8"))
+    over = {"steps": steps, "tokens": tokens, "device": device, **(overrides or {})}
+    cfg = _resolve_config(run_json, config_path, preset, over,
+                          D.DistEnv(rank=int(os.environ.get("RANK", 0))))
+
+    label, spec = parse_tokenizer_arg(str(tokenizer_spec))
+    tok = load_tokenizer(spec, label=label)
+    env = D.init_distributed(cfg.device)
+    try:
+        if run_json is not None and run_json["tokenizer"]["fingerprint"] != tok.fingerprint:
+            raise TrainingError(f"{run_json_path}: the run was made with tokenizer "
+                                f"{run_json['tokenizer']['fingerprint']}, {spec} is "
+                                f"{tok.fingerprint}")
+        gate_dict, forced = (run_json or {}).get("gate"), bool((run_json or {}).get("forced"))
+        if run_json is None:
+            gate_dict, forced = _run_gate(gate or _default_gate(policy, corpus_options, quiet),
+                                          paths, tok, spec, force, quiet, env)
+        index = _prepare_data(paths, tok, run_dir, cfg, corpus_options, quiet, env)
+        model_cfg = config_from_preset(cfg.preset, int(tok.vocab_size), cfg.model)
+        if env.is_main:
+            record = {"schema": RUN_SCHEMA, "tokenizer": _copy_tokenizer(tok, run_dir),
+                      "model": model_cfg.to_dict(), "train": cfg.to_dict(), "gate": gate_dict,
+                      "forced": forced, "corpus": index.get("corpus"),
+                      "data": {"separator": index["separator"], "dtype": index["dtype"],
+                               "train_tokens": sum(s["tokens"] for s in index["train"]),
+                               "heldout_tokens": sum(s["tokens"] for s in index["heldout"]),
+                               "heldout_documents": sum(s["docs"] for s in index["heldout"])},
+                      "world_size": env.world_size,
+                      "created": (run_json or {}).get("created") or _now()}
+            _write_json(run_json_path, record)
+        D.barrier(env)
+        data = TokenData.from_dir(run_dir / "data", "train", fingerprint=tok.fingerprint,
+                                  vocab_size=model_cfg.vocab_size)
+        specials = dict(tok.special_tokens)
+        if index["separator"] is not None:
+            specials["<separator>"] = index["separator"]
+        summary = train(run_dir, cfg, model_cfg, data, fingerprint=tok.fingerprint,
+                        special_ids=specials, env=env, quiet=quiet, callbacks=callbacks,
+                        resume=resume)
+    finally:
+        D.shutdown(env)
+    return {**summary, "forced": forced, "preset": cfg.preset, "tokenizer": tok.spec,
+            "vocab_size": model_cfg.vocab_size}
+
+
+def _run_gate(gate: Callable, paths: list[str], tok: Any, spec: str, force: bool, quiet: bool,
+              env: D.DistEnv) -> tuple[dict | None, bool]:
+    """(gate.to_dict(), forced). Rank 0 gates; a refusal stops every rank."""
+    result, ok, message = None, True, ""
+    if env.is_main:
+        result = gate(paths, tok)
+        if not result.passed:
+            if force:
+                D.log(env, f"warning: tokenizer {spec} failed the gate; training anyway "
+                           f"(--force, recorded in run.json)\n{result.format_text()}")
+            else:
+                ok = False
+                message = (f"tokenizer {spec} failed the gate ({_gate_reason(result)}); "
+                           "fix it with `fertility fix` or pass --force")
+        elif not quiet:
+            D.log(env, _gate_reason(result))
+    D.agree(ok, message, env)
+    if result is None:  # other ranks: run.json is written by rank 0
+        return None, False
+    return result.to_dict(), not result.passed
+
+
+def _prepare_data(paths: list[str], tok: Any, run_dir: Path, cfg: TrainConfig,
+                  corpus_options: dict | None, quiet: bool, env: D.DistEnv) -> dict[str, Any]:
+    """Reuse the run's shards when they exist (they must match the tokenizer), else build."""
+    data_dir = run_dir / "data"
+    ok, message = True, ""
+    if env.is_main:
+        try:
+            index = read_index(data_dir)
+            if index is None:
+                from fertility.corpus import Corpus
+
+                run_dir.mkdir(parents=True, exist_ok=True)
+                corpus = Corpus(paths, **(corpus_options or {}))
+                build_shards(corpus.documents(), tok, data_dir, seed=cfg.seed,
+                             heldout_fraction=cfg.heldout_fraction, separator=cfg.separator,
+                             shard_tokens=cfg.shard_tokens, batch_size=cfg.tokenize_batch,
+                             workers=cfg.tokenize_workers, quiet=quiet, summary=corpus.summary)
+            elif index["fingerprint"] != tok.fingerprint:
+                first = data_dir / index["train"][0]["file"]
+                raise TrainingError(f"{first}: shard was made by tokenizer "
+                                    f"{index['fingerprint']}, this run's tokenizer is "
+                                    f"{tok.fingerprint}; use a new --out")
+        except FertilityError as e:
+            ok, message = False, str(e)
+    D.agree(ok, message, env)
+    index = read_index(data_dir)
+    assert index is not None
+    return index
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m trainer.run", description=__doc__.splitlines()[0])
+    p.add_argument("corpus", nargs="+")
+    p.add_argument("-t", "--tokenizer", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--preset")
+    p.add_argument("--config")
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=int)
+    length.add_argument("--tokens", type=int)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--force", action="store_true")
+    p.add_argument("--quiet", action="store_true")
+    a = p.parse_args(argv)
+    try:
+        summary = pretrain(a.corpus, a.tokenizer, a.out, preset=a.preset, config_path=a.config,
+                           steps=a.steps, tokens=a.tokens, device=a.device, resume=a.resume,
+                           force=a.force, quiet=a.quiet)
+    except FertilityError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    if not D.launched_by_torchrun() or os.environ.get("RANK") == "0":
+        print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
