@@ -1,0 +1,343 @@
+"""Hugging Face `tokenizers` adapter (tokenizer.json) and the `hf:ORG/NAME` download.
+
+Offsets come from the Python binding, which reports character (code point) offsets into the
+original string. For byte-level BPE without a text-changing normaliser (GPT-2, Llama 3,
+Qwen, ...) the hot path skips them: `encode_batch_fast` returns ids only and the spans are
+rebuilt from each token's byte length over the whole batch with numpy (a token's bytes are
+exactly a run of the text's UTF-8 there). Texts where that does not hold fall back to the
+binding's offsets, so both paths give the same spans.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import unicodedata
+from functools import cached_property
+from itertools import chain
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from fertility.errors import TokenizerError
+from fertility.patterns import FAMILIES, identify
+from fertility.tokenizers import (
+    Encoded,
+    byte_piece_value,
+    offsets_from_token_lengths,
+    one_line,
+    sha256_hex,
+    whole_chars,
+)
+
+_NORMAL_FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: every byte gets a printable stand-in character."""
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+# Byte-level string -> latin-1 string with one character per byte, for str.translate.
+_UNBYTE = {ord(ch): b for b, ch in _bytes_to_unicode().items()}
+
+
+def _walk(component) -> Iterator[dict]:
+    """Every component dict inside a (nested) normalizer/pre_tokenizer/decoder JSON."""
+    if isinstance(component, dict):
+        yield component
+        for key in ("normalizers", "pretokenizers", "decoders", "processors"):
+            for child in component.get(key) or []:
+                yield from _walk(child)
+
+
+def _string_pattern(component: dict) -> str | None:
+    pattern = component.get("pattern")
+    return pattern.get("String") if isinstance(pattern, dict) else None
+
+
+def _regex_pattern(component: dict) -> str | None:
+    pattern = component.get("pattern")
+    return pattern.get("Regex") if isinstance(pattern, dict) else None
+
+
+class HFTokenizer:
+    kind = "hf"
+
+    def __init__(self, path: Path, data: bytes, spec: str, label: str) -> None:
+        from tokenizers import Tokenizer as _HF
+
+        try:
+            obj = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise TokenizerError(f"{path}: not valid JSON ({one_line(e)})") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
+            raise TokenizerError(f"{path}: not a Hugging Face tokenizer.json (no 'model' object)")
+        # Measured without truncation and padding; the fingerprint covers what is measured.
+        obj["truncation"] = None
+        obj["padding"] = None
+        if "dropout" in obj["model"]:
+            obj["model"]["dropout"] = None  # BPE-dropout would make every measurement differ
+        self.fingerprint = sha256_hex(
+            "hf", json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        )
+        # Post-processors only add specials or trim offsets (ByteLevel/Roberta trim_offsets
+        # drops the leading space from a token's span); we want neither.
+        obj["post_processor"] = None
+        try:
+            tok = _HF.from_str(json.dumps(obj))
+        except Exception as e:  # the binding raises plain Exception
+            raise TokenizerError(f"{path}: not a usable tokenizer.json ({one_line(e)})") from None
+        tok.no_truncation()
+        tok.no_padding()
+        if hasattr(tok, "encode_special_tokens"):
+            tok.encode_special_tokens = True  # "<|endoftext|>" in a text is text
+        self._tok = tok
+        self._obj = obj
+        self.path = path
+        self.spec = spec
+        self.label = label
+
+        model = obj["model"]
+        self._model_type = str(model.get("type") or ("BPE" if "merges" in model else "unknown"))
+        self._byte_fallback = bool(model.get("byte_fallback", False))
+        parts = [*_walk(obj.get("pre_tokenizer")), *_walk(obj.get("decoder"))]
+        self._byte_level = any(p.get("type") == "ByteLevel" for p in parts)
+        self._metaspace = any(
+            p.get("type") == "Metaspace"
+            or (p.get("type") == "Replace" and "▁" in (p.get("content"), _string_pattern(p)))
+            for p in [*parts, *_walk(obj.get("normalizer"))]
+        )
+        prefix_space = any(
+            p.get("type") == "ByteLevel" and p.get("add_prefix_space")
+            for p in _walk(obj.get("pre_tokenizer"))
+        )
+        norm = [p.get("type") for p in _walk(obj.get("normalizer")) if p.get("type") != "Sequence"]
+        # Byte lengths rebuild exact spans only when the normaliser leaves the text alone.
+        self._fast = (
+            self._byte_level
+            and self._model_type == "BPE"
+            and not prefix_space
+            and set(norm) <= _NORMAL_FORMS
+            and hasattr(tok, "encode_batch_fast")
+        )
+        self._forms = sorted(set(norm))
+
+        vocab = tok.get_vocab(with_added_tokens=True)
+        self.vocab_size = max(vocab.values(), default=-1) + 1
+        unk = model.get("unk_token")
+        self.unk_id = tok.token_to_id(unk) if isinstance(unk, str) else None
+        if self.unk_id is None and isinstance(model.get("unk_id"), int):
+            self.unk_id = int(model["unk_id"])
+        added = tok.get_added_tokens_decoder()
+        self._added = {i: t.content for i, t in added.items()}
+        self.special_tokens = {t.content: i for i, t in added.items() if t.special}
+
+    # -- encoding ------------------------------------------------------------------------
+
+    def encode_batch(self, texts: list[str]) -> list[Encoded]:
+        texts = list(texts)
+        if not texts:
+            return []
+        if not self._fast:
+            return [
+                _from_encoding(e) for e in self._tok.encode_batch(texts, add_special_tokens=False)
+            ]
+        encs = self._tok.encode_batch_fast(texts, add_special_tokens=False)
+        ids = [np.array(e.ids, dtype=np.int64) for e in encs]
+        out, bad = offsets_from_token_lengths(texts, ids, self._token_lengths)
+        redo = set(bad)
+        if self._forms:
+            redo.update(
+                i
+                for i, t in enumerate(texts)
+                if not all(unicodedata.is_normalized(f, t) for f in self._forms)
+            )
+        if redo:
+            order = sorted(redo)
+            again = self._tok.encode_batch([texts[i] for i in order], add_special_tokens=False)
+            for i, e in zip(order, again):
+                out[i] = _from_encoding(e)
+        return out
+
+    def decode(self, ids) -> str:
+        ids = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
+        return self._tok.decode(ids, skip_special_tokens=False)
+
+    def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
+        from tokenizers import PreTokenizedString
+
+        if self._tok.pre_tokenizer is None:
+            return [(0, len(text))] if text else []
+        pts = PreTokenizedString(text)
+        if self._tok.normalizer is not None:
+            pts.normalize(self._tok.normalizer.normalize)
+        self._tok.pre_tokenizer.pre_tokenize(pts)
+        spans = pts.get_splits(offset_referential="original", offset_type="char")
+        return [(s, e) for _, (s, e), _ in spans if e > s]
+
+    def normalize(self, text: str) -> str:
+        norm = self._tok.normalizer
+        return norm.normalize_str(text) if norm is not None else text
+
+    # -- vocabulary ----------------------------------------------------------------------
+
+    @cached_property
+    def _table(self) -> list[bytes]:
+        """The bytes each id stands for in decoded text (b"" for unused ids)."""
+        model = self._obj["model"]
+        strip_prefix = model.get("continuing_subword_prefix") or (
+            "##" if self._model_type == "WordPiece" else None
+        )
+        strip_suffix = model.get("end_of_word_suffix") or None
+        table = []
+        for i in range(self.vocab_size):
+            piece = self._added.get(i)
+            if piece is None:
+                piece = self._tok.id_to_token(i)
+            if piece is None:
+                table.append(b"")
+                continue
+            if self._byte_fallback and (b := byte_piece_value(piece)) is not None:
+                table.append(bytes([b]))
+                continue
+            if i in self._added:
+                table.append(piece.encode("utf-8"))
+                continue
+            if self._byte_level:
+                mapped = piece.translate(_UNBYTE)
+                try:
+                    table.append(mapped.encode("latin-1"))
+                    continue
+                except UnicodeEncodeError:
+                    pass  # not a byte-level string: fall through to plain text
+            if strip_prefix and piece.startswith(strip_prefix) and len(piece) > len(strip_prefix):
+                piece = piece[len(strip_prefix) :]
+            if strip_suffix and piece.endswith(strip_suffix) and len(piece) > len(strip_suffix):
+                piece = piece[: -len(strip_suffix)]
+            if self._metaspace:
+                piece = piece.replace("▁", " ")
+            table.append(piece.encode("utf-8"))
+        return table
+
+    @cached_property
+    def _token_lengths(self) -> np.ndarray:
+        return np.fromiter((len(b) for b in self._table), dtype=np.int64, count=self.vocab_size)
+
+    def token_bytes(self, id: int) -> bytes:
+        if not 0 <= int(id) < self.vocab_size:
+            raise TokenizerError(f"{self.spec}: token id {id} outside the vocabulary")
+        return self._table[int(id)]
+
+    @cached_property
+    def _partial(self) -> np.ndarray:
+        mask = np.zeros(self.vocab_size, dtype=bool)
+        for i, raw in enumerate(self._table):
+            piece = self._added.get(i) or self._tok.id_to_token(i)
+            if piece is None:
+                continue
+            if self._byte_fallback and byte_piece_value(piece) is not None:
+                mask[i] = True
+            elif self._byte_level and i not in self._added and not whole_chars(raw):
+                mask[i] = True
+        return mask
+
+    def partial_mask(self) -> np.ndarray:
+        return self._partial.copy()
+
+    def config(self) -> dict:
+        pre = self._obj.get("pre_tokenizer")
+        regexes = [
+            _regex_pattern(p) for p in _walk(pre) if p.get("type") == "Split" and _regex_pattern(p)
+        ]
+        if any(p.get("type") == "ByteLevel" and p.get("use_regex", True) for p in _walk(pre)):
+            regexes.append(FAMILIES["gpt2"])
+        return {
+            "kind": self.kind,
+            "model": self._model_type.lower(),
+            "byte_level": self._byte_level,
+            "byte_fallback": self._byte_fallback,
+            "normalizer": self._obj.get("normalizer"),
+            "pre_tokenizer": pre,
+            "pattern": identify(regexes[0]) if regexes else None,
+            "pattern_regex": regexes[0] if regexes else None,
+            "unk_token": self._obj["model"].get("unk_token"),
+        }
+
+
+def _from_encoding(e) -> Encoded:
+    ids = np.array(e.ids, dtype=np.int64)
+    # fromiter over the flattened tuples is ~2x faster than np.array on a list of tuples
+    off = np.fromiter(chain.from_iterable(e.offsets), dtype=np.int64, count=2 * len(ids))
+    return Encoded(ids, off[0::2].copy(), off[1::2].copy())
+
+
+# -- hf:ORG/NAME -----------------------------------------------------------------------
+
+_REPO_RE = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+|[A-Za-z0-9][\w.-]*")
+
+
+def _offline() -> bool:
+    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
+    return any((v or "").strip().upper() in {"1", "ON", "YES", "TRUE"} for v in flags)
+
+
+def download(spec: str) -> Path:
+    """Local path of the repo's tokenizer.json (else tokenizer.model), fetched or cached."""
+    repo, _, revision = spec[len("hf:") :].partition("@")
+    if not _REPO_RE.fullmatch(repo):
+        raise TokenizerError(f"{spec}: not a Hugging Face repository name (hf:ORG/NAME[@REVISION])")
+    try:
+        import huggingface_hub
+        from huggingface_hub import errors as hub_errors
+    except ImportError:
+        raise TokenizerError(
+            f"{spec}: needs the huggingface_hub package (pip install huggingface_hub)"
+        ) from None
+
+    offline = _offline()
+    first: Exception | None = None
+    for filename in ("tokenizer.json", "tokenizer.model"):
+        try:
+            path = huggingface_hub.hf_hub_download(
+                repo, filename, revision=revision or None, local_files_only=offline
+            )
+            return Path(path)
+        except Exception as e:  # hub, HTTP and OS errors all end as one line below
+            first = first or e
+            if not isinstance(e, getattr(hub_errors, "EntryNotFoundError", ())):
+                break
+    raise TokenizerError(f"{spec}: {_hub_reason(first, offline, hub_errors)}")
+
+
+def _hub_reason(e: Exception | None, offline: bool, E) -> str:
+    def isa(name: str) -> bool:
+        cls = getattr(E, name, None)
+        return cls is not None and isinstance(e, cls)
+
+    if isa("LocalEntryNotFoundError") or isa("OfflineModeIsEnabled"):
+        where = "offline (HF_HUB_OFFLINE=1)" if offline else "cannot reach the Hugging Face hub"
+        return f"{where} and no tokenizer.json or tokenizer.model for it in the local cache"
+    if isa("GatedRepoError"):
+        return "gated repository: accept its terms on the hub and log in (hf auth login)"
+    if isa("RepositoryNotFoundError"):
+        return "no such repository on the Hugging Face hub (or it is private: log in)"
+    if isa("RevisionNotFoundError"):
+        return "no such revision in the repository"
+    if isa("EntryNotFoundError"):
+        return "the repository holds no tokenizer.json or tokenizer.model"
+    return f"download failed ({one_line(e) if e else 'unknown error'})"

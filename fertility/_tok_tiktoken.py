@@ -1,0 +1,272 @@
+"""tiktoken adapter: BPE rank files (``base64 rank`` lines) and ``tiktoken:NAME``.
+
+tiktoken is optional and imported only here. A rank file holds no split pattern, so the
+pattern comes from ``#PATTERN`` in the spec or an encoding name in the file's name, and
+loading fails when neither says (see fertility.tokenizers). Offsets are rebuilt from token
+byte lengths over the whole batch (tiktoken reports none); tokens are exact runs of the
+text's UTF-8 since tiktoken has no normaliser.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import os
+import socket
+import tempfile
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from fertility.errors import TokenizerError
+from fertility.patterns import (
+    ALIASES,
+    identify,
+    pattern_from_filename,
+    resolve_pattern,
+    split_spans,
+)
+from fertility.tokenizers import (
+    Encoded,
+    offsets_from_token_lengths,
+    one_line,
+    sha256_hex,
+    whole_chars,
+)
+
+_INSTALL = "tiktoken is not installed: pip install 'fertility[tiktoken]'"
+_DOWNLOAD_TIMEOUT_S = 30.0
+
+
+def _tiktoken(shown: str):
+    try:
+        import tiktoken
+    except ImportError:
+        raise TokenizerError(f"{shown}: {_INSTALL}") from None
+    return tiktoken
+
+
+def parse_ranks(path: Path, data: bytes) -> dict[bytes, int]:
+    """The ``base64 rank`` lines of a rank file, checked so tiktoken cannot panic on them."""
+    ranks: dict[bytes, int] = {}
+    for lineno, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        try:
+            if len(parts) != 2:
+                raise ValueError("expected 'base64 rank'")
+            token = base64.b64decode(parts[0], validate=True)
+            rank = int(parts[1])
+        except (ValueError, binascii.Error) as e:
+            raise TokenizerError(
+                f"{path}: line {lineno}: not a 'base64 rank' line ({one_line(e)})"
+            ) from None
+        if not token or rank < 0:
+            raise TokenizerError(f"{path}: line {lineno}: empty token or negative rank")
+        if token in ranks:
+            raise TokenizerError(f"{path}: line {lineno}: token listed twice")
+        ranks[token] = rank
+    if len(set(ranks.values())) != len(ranks):
+        raise TokenizerError(f"{path}: two tokens share a rank")
+    missing = 256 - sum(1 for b in range(256) if bytes([b]) in ranks)
+    if missing:
+        raise TokenizerError(f"{path}: rank file lacks {missing} of the 256 single-byte tokens")
+    return ranks
+
+
+def from_rank_file(
+    path: Path, data: bytes, spec: str, label: str, pattern: str | None
+) -> "TiktokenTokenizer":
+    tiktoken = _tiktoken(str(path))
+    try:
+        data.decode("ascii")
+    except UnicodeDecodeError:
+        raise TokenizerError(f"{path}: not a tiktoken rank file (non-ASCII bytes)") from None
+    ranks = parse_ranks(path, data)
+    if pattern is None:
+        pattern = pattern_from_filename(path)
+    if pattern is None:
+        raise TokenizerError(
+            f"{path}: a tiktoken rank file carries no split pattern and its file name names no "
+            f"encoding; name one as -t {path}#PATTERN with PATTERN one of gpt2, cl100k, o200k, "
+            f"llama3, mark_aware, whitespace or re:REGEX"
+        )
+    name, regex = resolve_pattern(pattern)
+    try:
+        enc = tiktoken.Encoding(label, pat_str=regex, mergeable_ranks=ranks, special_tokens={})
+    except Exception as e:  # the Rust core rejects some regexes fancy-regex cannot compile
+        raise TokenizerError(
+            f"{path}: tiktoken cannot use this rank file with pattern {name} ({one_line(e)})"
+        ) from None
+    tok = TiktokenTokenizer(enc, ranks, {}, spec, label, name, regex)
+    tok.path = path
+    return tok
+
+
+@contextlib.contextmanager
+def _socket_timeout(seconds: float):
+    """tiktoken downloads with requests and no timeout; bound a stalled connection."""
+    old = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(seconds)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(old)
+
+
+def from_name(spec: str, full_spec: str, label: str, pattern: str | None) -> "TiktokenTokenizer":
+    tiktoken = _tiktoken(spec)
+    enc_name = spec.split(":", 1)[1]
+    known = tiktoken.list_encoding_names()
+    if enc_name not in known:
+        raise TokenizerError(
+            f"{spec}: unknown tiktoken encoding (known: {', '.join(sorted(known))})"
+        )
+    try:
+        with _socket_timeout(_DOWNLOAD_TIMEOUT_S):
+            enc = tiktoken.get_encoding(enc_name)
+    except Exception as e:  # requests/OS/hash errors: neither cached nor reachable
+        cache = (
+            os.environ.get("TIKTOKEN_CACHE_DIR")
+            or os.environ.get("DATA_GYM_CACHE_DIR")
+            or os.path.join(tempfile.gettempdir(), "data-gym-cache")
+        )
+        raise TokenizerError(
+            f"{spec}: not in tiktoken's cache ({cache}) and the download failed "
+            f"({one_line(e, 120)})"
+        ) from None
+    ranks = getattr(enc, "_mergeable_ranks", None)
+    specials = dict(getattr(enc, "_special_tokens", {}) or {})
+    if ranks is None:
+        raise TokenizerError(f"{spec}: this tiktoken version hides the encoding's ranks")
+    if pattern is None:
+        name = ALIASES.get(enc_name) or identify(enc._pat_str) or f"re:{enc._pat_str}"
+        regex = enc._pat_str
+    else:
+        name, regex = resolve_pattern(pattern)
+        try:
+            enc = tiktoken.Encoding(
+                enc.name, pat_str=regex, mergeable_ranks=ranks, special_tokens=specials
+            )
+        except Exception as e:
+            raise TokenizerError(
+                f"{spec}: tiktoken cannot use pattern {name} ({one_line(e)})"
+            ) from None
+    return TiktokenTokenizer(enc, ranks, specials, full_spec, label, name, regex)
+
+
+class TiktokenTokenizer:
+    kind = "tiktoken"
+    unk_id = None
+    path: Path | None = None  # the rank file; None for tiktoken:NAME
+
+    def __init__(
+        self,
+        enc,
+        ranks: dict[bytes, int],
+        specials: dict[str, int],
+        spec: str,
+        label: str,
+        pattern_name: str,
+        pattern: str,
+    ) -> None:
+        self._enc = enc
+        self._ranks = ranks
+        self.special_tokens = dict(specials)
+        self.spec, self.label = spec, label
+        self._pattern_name, self._pattern = pattern_name, pattern
+        self.vocab_size = int(enc.n_vocab)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        lines = b"".join(
+            base64.b64encode(tok) + b" " + str(rank).encode() + b"\n"
+            for tok, rank in sorted(self._ranks.items(), key=lambda kv: kv[1])
+        )
+        return sha256_hex(
+            "tiktoken", lines, self._pattern, json.dumps(self.special_tokens, sort_keys=True)
+        )
+
+    # -- encoding ------------------------------------------------------------------------
+
+    def encode_batch(self, texts: list[str]) -> list[Encoded]:
+        texts = list(texts)
+        if not texts:
+            return []
+        lists = self._enc.encode_ordinary_batch(texts)
+        ids = [np.array(x, dtype=np.int64) for x in lists]
+        # Every token is a run of the text's UTF-8, so lengths give exact spans, unless the
+        # split pattern leaves characters unmatched (tiktoken drops them): those texts are
+        # mapped again piece by piece.
+        out, bad = offsets_from_token_lengths(texts, ids, self._token_lengths)
+        for i in bad:
+            redone = self._by_pieces(texts[i])
+            if np.array_equal(redone.ids, out[i].ids):
+                out[i] = redone
+        return out
+
+    def _by_pieces(self, text: str) -> Encoded:
+        parts = [Encoded(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))]
+        for a, b in split_spans(self._pattern, text):
+            piece = text[a:b]
+            enc = np.array(self._enc.encode_ordinary(piece), dtype=np.int64)
+            (e,), _ = offsets_from_token_lengths([piece], [enc], self._token_lengths)
+            parts.append(Encoded(e.ids, e.starts + a, e.ends + a))
+        return Encoded(*(np.concatenate(cols) for cols in zip(*parts)))
+
+    def decode(self, ids) -> str:
+        ids = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
+        return self._enc.decode(ids, errors="replace")
+
+    def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
+        return split_spans(self._pattern, text)
+
+    def normalize(self, text: str) -> str:
+        return text  # tiktoken has no normaliser
+
+    # -- vocabulary ----------------------------------------------------------------------
+
+    @cached_property
+    def _table(self) -> list[bytes]:
+        table = [b""] * self.vocab_size
+        for tok, rank in self._ranks.items():
+            table[rank] = tok
+        for text, i in self.special_tokens.items():
+            table[i] = text.encode("utf-8")
+        return table
+
+    @cached_property
+    def _token_lengths(self) -> np.ndarray:
+        return np.fromiter((len(b) for b in self._table), dtype=np.int64, count=self.vocab_size)
+
+    def token_bytes(self, id: int) -> bytes:
+        if not 0 <= int(id) < self.vocab_size:
+            raise TokenizerError(f"{self.spec}: token id {id} outside the vocabulary")
+        return self._table[int(id)]
+
+    @cached_property
+    def _partial(self) -> np.ndarray:
+        mask = np.zeros(self.vocab_size, dtype=bool)
+        for tok, rank in self._ranks.items():
+            mask[rank] = not whole_chars(tok)
+        return mask
+
+    def partial_mask(self) -> np.ndarray:
+        return self._partial.copy()
+
+    def config(self) -> dict:
+        return {
+            "kind": self.kind,
+            "model": "bpe",
+            "byte_level": True,
+            "byte_fallback": False,
+            "normalizer": None,
+            "pre_tokenizer": {"type": "Split", "pattern": self._pattern},
+            "pattern": self._pattern_name,
+            "pattern_regex": self._pattern,
+            "unk_token": None,
+        }

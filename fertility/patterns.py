@@ -1,0 +1,174 @@
+"""Named pre-tokenizer split patterns (for the `regex` module) and helpers.
+
+A byte-level BPE never merges across the pieces its split pattern cuts, so the pattern alone
+can decide whether a script's words are ever whole tokens. GPT-2's pattern, for example, puts
+every Indic vowel sign (category Mc/Mn, neither \\p{L} nor \\p{N}) in a piece of its own:
+
+    "বাংলা" (ব া ং ল া) -> "ব" | "াং" | "ল" | "া"      (gpt2)
+                         -> "বাংলা"                   (o200k, mark_aware)
+
+Families (``FAMILIES``):
+
+- ``gpt2``       r50k_base / p50k_base / GPT-2 (tiktoken's faster equivalent of the original).
+- ``cl100k``     cl100k_base; Llama 3 uses the same split (spelled as in its tokenizer.json).
+- ``o200k``      o200k_base: letter classes include \\p{M}, so combining marks stay in words.
+- ``whitespace`` SentencePiece-style pieces: ``\\s?\\S+|\\s``. Each piece is one optional
+                 whitespace character followed by a maximal run of non-whitespace; a whitespace
+                 character not followed by non-whitespace is a piece of its own. The pieces
+                 tile the text (every character belongs to exactly one piece).
+- ``mark_aware`` o200k's structure (same case split, contractions, 1-3 digit groups,
+                 whitespace and punctuation handling) with ZWNJ U+200C and ZWJ U+200D added to
+                 both letter classes, so conjuncts, half forms and chillus written with joiners
+                 stay inside their word. This is the pattern ``fertility fix`` trains with.
+
+Encoding names (``ALIASES``): r50k_base, gpt2, p50k_base, p50k_edit -> gpt2;
+cl100k_base, llama3 -> cl100k; o200k_base, o200k_harmony -> o200k.
+A raw regex is written ``re:REGEX``.
+
+Every family cuts the same way under the `regex` module, tiktoken and tokenizers' `Split`
+(Oniguruma), so a vocabulary trained through one is measured faithfully through another.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re as _stdre
+
+import regex
+
+from fertility.errors import TokenizerError
+
+_GPT2 = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+
+# cl100k in the spelling Llama 3's tokenizer.json uses. tiktoken's own string splits the
+# same way, but its possessive interval "\p{N}{1,3}+" means "one or more groups of 1-3
+# digits" to Oniguruma (Hugging Face's Split), which would glue long numbers together.
+_CL100K = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+
+
+def _o200k_like(extra: str = "") -> str:
+    upper = rf"[\p{{Lu}}\p{{Lt}}\p{{Lm}}\p{{Lo}}\p{{M}}{extra}]"
+    lower = rf"[\p{{Ll}}\p{{Lm}}\p{{Lo}}\p{{M}}{extra}]"
+    contraction = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    return "|".join(
+        [
+            rf"[^\r\n\p{{L}}\p{{N}}]?{upper}*{lower}+{contraction}",
+            rf"[^\r\n\p{{L}}\p{{N}}]?{upper}+{lower}*{contraction}",
+            r"\p{N}{1,3}",
+            r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+            r"\s*[\r\n]+",
+            r"\s+(?!\S)",
+            r"\s+",
+        ]
+    )
+
+
+FAMILIES: dict[str, str] = {
+    "gpt2": _GPT2,
+    "cl100k": _CL100K,
+    "o200k": _o200k_like(),
+    "whitespace": r"\s?\S+|\s",
+    "mark_aware": _o200k_like(r"\u200c\u200d"),
+}
+
+ALIASES: dict[str, str] = {
+    "r50k_base": "gpt2",
+    "p50k_base": "gpt2",
+    "p50k_edit": "gpt2",
+    "cl100k_base": "cl100k",
+    "llama3": "cl100k",
+    "o200k_base": "o200k",
+    "o200k_harmony": "o200k",
+}
+
+# Other spellings of the same splits, as they appear in tokenizer.json files and older
+# tiktoken releases; used only to name a pattern found in a tokenizer's configuration.
+_VARIANTS: dict[str, str] = {
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""": "gpt2",
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s""": "cl100k",
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+""": "cl100k",
+}
+
+RAW_PREFIX = "re:"
+
+
+def known_names() -> list[str]:
+    """Every name `resolve_pattern` accepts, families first."""
+    return [*FAMILIES, *ALIASES]
+
+
+@functools.lru_cache(maxsize=64)
+def compile_pattern(pattern: str) -> regex.Pattern:
+    """Compile once per pattern string; TokenizerError (one line) when it is not a regex."""
+    try:
+        return regex.compile(pattern)
+    except (regex.error, TypeError, ValueError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise TokenizerError(f"invalid split pattern {pattern!r}: {msg}") from None
+
+
+def resolve_pattern(name_or_regex: str) -> tuple[str, str]:
+    """(name, regex) for a family name, an encoding name or ``re:REGEX``.
+
+    Encoding names resolve to their family's name ("cl100k_base" -> "cl100k"); a raw regex
+    keeps its ``re:...`` text as its name. Unknown names and invalid regexes raise
+    TokenizerError.
+    """
+    key = name_or_regex.strip()
+    if key.startswith(RAW_PREFIX):
+        body = key[len(RAW_PREFIX):]
+        if not body:
+            raise TokenizerError("empty split pattern after 're:'")
+        compile_pattern(body)
+        return key, body
+    lowered = key.lower()
+    family = ALIASES.get(lowered, lowered)
+    if family in FAMILIES:
+        return family, FAMILIES[family]
+    raise TokenizerError(
+        f"unknown split pattern {name_or_regex!r}: use one of {', '.join(known_names())} "
+        f"or {RAW_PREFIX}REGEX"
+    )
+
+
+def identify(pattern: str) -> str | None:
+    """The family name of a regex string when it is one we know, else None."""
+    for name, body in FAMILIES.items():
+        if pattern == body:
+            return name
+    return _VARIANTS.get(pattern)
+
+
+# Longest names first so "o200k_base" wins over "o200k"; a name must not be glued to other
+# letters or digits ("gpt2" matches "gpt2.tiktoken" and "my-gpt2-ranks", not "gpt20").
+_NAME_RE = _stdre.compile(
+    r"(?<![a-z0-9])("
+    + "|".join(
+        _stdre.escape(n).replace("llama3", r"llama[-_]?3")
+        for n in sorted(known_names(), key=len, reverse=True)
+    )
+    + r")(?![a-z0-9])"
+)
+
+
+def pattern_from_filename(path: str | os.PathLike) -> str | None:
+    """A known encoding or family name found in the file's own name (not its folders)."""
+    match = _NAME_RE.search(os.path.basename(os.fspath(path)).lower())
+    if match is None:
+        return None
+    found = match.group(1)
+    return "llama3" if found.startswith("llama") else found
+
+
+def split_spans(pattern: str, text: str) -> list[tuple[int, int]]:
+    """Code-point spans of the pieces `pattern` cuts `text` into.
+
+    `pattern` is a known name, ``re:REGEX`` or a bare regex string.
+    """
+    if pattern.startswith(RAW_PREFIX) or pattern.lower() in FAMILIES or pattern.lower() in ALIASES:
+        pattern = resolve_pattern(pattern)[1]
+    return [m.span() for m in compile_pattern(pattern).finditer(text)]
