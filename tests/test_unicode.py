@@ -66,3 +66,29 @@ def test_script_table_knows_the_issue_scripts():
     tb = batch("aбকक")
     # each letter alone resolves to its own script (no Common involved)
     assert [U.SCRIPTS[s] for s in tb.script] == ["Latn", "Cyrl", "Beng", "Deva"]
+
+
+def _reference_scripts(texts):
+    """A per-character loop over each document: the rule of docs/METRICS.md, written plainly."""
+    out = []
+    for text in texts:
+        raw = [U.SCRIPTS[U._SCRIPT_TABLE[ord(c)]] for c in text]
+        real = [s not in ("Zyyy", "Zinh") for s in raw]
+        for i, s in enumerate(raw):
+            if real[i]:
+                out.append(s)
+                continue
+            before = [raw[j] for j in range(i - 1, -1, -1) if real[j]]
+            after = [raw[j] for j in range(i + 1, len(raw)) if real[j]]
+            out.append(before[0] if before else after[0] if after else "Zyyy")
+    return out
+
+
+def test_script_resolution_matches_a_plain_loop_on_random_text():
+    import random
+
+    rng = random.Random(7)
+    pool = list("ab кধা্ ।,.!?1২ \u0301\u200dกขあア漢") + ["\u0951", "\u064e"]
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randint(1, 12))) for _ in range(400)]
+    tb = batch(*texts)
+    assert [U.SCRIPTS[s] for s in tb.script] == _reference_scripts(texts)
