@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from concurrent.futures import ThreadPoolExecutor
+import queue
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -144,18 +145,10 @@ def analyze(
     def encode_all(texts):
         return [encode_flat(t, texts) for t in toks]
 
-    # The tokenizers encode batch k+1 in a worker thread (their Rust code releases the GIL)
-    # while this thread measures batch k; the order of measurement stays the corpus order.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = None
-        for batch in corpus.batches(batch_size):
-            texts = [d.text for d in batch]
-            job = (batch, texts, pool.submit(encode_all, texts))
-            if pending:
-                _finish(pending, accs, state, progress)
-            pending = job
-        if pending:
-            _finish(pending, accs, state, progress)
+    for batch, texts, encoded in _prefetch(corpus.batches(batch_size), encode_all):
+        measure_batch(batch, texts, encoded, accs, state)
+        if progress:
+            progress(state.docs_done, state.bytes_done)
     summary = corpus.summary()
     summary["docs_table_full"] = state.docs_table_full
     return Report(
@@ -175,11 +168,48 @@ def analyze(
     )
 
 
-def _finish(job, accs, state, progress) -> None:
-    batch, texts, future = job
-    measure_batch(batch, texts, future.result(), accs, state)
-    if progress:
-        progress(state.docs_done, state.bytes_done)
+def _prefetch(batches, encode, depth: int = 2):
+    """Read and encode batches in a worker thread, `depth` ahead of the measuring thread.
+
+    The tokenizers' Rust code releases the GIL, so encoding batch k+1 overlaps measuring
+    batch k; the order of the batches is the corpus order. An error in the worker is raised
+    here; leaving the loop early (an error while measuring, Ctrl-C) stops the worker."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for batch in batches:
+                texts = [d.text for d in batch]
+                if not put((batch, texts, encode(texts))):
+                    return
+            put(done)
+        except BaseException as exc:  # handed to the measuring thread, raised there
+            put(exc)
+
+    worker = threading.Thread(target=work, name="fertility-encode", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = q.get()
+            if item is done:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        worker.join()
 
 
 def _load(spec: str):
