@@ -26,3 +26,7 @@ class TrainingError(FertilityError):
 
 class EvalError(FertilityError):
     """An evaluation input (run folder, checkpoint, task file) is unusable."""
+
+
+class FixError(FertilityError):
+    """`fertility fix` cannot run: empty corpus, vocabulary too small, unreadable --from."""

@@ -1,0 +1,311 @@
+"""What the trainer of `fertility fix` sees: the held-out split and the temperature sampler.
+
+Two streaming passes over the corpus. The first (`scan_corpus`) notes per document its group
+(language), length in characters, line and file; the split (`heldout_mask`) and the sampling
+plan (`plan_copies`) are computed on those numpy arrays. The second (`training_stream`) yields
+each training document as many times as the plan says and writes the held-out ones to files
+(`HeldoutWriter`). The second pass reads the documents kept by the first when the corpus has
+at most KEEP_CHARS characters, and the files again otherwise: beyond that size memory grows
+with the number of documents, not with the text.
+
+Held-out split
+    Per language, ``k = round(fraction * n)`` documents are held out, at most ``max_docs``
+    (`fertility fix` caps at 1000: enough for tight intervals, every one of them gets the
+    per-document checks, and a large corpus keeps the rest for training); at least one when
+    the language has two or more, never all of them (a language with one document keeps it
+    for training). Which ones: those with the smallest key ``mix64(seed, line)``, ties broken
+    by a seeded hash of the file. The key depends on the line number, not on the file or the
+    language, so parallel files (``en.txt`` and ``bn.txt`` aligned line by line) hold out the
+    *same* lines: the held-out text stays parallel and per-line premiums remain measurable.
+
+Temperature sampling
+    With ``n_g`` the training characters of language ``g`` and temperature ``T``, each language
+    receives the share ``p_g = n_g**T / sum_h n_h**T`` of a character budget ``B`` (default: all
+    training characters, so the trainer sees as much text as the corpus has). ``T = 1`` keeps
+    the corpus proportions, ``T = 0`` gives every language the same share; the default 0.3 sits
+    between, as in multilingual pretraining mixes (XLM-R, mT5 use 0.3).
+    A language whose target exceeds its text is repeated: every document ``floor(t_g / n_g)``
+    times, plus a seeded random subset of documents, taken in a shuffled order until the
+    remainder is covered. A language above its target is subsampled the same way (zero full
+    copies). So each language receives at least ``p_g * B`` characters, overshooting by less than
+    one of its documents: that is the documented share a minority language is guaranteed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from fertility.corpus import Corpus
+from fertility.errors import CorpusError
+
+KEEP_CHARS = 1 << 28  # a corpus up to 256 M characters is read once, then served from memory
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a fast, well-mixed 64-bit hash of each element (vectorised)."""
+    z = np.asarray(x, dtype=np.uint64) + _GOLDEN
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def split_keys(lines: np.ndarray, seed: int) -> np.ndarray:
+    """The sort key of each document for the held-out split: a hash of (seed, line)."""
+    salt = mix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=np.uint64))[0]
+    return mix64(np.asarray(lines, dtype=np.uint64) ^ salt)
+
+
+def heldout_counts(docs_per_group: np.ndarray, fraction: float,
+                   max_docs: int | None = None) -> np.ndarray:
+    """Held out per group: round(fraction * n), capped at max_docs, at least 1, at most n - 1."""
+    n = np.asarray(docs_per_group, dtype=np.int64)
+    k = np.rint(fraction * n).astype(np.int64)
+    if max_docs is not None:
+        k = np.minimum(k, max_docs)
+    k = np.clip(k, 1, np.maximum(n - 1, 1))
+    return np.where(n >= 2, k, 0)
+
+
+def heldout_mask(groups: np.ndarray, lines: np.ndarray, files: np.ndarray, fraction: float,
+                 seed: int, max_docs: int | None = None) -> np.ndarray:
+    """True for each held-out document (see the module docstring)."""
+    groups = np.asarray(groups, dtype=np.int64)
+    n_groups = int(groups.max()) + 1 if len(groups) else 0
+    keys = split_keys(lines, seed)
+    ties = mix64(split_keys(files, seed))   # whole files all have line 1: the seed picks them
+    order = np.lexsort((ties, keys, groups))   # by group, then key, then the file's hash
+    sorted_groups = groups[order]
+    starts = np.searchsorted(sorted_groups, np.arange(n_groups), side="left")
+    rank = np.arange(len(order)) - starts[sorted_groups]
+    k = heldout_counts(np.bincount(groups, minlength=n_groups), fraction, max_docs)
+    mask = np.zeros(len(groups), dtype=bool)
+    mask[order] = rank < k[sorted_groups]
+    return mask
+
+
+def temperature_shares(chars: np.ndarray, temperature: float) -> np.ndarray:
+    """p_g = n_g**T / sum_h n_h**T over groups with text (groups without text get 0)."""
+    n = np.asarray(chars, dtype=np.float64)
+    w = np.zeros_like(n)
+    w[n > 0] = n[n > 0] ** temperature
+    total = w.sum()
+    return w / total if total > 0 else w
+
+
+@dataclass
+class SamplingPlan:
+    copies: np.ndarray          # int64 per document: how many times the trainer sees it
+    shares: np.ndarray          # documented share p_g of each group
+    targets: np.ndarray         # p_g * budget, characters
+    sampled: np.ndarray         # characters actually sampled per group (>= targets)
+    available: np.ndarray       # training characters per group in the corpus
+    budget: int
+
+
+def plan_copies(groups: np.ndarray, lengths: np.ndarray, train: np.ndarray, temperature: float,
+                budget: int | None, seed: int) -> SamplingPlan:
+    """Copies per document so that each group gets at least its temperature share of `budget`.
+
+    `train` masks the documents that may be sampled (the held-out ones are never trained on).
+    `budget` None means all training characters.
+    """
+    groups = np.asarray(groups, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n_groups = int(groups.max()) + 1 if len(groups) else 0
+    available = np.bincount(groups[train], weights=lengths[train], minlength=n_groups)
+    available = available.astype(np.int64)
+    budget = int(available.sum()) if budget is None else int(budget)
+    shares = temperature_shares(available, temperature)
+    targets = shares * budget
+    copies = np.zeros(len(groups), dtype=np.int64)
+    sampled = np.zeros(n_groups, dtype=np.int64)
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, 0x5A3])  # a stream apart from the split's
+    # One loop step per language (tens to hundreds), never per document.
+    train_idx = np.flatnonzero(train)
+    by_group = train_idx[np.argsort(groups[train_idx], kind="stable")]
+    bounds = np.searchsorted(groups[by_group], np.arange(n_groups + 1), side="left")
+    for g in range(n_groups):
+        idx = by_group[bounds[g]:bounds[g + 1]]
+        if len(idx) == 0 or available[g] == 0:
+            continue
+        full = int(targets[g] // available[g])
+        remainder = targets[g] - full * available[g]
+        copies[idx] = full
+        take = 0
+        if remainder > 0:
+            perm = idx[rng.permutation(len(idx))]
+            cum = np.cumsum(lengths[perm])
+            take = min(int(np.searchsorted(cum, remainder, side="left")) + 1, len(idx))
+            copies[perm[:take]] += 1
+        sampled[g] = int(full * available[g] + (cum[take - 1] if take else 0))
+    return SamplingPlan(copies, shares, targets, sampled, available, budget)
+
+
+# ---------------------------------------------------------------- pass 1: what is there
+
+@dataclass
+class Scan:
+    groups: np.ndarray      # language index per document
+    lengths: np.ndarray     # characters (code points)
+    lines: np.ndarray
+    files: np.ndarray       # file index
+    names: list[str]        # language label per index
+    sources: list[str]      # file path per index
+    max_bytes: int          # longest document in UTF-8 bytes (SentencePiece only)
+    docs: list | None       # the documents themselves, when the corpus is small enough
+
+
+def scan_corpus(corpus: Corpus, want_bytes: bool, keep_chars: int | None = None) -> Scan:
+    """First pass: the per-document arrays the split and the plan work on.
+
+    While the text read so far is under `keep_chars` (default KEEP_CHARS) characters the
+    documents are kept, so the second pass reads memory instead of the files again
+    (`Scan.docs`; None when the corpus is bigger).
+    """
+    limit = KEEP_CHARS if keep_chars is None else keep_chars
+    langs: dict[str, int] = {}
+    files: dict[str, int] = {}
+    g, n, ln, f = [], [], [], []
+    kept: list | None = []
+    total = max_bytes = 0
+    lang = source = None
+    gi = fi = -1
+    for doc in corpus.documents():  # per document, never per character
+        size = len(doc.text)
+        if doc.lang != lang:  # documents come file by file: look the labels up on change only
+            lang = doc.lang
+            gi = langs.setdefault(lang, len(langs))
+        if doc.source != source:
+            source = doc.source
+            fi = files.setdefault(source, len(files))
+        g.append(gi)
+        n.append(size)
+        ln.append(doc.line)
+        f.append(fi)
+        if want_bytes:
+            max_bytes = max(max_bytes, len(doc.text.encode("utf-8", "surrogatepass")))
+        if kept is not None:
+            total += size
+            if total > limit:
+                kept = None
+            else:
+                kept.append(doc)
+    if not g:
+        raise CorpusError(f"{', '.join(corpus.paths)}: no documents")
+    return Scan(np.array(g, np.int64), np.array(n, np.int64), np.array(ln, np.int64),
+                np.array(f, np.int64), list(langs), list(files), max_bytes, kept)
+
+
+def describe_plan(scan: Scan, held: np.ndarray, plan: SamplingPlan,
+                  config) -> tuple[dict, dict]:
+    """The `split` and `sampling` objects of fix-report.json (per language)."""
+    k = len(scan.names)
+    docs = np.bincount(scan.groups, minlength=k)
+    held_docs = np.bincount(scan.groups[held], minlength=k)
+    held_chars = np.bincount(scan.groups[held], weights=scan.lengths[held], minlength=k)
+    total = max(int(plan.sampled.sum()), 1)
+    corpus_chars = max(int(plan.available.sum()), 1)
+    split = {"heldout_fraction": config.heldout_fraction,
+             "heldout_max_docs": config.heldout_max_docs, "seed": config.seed,
+             "train_documents": int((~held).sum()), "heldout_documents": int(held.sum()),
+             "languages": {}}
+    sampling = {"temperature": config.temperature, "budget_chars": plan.budget,
+                "sampled_chars": int(plan.sampled.sum()), "languages": {}}
+    for i, name in enumerate(scan.names):
+        split["languages"][name] = {
+            "train_documents": int(docs[i] - held_docs[i]), "train_chars": int(plan.available[i]),
+            "heldout_documents": int(held_docs[i]), "heldout_chars": int(held_chars[i])}
+        avail = int(plan.available[i])
+        sampling["languages"][name] = {
+            "corpus_share": avail / corpus_chars, "share": float(plan.shares[i]),
+            "target_chars": float(plan.targets[i]), "sampled_chars": int(plan.sampled[i]),
+            "sampled_share": int(plan.sampled[i]) / total,
+            "repeat": (int(plan.sampled[i]) / avail) if avail else None}
+    return split, sampling
+
+
+# ---------------------------------------------------------------- pass 2: the stream
+
+class HeldoutWriter:
+    """Held-out documents as ``<folder>/<lang>.jsonl`` records (text, lang, source, line).
+
+    Written under temporary names; commit() renames them and removes what an earlier run left
+    in the folder, close() (always) closes the handles. A language label that is not a plain
+    name gets the file ``_lang<N>.jsonl``; readers take the language from the ``lang`` field.
+    """
+
+    def __init__(self, folder: Path, names: list[str], temps: list[Path]):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder, self.names, self.temps = folder, names, temps
+        self.handles: dict[str, tuple[Any, Path, Path]] = {}
+
+    def _file(self, lang: str):
+        if lang not in self.handles:
+            plain = lang.isascii() and lang.replace("-", "").replace("_", "").isalnum()
+            stem = lang if plain else f"_lang{self.names.index(lang)}"
+            tmp = self.folder / f".{stem}.jsonl.partial-{os.getpid()}"
+            self.temps.append(tmp)
+            self.handles[lang] = (open(tmp, "w", encoding="utf-8"), tmp,
+                                  self.folder / f"{stem}.jsonl")
+        return self.handles[lang][0]
+
+    def write(self, doc) -> None:
+        rec = {"text": doc.text, "lang": doc.lang, "source": doc.source, "line": doc.line}
+        self._file(doc.lang).write(json.dumps(rec, ensure_ascii=False) + "\n")
+
+    def close(self) -> None:
+        for handle, _, _ in self.handles.values():
+            handle.close()
+
+    def commit(self) -> list[str]:
+        self.close()
+        finals = {final for _, _, final in self.handles.values()}
+        for old in self.folder.glob("*.jsonl"):  # an earlier run's split must not mix in
+            if old not in finals:
+                old.unlink()
+        for _, tmp, final in self.handles.values():
+            os.replace(tmp, final)
+        return sorted(str(f) for f in finals)
+
+
+def training_stream(docs: Iterable, held: np.ndarray, copies: np.ndarray,
+                    writer: HeldoutWriter, expected: int, where: str,
+                    batch_chars: int = 1 << 20) -> Iterator[list[str]]:
+    """Batches of training texts (each document `copies[i]` times); held-out ones to `writer`.
+
+    `docs` is the second pass: Scan.docs, or a fresh Corpus(...).documents().
+    """
+    batch: list[str] = []
+    size = 0
+    i = -1
+    held_l, copies_l = held.tolist(), copies.tolist()  # plain lists: no numpy scalar per doc
+    for i, doc in enumerate(docs):
+        if i >= expected:
+            break
+        if held_l[i]:
+            writer.write(doc)
+            continue
+        c = copies_l[i]
+        if c:
+            if c == 1:
+                batch.append(doc.text)
+            else:
+                batch.extend([doc.text] * c)
+            size += c * len(doc.text)
+            if size >= batch_chars:
+                yield batch
+                batch, size = [], 0
+    if i + 1 != expected:
+        raise CorpusError(f"{where}: the corpus changed while it was read "
+                          f"({expected} documents, then {i + 1})")
+    if batch:
+        yield batch

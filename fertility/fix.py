@@ -1,0 +1,430 @@
+"""`fertility fix`: train a corrected vocabulary and prove it on held-out text.
+
+What the trained tokenizer has (issue 4):
+- the mark-aware split (`fertility.patterns` "mark_aware"): combining marks, ZWJ and ZWNJ stay
+  inside words; digits in groups of 1-3 and whitespace as o200k splits them. (The SentencePiece
+  backend cannot take a regex: it splits on whitespace and script changes, and SentencePiece
+  counts combining marks with the letter before them, so words are not cut at vowel signs.)
+- NFC normalisation by default, NFKC only when asked, or none;
+- byte fallback, so no text becomes UNK: byte-level BPE (the 256 ByteLevel symbols are the
+  initial alphabet); Unigram with the 256 ``<0xNN>`` pieces and ``byte_fallback``; SentencePiece
+  with ``byte_fallback=True``. decode(encode(doc)) == doc for every document that is already in
+  the chosen normal form; the held-out measurement counts the ones that are not.
+
+The run, in order (all I/O at the two ends):
+1. read the corpus once, noting each document's language, length, line and file (a corpus of
+   up to 256 M characters is also kept in memory for step 3);
+2. split documents into training and held-out parts (`fertility._sampling`: per language 10%,
+   at most 1000 documents, seeded, chosen by line number so parallel files keep the same
+   held-out lines), and plan the temperature sampling (p_lang ∝ chars_lang ** 0.3);
+3. stream the documents a second time: training ones go to the trainer (repeated as the plan
+   says), held-out ones to ``DIR/heldout/<lang>.jsonl`` (fields text, lang, source, line;
+   `fertility report DIR/heldout --lang-field lang -t ...` measures them again);
+4. write the tokenizer (a temporary name in DIR, then ``os.replace``: an interrupted run leaves
+   no half-written tokenizer);
+5. measure the old (``--from``) and the new tokenizer on the held-out files only, with the same
+   metrics and intervals as `fertility report`; run the gate on the new one; write
+   ``fix-report.json`` (schema "fertility.fix/1") and ``report.html``.
+
+Special tokens: without ``--from`` the new vocabulary gets ``<|endoftext|>`` (what `fertility
+pretrain` uses to separate documents). With ``--from`` it gets that tokenizer's special tokens,
+each at its old id when the id is inside the new vocabulary (Hugging Face backends: the ids
+are permuted after training, which BPE merges and Unigram scores do not depend on;
+SentencePiece: they are added first, in old-id order, so ids 0..k-1 are kept). The report
+lists every special token with its old and new id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from fertility import _sampling
+from fertility.corpus import Corpus
+from fertility._fix_train import BYTES, _train
+from fertility.errors import FixError
+
+SCHEMA = "fertility.fix/1"
+DEFAULT_SPECIALS = ("<|endoftext|>",)
+UNK = "<unk>"
+BEFORE, AFTER = "before", "after"            # tokenizer labels in the held-out measurement
+METRICS = ("documents", "chars", "tokens", "chars_per_token", "chars_per_token_lo",
+           "chars_per_token_hi", "tokens_per_word", "continued_word_rate", "byte_fallback_rate",
+           "unk_rate", "roundtrip_checked", "roundtrip_failures", "mark_initial_rate",
+           "grapheme_split_rate", "chars_per_pretoken")
+
+
+@dataclass
+class FixConfig:
+    vocab_size: int
+    model: str = "bpe"                   # "bpe" | "unigram"
+    backend: str = "tokenizers"          # "tokenizers" | "sentencepiece"
+    normalization: str = "nfc"           # "nfc" | "nfkc" | "none"
+    temperature: float = 0.3             # p_lang ∝ chars_lang ** temperature
+    heldout_fraction: float = 0.1        # per language, by document
+    heldout_max_docs: int | None = 1000  # per language; None: no cap
+    seed: int = 0                        # held-out split and sampling order
+    max_train_chars: int | None = None   # sampling budget; None: all training characters
+    special_tokens: tuple[str, ...] | None = None  # None: --from's, else DEFAULT_SPECIALS
+    pattern: str = "mark_aware"          # split of the tokenizers backend (a patterns name)
+
+    def validate(self) -> None:
+        def bad(msg: str) -> FixError:
+            return FixError(f"fix settings: {msg}")
+
+        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) \
+                or self.vocab_size < 1:
+            raise bad(f"vocab_size={self.vocab_size!r}: must be a whole number >= 1")
+        for name, allowed in (("model", ("bpe", "unigram")),
+                              ("backend", ("tokenizers", "sentencepiece")),
+                              ("normalization", ("nfc", "nfkc", "none"))):
+            if getattr(self, name) not in allowed:
+                raise bad(f"{name}={getattr(self, name)!r}: use one of {', '.join(allowed)}")
+        if not (self.temperature >= 0 and np.isfinite(self.temperature)):
+            raise bad(f"temperature={self.temperature!r}: must be a number >= 0")
+        if not 0 < self.heldout_fraction < 1:
+            raise bad(f"heldout_fraction={self.heldout_fraction!r}: must be in (0, 1)")
+        if self.heldout_max_docs is not None and self.heldout_max_docs < 1:
+            raise bad(f"heldout_max_docs={self.heldout_max_docs!r}: must be >= 1")
+        if self.max_train_chars is not None and self.max_train_chars < 1:
+            raise bad(f"max_train_chars={self.max_train_chars!r}: must be >= 1")
+
+
+@dataclass
+class FixResult:
+    paths: dict[str, str]        # tokenizer, model (.model), fix_report, report_html, heldout
+    rows: list[dict]             # per (group, key): before/after metrics on held-out text
+    gate: Any                    # fertility.gate.GateResult of the new tokenizer
+    special_tokens: list[dict]   # token, old_id, new_id, kept
+    changes: dict                # what differs from --from: {field: [old, new]}
+    tokenizer: dict              # kind, vocab_size, fingerprint of the new tokenizer
+    settings: dict
+    split: dict
+    sampling: dict
+    corpus: dict
+    timings: dict
+    report: Any = field(repr=False, default=None)   # the held-out measurement (Report)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.gate.passed)
+
+    def to_dict(self) -> dict:
+        """The content of fix-report.json (schema "fertility.fix/1")."""
+        return {"schema": SCHEMA, "settings": self.settings, "tokenizer": self.tokenizer,
+                "paths": self.paths, "corpus": self.corpus, "split": self.split,
+                "sampling": self.sampling, "special_tokens": self.special_tokens,
+                "changes": self.changes, "rows": self.rows, "gate": self.gate.to_dict(),
+                "timings": self.timings,
+                "measurement": self.report.to_dict() if self.report is not None else None}
+
+    def format_text(self) -> str:
+        """The summary `fertility fix` prints: held-out figures only."""
+        return _format(self)
+
+
+# ---------------------------------------------------------------- the run
+
+def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
+        out_dir: str | os.PathLike, config: FixConfig, *, from_tokenizer: str | None = None,
+        corpus_options: dict | None = None, policy=None,
+        progress: Callable[[str], None] | None = None) -> FixResult:
+    """Train the corrected vocabulary on `corpus_paths`, measure and gate it, write `out_dir`.
+
+    from_tokenizer: "[LABEL=]SPEC" of the tokenizer being replaced (its special tokens are kept;
+    it is measured beside the new one). policy: a Policy, a policy file or None (as `fertility
+    gate`). progress: called with one-line status messages (the CLI prints them on stderr).
+    """
+    from fertility.patterns import resolve_pattern
+
+    config.validate()
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    pattern_name, pattern_regex = resolve_pattern(config.pattern)
+    old = _load_from(from_tokenizer)
+    specials = _plan_specials(old, config)
+    unk = None
+    if config.model == "unigram" or config.backend == "sentencepiece":  # they need an UNK id
+        unk = _old_unk(old) or UNK
+        if unk not in dict(specials):
+            specials.append((unk, None))
+    if config.vocab_size < BYTES + len(specials):
+        raise FixError(f"--vocab-size {config.vocab_size}: smaller than the base alphabet "
+                       f"({BYTES} bytes) plus {len(specials)} special tokens "
+                       f"= {BYTES + len(specials)}")
+    out = _prepare_dir(Path(out_dir))
+
+    if isinstance(corpus_paths, (str, os.PathLike)):
+        corpus_paths = [corpus_paths]
+    opts = dict(corpus_options or {})
+    corpus = Corpus(list(corpus_paths), **opts)
+    say("fix: reading the corpus")
+    scan = _sampling.scan_corpus(corpus, want_bytes=config.backend == "sentencepiece")
+    held = _sampling.heldout_mask(scan.groups, scan.lines, scan.files,
+                                  config.heldout_fraction, config.seed, config.heldout_max_docs)
+    if not held.any():
+        raise FixError(f"{', '.join(corpus.paths)}: no language has two documents, so none "
+                       "can be held out to measure the new tokenizer on")
+    plan = _sampling.plan_copies(scan.groups, scan.lengths, ~held, config.temperature,
+                                 config.max_train_chars, config.seed)
+    split, sampling = _sampling.describe_plan(scan, held, plan, config)
+    timings = {"scan_s": time.perf_counter() - t0}
+    say(f"fix: {split['train_documents']:,} training / {split['heldout_documents']:,} held-out "
+        f"documents; sampling {sampling['sampled_chars']:,} characters at temperature "
+        f"{config.temperature:g}")
+
+    temps: list[Path] = []
+    writer = _sampling.HeldoutWriter(out / "heldout", scan.names, temps)
+    try:
+        quiet = {**opts, "on_warning": lambda msg: None}  # the first pass already warned
+        docs = scan.docs if scan.docs is not None else Corpus(corpus.paths, **quiet).documents()
+        scan.docs = None  # the stream holds the only reference: freed as training ends
+        stream = _sampling.training_stream(docs, held, plan.copies, writer, len(scan.lengths),
+                                           ", ".join(corpus.paths))
+        say(f"fix: training {config.model} ({config.backend}), vocabulary {config.vocab_size:,}")
+        t1 = time.perf_counter()
+        threading.Thread(target=_warm_up, daemon=True).start()
+        trained = _train(config, pattern_regex, specials, unk, stream, out, temps,
+                         max_doc_bytes=scan.max_bytes,
+                         show_progress=progress is not None and sys.stderr.isatty())
+        for _ in stream:  # a trainer that stopped reading early still leaves every held-out file
+            pass
+        timings["train_s"] = time.perf_counter() - t1
+        timings["trainer_s"] = trained.trainer_s
+        heldout_files = writer.commit()
+        trained.commit()
+    finally:
+        writer.close()
+        for tmp in temps:
+            if tmp.exists():
+                tmp.unlink()
+
+    say("fix: measuring old and new on the held-out documents")
+    t2 = time.perf_counter()
+    new, report, gate = _measure(config, old, trained.path, heldout_files, policy)
+    say(f"fix: gate {'PASS' if gate.passed else 'FAIL'} on the held-out documents")
+    paths = {"tokenizer": str(trained.path), "fix_report": str(out / "fix-report.json"),
+             "report_html": str(out / "report.html"), "heldout": str(out / "heldout")}
+    if trained.is_model:
+        paths["model"] = str(trained.path)
+    from fertility.report.html import render_html
+
+    _write_atomic(out / "report.html", render_html(report, report.findings, gate))
+    timings["measure_s"] = time.perf_counter() - t2
+    timings["total_s"] = time.perf_counter() - t0
+    result = FixResult(
+        paths=paths, rows=_rows(report, old is not None), gate=gate,
+        special_tokens=_special_ids(specials, new, unk), changes=_changes(old, new),
+        tokenizer={"kind": new.kind, "vocab_size": int(new.vocab_size),
+                   "requested_vocab_size": config.vocab_size, "fingerprint": new.fingerprint},
+        settings={**asdict(config), "special_tokens": [t for t, _ in specials],
+                  "pattern": pattern_name, "pattern_regex": pattern_regex,
+                  "byte_fallback": True, "from": from_tokenizer,
+                  "corpus": list(corpus.paths)},
+        split=split, sampling=sampling, corpus=corpus.summary(), timings=timings, report=report)
+    _write_atomic(out / "fix-report.json",
+                  json.dumps(result.to_dict(), ensure_ascii=False, indent=2, allow_nan=False,
+                             default=_json_default) + "\n")
+    return result
+
+
+def _warm_up() -> None:
+    """Import what measuring needs (pandas, plotly, ...) while the trainer, which releases the
+    GIL, keeps the cores busy: about a second less after training."""
+    import fertility.diagnose  # noqa: F401
+    import fertility.gate  # noqa: F401
+    import fertility.measure  # noqa: F401
+    import fertility.report.html  # noqa: F401
+    import fertility.tokenizers  # noqa: F401
+
+
+def heldout_documents(corpus_paths, heldout_fraction: float = 0.1, seed: int = 0,
+                      corpus_options: dict | None = None,
+                      heldout_max_docs: int | None = 1000) -> list[tuple[str, int]]:
+    """(source, line) of every document `fix` holds out with these settings.
+
+    So a baseline can be trained on the training part only, as the walkthrough does.
+    """
+    if isinstance(corpus_paths, (str, os.PathLike)):
+        corpus_paths = [corpus_paths]
+    scan = _sampling.scan_corpus(Corpus(list(corpus_paths), **(corpus_options or {})), False,
+                                 keep_chars=0)
+    held = _sampling.heldout_mask(scan.groups, scan.lines, scan.files, heldout_fraction, seed,
+                                  heldout_max_docs)
+    return [(scan.sources[f], int(ln)) for f, ln in zip(scan.files[held], scan.lines[held])]
+
+
+def _load_from(spec: str | None):
+    if spec is None:
+        return None
+    from fertility.tokenizers import load_tokenizer, parse_tokenizer_arg
+
+    _, path = parse_tokenizer_arg(spec)
+    return load_tokenizer(path, label=BEFORE)
+
+
+def _plan_specials(old, config: FixConfig) -> list[tuple[str, int | None]]:
+    """(token, old id or None) in the order they are added to the new vocabulary."""
+    known = dict(old.special_tokens) if old is not None else {}
+    unk = _old_unk(old)
+    if unk is not None:
+        known.setdefault(unk, int(old.unk_id))
+    if config.special_tokens is not None:
+        return [(t, known.get(t)) for t in dict.fromkeys(config.special_tokens)]
+    if old is None:
+        return [(t, None) for t in DEFAULT_SPECIALS]
+    return sorted(known.items(), key=lambda kv: kv[1])
+
+
+def _old_unk(old) -> str | None:
+    if old is None or old.unk_id is None:
+        return None
+    unk = (old.config() or {}).get("unk_token")
+    return unk if isinstance(unk, str) and unk else None
+
+
+def _prepare_dir(out: Path) -> Path:
+    if out.exists() and not out.is_dir():
+        raise FixError(f"{out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FixError(f"{out}: cannot create the output folder ({e.strerror})") from None
+    return out
+
+
+# ---------------------------------------------------------------- measure, report
+
+def _measure(config: FixConfig, old, path: Path, heldout_files: list[str], policy):
+    """Old and new side by side on the held-out files; the gate on the new one."""
+    from fertility.diagnose import diagnose
+    from fertility.gate import evaluate
+    from fertility.measure import analyze
+    from fertility.policy import Policy, load_policy
+    from fertility.tokenizers import load_tokenizer
+
+    new = load_tokenizer(str(path), label=AFTER)
+    heldout = Corpus(heldout_files, lang_field="lang", on_warning=lambda m: None)
+    report = analyze(heldout, [t for t in (old, new) if t is not None], pretokenizers=[],
+                     seed=config.seed)  # the defaults of `fertility report`
+    pol = policy if isinstance(policy, Policy) else load_policy(policy)
+    gate = evaluate(report, pol, label=AFTER)
+    report.findings = diagnose(report, pol.thresholds, reference=pol.reference)
+    return new, report, gate
+
+
+def _special_ids(planned: list[tuple[str, int | None]], new, unk: str | None) -> list[dict]:
+    have = dict(new.special_tokens)
+    if unk is not None and new.unk_id is not None:
+        have.setdefault(unk, int(new.unk_id))  # SentencePiece lists its UNK apart
+    return [{"token": t, "old_id": i, "new_id": have.get(t),
+             "kept": i is not None and have.get(t) == i} for t, i in planned]
+
+
+def _rows(report, has_before: bool) -> list[dict]:
+    f = report.frame
+    cols = [c for c in METRICS if c in f.columns]
+    before = f[f["tokenizer"] == BEFORE].set_index(["group", "key"]) if has_before else None
+    out = []
+    for _, r in f[f["tokenizer"] == AFTER].iterrows():
+        row = {"group": r["group"], "key": r["key"], BEFORE: None,
+               AFTER: {c: _num(r[c]) for c in cols}, "chars_per_token_ratio": None}
+        if before is not None and (r["group"], r["key"]) in before.index:
+            b = before.loc[(r["group"], r["key"])]
+            row[BEFORE] = {c: _num(b[c]) for c in cols}
+            if row[BEFORE]["chars_per_token"] and row[AFTER]["chars_per_token"] is not None:
+                row["chars_per_token_ratio"] = (row[AFTER]["chars_per_token"]
+                                                / row[BEFORE]["chars_per_token"])
+        out.append(row)
+    return out
+
+
+def _changes(old, new) -> dict:
+    if old is None:
+        return {}
+    a, b = old.config() or {}, new.config() or {}
+    out = {"vocab_size": [int(old.vocab_size), int(new.vocab_size)]}
+    if old.kind != new.kind:
+        out["kind"] = [old.kind, new.kind]
+    for key in ("model", "normalizer", "pattern", "pattern_regex", "byte_level",
+                "byte_fallback"):
+        if a.get(key) != b.get(key):
+            out[key] = [a.get(key), b.get(key)]
+    return out
+
+
+def _num(x):
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    if not np.isfinite(v):
+        return None
+    return int(v) if isinstance(x, (int, np.integer)) else v
+
+
+def _json_default(x):
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, (set, tuple)):
+        return list(x)
+    return str(x)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        raise FixError(f"{path}: cannot write ({e.strerror})") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _format(r: FixResult) -> str:
+    """A table of the held-out figures, the special tokens and the gate verdict."""
+    def cell(m: dict | None) -> str:
+        if not m or m.get("chars_per_token") is None:
+            return f"{'-':>20}"
+        lo, hi = m.get("chars_per_token_lo"), m.get("chars_per_token_hi")
+        iv = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
+        return f"{m['chars_per_token']:>6.2f} {iv:<13}"
+
+    s, g = r.split, r.gate
+    lines = [f"fertility fix: {r.tokenizer['vocab_size']:,} tokens, {r.settings['model']} "
+             f"({r.settings['backend']}) -> {r.paths['tokenizer']}",
+             f"held out: {s['heldout_documents']:,} documents (fraction {s['heldout_fraction']:g}, "
+             f"seed {s['seed']}); every figure below is measured on them only",
+             f"{'':<19}{'chars/token ' + BEFORE:>20}  {AFTER:>20}  {'change':>7}  round trip"]
+    for group in ("script", "language"):
+        for row in sorted((x for x in r.rows if x["group"] == group), key=lambda x: x["key"]):
+            a, ratio = row[AFTER], row["chars_per_token_ratio"]
+            lines.append(f"{group:<9}{row['key']:<10}{cell(row[BEFORE])}  {cell(a)}  "
+                         f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
+                         f"{a['roundtrip_failures'] or 0}/{a['roundtrip_checked'] or 0} failed")
+    for t in r.special_tokens:
+        how = "kept" if t["kept"] else "new" if t["old_id"] is None else "id not kept"
+        lines.append(f"special token {t['token']}: id {t['old_id']} -> {t['new_id']} ({how})")
+    lines += [f"changed {k}: {a} -> {b}" for k, (a, b) in r.changes.items()
+              if k != "pattern_regex"]
+    counts = {v: sum(c.verdict == v for c in g.checks) for v in ("fail", "uncertain", "pass")}
+    lines.append(f"gate: {'PASS' if g.passed else 'FAIL'} ({counts['fail']} failed, "
+                 f"{counts['uncertain']} uncertain, {counts['pass']} passed, "
+                 f"{len(g.blocking)} blocking findings)")
+    lines += [f"  {c.verdict:<9} {c.describe()}" for c in g.checks if c.verdict != "pass"]
+    lines += [f"  {f.severity:<9} {f.rule} {f.group}={f.key}: {f.cause}" for f in g.blocking]
+    lines.append(f"wrote {r.paths['fix_report']}, {r.paths['report_html']}; held-out text in "
+                 f"{r.paths['heldout']}")
+    return "\n".join(lines) + "\n"
