@@ -24,6 +24,7 @@ import numpy as np
 from fertility.errors import TokenizerError
 from fertility.patterns import FAMILIES, identify
 from fertility.tokenizers import (
+    ByteTable,
     Encoded,
     byte_piece_value,
     offsets_from_token_lengths,
@@ -75,7 +76,7 @@ def _regex_pattern(component: dict) -> str | None:
     return pattern.get("Regex") if isinstance(pattern, dict) else None
 
 
-class HFTokenizer:
+class HFTokenizer(ByteTable):
     kind = "hf"
 
     def __init__(self, path: Path, data: bytes, spec: str, label: str) -> None:
@@ -233,15 +234,6 @@ class HFTokenizer:
                 piece = piece.replace("▁", " ")
             table.append(piece.encode("utf-8"))
         return table
-
-    @cached_property
-    def _token_lengths(self) -> np.ndarray:
-        return np.fromiter((len(b) for b in self._table), dtype=np.int64, count=self.vocab_size)
-
-    def token_bytes(self, id: int) -> bytes:
-        if not 0 <= int(id) < self.vocab_size:
-            raise TokenizerError(f"{self.spec}: token id {id} outside the vocabulary")
-        return self._table[int(id)]
 
     @cached_property
     def _partial(self) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 
 from fertility.errors import TokenizerError
 from fertility.patterns import FAMILIES, split_spans
-from fertility.tokenizers import Encoded, one_line, sha256_hex
+from fertility.tokenizers import ByteTable, Encoded, one_line, sha256_hex
 
 _SUFFIX_SPLIT = r"\S+\s?|\s"
 _MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
@@ -107,7 +107,7 @@ def _model_settings(data: bytes) -> tuple[dict, dict]:
 # -- the adapter --------------------------------------------------------------------------
 
 
-class SPTokenizer:
+class SPTokenizer(ByteTable):
     kind = "sentencepiece"
 
     def __init__(self, path: Path, data: bytes, spec: str, label: str) -> None:
@@ -229,11 +229,6 @@ class SPTokenizer:
             else:
                 table.append(piece.replace("▁", " ").encode("utf-8"))
         return table
-
-    def token_bytes(self, id: int) -> bytes:
-        if not 0 <= int(id) < self.vocab_size:
-            raise TokenizerError(f"{self.spec}: token id {id} outside the vocabulary")
-        return self._table[int(id)]
 
     def partial_mask(self) -> np.ndarray:
         return self._is_byte.copy()

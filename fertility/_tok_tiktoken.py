@@ -30,6 +30,7 @@ from fertility.patterns import (
     split_spans,
 )
 from fertility.tokenizers import (
+    ByteTable,
     Encoded,
     offsets_from_token_lengths,
     one_line,
@@ -159,7 +160,7 @@ def from_name(spec: str, full_spec: str, label: str, pattern: str | None) -> "Ti
     return TiktokenTokenizer(enc, ranks, specials, full_spec, label, name, regex)
 
 
-class TiktokenTokenizer:
+class TiktokenTokenizer(ByteTable):
     kind = "tiktoken"
     unk_id = None
     path: Path | None = None  # the rank file; None for tiktoken:NAME
@@ -238,15 +239,6 @@ class TiktokenTokenizer:
         for text, i in self.special_tokens.items():
             table[i] = text.encode("utf-8")
         return table
-
-    @cached_property
-    def _token_lengths(self) -> np.ndarray:
-        return np.fromiter((len(b) for b in self._table), dtype=np.int64, count=self.vocab_size)
-
-    def token_bytes(self, id: int) -> bytes:
-        if not 0 <= int(id) < self.vocab_size:
-            raise TokenizerError(f"{self.spec}: token id {id} outside the vocabulary")
-        return self._table[int(id)]
 
     @cached_property
     def _partial(self) -> np.ndarray:

@@ -47,6 +47,8 @@ release the GIL while encoding), so a caller's per-batch work overlaps the next 
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import hashlib
 import os
 import re
@@ -321,6 +323,19 @@ def offsets_from_token_lengths(
         Encoded(all_ids[a:b], starts[a:b], ends[a:b]) for a, b in zip([0, *bounds[:-1]], bounds)
     ], bad
 
+
+
+class ByteTable:
+    """Mixin for adapters that keep `_table`: the bytes each id stands for in decoded text."""
+
+    @cached_property
+    def _token_lengths(self) -> np.ndarray:
+        return np.fromiter((len(b) for b in self._table), dtype=np.int64, count=self.vocab_size)
+
+    def token_bytes(self, id: int) -> bytes:
+        if not 0 <= int(id) < self.vocab_size:
+            raise TokenizerError(f"{self.spec}: token id {id} outside the vocabulary")
+        return self._table[int(id)]
 
 def whole_chars(data: bytes) -> bool:
     """True when `data` is complete UTF-8 (every character whole)."""

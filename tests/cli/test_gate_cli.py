@@ -8,17 +8,10 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from fertility.cli import main
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 
 
-def run(capsys, *argv):
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return exc.value.code or 0, out, err
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +37,9 @@ def bn_en(tmp_path):
     return tmp_path
 
 
-def test_naive_gpt2_bpe_fails_with_mark_split_and_junit(capsys, bn_en, naive, tmp_path):
+def test_naive_gpt2_bpe_fails_with_mark_split_and_junit(run, bn_en, naive, tmp_path):
     junit = tmp_path / "gate.xml"
-    code, out, _ = run(capsys, "gate", str(bn_en), "-t", f"naive={naive}", "--junit",
+    code, out, _ = run("gate", str(bn_en), "-t", f"naive={naive}", "--junit",
                        str(junit), "-q")
     assert code == 1
     assert "mark-split" in out and "FAIL" in out
@@ -55,25 +48,25 @@ def test_naive_gpt2_bpe_fails_with_mark_split_and_junit(capsys, bn_en, naive, tm
     assert any(c.find("failure") is not None for c in cases)
 
 
-def test_json_verdict(capsys, bn_en, naive):
-    code, out, _ = run(capsys, "gate", str(bn_en), "-t", str(naive), "--format", "json", "-q")
+def test_json_verdict(run, bn_en, naive):
+    code, out, _ = run("gate", str(bn_en), "-t", str(naive), "--format", "json", "-q")
     data = json.loads(out)
     assert code == 1 and data["passed"] is False
     beng = [c for c in data["checks"] if c["key"] == "Beng" and c["name"] == "chars_per_token"]
     assert beng and beng[0]["verdict"] == "fail" and beng[0]["hi"] < beng[0]["threshold"]
 
 
-def test_lenient_policy_passes_exit_0(capsys, bn_en, naive, tmp_path_factory):
+def test_lenient_policy_passes_exit_0(run, bn_en, naive, tmp_path_factory):
     policy = tmp_path_factory.mktemp("policy") / "lenient.toml"
     policy.write_text('fail_on = []\nuncertain = "pass"\n\n[floors]\ndefault = 1.0\n'
                       '\n[floors.script]\nBeng = 1.0\nLatn = 1.0\n\n[ceilings]\npremium = false\n')
-    code, out, err = run(capsys, "gate", str(bn_en), "-t", str(naive), "--policy",
+    code, out, err = run("gate", str(bn_en), "-t", str(naive), "--policy",
                          str(policy), "-q")
     assert code == 0, out + err
 
 
-def test_bad_policy_is_exit_2(capsys, bn_en, naive, tmp_path_factory):
+def test_bad_policy_is_exit_2(run, bn_en, naive, tmp_path_factory):
     policy = tmp_path_factory.mktemp("policy") / "bad.toml"
     policy.write_text("no_such_key = 3\n")
-    code, _, err = run(capsys, "gate", str(bn_en), "-t", str(naive), "--policy", str(policy))
+    code, _, err = run("gate", str(bn_en), "-t", str(naive), "--policy", str(policy))
     assert code == 2 and "bad.toml" in err and "no_such_key" in err

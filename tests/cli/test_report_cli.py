@@ -6,16 +6,9 @@ import json
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from fertility.cli import main
 from tests.textdata import SENTENCE
 
 
-def run(capsys, *argv):
-    with pytest.raises(SystemExit) as exc:
-        main(list(argv))
-        raise SystemExit(0)
-    out, err = capsys.readouterr()
-    return exc.value.code or 0, out, err
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +30,11 @@ def corpus(tmp_path):
     return tmp_path
 
 
-def test_table_json_and_csv(capsys, corpus, tok_path):
+def test_table_json_and_csv(run, corpus, tok_path):
     vocab = Tokenizer.from_file(str(tok_path)).get_vocab_size()
-    code, out, _ = run(capsys, "report", str(corpus), "-t", f"bpe={tok_path}", "-q")
+    code, out, _ = run("report", str(corpus), "-t", f"bpe={tok_path}", "-q")
     assert code == 0 and f"bpe  (hf, vocab {vocab})" in out and "language:bn" in out
-    code, out, _ = run(capsys, "report", str(corpus), "-t", f"bpe={tok_path}", "--format",
+    code, out, _ = run("report", str(corpus), "-t", f"bpe={tok_path}", "--format",
                        "json", "-q")
     data = json.loads(out)
     assert data["schema"] == "fertility.report/1"
@@ -57,27 +50,27 @@ def test_table_json_and_csv(capsys, corpus, tok_path):
                   "roundtrip_failure_rate"):
         assert field in bn
     out_file = corpus.parent / "r.csv"
-    code, _, _ = run(capsys, "report", str(corpus), "-t", str(tok_path), "--format", "csv",
+    code, _, _ = run("report", str(corpus), "-t", str(tok_path), "--format", "csv",
                      "-o", str(out_file), "-q")
     header = out_file.read_text().splitlines()[0].split(",")
     assert header[:4] == ["tokenizer", "kind", "group", "key"] and "chars_per_token" in header
 
 
-def test_no_tokenizer_profiles_and_says_how(capsys, corpus, monkeypatch):
+def test_no_tokenizer_profiles_and_says_how(run, corpus, monkeypatch):
     monkeypatch.chdir(corpus)
-    code, out, _ = run(capsys, "report", str(corpus), "-q")
+    code, out, _ = run("report", str(corpus), "-q")
     assert code == 0 and "no tokenizer named" in out and "gpt2" in out
 
 
-def test_tokenizers_from_fertility_toml(capsys, corpus, tok_path, monkeypatch):
+def test_tokenizers_from_fertility_toml(run, corpus, tok_path, monkeypatch):
     (corpus.parent / "fertility.toml").write_text(f'tokenizers = ["cfg={tok_path}"]\n')
     monkeypatch.chdir(corpus.parent)
-    code, out, _ = run(capsys, "report", str(corpus), "--format", "json", "-q")
+    code, out, _ = run("report", str(corpus), "--format", "json", "-q")
     assert json.loads(out)["tokenizers"][0]["label"] == "cfg"
 
 
-def test_subset_is_reported(capsys, corpus, tok_path):
-    code, out, _ = run(capsys, "report", str(corpus), "-t", str(tok_path), "--max-docs", "4",
+def test_subset_is_reported(run, corpus, tok_path):
+    code, out, _ = run("report", str(corpus), "-t", str(tok_path), "--max-docs", "4",
                        "--format", "json", "-q")
     c = json.loads(out)["corpus"]
     assert c["documents"] == 4 and c["max_docs"] == 4 and c["stopped_early"] is True
@@ -89,34 +82,34 @@ def test_subset_is_reported(capsys, corpus, tok_path):
     (lambda d: (d / "bad.txt.gz").write_bytes(gzip.compress(b"hello\n")[:-6]) and
      d / "bad.txt.gz", "bad.txt.gz"),
 ])
-def test_bad_corpus_is_one_line_exit_2(capsys, tmp_path, make, needle):
-    code, out, err = run(capsys, "report", str(make(tmp_path)), "-q")
+def test_bad_corpus_is_one_line_exit_2(run, tmp_path, make, needle):
+    code, out, err = run("report", str(make(tmp_path)), "-q")
     assert code == 2 and needle in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-def test_invalid_utf8_counted_or_strict(capsys, tmp_path, tok_path):
+def test_invalid_utf8_counted_or_strict(run, tmp_path, tok_path):
     (tmp_path / "en.txt").write_bytes(b"good line\nbad \xff\xfe line\n")
-    code, out, err = run(capsys, "report", str(tmp_path), "-t", str(tok_path), "--format",
+    code, out, err = run("report", str(tmp_path), "-t", str(tok_path), "--format",
                          "json")
     assert code == 0 and "warning" in err
     # 0xFF and 0xFE are each a maximal invalid sequence: two replacements
     assert list(json.loads(out)["corpus"]["invalid_utf8"].values()) == [2]
-    code, _, err = run(capsys, "report", str(tmp_path), "-t", str(tok_path), "--strict")
+    code, _, err = run("report", str(tmp_path), "-t", str(tok_path), "--strict")
     assert code == 2 and "en.txt" in err and "byte" in err
 
 
-def test_binary_file_skipped_with_warning(capsys, tmp_path, tok_path):
+def test_binary_file_skipped_with_warning(run, tmp_path, tok_path):
     (tmp_path / "en.txt").write_text("fine\n")
     (tmp_path / "blob.txt").write_bytes(b"\x00\x01\x02binary")
-    code, out, err = run(capsys, "report", str(tmp_path), "-t", str(tok_path), "--format",
+    code, out, err = run("report", str(tmp_path), "-t", str(tok_path), "--format",
                          "json")
     assert code == 0 and "blob.txt" in err
     assert json.loads(out)["corpus"]["binary_files"][0]["path"].endswith("blob.txt")
 
 
-def test_bad_tokenizer_file_is_one_line_exit_2(capsys, corpus, tmp_path_factory):
+def test_bad_tokenizer_file_is_one_line_exit_2(run, corpus, tmp_path_factory):
     bad = tmp_path_factory.mktemp("badtok") / "tokenizer.json"
     bad.write_text('{"truncated": ')
-    code, _, err = run(capsys, "report", str(corpus), "-t", str(bad), "-q")
+    code, _, err = run("report", str(corpus), "-t", str(bad), "-q")
     assert code == 2 and "tokenizer.json" in err and len(err.strip().splitlines()) == 1

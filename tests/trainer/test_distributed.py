@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from trainer import checkpoint as ck
+from tests.trainer.tokfixture import train_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = sorted(str(p) for p in (REPO / "examples/corpus").glob("*.txt"))
@@ -51,19 +52,6 @@ class Gate:
         return {"passed": True}
 
 
-def _tokenizer(path: Path) -> str:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train(CORPUS, trainers.BpeTrainer(vocab_size=384, special_tokens=["<|endoftext|>"],
-                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                          show_progress=False))
-    tok.save(str(path))
-    return str(path)
-
-
 def _rows(run: Path):
     return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
 
@@ -74,7 +62,7 @@ def single(tmp_path_factory):
     from trainer.run import pretrain
 
     tmp = tmp_path_factory.mktemp("single")
-    tok = _tokenizer(tmp / "tokenizer.json")
+    tok = train_tokenizer(tmp / "tokenizer.json")
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

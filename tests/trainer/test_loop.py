@@ -20,15 +20,6 @@ FP = "e" * 64
 VOCAB = 64
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny matmuls: a second thread only adds contention (and CI machines are shared).
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture
 def data(tmp_path):
     # A learnable stream: a noisy cycle through the vocabulary.

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from trainer import checkpoint as ck
+from tests.trainer.tokfixture import train_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = sorted(str(p) for p in (REPO / "examples/corpus").glob("*.txt"))
@@ -58,27 +59,6 @@ class Gate:
 
     def to_dict(self):
         return {"passed": True}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _tokenizer(path: Path) -> str:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train(CORPUS, trainers.BpeTrainer(vocab_size=384, special_tokens=["<|endoftext|>"],
-                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                          show_progress=False))
-    tok.save(str(path))
-    return str(path)
 
 
 def _pretrain(tok, out, **kw):
@@ -125,7 +105,7 @@ def _kill_after_half(tok, out, tmp_path):
 
 
 def test_resume_after_sigkill_is_exact(tmp_path):
-    tok = _tokenizer(tmp_path / "tokenizer.json")
+    tok = train_tokenizer(tmp_path / "tokenizer.json")
     straight = tmp_path / "straight"
     _pretrain(tok, straight)
 

@@ -17,38 +17,12 @@ from fertility.errors import TrainingError
 from trainer.checkpoint import load_model
 from trainer.config import TrainConfig, load_config
 from trainer.data import open_shard, read_header
+from tests.trainer.tokfixture import train_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = sorted(str(p) for p in (REPO / "examples/corpus").glob("*.txt"))
 FAST = dict(seq_len=64, micro_batch=8, lr=3e-3, min_lr=3e-4, warmup_steps=5,
             checkpoint_every=1000, heldout_fraction=0.05, device="cpu")
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def train_tokenizer(path: Path, vocab_size: int = 384, text: list[str] | None = None) -> str:
-    """A small byte-level BPE (with <|endoftext|>) trained on the examples corpus."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    if text is None:
-        tok.train(CORPUS, trainer)
-    else:
-        tok.train_from_iterator(text, trainer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tok.save(str(path))
-    return str(path)
 
 
 class FakeGate:
