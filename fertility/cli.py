@@ -93,7 +93,7 @@ def cli() -> None:
               help="Comma-separated pre-tokenizer families to measure as ceilings "
                    "(gpt2, cl100k, o200k, whitespace, mark_aware). Default: all four standard "
                    "ones when no tokenizer is named, none otherwise.")
-@click.option("--detail", default="500", show_default=True, metavar="N|all",
+@click.option("--detail", default="200", show_default=True, metavar="N|all",
               help="Documents per language that get the per-document checks (round trip, "
                    "own pre-tokenizer ceiling, normaliser changes).")
 @click.option("--reference", default="en", show_default=True,
@@ -155,7 +155,7 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
 @click.option("--junit", default=None, metavar="FILE", help="Also write JUnit XML for CI.")
 @click.option("--html", "html_out", default=None, metavar="FILE", help="Also write the HTML "
               "report.")
-@click.option("--detail", default="500", show_default=True, metavar="N|all")
+@click.option("--detail", default="200", show_default=True, metavar="N|all")
 @corpus_options
 def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html_out, detail,
          **kw) -> None:

@@ -113,7 +113,7 @@ def analyze(
     *,
     pretokenizers: Iterable[str] | None = None,
     corpus_options: dict | None = None,
-    detail_docs: int | None = 500,
+    detail_docs: int | None = 200,
     bootstrap: int = 200,
     keep_docs: int = 200_000,
     batch_size: int = 512,
