@@ -49,28 +49,36 @@ def poisson1(rng, shape) -> np.ndarray:
     return _POISSON1[rng.integers(0, 65536, size=shape, dtype=np.uint16)]
 
 
-def _base_counts(tb: U.TextBatch, doc_lang, n_langs, pds_chars):
-    """Counts that do not depend on the tokenizer, computed once per batch."""
+def _marginals(per_doc: np.ndarray, doc_lang: np.ndarray, n_langs: int):
+    """A (documents x scripts) count matrix -> counts per language and per script."""
+    lang = np.bincount(doc_lang, weights=per_doc.sum(axis=1), minlength=n_langs)[:n_langs]
+    return lang.astype(np.int64), per_doc.sum(axis=0).astype(np.int64)
+
+
+def _per_doc(key: np.ndarray, n: int, weights=None) -> np.ndarray:
+    """Counts per (document, script) from keys document * NS + script."""
+    return np.bincount(key, weights=weights, minlength=n * NS).reshape(n, NS)
+
+
+def _base_counts(tb: U.TextBatch, doc_lang, n_langs, char_key, pds_chars):
+    """Counts that do not depend on the tokenizer, computed once per batch, all from
+    (document, script) matrices: one pass over the characters per count."""
+    n = tb.n_docs
     lang = np.zeros((n_langs, len(COUNTS)), np.int64)
     script = np.zeros((NS, len(COUNTS)), np.int64)
 
-    def put(name, li, si, w=None):
-        a, b = _table(li, si, n_langs, w)
-        lang[:, C[name]] += a
-        script[:, C[name]] += b
+    def put(name, per_doc):
+        lang[:, C[name]], script[:, C[name]] = _marginals(per_doc, doc_lang, n_langs)
 
-    char_lang = doc_lang[tb.doc_of_char]
     lang[:, C["documents"]] = np.bincount(doc_lang, minlength=n_langs)[:n_langs]
     script[:, C["documents"]] = (pds_chars > 0).sum(axis=0)
-    put("chars", char_lang, tb.script)
-    put("bytes", char_lang, tb.script, tb.nbytes)
-    g = tb.gstart
-    put("graphemes", char_lang[g], tb.script[g])
+    put("chars", pds_chars)
+    put("bytes", _per_doc(char_key, n, tb.nbytes))
+    put("graphemes", _per_doc(char_key[tb.gstart], n))
     ws = tb.word_starts
-    spaced = ~nospace_mask()[tb.script[ws]]
-    put("words", char_lang[ws][spaced], tb.script[ws][spaced])
-    ns = nospace_mask()[tb.script]
-    put("nospace_chars", char_lang[ns], tb.script[ns])
+    wkey = char_key[ws]
+    put("words", _per_doc(wkey[~nospace_mask()[tb.script[ws]]], n))
+    put("nospace_chars", pds_chars * nospace_mask())
     return lang, script
 
 
@@ -81,9 +89,10 @@ def measure_batch(batch, texts, encoded, accs, state) -> None:
     doc_lang = np.fromiter((state.langs.setdefault(d.lang, len(state.langs)) for d in batch),
                            dtype=np.int64, count=n)
     n_langs = len(state.langs)
-    pds_chars = np.bincount(tb.doc_of_char * NS + tb.script, minlength=n * NS).reshape(n, NS)
+    char_key = tb.doc_of_char * NS + tb.script
+    pds_chars = _per_doc(char_key, n)
     dominant = pds_chars.argmax(axis=1)
-    base_lang, base_script = _base_counts(tb, doc_lang, n_langs, pds_chars)
+    base_lang, base_script = _base_counts(tb, doc_lang, n_langs, char_key, pds_chars)
     detail = _detail_mask(doc_lang, state)
     W = poisson1(state.rng, (n, state.bootstrap))
     keep = _keep_rows(batch, state)
@@ -132,8 +141,11 @@ def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant)
         counts.lang[:n_langs, C[name]] += a
         counts.script[:, C[name]] += b
 
-    put("tokens")
-    put("word_tokens", ~nospace_mask()[t_script])
+    pds_tokens = _per_doc(tok_doc * NS + t_script, n)
+    for name, matrix in (("tokens", pds_tokens), ("word_tokens", pds_tokens * ~nospace_mask())):
+        a, b = _marginals(matrix, doc_lang, n_langs)
+        counts.lang[:n_langs, C[name]] += a
+        counts.script[:, C[name]] += b
     if acc.track_vocab:
         partial = acc.partial[ids]
         put("byte_fallback_tokens", partial)
@@ -174,7 +186,6 @@ def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant)
     counts.lang[:n_langs, C["continued_words"]] += a
     counts.script[:, C["continued_words"]] += b
 
-    pds_tokens = np.bincount(tok_doc * NS + t_script, minlength=n * NS).reshape(n, NS)
     _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per_doc,
                    t_script, tok_doc)
     _take_samples(acc, texts, dominant, starts, ends, per_doc)

@@ -89,3 +89,15 @@ def test_unsegmented_scripts_get_null_tokens_per_word(tmp_path):
     rep = analyze([tmp_path], pretokenizers=["whitespace"])
     th = row(rep, "whitespace", "language", "th")
     assert th.words == 0 and np.isnan(th.tokens_per_word) and np.isnan(th.continued_word_rate)
+
+
+def test_counts_add_up_across_batches(corpus):
+    """Batches of one document and one batch of all give the same frame."""
+    one = analyze([corpus], pretokenizers=["gpt2"], batch_size=1, seed=3).frame
+    big = analyze([corpus], pretokenizers=["gpt2"], batch_size=512, seed=3).frame
+    cols = ["documents", "chars", "graphemes", "bytes", "words", "tokens", "word_tokens",
+            "continued_words", "mark_initial_tokens", "token_boundaries",
+            "grapheme_split_boundaries"]
+    assert one[cols].equals(big[cols])
+    assert row(big := analyze([corpus], pretokenizers=["gpt2"], batch_size=1), "gpt2",
+               "language", "bn").tokens == 26
