@@ -50,7 +50,9 @@ class Bootstrap:
         self.script_chars, self.script_tokens = shape(NS), shape(NS)
 
     def add(self, W: np.ndarray, doc_lang: np.ndarray, n_langs: int,
-            per_doc_script_chars: np.ndarray, per_doc_script_tokens: np.ndarray) -> None:
+            per_doc_script_chars: np.ndarray, per_doc_script_tokens: np.ndarray,
+            present: np.ndarray) -> None:
+        """per_doc_*: (documents x k) counts; column j is the global script present[j]."""
         if self.lang_chars.shape[0] < n_langs:
             extra = n_langs - self.lang_chars.shape[0]
             self.lang_chars = np.vstack([self.lang_chars, np.zeros((extra, self.B))])
@@ -61,10 +63,8 @@ class Bootstrap:
         onehot[inverse, np.arange(len(doc_lang))] = 1.0
         self.lang_chars[langs] += (onehot * per_doc_script_chars.sum(axis=1)) @ W
         self.lang_tokens[langs] += (onehot * per_doc_script_tokens.sum(axis=1)) @ W
-        present = np.flatnonzero(per_doc_script_chars.any(axis=0)
-                                 | per_doc_script_tokens.any(axis=0))
-        self.script_chars[present] += per_doc_script_chars[:, present].T @ W
-        self.script_tokens[present] += per_doc_script_tokens[:, present].T @ W
+        self.script_chars[present] += per_doc_script_chars.T @ W
+        self.script_tokens[present] += per_doc_script_tokens.T @ W
 
     @staticmethod
     def interval(chars: np.ndarray, tokens: np.ndarray) -> tuple[float, float]:

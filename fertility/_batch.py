@@ -49,36 +49,42 @@ def poisson1(rng, shape) -> np.ndarray:
     return _POISSON1[rng.integers(0, 65536, size=shape, dtype=np.uint16)]
 
 
-def _marginals(per_doc: np.ndarray, doc_lang: np.ndarray, n_langs: int):
-    """A (documents x scripts) count matrix -> counts per language and per script."""
+def _marginals(per_doc: np.ndarray, doc_lang: np.ndarray, n_langs: int, present: np.ndarray):
+    """A (documents x present scripts) count matrix -> counts per language and per script."""
     lang = np.bincount(doc_lang, weights=per_doc.sum(axis=1), minlength=n_langs)[:n_langs]
-    return lang.astype(np.int64), per_doc.sum(axis=0).astype(np.int64)
+    script = np.zeros(NS, np.int64)
+    script[present] = per_doc.sum(axis=0)
+    return lang.astype(np.int64), script
 
 
-def _per_doc(key: np.ndarray, n: int, weights=None) -> np.ndarray:
-    """Counts per (document, script) from keys document * NS + script."""
-    return np.bincount(key, weights=weights, minlength=n * NS).reshape(n, NS)
+def _per_doc(key: np.ndarray, n: int, k: int) -> np.ndarray:
+    """Counts per (document, script) from keys document * k + compact script index, where
+    the k columns are the scripts present in the batch (usually 1-3 of the ~170)."""
+    return np.bincount(key, minlength=n * k).reshape(n, k)
 
 
-def _base_counts(tb: U.TextBatch, doc_lang, n_langs, char_key, pds_chars):
+def _base_counts(tb: U.TextBatch, doc_lang, n_langs, char_key, pds_chars, present):
     """Counts that do not depend on the tokenizer, computed once per batch, all from
     (document, script) matrices: one pass over the characters per count."""
     n = tb.n_docs
     lang = np.zeros((n_langs, len(COUNTS)), np.int64)
     script = np.zeros((NS, len(COUNTS)), np.int64)
 
+    k = len(present)
+
     def put(name, per_doc):
-        lang[:, C[name]], script[:, C[name]] = _marginals(per_doc, doc_lang, n_langs)
+        lang[:, C[name]], script[:, C[name]] = _marginals(per_doc, doc_lang, n_langs, present)
 
     lang[:, C["documents"]] = np.bincount(doc_lang, minlength=n_langs)[:n_langs]
-    script[:, C["documents"]] = (pds_chars > 0).sum(axis=0)
+    script[present, C["documents"]] = (pds_chars > 0).sum(axis=0)
     put("chars", pds_chars)
-    put("bytes", _per_doc(char_key, n, tb.nbytes))
-    put("graphemes", _per_doc(char_key[tb.gstart], n))
+    # UTF-8 length is 1-4: one integer bincount over (key, length) instead of float weights
+    by_len = np.bincount(char_key * 4 + (tb.nbytes - 1), minlength=n * k * 4)
+    put("bytes", by_len.reshape(n, k, 4) @ np.arange(1, 5))
+    put("graphemes", _per_doc(char_key[tb.gstart], n, k))
     ws = tb.word_starts
-    wkey = char_key[ws]
-    put("words", _per_doc(wkey[~nospace_mask()[tb.script[ws]]], n))
-    put("nospace_chars", pds_chars * nospace_mask())
+    put("words", _per_doc(char_key[ws][~nospace_mask()[tb.script[ws]]], n, k))
+    put("nospace_chars", pds_chars * nospace_mask()[present])
     return lang, script
 
 
@@ -89,10 +95,14 @@ def measure_batch(batch, texts, encoded, accs, state) -> None:
     doc_lang = np.fromiter((state.langs.setdefault(d.lang, len(state.langs)) for d in batch),
                            dtype=np.int64, count=n)
     n_langs = len(state.langs)
-    char_key = tb.doc_of_char * NS + tb.script
-    pds_chars = _per_doc(char_key, n)
-    dominant = pds_chars.argmax(axis=1)
-    base_lang, base_script = _base_counts(tb, doc_lang, n_langs, char_key, pds_chars)
+    present = np.flatnonzero(np.bincount(tb.script, minlength=NS))
+    remap = np.zeros(NS, np.int64)
+    remap[present] = np.arange(len(present))
+    cscript = remap[tb.script]
+    char_key = tb.doc_of_char * len(present) + cscript
+    pds_chars = _per_doc(char_key, n, len(present))
+    dominant = present[pds_chars.argmax(axis=1)] if len(present) else np.zeros(n, np.int64)
+    base_lang, base_script = _base_counts(tb, doc_lang, n_langs, char_key, pds_chars, present)
     detail = _detail_mask(doc_lang, state)
     W = poisson1(state.rng, (n, state.bootstrap))
     keep = _keep_rows(batch, state)
@@ -102,8 +112,8 @@ def measure_batch(batch, texts, encoded, accs, state) -> None:
         acc.counts.lang[:n_langs] += base_lang
         acc.counts.script += base_script
         pds_tokens = _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail,
-                                        dominant)
-        acc.boot.add(W, doc_lang, n_langs, pds_chars, pds_tokens)
+                                        dominant, present, cscript)
+        acc.boot.add(W, doc_lang, n_langs, pds_chars, pds_tokens, present)
         doc_tokens[acc.tok.label] = pds_tokens.sum(axis=1)
     if keep:
         _keep_docs(batch[:keep], tb, doc_lang, dominant, doc_tokens, state)
@@ -123,7 +133,8 @@ def _detail_mask(doc_lang, state) -> np.ndarray:
     return mask
 
 
-def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant) -> np.ndarray:
+def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant, present,
+                       cscript) -> np.ndarray:
     counts = acc.counts
     ids, starts, ends, per_doc = enc
     n = len(texts)
@@ -141,9 +152,12 @@ def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant)
         counts.lang[:n_langs, C[name]] += a
         counts.script[:, C[name]] += b
 
-    pds_tokens = _per_doc(tok_doc * NS + t_script, n)
-    for name, matrix in (("tokens", pds_tokens), ("word_tokens", pds_tokens * ~nospace_mask())):
-        a, b = _marginals(matrix, doc_lang, n_langs)
+    k = len(present)
+    pds_tokens = _per_doc(tok_doc * k + cscript[pos], n, k) if len(tb.cps) \
+        else np.zeros((n, k), np.int64)
+    spaced = ~nospace_mask()[present]
+    for name, matrix in (("tokens", pds_tokens), ("word_tokens", pds_tokens * spaced)):
+        a, b = _marginals(matrix, doc_lang, n_langs, present)
         counts.lang[:n_langs, C[name]] += a
         counts.script[:, C[name]] += b
     if acc.track_vocab:
