@@ -81,10 +81,13 @@ def code_points(text: str) -> np.ndarray:
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
-def ensure_classified(cps: np.ndarray) -> None:
-    fresh = cps[_FLAG_TABLE[cps] == 0]
-    if fresh.size:
-        _classify(np.unique(fresh))
+def ensure_classified(cps: np.ndarray) -> np.ndarray:
+    """Classify code points never seen before; returns their flags (never 0 afterwards)."""
+    flags = _FLAG_TABLE[cps]
+    if not flags.all():  # rare after the first batches: a reduction, no index array
+        _classify(np.unique(cps[flags == 0]))
+        flags = _FLAG_TABLE[cps]
+    return flags
 
 
 def utf8_lengths(cps: np.ndarray) -> np.ndarray:
@@ -151,14 +154,12 @@ def word_spans(cps: np.ndarray, doc_starts: np.ndarray) -> tuple[np.ndarray, np.
     word ("don't" is one word). Combining marks never split a word: a Bengali word with vowel
     signs is one word. Words never cross a document boundary.
     """
-    ensure_classified(cps)
-    return _word_spans(cps, doc_starts)
+    return _word_spans(ensure_classified(cps), doc_starts)
 
 
-def _word_spans(cps: np.ndarray, doc_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    flags = _FLAG_TABLE[cps]
+def _word_spans(flags: np.ndarray, doc_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w = (flags & _WORD) != 0
-    if len(cps) > 2:
+    if len(flags) > 2:
         apos = (flags & _APOS) != 0
         inner = np.zeros_like(w)
         inner[1:-1] = apos[1:-1] & w[:-2] & w[2:] & ~doc_starts[1:-1] & ~doc_starts[2:]
@@ -203,8 +204,7 @@ def analyze_texts(texts: list[str]) -> TextBatch:
     doc_of_char = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
     doc_starts = np.zeros(len(cps), dtype=bool)
     doc_starts[offsets[:-1][lengths > 0]] = True
-    ensure_classified(cps)
-    ws, we = _word_spans(cps, doc_starts)
+    ws, we = _word_spans(ensure_classified(cps), doc_starts)
     return TextBatch(
         cps=cps,
         doc_offsets=offsets,
