@@ -25,6 +25,7 @@ from fertility.errors import TokenizerError
 from fertility.patterns import FAMILIES, identify
 from fertility.tokenizers import (
     ByteTable,
+    flat_offsets,
     Encoded,
     byte_piece_value,
     offsets_from_token_lengths,
@@ -174,6 +175,26 @@ class HFTokenizer(ByteTable):
             for i, e in zip(order, again):
                 out[i] = _from_encoding(e)
         return out
+
+    def encode_flat(self, texts: list[str]):
+        """The whole batch as flat arrays: ids, starts, ends (local to each text) and tokens
+        per text; the measuring path's form of encode_batch, without per-text arrays."""
+        texts = list(texts)
+        if self._fast and texts and all(unicodedata.is_normalized(f, t)
+                                        for f in self._forms for t in texts):
+            lists = [e.ids for e in self._tok.encode_batch_fast(texts, add_special_tokens=False)]
+            counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+            ids = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(counts.sum()))
+            starts, ends, bad = flat_offsets(texts, ids, counts, self._token_lengths)
+            if not bad:
+                return ids, starts, ends, counts
+        encs = self.encode_batch(texts)  # normalised or odd texts: the library's own offsets
+        counts = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
+        if not encs or counts.sum() == 0:
+            z = np.zeros(0, np.int64)
+            return z, z, z, counts
+        return tuple(np.concatenate([getattr(e, f) for e in encs]).astype(np.int64)
+                     for f in ("ids", "starts", "ends")) + (counts,)
 
     def decode(self, ids) -> str:
         ids = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]

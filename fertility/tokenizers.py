@@ -272,20 +272,37 @@ def offsets_from_token_lengths(
 ) -> tuple[list[Encoded], list[int]]:
     """Code-point spans of tokens whose bytes concatenate to each text's UTF-8.
 
+    Returns the encodings and the indices of texts whose tokens do not add up to the text's
+    byte length (their spans are clipped to the text; callers may redo them another way).
+    See `flat_offsets` for how.
+    """
+    if len(texts) == 0:
+        return [], []
+    n_tok = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    all_ids = np.concatenate(ids) if len(ids) > 1 else np.asarray(ids[0])
+    all_ids = all_ids.astype(np.int64, copy=False)
+    starts, ends, bad = flat_offsets(texts, all_ids, n_tok, token_len)
+    # Plain slicing: np.split costs several times more per piece.
+    bounds = np.cumsum(n_tok).tolist()
+    return [
+        Encoded(all_ids[a:b], starts[a:b], ends[a:b]) for a, b in zip([0, *bounds[:-1]], bounds)
+    ], bad
+
+
+def flat_offsets(texts: Sequence[str], all_ids: np.ndarray, n_tok: np.ndarray,
+                 token_len: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Start and end code-point offsets (local to each text) of a whole batch's tokens.
+
     `token_len[id]` is the byte length of a token. The whole batch is mapped with a handful
     of numpy operations (this sits on the measuring hot path): byte offsets come from
     cumulative token lengths; a byte offset maps to the character holding that byte, so a
-    token with part of a character's bytes spans the whole character. Returns the encodings
-    and the indices of texts whose tokens do not add up to the text's byte length (their
-    spans are clipped to the text; callers may redo them another way).
+    token with part of a character's bytes spans the whole character. Also returns the
+    indices of texts whose tokens do not add up to the text's byte length.
     """
     n_docs = len(texts)
-    if n_docs == 0:
-        return [], []
     raw = [t.encode("utf-8", "surrogatepass") for t in texts]
     n_bytes = np.fromiter(map(len, raw), dtype=np.int64, count=n_docs)
     n_chars = np.fromiter(map(len, texts), dtype=np.int64, count=n_docs)
-    n_tok = np.fromiter(map(len, ids), dtype=np.int64, count=n_docs)
     data = np.frombuffer(b"".join(raw), dtype=np.uint8)
     # Character index of every byte of the batch: count the bytes that start a character
     # (all but 0b10xxxxxx continuation bytes); one sentinel past the end.
@@ -295,8 +312,6 @@ def offsets_from_token_lengths(
     char_of_byte[:-1] = char_of_byte[1:] - 1
     char_of_byte[-1] = int(n_chars.sum())
 
-    all_ids = np.concatenate(ids) if n_docs > 1 else np.asarray(ids[0])
-    all_ids = all_ids.astype(np.int64, copy=False)
     tl = token_len[all_ids]
     cum = np.cumsum(tl)
     tok_end = np.cumsum(n_tok)
@@ -316,13 +331,7 @@ def offsets_from_token_lengths(
     char_start = np.repeat(np.cumsum(n_chars) - n_chars, n_tok)
     starts = char_of_byte[b0].astype(np.int64) - char_start
     ends = np.where(b1 > b0, char_of_byte[np.maximum(b1 - 1, 0)] + 1 - char_start, starts)
-
-    # Plain slicing: np.split costs several times more per piece.
-    bounds = tok_end.tolist()
-    return [
-        Encoded(all_ids[a:b], starts[a:b], ends[a:b]) for a, b in zip([0, *bounds[:-1]], bounds)
-    ], bad
-
+    return starts, ends, bad
 
 
 class ByteTable:

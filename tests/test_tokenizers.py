@@ -630,3 +630,21 @@ def test_every_adapter_satisfies_the_protocol(hf_dir, sp_path, rank_dir):
         assert {"kind", "model", "byte_level", "byte_fallback", "normalizer", "pre_tokenizer",
                 "pattern", "pattern_regex", "unk_token"} <= set(cfg)
         assert tok.encode_batch([]) == []
+
+
+def test_hf_encode_flat_equals_encode_batch_on_every_path(tmp_path, hf_dir):
+    """The measuring path's flat arrays are the per-text encodings laid end to end: on the
+    fast byte-length path, with an NFC normaliser (composed and decomposed texts in one
+    batch), and with a normaliser that changes lengths (the library's offsets)."""
+    tok = train_bytelevel()
+    tok.normalizer = normalizers.NFC()
+    tok.save(str(tmp_path / "nfc.json"))
+    texts = ["a the cafe\u0301", "a the caf\u00e9", "বাংলা ভাষা", "x", "ﬁeld THE"]
+    for ours in (load_tokenizer(str(hf_dir)), load_tokenizer(str(tmp_path / "nfc.json"))):
+        for batch in (texts, texts[1:3]):  # with and without a text NFC changes
+            ids, starts, ends, counts = ours.encode_flat(batch)
+            encs = ours.encode_batch(batch)
+            assert counts.tolist() == [len(e.ids) for e in encs]
+            assert ids.tolist() == [i for e in encs for i in e.ids.tolist()]
+            assert starts.tolist() == [i for e in encs for i in e.starts.tolist()]
+            assert ends.tolist() == [i for e in encs for i in e.ends.tolist()]
