@@ -1,19 +1,9 @@
 """Token shards: the corpus tokenized once into memory-mapped files, then read in a seeded order.
 
-Shard file layout (little-endian), `HEADER_BYTES` bytes of header then the token array:
-
-    magic        8s   b"FERTTOK\\0"
-    version      u32  1
-    dtype        u32  itemsize of the token array: 2 (uint16) or 4 (uint32)
-    vocab_size   u64  the tokenizer's vocabulary size
-    fingerprint  64s  the tokenizer's fingerprint (ASCII, NUL-padded)
-    n_tokens     u64
-    n_docs       u64
-    separator    i64  id appended after every document, or -1 for none
-
-A data folder holds `train-00000.bin ...`, `heldout-00000.bin ...`, `heldout.jsonl` (the held-out
-documents, so evaluation can score each language) and `index.json`, written last. The folder is
-built under `<name>.partial` and renamed, so a half-built one is never mistaken for a whole one.
+The shard file format is in trainer/shards.py. A data folder holds `train-00000.bin ...`,
+`heldout-00000.bin ...`, `heldout.jsonl` (the held-out documents, so evaluation can score each
+language) and `index.json`, written last. The folder is built under `<name>.partial` and
+renamed, so a half-built one is never mistaken for a whole one.
 """
 
 from __future__ import annotations
@@ -23,121 +13,20 @@ import json
 import multiprocessing
 import os
 import shutil
-import struct
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from fertility.errors import TrainingError
+from trainer.shards import ShardHeader, ShardWriter, dtype_for_vocab, open_shard
 
-MAGIC = b"FERTTOK\0"
-VERSION = 1
-HEADER = struct.Struct("<8sIIQ64sQQq")
-HEADER_BYTES = 256  # room to grow; also keeps the token array aligned
 INDEX_SCHEMA = "fertility.shards/1"
-_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
 # Names under which tokenizers spell "end of document", most specific first.
 _EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "[EOS]", "<|im_end|>")
 
-
-def dtype_for_vocab(vocab_size: int) -> np.dtype:
-    """uint16 when every id (0 .. vocab_size-1) fits in 16 bits, else uint32."""
-    return _DTYPES[2] if vocab_size <= 1 << 16 else _DTYPES[4]
-
-
-@dataclass(frozen=True)
-class ShardHeader:
-    version: int
-    dtype: np.dtype
-    vocab_size: int
-    fingerprint: str
-    n_tokens: int
-    n_docs: int
-    separator: int | None
-
-
-def _pack_header(h: ShardHeader) -> bytes:
-    fp = h.fingerprint.encode("ascii")
-    if len(fp) > 64:
-        raise TrainingError(f"tokenizer fingerprint longer than 64 characters: {h.fingerprint}")
-    packed = HEADER.pack(MAGIC, VERSION, h.dtype.itemsize, h.vocab_size, fp, h.n_tokens,
-                         h.n_docs, -1 if h.separator is None else h.separator)
-    return packed.ljust(HEADER_BYTES, b"\0")
-
-
-def read_header(path: str | Path) -> ShardHeader:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(HEADER_BYTES)
-    except OSError as e:
-        raise TrainingError(f"{path}: cannot read token shard ({e.strerror})") from None
-    if len(raw) < HEADER.size or raw[:8] != MAGIC:
-        raise TrainingError(f"{path}: not a fertility token shard (bad magic)")
-    magic, version, code, vocab, fp, n_tok, n_docs, sep = HEADER.unpack_from(raw)
-    if version != VERSION:
-        raise TrainingError(f"{path}: token shard version {version}, this build reads {VERSION}")
-    if code not in _DTYPES:
-        raise TrainingError(f"{path}: unknown token dtype code {code}")
-    return ShardHeader(version, _DTYPES[code], vocab, fp.rstrip(b"\0").decode("ascii"),
-                       n_tok, n_docs, None if sep < 0 else sep)
-
-
-class ShardWriter:
-    """Appends token arrays to one shard file; the header is written on close."""
-
-    def __init__(self, path: Path, *, vocab_size: int, fingerprint: str,
-                 separator: int | None) -> None:
-        self.path = path
-        self.dtype = dtype_for_vocab(vocab_size)
-        self._meta = (vocab_size, fingerprint, separator)
-        self.n_tokens = 0
-        self.n_docs = 0
-        self._f = open(path, "wb")
-        self._f.write(b"\0" * HEADER_BYTES)
-
-    def append(self, tokens: np.ndarray, n_docs: int) -> None:
-        self._f.write(np.ascontiguousarray(tokens, dtype=self.dtype).tobytes())
-        self.n_tokens += len(tokens)
-        self.n_docs += n_docs
-
-    def close(self) -> dict[str, Any]:
-        vocab, fp, sep = self._meta
-        self._f.seek(0)
-        self._f.write(_pack_header(ShardHeader(VERSION, self.dtype, vocab, fp, self.n_tokens,
-                                               self.n_docs, sep)))
-        self._f.flush()
-        os.fsync(self._f.fileno())
-        self._f.close()
-        return {"file": self.path.name, "tokens": self.n_tokens, "docs": self.n_docs}
-
-
-def write_shard(path: str | Path, tokens: np.ndarray, *, vocab_size: int, fingerprint: str,
-                n_docs: int = 1, separator: int | None = None) -> ShardHeader:
-    """Write a whole token array as one shard (tests and tools; the pipeline streams)."""
-    w = ShardWriter(Path(path), vocab_size=vocab_size, fingerprint=fingerprint,
-                    separator=separator)
-    w.append(np.asarray(tokens), n_docs)
-    w.close()
-    return read_header(path)
-
-
-def open_shard(path: str | Path) -> tuple[ShardHeader, np.ndarray]:
-    """Header and a read-only memory map of the tokens; a truncated file is refused."""
-    h = read_header(path)
-    expected = HEADER_BYTES + h.n_tokens * h.dtype.itemsize
-    size = os.path.getsize(path)
-    if size != expected:
-        raise TrainingError(f"{path}: token shard is {size} bytes, its header says {expected}")
-    if h.n_tokens == 0:
-        return h, np.zeros(0, dtype=h.dtype)
-    return h, np.memmap(path, dtype=h.dtype, mode="r", offset=HEADER_BYTES, shape=(h.n_tokens,))
-
-
-# -- building ----------------------------------------------------------------------------
 
 def choose_separator(special_tokens: dict[str, int], setting: int | str) -> int | None:
     """The id put between documents: the tokenizer's end-of-text token when it has one.

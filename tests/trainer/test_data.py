@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from fertility.errors import TrainingError
-from trainer.data import (HEADER_BYTES, Batches, TokenData, build_shards, choose_separator,
-                          open_shard, read_header, read_index, write_shard)
+from trainer.data import Batches, TokenData, build_shards, choose_separator, read_index
+from trainer.shards import HEADER_BYTES, open_shard, read_header, write_shard
 
 FP_A = "a" * 64
 FP_B = "b" * 64

@@ -12,7 +12,8 @@ import torch
 from fertility.errors import TrainingError
 from trainer import checkpoint as ck
 from trainer.config import TrainConfig
-from trainer.data import Batches, TokenData, write_shard
+from trainer.data import Batches, TokenData
+from trainer.shards import write_shard
 from trainer.loop import Trainer, lr_at
 from trainer.model import config_from_preset
 

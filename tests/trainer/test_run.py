@@ -16,7 +16,7 @@ import torch
 from fertility.errors import TrainingError
 from trainer.checkpoint import load_model
 from trainer.config import TrainConfig, load_config
-from trainer.data import open_shard, read_header
+from trainer.shards import open_shard, read_header
 from tests.trainer.tokfixture import train_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
