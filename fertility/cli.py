@@ -227,4 +227,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as `python -m fertility.cli`: this file is __main__, so take the group that
+    # fertility.cli_train registers its commands on from the imported module.
+    from fertility.cli import main as _main
+
+    _main()

@@ -1,19 +1,29 @@
-"""The Bangla trap, reproduced on examples/corpus: a GPT-2-style tokenizer, its diagnosis, the fix.
+"""The Bangla trap on the project's text: a GPT-2-style tokenizer, its diagnosis, the fix.
 
-    python examples/bangla_trap/run.py [--out out/bangla_trap] [--vocab-size 16000]
-                                       [--heldout 0.2] [--seed 0] [--sweep 4000,8000]
+    python examples/bangla_trap/run.py [--out out/bangla_trap] [--vocab-size 24000]
+                                       [--heldout 0.2] [--seed 0] [--sweep 8000,16000,32000]
+                                       [--budget cover|corpus|CHARS]
 
-1. Hold out lines exactly as `fertility fix` will (same fraction and seed), so that neither
+The corpus is examples/corpus (60 parallel lines in ten languages) plus
+examples/bangla_trap/extra (530 more lines of everyday Bengali and their English translation),
+so that the vocabulary has enough Bengali to learn its frequent words.
+
+1. Hold out lines exactly as `fertility fix` will (same paths, fraction and seed), so that neither
    tokenizer is measured on text it was trained on.
 2. Train the naive tokenizer: byte-level BPE with the GPT-2 pre-tokenizer on the training lines,
    Bangla-weighted (the Bengali lines three times, as in the published corpus).
 3. `fertility report` on the corpus: Bengali chars per token and the `mark-split` finding.
-4. `fertility fix examples/corpus --from naive ...` with the same vocabulary size: trains the
-   mark-aware vocabulary and measures old and new side by side on the held-out lines.
+4. `fertility fix examples/corpus examples/bangla_trap/extra --from naive ...` with the same
+   vocabulary size: trains the mark-aware vocabulary on a temperature-0.3 sample over languages
+   and measures old and new side by side on the held-out lines. The sample's budget
+   (`--max-train-chars`) is, by default here, the smallest one whose share for every language
+   covers all of that language's training text (`--budget cover`), so no training line is left
+   out; `--budget corpus` keeps `fertility fix`'s own default (all training characters, which
+   subsamples the languages above their share: here Bengali and English).
 5. Print the figures and write them to OUT/walkthrough.json (README.md quotes that file).
 
 `--sweep` repeats steps 2 and 4 for other vocabulary sizes and adds a table (held-out figures).
-Until the `fertility fix` command exists, step 4 calls `fertility.fix.fix` with the same
+Where the `fertility fix` command is missing, step 4 calls `fertility.fix.fix` with the same
 arguments.
 """
 
@@ -32,16 +42,22 @@ from fertility.fix import FixConfig, fix, heldout_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "examples" / "corpus"
-CLI = [sys.executable, "-m", "fertility.cli"]
+EXTRA = Path(__file__).resolve().parent / "extra"   # more Bengali (and its English), same split
+PATHS = [CORPUS, EXTRA]
+# The installed entry point, not `python -m fertility.cli`: run as __main__, cli.py's group is a
+# second copy to which cli_train never adds `fix`.
+CLI = [sys.executable, "-c", "import sys; from fertility.cli import main; sys.argv[0] = "
+       "'fertility'; main()"]
+TEMPERATURE = 0.3   # `fertility fix`'s default; the budget rule below needs it
 
 
 def training_lines(held: set[tuple[str, int]]) -> tuple[list[str], dict[str, list[str]]]:
-    """Bangla-weighted training text for the naive tokenizer, and the training lines per file."""
+    """Bangla-weighted training text for the naive tokenizer; the training lines per language."""
     weighted, per_lang = [], {}
-    for path in sorted(CORPUS.glob("*.txt")):
+    for path in (p for folder in PATHS for p in sorted(folder.glob("*.txt"))):
         lines = [t for i, t in enumerate(path.read_text("utf-8").splitlines(), 1)
                  if t.strip() and (str(path), i) not in held]
-        per_lang[path.stem] = lines
+        per_lang.setdefault(path.stem, []).extend(lines)
         weighted += lines * (3 if path.stem == "bn" else 1)
     return weighted, per_lang
 
@@ -60,27 +76,46 @@ def train_naive(lines: list[str], vocab_size: int, path: Path) -> int:
 
 
 def run_report(naive: Path, out: Path) -> dict:
-    cmd = [*CLI, "report", str(CORPUS), "-t", f"naive={naive}", "--format", "json", "-o",
+    cmd = [*CLI, "report", *map(str, PATHS), "-t", f"naive={naive}", "--format", "json", "-o",
            str(out), "--quiet"]
-    print("$", "fertility", *cmd[3:], flush=True)
+    print("$", "fertility", *cmd[len(CLI):], flush=True)
     subprocess.run(cmd, check=True)
     return json.loads(out.read_text("utf-8"))
 
 
-def run_fix(naive: Path, out: Path, args, vocab_size: int) -> dict:
-    argv = ["fix", str(CORPUS), "--from", str(naive), "--vocab-size", str(vocab_size),
+def cover_budget(per_lang: dict[str, list[str]], temperature: float) -> int:
+    """Smallest sampling budget B with p_g * B >= n_g for every language g (p_g = n_g**T / sum).
+
+    At this budget the temperature sampler repeats the small languages and drops nothing from
+    the large ones. Computed from the training lines only; rounded up to the next thousand
+    characters plus one thousand, so that a small difference in how characters are counted
+    cannot leave a line out.
+    """
+    n = {g: sum(map(len, lines)) for g, lines in per_lang.items()}
+    w = {g: c ** temperature for g, c in n.items() if c}
+    total = sum(w.values())
+    need = max(n[g] * total / w[g] for g in w)
+    return -(-int(need) // 1000) * 1000 + 1000
+
+
+def run_fix(naive: Path, out: Path, args, vocab_size: int, budget: int | None) -> dict:
+    argv = ["fix", *map(str, PATHS), "--from", str(naive), "--vocab-size", str(vocab_size),
             "--out", str(out), "--heldout", str(args.heldout), "--seed", str(args.seed),
-            "--quiet"]
+            "--temperature", str(TEMPERATURE),
+            *(["--max-train-chars", str(budget)] if budget else []), "--quiet"]
     have_cli = subprocess.run([*CLI, "fix", "--help"], capture_output=True).returncode == 0
     print("$", "fertility", *argv, "" if have_cli else "   (library call: no CLI command yet)",
           flush=True)
     if have_cli:
-        done = subprocess.run([*CLI, *argv])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out.parent / "fix-stdout.txt", "w", encoding="utf-8") as log:
+            done = subprocess.run([*CLI, *argv], stdout=log)   # its summary table: kept, not shown
         if done.returncode not in (0, 1):  # 1: written, but the gate said no
             sys.exit(done.returncode)
     else:
-        fix([CORPUS], out, FixConfig(vocab_size=vocab_size, heldout_fraction=args.heldout,
-                                     seed=args.seed), from_tokenizer=str(naive))
+        fix(PATHS, out, FixConfig(vocab_size=vocab_size, heldout_fraction=args.heldout,
+                                  seed=args.seed, temperature=TEMPERATURE,
+                                  max_train_chars=budget), from_tokenizer=str(naive))
     return json.loads((out / "fix-report.json").read_text("utf-8"))
 
 
@@ -89,6 +124,28 @@ def unseen_share(per_lang: dict[str, list[str]], held_texts: list[str], lang: st
     seen = set(regex.findall(r"\w+", "\n".join(per_lang[lang])))
     words = regex.findall(r"\w+", "\n".join(held_texts))
     return sum(w not in seen for w in words) / max(len(words), 1)
+
+
+def by_source(held: set[tuple[str, int]], naive: Path, fixed: Path,
+              per_lang: dict[str, list[str]]) -> dict:
+    """Held-out chars per token of each tokenizer per file, so the 12 lines of examples/corpus
+    (written apart from extra/) can be read on their own. Chars are code points of the line."""
+    toks = {"naive": Tokenizer.from_file(str(naive)),
+            "fixed": Tokenizer.from_file(str(fixed / "tokenizer.json"))}
+    out = {}
+    for folder in PATHS:
+        for lang in ("bn", "en"):
+            path = folder / f"{lang}.txt"
+            texts = [t for i, t in enumerate(path.read_text("utf-8").splitlines(), 1)
+                     if (str(path), i) in held]
+            chars = sum(map(len, texts))
+            row = {"lines": len(texts)}
+            for name, tok in toks.items():
+                row[name] = chars / sum(len(e.ids) for e in tok.encode_batch(texts))
+            if lang == "bn":
+                row["words_unseen_in_training"] = unseen_share(per_lang, texts, lang)
+            out[str(path.relative_to(ROOT))] = row
+    return out
 
 
 def figures(fix_report: dict) -> dict:
@@ -112,18 +169,24 @@ def figures(fix_report: dict) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "bangla_trap")
-    ap.add_argument("--vocab-size", type=int, default=16000)
+    ap.add_argument("--vocab-size", type=int, default=24000)
     ap.add_argument("--heldout", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--sweep", default="", help="other vocabulary sizes, comma-separated")
+    ap.add_argument("--sweep", default="8000,16000,32000",
+                    help="other vocabulary sizes, comma-separated ('' for none)")
+    ap.add_argument("--budget", default="cover",
+                    help="sampling budget of `fertility fix`: cover (every language's share "
+                         "covers its training text), corpus (fix's default), or a number")
     args = ap.parse_args()
     out: Path = args.out
 
-    held = set(heldout_documents([CORPUS], args.heldout, args.seed))
+    held = set(heldout_documents(PATHS, args.heldout, args.seed))
     weighted, per_lang = training_lines(held)
     print(f"held out {len(held)} lines ({args.heldout:g} per language, seed {args.seed}); "
           f"the naive tokenizer trains on the other {sum(map(len, per_lang.values()))} "
           "(Bengali three times)")
+    budget = (cover_budget(per_lang, TEMPERATURE) if args.budget == "cover"
+              else None if args.budget == "corpus" else int(args.budget))
 
     naive = out / "naive" / "tokenizer.json"
     naive_size = train_naive(weighted, args.vocab_size, naive)
@@ -137,13 +200,18 @@ def main() -> None:
     for f in marks:
         print(f"  {f['severity']} {f['rule']} {f['group']}={f['key']}: {f['cause']}")
 
-    fixed = run_fix(naive, out / "fixed", args, args.vocab_size)
+    fixed = run_fix(naive, out / "fixed", args, args.vocab_size, budget)
     fig = figures(fixed)
     held_bn = [json.loads(x)["text"] for x in
                (out / "fixed" / "heldout" / "bn.jsonl").read_text("utf-8").splitlines()]
     result = {
         "settings": {"vocab_size": args.vocab_size, "heldout": args.heldout, "seed": args.seed,
-                     "temperature": fixed["settings"]["temperature"]},
+                     "temperature": fixed["settings"]["temperature"], "budget": args.budget,
+                     "max_train_chars": budget},
+        "paths": [str(p.relative_to(ROOT)) for p in PATHS],
+        "sampling": {g: {"train_chars": fixed["split"]["languages"][g]["train_chars"],
+                         "repeat": round(v["repeat"], 3)}
+                     for g, v in fixed["sampling"]["languages"].items()},
         "naive_vocab_size": naive_size, "fixed_vocab_size": fixed["tokenizer"]["vocab_size"],
         "report_whole_corpus": {"Beng": beng["chars_per_token"],
                                 "Beng_ci": [beng["chars_per_token_lo"],
@@ -154,13 +222,16 @@ def main() -> None:
                           f"{c['direction']} {c['threshold']:g} ({c['verdict']})"
                           for c in fixed["gate"]["checks"] if c["verdict"] != "pass"],
         "bn_heldout_words_unseen_in_training": unseen_share(per_lang, held_bn, "bn"),
+        "heldout_by_file": by_source(held, naive, out / "fixed", per_lang),
         "sweep": [],
     }
     for size in [int(s) for s in args.sweep.split(",") if s.strip()]:
         path = out / f"sweep-{size}" / "naive" / "tokenizer.json"
         n = train_naive(weighted, size, path)
-        f = figures(run_fix(path, out / f"sweep-{size}" / "fixed", args, size))
-        result["sweep"].append({"vocab_size": size, "naive_vocab_size": n, **f})
+        rep_s = run_fix(path, out / f"sweep-{size}" / "fixed", args, size, budget)
+        result["sweep"].append({"vocab_size": size, "naive_vocab_size": n,
+                                "fixed_vocab_size": rep_s["tokenizer"]["vocab_size"],
+                                **figures(rep_s)})
     (out / "walkthrough.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
 
     print(f"\nheld-out lines only (vocabulary {args.vocab_size}: naive used {naive_size}, "
@@ -171,13 +242,22 @@ def main() -> None:
               f"{f['before_ci'][1]:.2f}]  fixed {f['after']:.2f} [{f['after_ci'][0]:.2f}, "
               f"{f['after_ci'][1]:.2f}]  x{f['ratio']:.2f}  ceiling {f['before_ceiling']:.2f}"
               f" -> {f['after_ceiling']:.2f}  round-trip failures {f['after_roundtrip_failures']}")
+    print(f"  sampling budget {budget or 'all training characters'} (--budget {args.budget}): "
+          "share of its training text each language got: " + ", ".join(
+              f"{g} x{v['repeat']:.2f}" for g, v in result["sampling"].items()))
     print(f"  held-out Bengali words never seen in training: "
           f"{result['bn_heldout_words_unseen_in_training']:.0%}")
+    for name, row in result["heldout_by_file"].items():
+        unseen = row.get("words_unseen_in_training")
+        print(f"    {name:<32} {row['lines']:>3} lines: naive {row['naive']:.2f}, fixed "
+              f"{row['fixed']:.2f}" + (f", words unseen {unseen:.0%}" if unseen is not None
+                                       else ""))
     print(f"  gate on the fixed tokenizer: {'PASS' if result['gate_passed'] else 'FAIL'}")
     for line in result["gate_failures"]:
         print(f"    {line}")
     for s in result["sweep"]:
-        print(f"  vocabulary {s['vocab_size']}: bn {s['language:bn']['before']:.2f} -> "
+        print(f"  vocabulary {s['vocab_size']} (naive used {s['naive_vocab_size']}, fixed "
+              f"{s['fixed_vocab_size']}): bn {s['language:bn']['before']:.2f} -> "
               f"{s['language:bn']['after']:.2f}, en {s['language:en']['before']:.2f} -> "
               f"{s['language:en']['after']:.2f} (x{s['language:en']['ratio']:.3f})")
     print(f"wrote {out / 'walkthrough.json'}")
