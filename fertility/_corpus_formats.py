@@ -190,11 +190,75 @@ def iter_lines(stream: BinaryIO, split_cr: bool) -> Iterator[tuple[int, bytes]]:
         offset += size
 
 
+TXT_BLOCK = 1 << 18  # bytes read at a time by read_txt (memory stays a few times this)
+
+
 def read_txt(stream: BinaryIO, path: str, strict: bool, stats: FileStats) -> Iterator[Record]:
-    for number, (offset, raw) in enumerate(iter_lines(stream, split_cr=True), 1):
-        text = decode(raw, offset, path, strict, stats)
-        if text.strip():
-            yield number, text, None
+    """Lines of a .txt file (terminators \\n, \\r\\n, lone \\r), read in blocks of whole lines:
+    a block of valid UTF-8 is decoded and split at once (the common case, several times faster
+    than line by line); a block with invalid UTF-8 is decoded line by line so each bad
+    sequence is counted and located. NUL bytes: as iter_lines (binary before the first line
+    within BINARY_PROBE bytes, else the lines before the NUL's line are kept)."""
+    buf = stream.read(BINARY_PROBE)
+    if b"\0" in buf:
+        raise BinaryFile(buf.index(b"\0"))
+    offset = 0  # file offset of buf[0]
+    if buf.startswith(_BOM):
+        buf, offset = buf[len(_BOM):], len(_BOM)
+    number = 0
+    eof = False
+    while True:
+        if not eof:
+            more = stream.read(TXT_BLOCK)
+            eof = not more
+            buf += more
+        cut = len(buf) if eof else buf.rfind(b"\n") + 1
+        if cut == 0 and not eof:
+            continue  # one line longer than a block: read on
+        chunk, buf = buf[:cut], buf[cut:]
+        nul = chunk.find(b"\0")
+        whole = chunk if nul < 0 else chunk[: chunk.rfind(b"\n", 0, nul) + 1]
+        for text in _block_lines(whole, offset, path, strict, stats):
+            number += 1
+            if text.strip():
+                yield number, text, None
+        if nul >= 0:
+            raise BinaryFile(offset + nul)
+        offset += cut
+        if eof:
+            return
+
+
+def _block_lines(block: bytes, offset: int, path: str, strict: bool,
+                 stats: FileStats) -> Iterator[str]:
+    """Every line of `block` (whole lines; its last may lack a terminator at end of file)."""
+    if not block:
+        return
+    try:
+        parts = block.decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        parts = None
+    if parts is not None:
+        if block.endswith(b"\n"):
+            parts.pop()
+        for line in parts:
+            if line.endswith("\r"):
+                line = line[:-1]
+            if "\r" in line:
+                yield from line.split("\r")
+            else:
+                yield line
+        return
+    raws = block.split(b"\n")
+    if block.endswith(b"\n"):
+        raws.pop()
+    for raw in raws:
+        start = offset
+        offset += len(raw) + 1
+        line = raw[:-1] if raw.endswith(b"\r") else raw
+        for part in line.split(b"\r"):
+            yield decode(part, start, path, strict, stats)
+            start += len(part) + 1
 
 
 def read_whole(stream: BinaryIO, path: str, strict: bool, stats: FileStats) -> Iterator[Record]:

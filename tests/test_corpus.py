@@ -7,6 +7,7 @@ from __future__ import annotations
 import builtins
 import bz2
 import gzip
+import io
 import json
 import lzma
 import os
@@ -19,6 +20,7 @@ import pytest
 import zstandard
 
 from fertility.corpus import Corpus, Document
+from fertility import _corpus_formats as fmt
 from fertility.errors import CorpusError
 
 COMPRESS = {
@@ -420,14 +422,60 @@ def test_documents_arrive_before_the_file_is_read(tmp_path):
 
 
 def test_memory_stays_flat(tmp_path):
+    """Peak memory while reading does not grow with the file: a 4 MB and a 16 MB file peak
+    alike, far below the smaller file's size (nothing holds the corpus)."""
     line = ("নমস্কার " * 12 + "\n").encode()  # ~ 200 bytes per line
-    path = write(tmp_path / "a.txt", line * 20_000)  # ~ 4 MB
-    corpus = Corpus([str(path)])
-    tracemalloc.start()
-    try:
-        count = sum(len(batch) for batch in corpus.batches(64))
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert count == 20_000
-    assert peak < 1_000_000, peak  # far below the file size: nothing holds the corpus
+    peaks = []
+    for n in (20_000, 80_000):  # ~ 4 MB and ~ 16 MB
+        path = write(tmp_path / f"{n}.txt", line * n)
+        corpus = Corpus([str(path)])
+        tracemalloc.start()
+        try:
+            count = sum(len(batch) for batch in corpus.batches(64))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert count == n
+        peaks.append(peak)
+    assert peaks[0] < 2_000_000, peaks
+    assert peaks[1] < 1.25 * peaks[0], peaks
+
+
+def _line_by_line(stream, path, strict, stats):
+    """The plain reader (one line at a time) that the block reader must agree with."""
+    for number, (offset, raw) in enumerate(fmt.iter_lines(stream, split_cr=True), 1):
+        text = fmt.decode(raw, offset, path, strict, stats)
+        if text.strip():
+            yield number, text, None
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1 << 18])
+@pytest.mark.parametrize("data", [
+    b"\xef\xbb\xbfone\r\ntwo\rthree\n\n  \nfour",
+    "বাংলা\r\nভাষা\n".encode() * 50 + b"tail without newline",
+    b"ok\nbad \xff\xfe here\nmore\r\nbad2 \xc3\n" * 20,
+    b"x" * 9000 + b"\nline\nwith\x00nul\nafter\n",
+    ("a" * 300 + "\r").encode() * 10,
+])
+def test_block_reader_agrees_with_line_by_line(monkeypatch, block, data):
+    monkeypatch.setattr(fmt, "TXT_BLOCK", block)
+
+    def run(reader):
+        stats = fmt.FileStats()
+        out = []
+        try:
+            for rec in reader(io.BytesIO(data), "f.txt", False, stats):
+                out.append(rec)
+        except fmt.BinaryFile as b:
+            out.append(("binary", b.offset))
+        return out, stats.invalid_utf8, stats.first_bad_offset
+
+    assert run(fmt.read_txt) == run(_line_by_line)
+
+    def strict(reader):
+        try:
+            return list(reader(io.BytesIO(data), "f.txt", True, fmt.FileStats()))
+        except (CorpusError, fmt.BinaryFile) as e:
+            return repr(e)
+
+    assert strict(fmt.read_txt) == strict(_line_by_line)
