@@ -125,11 +125,12 @@ def _detail_mask(doc_lang, state) -> np.ndarray:
     if state.detail_docs is None:
         return np.ones(len(doc_lang), dtype=bool)
     mask = np.zeros(len(doc_lang), dtype=bool)
-    for i, lang in enumerate(doc_lang.tolist()):
+    for lang in np.unique(doc_lang).tolist():  # the first documents of each language
         seen = state.detail_seen.get(lang, 0)
         if seen < state.detail_docs:
-            mask[i] = True
-            state.detail_seen[lang] = seen + 1
+            take = np.flatnonzero(doc_lang == lang)[: state.detail_docs - seen]
+            mask[take] = True
+            state.detail_seen[lang] = seen + len(take)
     return mask
 
 
@@ -266,6 +267,10 @@ def _diff_example(before: str, after: str, context: int = 30) -> dict:
 
 
 def _take_samples(acc, texts, dominant, starts, ends, per_doc) -> None:
+    wanted = [s for s in np.unique(dominant).tolist()
+              if len(acc.samples.get(s, ())) < acc.samples_per_script]
+    if not wanted:  # the usual case after the first batches
+        return
     bounds = np.concatenate(([0], np.cumsum(per_doc)))
     for i, script in enumerate(dominant.tolist()):
         have = acc.samples.setdefault(script, [])
