@@ -32,6 +32,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from fertility._tok_hf import bytes_to_unicode
 from fertility.errors import EvalError
 
 # Text used to check a converted tokenizer against the run's own: several scripts, digits,
@@ -182,20 +183,6 @@ def _bos_processor(sep_token: str | None, sep_id: int | None) -> dict | None:
 
 # -- tiktoken -> tokenizer.json -------------------------------------------------------------
 
-def _byte_alphabet() -> dict[int, str]:
-    """GPT-2's printable stand-in character for every byte (byte-level BPE's alphabet)."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
-            *range(ord("®"), ord("ÿ") + 1)]
-    table, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            table[b] = chr(b)
-        else:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
-
-
 def tiktoken_to_hf(tok) -> dict[str, Any]:
     """A byte-level BPE tokenizer.json equivalent to a tiktoken tokenizer.
 
@@ -203,7 +190,7 @@ def tiktoken_to_hf(tok) -> dict[str, Any]:
     greedy order is HF BPE with one merge per multi-byte token, ranked like the token, built
     from every split of the token into two tokens of lower rank.
     """
-    alphabet = _byte_alphabet()
+    alphabet = bytes_to_unicode()
     special_ids = set(tok.special_tokens.values())
     ranks: dict[bytes, int] = {}
     for i in range(tok.vocab_size):

@@ -37,7 +37,7 @@ from fertility.tokenizers import (
 _NORMAL_FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's byte-level alphabet: every byte gets a printable stand-in character."""
     printable = [
         *range(ord("!"), ord("~") + 1),
@@ -55,7 +55,7 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 
 # Byte-level string -> latin-1 string with one character per byte, for str.translate.
-_UNBYTE = {ord(ch): b for b, ch in _bytes_to_unicode().items()}
+_UNBYTE = {ord(ch): b for b, ch in bytes_to_unicode().items()}
 
 
 def _walk(component) -> Iterator[dict]:

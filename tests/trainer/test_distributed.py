@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from trainer import checkpoint as ck
-from tests.trainer.tokfixture import train_tokenizer
+from tests.trainer.tokfixture import PassingGate, train_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = sorted(str(p) for p in (REPO / "examples/corpus").glob("*.txt"))
@@ -42,16 +42,6 @@ pretrain(corpus, tok, out, quiet=True, overrides=settings, gate=lambda p, t: Gat
 """
 
 
-class Gate:
-    passed = True
-
-    def format_text(self):
-        return "verdict: PASS"
-
-    def to_dict(self):
-        return {"passed": True}
-
-
 def _rows(run: Path):
     return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
 
@@ -67,7 +57,7 @@ def single(tmp_path_factory):
     torch.set_num_threads(1)
     try:
         pretrain(CORPUS, tok, tmp / "run", quiet=True, overrides=SETTINGS,
-                 gate=lambda p, t: Gate())
+                 gate=lambda p, t: PassingGate())
     finally:
         torch.set_num_threads(before)
     return tok, tmp / "run"

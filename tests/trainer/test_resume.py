@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from trainer import checkpoint as ck
-from tests.trainer.tokfixture import train_tokenizer
+from tests.trainer.tokfixture import PassingGate, train_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = sorted(str(p) for p in (REPO / "examples/corpus").glob("*.txt"))
@@ -51,20 +51,10 @@ pretrain(corpus, tok, out, quiet=True, overrides=settings, gate=lambda p, t: Gat
 """
 
 
-class Gate:
-    passed = True
-
-    def format_text(self):
-        return "verdict: PASS"
-
-    def to_dict(self):
-        return {"passed": True}
-
-
 def _pretrain(tok, out, **kw):
     from trainer.run import pretrain
 
-    return pretrain(CORPUS, tok, out, quiet=True, overrides=SETTINGS, gate=lambda p, t: Gate(),
+    return pretrain(CORPUS, tok, out, quiet=True, overrides=SETTINGS, gate=lambda p, t: PassingGate(),
                     **kw)
 
 

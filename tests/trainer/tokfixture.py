@@ -23,3 +23,15 @@ def train_tokenizer(path: Path, vocab_size: int = 384, text: list[str] | None = 
     path.parent.mkdir(parents=True, exist_ok=True)
     tok.save(str(path))
     return str(path)
+
+
+class PassingGate:
+    """A gate verdict that lets any tokenizer train (tests of the trainer, not of the gate)."""
+
+    passed = True
+
+    def format_text(self):
+        return "verdict: PASS"
+
+    def to_dict(self):
+        return {"passed": True}
