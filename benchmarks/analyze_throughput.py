@@ -6,9 +6,11 @@
 A multilingual corpus is generated from examples/corpus (lines shuffled and recombined, seeded)
 into a temporary folder. Both sides read the same files in the same batches:
   (a) raw:  `tokenizers.Tokenizer.encode_batch` on every batch (ids and offsets produced);
-  (b) ours: `fertility.analyze` with every metric on (defaults) for the same tokenizer.
+  (b) ours: `fertility.analyze` with every metric on (defaults) for the same tokenizer; on
+      a corpus this size the defaults measure with one process per core (fertility._parallel).
 Runs alternate a, b, a, b and the best of each is kept. Peak RSS is measured in a fresh
-process per corpus size (`resource.getrusage` ru_maxrss).
+process per corpus size (`resource.getrusage` ru_maxrss of the main process and of the
+largest measuring process).
 """
 
 from __future__ import annotations
@@ -87,12 +89,14 @@ def peak_rss(corpus: Path, tok_path: Path) -> float:
     code = (
         "import resource, sys; sys.path.insert(0, %r)\n"
         "from fertility.measure import analyze\n"
-        "analyze([%r], ['bpe=%s'])\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "rep = analyze([%r], ['bpe=%s'])\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,\n"
+        "      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rep.settings['workers'])\n"
     ) % (str(ROOT), str(corpus), tok_path)
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                          text=True).stdout
-    return int(out.strip().splitlines()[-1]) / 1024  # KiB -> MiB
+    parent, child, workers = map(int, out.strip().splitlines()[-1].split())
+    return parent / 1024, child / 1024, workers  # KiB -> MiB
 
 
 def main() -> None:
@@ -118,7 +122,10 @@ def main() -> None:
         for size in [float(s) for s in args.rss.split(",") if s]:
             folder = tmp / f"rss{size:g}"
             make_corpus(folder, size, seed=1)
-            print(f"peak RSS, {size:g} MB corpus: {peak_rss(folder, tok_path):,.0f} MiB")
+            parent, child, workers = peak_rss(folder, tok_path)
+            print(f"peak RSS, {size:g} MB corpus: {parent:,.0f} MiB main process, "
+                  f"{child:,.0f} MiB largest of {workers} measuring process(es) "
+                  f"({parent + (workers if workers > 1 else 0) * child:,.0f} MiB in all)")
 
 
 if __name__ == "__main__":

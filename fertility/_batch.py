@@ -88,13 +88,21 @@ def _base_counts(tb: U.TextBatch, doc_lang, n_langs, char_key, pds_chars, presen
     return lang, script
 
 
-def measure_batch(batch, texts, encoded, accs, state) -> None:
-    """`encoded`: encode_flat's result for each accumulator's tokenizer, same order."""
-    tb = U.analyze_texts(texts)
-    n = tb.n_docs
+def measure_batch(batch, texts, encoded, accs, state, index: int = 0) -> None:
+    """Measure batch number `index` of the corpus. `encoded`: encode_flat's result for each
+    accumulator's tokenizer, same order; None for a batch another worker process measures
+    (only the bookkeeping that depends on corpus order is done: language ids, the detail
+    subset, the position of the per-document table)."""
+    n = len(batch)
     doc_lang = np.fromiter((state.langs.setdefault(d.lang, len(state.langs)) for d in batch),
                            dtype=np.int64, count=n)
     n_langs = len(state.langs)
+    detail = _detail_mask(doc_lang, state)
+    keep = _keep_rows(n, state)
+    state.docs_done += n
+    if encoded is None:
+        return
+    tb = U.analyze_texts(texts)
     present = np.flatnonzero(np.bincount(tb.script, minlength=NS))
     remap = np.zeros(NS, np.int64)
     remap[present] = np.arange(len(present))
@@ -103,22 +111,21 @@ def measure_batch(batch, texts, encoded, accs, state) -> None:
     pds_chars = _per_doc(char_key, n, len(present))
     dominant = present[pds_chars.argmax(axis=1)] if len(present) else np.zeros(n, np.int64)
     base_lang, base_script = _base_counts(tb, doc_lang, n_langs, char_key, pds_chars, present)
-    detail = _detail_mask(doc_lang, state)
-    W = poisson1(state.rng, (n, state.bootstrap))
-    keep = _keep_rows(batch, state)
+    # Bootstrap weights from (seed, batch number): the same whichever process measures it.
+    W = poisson1(np.random.default_rng([state.seed, index]), (n, state.bootstrap))
     doc_tokens = {}
     for acc, enc in zip(accs, encoded):
         acc.counts.grow(n_langs)
         acc.counts.lang[:n_langs] += base_lang
         acc.counts.script += base_script
         pds_tokens = _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail,
-                                        dominant, present, cscript)
+                                        dominant, present, cscript, index)
         acc.boot.add(W, doc_lang, n_langs, pds_chars, pds_tokens, present)
         doc_tokens[acc.tok.label] = pds_tokens.sum(axis=1)
     if keep:
-        _keep_docs(batch[:keep], tb, doc_lang, dominant, doc_tokens, state)
-    state.docs_done += n
-    state.bytes_done += int(tb.nbytes.sum())
+        _keep_docs(batch[:keep], tb, doc_lang, dominant, doc_tokens, state, index)
+    state.docs_measured += n
+    state.bytes_measured += int(tb.nbytes.sum())
 
 
 def _detail_mask(doc_lang, state) -> np.ndarray:
@@ -135,7 +142,7 @@ def _detail_mask(doc_lang, state) -> np.ndarray:
 
 
 def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant, present,
-                       cscript) -> np.ndarray:
+                       cscript, index) -> np.ndarray:
     counts = acc.counts
     ids, starts, ends, per_doc = enc
     n = len(texts)
@@ -202,13 +209,13 @@ def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant,
     counts.script[:, C["continued_words"]] += b
 
     _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per_doc,
-                   t_script, tok_doc)
-    _take_samples(acc, texts, dominant, starts, ends, per_doc)
+                   t_script, tok_doc, index)
+    _take_samples(acc, texts, dominant, starts, ends, per_doc, index)
     return pds_tokens
 
 
 def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per_doc,
-                   t_script, tok_doc) -> None:
+                   t_script, tok_doc, index) -> None:
     """Checks that call the tokenizer once per document, on the detail subset."""
     tok, counts = acc.tok, acc.counts
     docs = np.flatnonzero(detail)
@@ -245,7 +252,7 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
         if after != text:
             norm["changed_docs"] += 1
             if len(norm["examples"]) < 5:
-                norm["examples"].append(_diff_example(text, after))
+                norm["examples"].append({**_diff_example(text, after), "order": (index, i)})
     if pre_lang:
         a, b = _table(np.concatenate(pre_lang), np.concatenate(pre_script), n_langs)
         counts.lang[:n_langs, C["pretokens"]] += a
@@ -266,7 +273,7 @@ def _diff_example(before: str, after: str, context: int = 30) -> dict:
     return {"before": before[lo:i + context], "after": after[lo:i + context], "at": i}
 
 
-def _take_samples(acc, texts, dominant, starts, ends, per_doc) -> None:
+def _take_samples(acc, texts, dominant, starts, ends, per_doc, index) -> None:
     wanted = [s for s in np.unique(dominant).tolist()
               if len(acc.samples.get(s, ())) < acc.samples_per_script]
     if not wanted:  # the usual case after the first batches
@@ -280,17 +287,19 @@ def _take_samples(acc, texts, dominant, starts, ends, per_doc) -> None:
         s, e = starts[bounds[i]:bounds[i + 1]], ends[bounds[i]:bounds[i + 1]]
         keep = s < cut
         spans = np.stack([s[keep], np.minimum(e[keep], cut)], axis=1).tolist()
-        have.append({"text": texts[i][:cut], "truncated": cut < len(texts[i]), "spans": spans})
+        have.append({"text": texts[i][:cut], "truncated": cut < len(texts[i]), "spans": spans,
+                     "order": (index, i)})
 
 
-def _keep_rows(batch, state) -> int:
-    room = state.keep_docs - state.docs_kept
-    if room < len(batch):
+def _keep_rows(n: int, state) -> int:
+    """How many of this batch's documents the per-document table keeps (corpus order)."""
+    room = state.keep_docs - state.docs_done
+    if room < n:
         state.docs_table_full = True
-    return max(0, min(room, len(batch)))
+    return max(0, min(room, n))
 
 
-def _keep_docs(batch, tb, doc_lang, dominant, doc_tokens, state) -> None:
+def _keep_docs(batch, tb, doc_lang, dominant, doc_tokens, state, index) -> None:
     k = len(batch)
     off = tb.doc_offsets
     gcount = np.add.reduceat(tb.gstart.astype(np.int64), off[:-1]) if len(tb.cps) else None
@@ -298,9 +307,9 @@ def _keep_docs(batch, tb, doc_lang, dominant, doc_tokens, state) -> None:
     chars = (off[1:] - off[:-1])
     # reduceat misreads empty documents; corpus documents are never empty.
     state.doc_rows.append({
-        "lang": [d.lang for d in batch], "source": [d.source for d in batch],
+        "order": index, "lang": [d.lang for d in batch], "source": [d.source for d in batch],
         "line": [d.line for d in batch], "script": dominant[:k].copy(),
         "chars": chars[:k].copy(), "graphemes": gcount[:k].copy(), "bytes": nb[:k].copy(),
         "tokens": {label: t[:k].copy() for label, t in doc_tokens.items()},
     })
-    state.docs_kept += k
+

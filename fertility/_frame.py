@@ -88,7 +88,7 @@ def _ratios(f: pd.DataFrame, total: np.ndarray) -> None:
 def docs_frame(state) -> pd.DataFrame:
     """One row per (tokenizer, document) for the documents kept (parity, bootstrap checks)."""
     parts = []
-    for chunk in state.doc_rows:
+    for chunk in sorted(state.doc_rows, key=lambda c: c["order"]):
         for label, tokens in chunk["tokens"].items():
             parts.append(pd.DataFrame({
                 "tokenizer": label, "lang": chunk["lang"], "source": chunk["source"],

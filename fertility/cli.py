@@ -38,6 +38,12 @@ def corpus_options(f):
     return f
 
 
+workers_option = click.option(
+    "--workers", type=click.IntRange(1), default=None,
+    help="Measuring processes (default: one per core, up to 4, on corpora of 32 MB or more; "
+         "else 1). The result does not depend on it.")
+
+
 def corpus_kwargs(kw: dict) -> dict:
     return {"text_field": kw.pop("text_field"), "lang_field": kw.pop("lang_field"),
             "whole_files": kw.pop("whole_files"), "sample": kw.pop("sample"),
@@ -100,9 +106,10 @@ def cli() -> None:
               help="Reference language of the parity premium.")
 @click.option("--policy", default=None, help="Gate policy TOML (thresholds of the findings).")
 @click.option("--no-diagnose", is_flag=True, help="Measurements only, no findings.")
+@workers_option
 @corpus_options
 def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, policy,
-           no_diagnose, **kw) -> None:
+           no_diagnose, workers, **kw) -> None:
     """Measure PATHS (files or folders) with one or more tokenizers."""
     from fertility.config import configured_tokenizers
     from fertility.measure import analyze
@@ -114,7 +121,8 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
         else None
     progress = Progress("measuring", quiet=kw["quiet"])
     rep = analyze(paths, specs, pretokenizers=families, corpus_options=opts,
-                  detail_docs=parse_detail(detail), seed=kw["seed"], progress=progress)
+                  detail_docs=parse_detail(detail), seed=kw["seed"], progress=progress,
+                  workers=workers)
     progress.done()
     if not no_diagnose:
         rep.findings = _diagnose(rep, policy, reference)
@@ -156,9 +164,10 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
 @click.option("--html", "html_out", default=None, metavar="FILE", help="Also write the HTML "
               "report.")
 @click.option("--detail", default="200", show_default=True, metavar="N|all")
+@workers_option
 @corpus_options
 def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html_out, detail,
-         **kw) -> None:
+         workers, **kw) -> None:
     """Exit 0 when the tokenizer passes the policy on PATHS, 1 when it fails, 2 on bad input."""
     import dataclasses
     import json
@@ -175,7 +184,7 @@ def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html
     specs = [tokenizer] + ([baseline] if baseline else [])
     progress = Progress("measuring", quiet=kw["quiet"])
     rep = analyze(paths, specs, corpus_options=opts, detail_docs=parse_detail(detail),
-                  seed=kw["seed"], progress=progress)
+                  seed=kw["seed"], progress=progress, workers=workers)
     progress.done()
     labels = [t["label"] for t in rep.tokenizers]
     result = evaluate(rep, pol, label=labels[0], baseline_label=labels[1] if baseline else None)

@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from fertility import _parallel
 from fertility import unicode as U
 from fertility._accumulate import COUNTS, NS, TokenizerAccumulator
 from fertility._batch import encode_flat, measure_batch
@@ -119,6 +120,7 @@ def analyze(
     batch_size: int = 512,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    workers: int | None = None,
 ) -> Report:
     """Measure every tokenizer (objects or specs) on the same documents.
 
@@ -126,9 +128,9 @@ def analyze(
     tokenizer once per document (round trip, its own pre-tokenizer ceiling, normaliser changes);
     None checks all. keep_docs: rows kept in the per-document table (parity); the report says
     when it is full. With no tokenizers and pretokenizers=None, the standard families are
-    measured so the corpus is profiled with its ceilings.
+    measured so the corpus is profiled with its ceilings. workers: processes that share the
+    batches (None: fertility._parallel decides by corpus size); the result is the same.
     """
-    corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths), **(corpus_options or {}))
     toks = [_load(t) if isinstance(t, str) else t for t in tokenizers]
     if pretokenizers is None:
         pretokenizers = [] if toks else ["gpt2", "cl100k", "o200k", "whitespace"]
@@ -139,36 +141,57 @@ def analyze(
 
         raise TokenizerError(f"two tokenizers share a label: {labels}; name them LABEL=SPEC")
 
-    accs = [TokenizerAccumulator(t, bootstrap) for t in toks]
     state = _State(seed, detail_docs, keep_docs, bootstrap)
-
-    def encode_all(texts):
-        return [encode_flat(t, texts) for t in toks]
-
-    for batch, texts, encoded in _prefetch(corpus.batches(batch_size), encode_all):
-        measure_batch(batch, texts, encoded, accs, state)
-        if progress:
-            progress(state.docs_done, state.bytes_done)
-    summary = corpus.summary()
+    n_workers = _parallel.choose_workers(workers, paths, toks)
+    if n_workers > 1:
+        accs, state, summary = _parallel.run(paths, corpus_options or {}, toks, state,
+                                             n_workers, batch_size, progress)
+    else:
+        corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths),
+                                                                **(corpus_options or {}))
+        accs = [TokenizerAccumulator(t, bootstrap) for t in toks]
+        run_pass(corpus, toks, accs, state, batch_size, progress=progress)
+        summary = corpus.summary()
     summary["docs_table_full"] = state.docs_table_full
     return Report(
         frame=build_frame(accs, state.langs),
         docs=docs_frame(state),
         corpus=summary,
         tokenizers=[_describe(t) for t in toks],
-        samples={(a.tok.label, U.SCRIPTS[s]): v for a in accs for s, v in a.samples.items()},
+        samples={(a.tok.label, U.SCRIPTS[s]): _in_order(v)
+                 for a in accs for s, v in a.samples.items()},
         byte_fallback_chars={(a.tok.label, U.SCRIPTS[s]): dict(c.most_common(10))
                              for a in accs for s, c in a.byte_fallback_chars.items()},
         unk_chars={(a.tok.label, U.SCRIPTS[s]): dict(c.most_common(10))
                    for a in accs for s, c in a.unk_chars.items()},
-        normalization={a.tok.label: a.normalization for a in accs
-                       if a.tok.kind != "pretokenizer"},
+        normalization={a.tok.label: {**a.normalization,
+                                     "examples": _in_order(a.normalization["examples"])}
+                       for a in accs if a.tok.kind != "pretokenizer"},
         settings={"detail_docs": detail_docs, "bootstrap": bootstrap, "seed": seed,
-                  "keep_docs": keep_docs},
+                  "keep_docs": keep_docs, "workers": n_workers},
     )
 
 
-def _prefetch(batches, encode, depth: int = 2):
+def _in_order(items: list[dict]) -> list[dict]:
+    """Items tagged with their corpus position, in corpus order, without the tag."""
+    return [{k: v for k, v in x.items() if k != "order"}
+            for x in sorted(items, key=lambda x: x["order"])]
+
+
+def run_pass(corpus, toks, accs, state, batch_size: int, *, owned=None, progress=None) -> None:
+    """One pass over the corpus; with `owned` (batch number -> bool) only those batches are
+    encoded and measured, the others only advance the order-dependent bookkeeping."""
+    def encode_all(texts):
+        return [encode_flat(t, texts) for t in toks]
+
+    batches = _prefetch(corpus.batches(batch_size), encode_all, owned=owned)
+    for index, (batch, texts, encoded) in enumerate(batches):
+        measure_batch(batch, texts, encoded, accs, state, index)
+        if progress and encoded is not None:
+            progress(state.docs_measured, state.bytes_measured)
+
+
+def _prefetch(batches, encode, depth: int = 2, owned=None):
     """Read and encode batches in a worker thread, `depth` ahead of the measuring thread.
 
     The tokenizers' Rust code releases the GIL, so encoding batch k+1 overlaps measuring
@@ -189,7 +212,11 @@ def _prefetch(batches, encode, depth: int = 2):
 
     def work() -> None:
         try:
-            for batch in batches:
+            for index, batch in enumerate(batches):
+                if owned is not None and not owned(index):
+                    if not put((batch, None, None)):
+                        return
+                    continue
                 texts = [d.text for d in batch]
                 if not put((batch, texts, encode(texts))):
                     return
@@ -233,16 +260,16 @@ class _State:
     """Cross-batch bookkeeping shared by all tokenizers."""
 
     def __init__(self, seed: int, detail_docs: int | None, keep_docs: int, bootstrap: int):
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
         self.detail_docs = detail_docs
         self.keep_docs = keep_docs
         self.bootstrap = bootstrap
         self.langs: dict[str, int] = {}
         self.detail_seen: dict[int, int] = {}
-        self.docs_done = 0
-        self.bytes_done = 0
+        self.docs_done = 0  # documents passed, measured here or not (corpus position)
+        self.docs_measured = 0  # documents this process measured (progress)
+        self.bytes_measured = 0
         self.doc_rows: list[dict] = []
-        self.docs_kept = 0
         self.docs_table_full = False
 
 

@@ -1,0 +1,219 @@
+"""Measuring with several processes: each takes every k-th batch of the same corpus pass.
+
+On a 2-core machine one process cannot keep both cores busy: the tokenizer's threads and the
+numpy measuring compete for the interpreter and the cores, and about a fifth of the CPU sits
+idle. Worker processes each run the tokenizer on one thread (RAYON_NUM_THREADS=1) and measure
+their own batches; every worker reads the whole corpus so that everything that depends on
+corpus order (language ids, the first documents per language that get the detail checks, the
+position in the per-document table, the bootstrap weights of batch i) comes out exactly as in
+one process. The parent adds the counters up. The result equals the single-process one
+(tests/test_parallel.py).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+# Below this much input the start-up of extra processes (imports: about half a second)
+# costs more than it saves.
+MIN_BYTES = 32 << 20
+MAX_WORKERS = 4
+
+
+def choose_workers(workers: int | None, paths, toks) -> int:
+    if workers is not None:
+        return max(1, int(workers)) if _reloadable(paths, toks) else 1
+    if not _reloadable(paths, toks) or (os.cpu_count() or 1) < 2:
+        return 1
+    return min(os.cpu_count() or 1, MAX_WORKERS) if _input_bytes(paths) >= MIN_BYTES else 1
+
+
+def _reloadable(paths, toks) -> bool:
+    """Workers rebuild the corpus from paths and each tokenizer from its spec."""
+    from fertility.corpus import Corpus
+
+    return not isinstance(paths, Corpus) and all(
+        getattr(t, "kind", None) in ("hf", "sentencepiece", "tiktoken", "pretokenizer")
+        and isinstance(getattr(t, "spec", None), str) for t in toks)
+
+
+def _input_bytes(paths) -> int:
+    total = 0
+    for p in map(Path, paths):
+        if p.is_file():
+            total += p.stat().st_size
+        elif p.is_dir():
+            total += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+        if total >= MIN_BYTES:
+            break
+    return total
+
+
+def _spec(tok) -> tuple[str, str, str, str | None, str]:
+    # a rank file's split pattern may have come as a keyword, not a #suffix: pass it on
+    return (tok.kind, tok.label, tok.spec, getattr(tok, "_pattern", None), tok.fingerprint)
+
+
+def _rebuild(kind: str, label: str, spec: str, pattern: str | None, fingerprint: str):
+    from fertility.errors import TokenizerError
+
+    if kind == "pretokenizer":
+        from fertility.measure import PretokenizerFamily
+
+        return PretokenizerFamily(spec.split(":", 1)[1])
+    from fertility.tokenizers import load_tokenizer
+
+    tok = load_tokenizer(spec, label=label, pattern=f"re:{pattern}" if pattern else None)
+    if tok.fingerprint != fingerprint:  # the file changed since the parent loaded it
+        raise TokenizerError(f"{spec}: changed while it was being measured")
+    return tok
+
+
+def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: int, progress):
+    """Measure with `n_workers` processes; returns (accumulators, state, corpus summary)."""
+    from fertility._accumulate import TokenizerAccumulator
+
+    options = {k: v for k, v in corpus_options.items() if k != "on_warning"}
+    on_warning = corpus_options.get("on_warning")
+    ctx = multiprocessing.get_context("spawn")
+    messages = ctx.Queue()
+    specs = [_spec(t) for t in toks]
+    procs = [ctx.Process(target=_worker, daemon=True,
+                         args=(w, n_workers, [str(p) for p in paths], options, specs,
+                               (state.seed, state.detail_docs, state.keep_docs,
+                                state.bootstrap), batch_size, messages))
+             for w in range(n_workers)]
+    for p in procs:
+        p.start()
+    results, done, bytes_ = {}, {}, {}
+    try:
+        while len(results) < n_workers:
+            try:
+                kind, w, payload = messages.get(timeout=0.5)
+            except queue.Empty:
+                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                if dead:
+                    from fertility.errors import FertilityError
+
+                    raise FertilityError(f"a measuring process died (exit code "
+                                         f"{dead[0].exitcode}); run with workers=1") from None
+                continue
+            if kind == "progress":
+                done[w], bytes_[w] = payload
+                if progress:
+                    progress(sum(done.values()), sum(bytes_.values()))
+            elif kind == "warning":
+                if on_warning:
+                    on_warning(payload)
+                else:
+                    from fertility.corpus import _warn
+
+                    _warn(payload)
+            elif kind == "error":
+                raise payload
+            else:
+                results[w] = payload
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join()
+    accs = [TokenizerAccumulator(t, state.bootstrap) for t in toks]
+    for w in range(n_workers):
+        part = results[w]
+        for acc, exported in zip(accs, part["accs"]):
+            _merge(acc, exported)
+        state.doc_rows += part["doc_rows"]
+    first = results[0]
+    state.langs = first["langs"]
+    state.docs_table_full = first["docs_table_full"]
+    return accs, state, first["summary"]
+
+
+def _worker(w, n_workers, paths, options, specs, settings, batch_size, messages) -> None:
+    # One tokenizer thread per process: the processes are the parallelism.
+    os.environ["RAYON_NUM_THREADS"] = "1"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        from fertility._accumulate import TokenizerAccumulator
+        from fertility.corpus import Corpus
+        from fertility.measure import _State, run_pass
+
+        warn = (lambda m: messages.put(("warning", w, m))) if w == 0 else (lambda m: None)
+        corpus = Corpus(paths, **options, on_warning=warn)
+        toks = [_rebuild(*s) for s in specs]
+        state = _State(*settings)
+        accs = [TokenizerAccumulator(t, state.bootstrap) for t in toks]
+
+        def progress(docs, nbytes):
+            messages.put(("progress", w, (docs, nbytes)))
+
+        run_pass(corpus, toks, accs, state, batch_size, progress=progress,
+                 owned=lambda i: i % n_workers == w)
+        messages.put(("result", w, {
+            "accs": [_export(a) for a in accs], "doc_rows": state.doc_rows,
+            "langs": state.langs, "docs_table_full": state.docs_table_full,
+            "summary": corpus.summary() if w == 0 else None,
+        }))
+    except BaseException as exc:  # handed to the parent, which raises it
+        try:
+            messages.put(("error", w, exc))
+        except Exception:
+            messages.put(("error", w, RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+def _export(acc) -> dict:
+    """What the parent needs from an accumulator (everything but the tokenizer object)."""
+    return {"lang": acc.counts.lang, "script": acc.counts.script,
+            "boot": (acc.boot.lang_chars, acc.boot.lang_tokens, acc.boot.script_chars,
+                     acc.boot.script_tokens),
+            "vocab_all": acc.vocab_all, "vocab_lang": acc.vocab_lang,
+            "vocab_script": acc.vocab_script, "byte_fallback_chars": acc.byte_fallback_chars,
+            "unk_chars": acc.unk_chars, "samples": acc.samples,
+            "normalization": acc.normalization}
+
+
+def _add_rows(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    if mine.shape[0] < theirs.shape[0]:
+        mine = np.vstack([mine, np.zeros((theirs.shape[0] - mine.shape[0],) + mine.shape[1:],
+                                         dtype=mine.dtype)])
+    mine[: theirs.shape[0]] += theirs
+    return mine
+
+
+def _merge(acc, part: dict) -> None:
+    acc.counts.lang = _add_rows(acc.counts.lang, part["lang"])
+    acc.counts.script += part["script"]
+    boot = acc.boot
+    lc, lt, sc, st = part["boot"]
+    boot.lang_chars = _add_rows(boot.lang_chars, lc)
+    boot.lang_tokens = _add_rows(boot.lang_tokens, lt)
+    boot.script_chars += sc
+    boot.script_tokens += st
+    if acc.track_vocab:
+        acc.vocab_all |= part["vocab_all"]
+        for mine, theirs in ((acc.vocab_lang, part["vocab_lang"]),
+                             (acc.vocab_script, part["vocab_script"])):
+            for key, mask in theirs.items():
+                if key in mine:
+                    mine[key] |= mask
+                else:
+                    mine[key] = mask
+    for mine, theirs in ((acc.byte_fallback_chars, part["byte_fallback_chars"]),
+                         (acc.unk_chars, part["unk_chars"])):
+        for key, counter in theirs.items():
+            mine.setdefault(key, Counter()).update(counter)
+    for key, items in part["samples"].items():
+        merged = sorted(acc.samples.get(key, []) + items, key=lambda x: x["order"])
+        acc.samples[key] = merged[: acc.samples_per_script]
+    norm, other = acc.normalization, part["normalization"]
+    norm["checked_docs"] += other["checked_docs"]
+    norm["changed_docs"] += other["changed_docs"]
+    norm["examples"] = sorted(norm["examples"] + other["examples"],
+                              key=lambda x: x["order"])[:5]

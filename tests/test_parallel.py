@@ -1,0 +1,53 @@
+"""Several measuring processes give exactly the report of one."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from fertility.measure import analyze
+from tests.textdata import SENTENCE
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("par")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    rng = np.random.default_rng(0)
+    words = {"bn": SENTENCE.split(), "en": "rain fell on the wet river fields today".split(),
+             "th": ["ฉัน", "กิน", "ข้าว", "แล้ว"]}
+    for lang, pool in words.items():
+        lines = [" ".join(rng.choice(pool, size=rng.integers(1, 12))) for _ in range(700)]
+        (corpus / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train([str(p) for p in corpus.iterdir()], trainers.BpeTrainer(
+        vocab_size=300, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.save(str(root / "tok.json"))
+    return corpus, root / "tok.json"
+
+
+def test_two_processes_give_the_report_of_one(setup):
+    corpus, tok = setup
+    kw = dict(pretokenizers=["gpt2"], batch_size=64, detail_docs=30, keep_docs=1000, seed=5)
+    one = analyze([corpus], [f"bpe={tok}"], workers=1, **kw)
+    two = analyze([corpus], [f"bpe={tok}"], workers=2, **kw)
+    assert two.settings["workers"] == 2 and one.settings["workers"] == 1
+    pd.testing.assert_frame_equal(one.frame, two.frame)  # intervals included
+    pd.testing.assert_frame_equal(one.docs, two.docs)
+    assert one.corpus == two.corpus and one.corpus["docs_table_full"]
+    assert one.samples == two.samples
+    assert one.normalization == two.normalization
+    assert one.byte_fallback_chars == two.byte_fallback_chars
+
+
+def test_worker_errors_reach_the_caller(setup, tmp_path):
+    from fertility.errors import CorpusError
+
+    (tmp_path / "en.txt").write_bytes(b"fine\nbad \xff\n")
+    with pytest.raises(CorpusError, match="invalid UTF-8"):
+        analyze([tmp_path], [str(setup[1])], workers=2, corpus_options={"strict": True})
