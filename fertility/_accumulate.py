@@ -21,8 +21,15 @@ COUNTS = (
 )
 C = {name: i for i, name in enumerate(COUNTS)}
 NS = len(U.SCRIPTS)
-_NOSPACE = np.zeros(NS, dtype=bool)
-_NOSPACE[[U.SCRIPT_INDEX[s] for s in U.NO_SPACE_SCRIPTS if s in U.SCRIPT_INDEX]] = True
+NOSPACE = np.zeros(NS, dtype=bool)  # per script index: written without spaces
+NOSPACE[[U.SCRIPT_INDEX[s] for s in U.NO_SPACE_SCRIPTS if s in U.SCRIPT_INDEX]] = True
+
+
+def grow_rows(a: np.ndarray, n: int) -> np.ndarray:
+    """`a` with zero rows appended up to `n` rows (languages appear as the corpus goes)."""
+    if a.shape[0] >= n:
+        return a
+    return np.vstack([a, np.zeros((n - a.shape[0],) + a.shape[1:], dtype=a.dtype)])
 
 
 class GroupCounts:
@@ -32,10 +39,16 @@ class GroupCounts:
         self.lang = np.zeros((0, len(COUNTS)), dtype=np.int64)
         self.script = np.zeros((NS, len(COUNTS)), dtype=np.int64)
 
-    def grow(self, n_langs: int) -> None:
-        if self.lang.shape[0] < n_langs:
-            extra = np.zeros((n_langs - self.lang.shape[0], len(COUNTS)), dtype=np.int64)
-            self.lang = np.vstack([self.lang, extra])
+    def add(self, name: str, per_lang: np.ndarray, per_script: np.ndarray) -> None:
+        self.lang = grow_rows(self.lang, len(per_lang))
+        self.lang[: len(per_lang), C[name]] += per_lang
+        self.script[:, C[name]] += per_script
+
+    def add_table(self, lang: np.ndarray, script: np.ndarray) -> None:
+        """Add whole (groups x counts) tables."""
+        self.lang = grow_rows(self.lang, len(lang))
+        self.lang[: len(lang)] += lang
+        self.script += script
 
 
 class Bootstrap:
@@ -53,10 +66,8 @@ class Bootstrap:
             per_doc_script_chars: np.ndarray, per_doc_script_tokens: np.ndarray,
             present: np.ndarray) -> None:
         """per_doc_*: (documents x k) counts; column j is the global script present[j]."""
-        if self.lang_chars.shape[0] < n_langs:
-            extra = n_langs - self.lang_chars.shape[0]
-            self.lang_chars = np.vstack([self.lang_chars, np.zeros((extra, self.B))])
-            self.lang_tokens = np.vstack([self.lang_tokens, np.zeros((extra, self.B))])
+        self.lang_chars = grow_rows(self.lang_chars, n_langs)
+        self.lang_tokens = grow_rows(self.lang_tokens, n_langs)
         # Only the languages and scripts present in the batch: small dense products.
         langs, inverse = np.unique(doc_lang, return_inverse=True)
         onehot = np.zeros((len(langs), len(doc_lang)))
@@ -97,7 +108,8 @@ class TokenizerAccumulator:
         self.samples_per_script = samples_per_script
         self.normalization = {"checked_docs": 0, "changed_docs": 0, "examples": []}
 
-    def _mark_vocab(self, table: dict, keys: np.ndarray, ids: np.ndarray) -> None:
+    def mark_vocab(self, table: dict, keys: np.ndarray, ids: np.ndarray) -> None:
+        """Mark `ids` as used in the group of each key (vocab_lang or vocab_script)."""
         order = np.argsort(keys, kind="stable")
         keys, ids = keys[order], ids[order]
         bounds = np.flatnonzero(np.diff(keys)) + 1
@@ -107,6 +119,7 @@ class TokenizerAccumulator:
                 mask[part_ids] = True
 
     def add_chars(self, table: dict, key_script: np.ndarray, cps: np.ndarray) -> None:
+        """Count code points per script (byte_fallback_chars or unk_chars)."""
         if cps.size == 0:
             return
         pairs = key_script.astype(np.int64) * 0x110000 + cps
@@ -114,10 +127,3 @@ class TokenizerAccumulator:
         for pair, n in zip(uniq.tolist(), counts.tolist()):
             table.setdefault(pair // 0x110000, Counter())[chr(pair % 0x110000)] += n
 
-
-def top_chars(table: dict, k: int = 10) -> dict:
-    return {U.SCRIPTS[s]: dict(c.most_common(k)) for s, c in table.items()}
-
-
-def nospace_mask() -> np.ndarray:
-    return _NOSPACE

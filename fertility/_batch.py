@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fertility import unicode as U
-from fertility._accumulate import C, COUNTS, NS, nospace_mask
+from fertility._accumulate import C, COUNTS, NOSPACE, NS
 
 SAMPLE_CHARS = 600  # longest stretch of a document kept as a sample with token boundaries
 
@@ -24,12 +24,11 @@ def encode_flat(tok, texts: list[str]):
             np.concatenate([e.ends for e in encs]).astype(np.int64), counts)
 
 
-def _table(lang_idx, script_idx, n_langs, weights=None):
+def _table(lang_idx, script_idx, n_langs):
     """Counts per language and per script from one bincount over (language, script) pairs."""
     key = np.asarray(lang_idx, dtype=np.int64) * NS + script_idx
-    m = np.bincount(key, weights=weights, minlength=n_langs * NS)[: n_langs * NS]
-    m = m.reshape(n_langs, NS)
-    return m.sum(axis=1).astype(np.int64), m.sum(axis=0).astype(np.int64)
+    m = np.bincount(key, minlength=n_langs * NS).reshape(n_langs, NS)
+    return m.sum(axis=1), m.sum(axis=0)
 
 
 # Poisson(1) quantiles on a 2^16 grid: one gather per weight instead of numpy's per-draw
@@ -65,12 +64,12 @@ def _per_doc(key: np.ndarray, n: int, k: int) -> np.ndarray:
 
 def _base_counts(tb: U.TextBatch, doc_lang, n_langs, char_key, pds_chars, present):
     """Counts that do not depend on the tokenizer, computed once per batch, all from
-    (document, script) matrices: one pass over the characters per count."""
-    n = tb.n_docs
+    (document, script) matrices: one pass over the characters per count. Returns the
+    (languages x counts) and (scripts x counts) tables and, per document, its graphemes and
+    bytes (for the per-document table)."""
+    n, k = tb.n_docs, len(present)
     lang = np.zeros((n_langs, len(COUNTS)), np.int64)
     script = np.zeros((NS, len(COUNTS)), np.int64)
-
-    k = len(present)
 
     def put(name, per_doc):
         lang[:, C[name]], script[:, C[name]] = _marginals(per_doc, doc_lang, n_langs, present)
@@ -80,12 +79,14 @@ def _base_counts(tb: U.TextBatch, doc_lang, n_langs, char_key, pds_chars, presen
     put("chars", pds_chars)
     # UTF-8 length is 1-4: one integer bincount over (key, length) instead of float weights
     by_len = np.bincount(char_key * 4 + (tb.nbytes - 1), minlength=n * k * 4)
-    put("bytes", by_len.reshape(n, k, 4) @ np.arange(1, 5))
-    put("graphemes", _per_doc(char_key[tb.gstart], n, k))
+    pds_bytes = by_len.reshape(n, k, 4) @ np.arange(1, 5)
+    put("bytes", pds_bytes)
+    pds_graphemes = _per_doc(char_key[tb.gstart], n, k)
+    put("graphemes", pds_graphemes)
     ws = tb.word_starts
-    put("words", _per_doc(char_key[ws][~nospace_mask()[tb.script[ws]]], n, k))
-    put("nospace_chars", pds_chars * nospace_mask()[present])
-    return lang, script
+    put("words", _per_doc(char_key[ws][~NOSPACE[tb.script[ws]]], n, k))
+    put("nospace_chars", pds_chars * NOSPACE[present])
+    return lang, script, pds_graphemes.sum(axis=1), pds_bytes.sum(axis=1)
 
 
 def measure_batch(batch, texts, encoded, accs, state, index: int = 0) -> None:
@@ -110,22 +111,27 @@ def measure_batch(batch, texts, encoded, accs, state, index: int = 0) -> None:
     char_key = tb.doc_of_char * len(present) + cscript
     pds_chars = _per_doc(char_key, n, len(present))
     dominant = present[pds_chars.argmax(axis=1)] if len(present) else np.zeros(n, np.int64)
-    base_lang, base_script = _base_counts(tb, doc_lang, n_langs, char_key, pds_chars, present)
+    base_lang, base_script, doc_graphemes, doc_bytes = _base_counts(
+        tb, doc_lang, n_langs, char_key, pds_chars, present)
     # Bootstrap weights from (seed, batch number): the same whichever process measures it.
     W = poisson1(np.random.default_rng([state.seed, index]), (n, state.bootstrap))
     doc_tokens = {}
     for acc, enc in zip(accs, encoded):
-        acc.counts.grow(n_langs)
-        acc.counts.lang[:n_langs] += base_lang
-        acc.counts.script += base_script
+        acc.counts.add_table(base_lang, base_script)
         pds_tokens = _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail,
                                         dominant, present, cscript, index)
         acc.boot.add(W, doc_lang, n_langs, pds_chars, pds_tokens, present)
         doc_tokens[acc.tok.label] = pds_tokens.sum(axis=1)
     if keep:
-        _keep_docs(batch[:keep], tb, doc_lang, dominant, doc_tokens, state, index)
+        state.doc_rows.append({
+            "order": index, "lang": [d.lang for d in batch[:keep]],
+            "source": [d.source for d in batch[:keep]], "line": [d.line for d in batch[:keep]],
+            "script": dominant[:keep], "chars": np.diff(tb.doc_offsets)[:keep],
+            "graphemes": doc_graphemes[:keep], "bytes": doc_bytes[:keep],
+            "tokens": {label: t[:keep] for label, t in doc_tokens.items()},
+        })
     state.docs_measured += n
-    state.bytes_measured += int(tb.nbytes.sum())
+    state.bytes_measured += int(doc_bytes.sum())
 
 
 def _detail_mask(doc_lang, state) -> np.ndarray:
@@ -143,6 +149,7 @@ def _detail_mask(doc_lang, state) -> np.ndarray:
 
 def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant, present,
                        cscript, index) -> np.ndarray:
+    # Documents are never empty (fertility.corpus), so every batch has characters.
     counts = acc.counts
     ids, starts, ends, per_doc = enc
     n = len(texts)
@@ -150,44 +157,36 @@ def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant,
     off = tb.doc_offsets
     gs, ge = starts + off[tok_doc], ends + off[tok_doc]
     # A token that covers no text (at a document's end) belongs to the last character.
-    pos = np.clip(np.minimum(gs, off[tok_doc + 1] - 1), 0, max(len(tb.cps) - 1, 0))
-    t_script = tb.script[pos] if len(tb.cps) else np.zeros(0, np.uint8)
+    pos = np.minimum(gs, off[tok_doc + 1] - 1)
+    t_script = tb.script[pos]
     t_lang = doc_lang[tok_doc]
 
-    def put(name, sel=None, weights=None):
-        li, si = (t_lang, t_script) if sel is None else (t_lang[sel], t_script[sel])
-        a, b = _table(li, si, n_langs, weights)
-        counts.lang[:n_langs, C[name]] += a
-        counts.script[:, C[name]] += b
+    def put(name, sel):
+        counts.add(name, *_table(t_lang[sel], t_script[sel], n_langs))
 
     k = len(present)
-    pds_tokens = _per_doc(tok_doc * k + cscript[pos], n, k) if len(tb.cps) \
-        else np.zeros((n, k), np.int64)
-    spaced = ~nospace_mask()[present]
-    for name, matrix in (("tokens", pds_tokens), ("word_tokens", pds_tokens * spaced)):
-        a, b = _marginals(matrix, doc_lang, n_langs, present)
-        counts.lang[:n_langs, C[name]] += a
-        counts.script[:, C[name]] += b
+    pds_tokens = _per_doc(tok_doc * k + cscript[pos], n, k)
+    for name, matrix in (("tokens", pds_tokens), ("word_tokens", pds_tokens * ~NOSPACE[present])):
+        counts.add(name, *_marginals(matrix, doc_lang, n_langs, present))
     if acc.track_vocab:
         partial = acc.partial[ids]
         put("byte_fallback_tokens", partial)
         # the character whose bytes a partial token cuts is its last one (its first may be a
         # whole leading space)
-        last = np.clip(np.maximum(ge - 1, gs), 0, max(len(tb.cps) - 1, 0))
+        last = np.maximum(ge - 1, gs)
         acc.add_chars(acc.byte_fallback_chars, t_script[partial], tb.cps[last[partial]])
         if acc.unk_id is not None:
             unk = ids == acc.unk_id
             put("unk_tokens", unk)
             acc.add_chars(acc.unk_chars, t_script[unk], tb.cps[pos[unk]])
         acc.vocab_all[ids] = True
-        acc._mark_vocab(acc.vocab_lang, t_lang, ids)
-        acc._mark_vocab(acc.vocab_script, t_script.astype(np.int64), ids)
+        acc.mark_vocab(acc.vocab_lang, t_lang, ids)
+        acc.mark_vocab(acc.vocab_script, t_script.astype(np.int64), ids)
 
     nonempty = ge > gs
     new_start = np.ones(len(gs), dtype=bool)
     new_start[1:] = (gs[1:] != gs[:-1]) | (tok_doc[1:] != tok_doc[:-1])
-    if len(tb.cps):
-        put("mark_initial_tokens", new_start & nonempty & U.is_mark_or_joiner(tb.cps[pos]))
+    put("mark_initial_tokens", new_start & nonempty & U.is_mark_or_joiner(tb.cps[pos]))
 
     # Boundaries between consecutive non-empty tokens of one document; one that falls inside a
     # character's bytes or inside a grapheme cluster splits what a reader sees as one letter.
@@ -202,11 +201,9 @@ def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant,
     gsn, gen = gs[ne], np.maximum.accumulate(ge[ne]) if ne.size else ge[ne]
     ws, we = tb.word_starts, tb.word_ends
     overlap = np.searchsorted(gsn, we, "left") - np.searchsorted(gen, ws, "right")
-    spaced = ~nospace_mask()[tb.script[ws]]
-    cont = (overlap >= 2) & spaced
-    a, b = _table(doc_lang[tb.doc_of_char[ws[cont]]], tb.script[ws[cont]], n_langs)
-    counts.lang[:n_langs, C["continued_words"]] += a
-    counts.script[:, C["continued_words"]] += b
+    cont = ws[(overlap >= 2) & ~NOSPACE[tb.script[ws]]]
+    counts.add("continued_words", *_table(doc_lang[tb.doc_of_char[cont]], tb.script[cont],
+                                          n_langs))
 
     _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per_doc,
                    t_script, tok_doc, index)
@@ -222,17 +219,12 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
     if docs.size == 0:
         return
     off = tb.doc_offsets
-    chars_lang = np.bincount(doc_lang[docs], weights=(off[docs + 1] - off[docs]),
-                             minlength=n_langs)[:n_langs].astype(np.int64)
     in_detail = detail[tb.doc_of_char]
-    chars_script = np.bincount(tb.script[in_detail], minlength=NS)[:NS].astype(np.int64)
-    counts.lang[:n_langs, C["pretoken_chars"]] += chars_lang
-    counts.script[:, C["pretoken_chars"]] += chars_script
+    counts.add("pretoken_chars", *_table(doc_lang[tb.doc_of_char[in_detail]],
+                                         tb.script[in_detail], n_langs))
     if tok.kind == "pretokenizer":  # its tokens are its pre-tokens
         sel = detail[tok_doc]
-        a, b = _table(doc_lang[tok_doc[sel]], t_script[sel], n_langs)
-        counts.lang[:n_langs, C["pretokens"]] += a
-        counts.script[:, C["pretokens"]] += b
+        counts.add("pretokens", *_table(doc_lang[tok_doc[sel]], t_script[sel], n_langs))
         return
     bounds = np.concatenate(([0], np.cumsum(per_doc)))
     pre_lang, pre_script, rt_fail = [], [], []
@@ -254,16 +246,11 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
             if len(norm["examples"]) < 5:
                 norm["examples"].append({**_diff_example(text, after), "order": (index, i)})
     if pre_lang:
-        a, b = _table(np.concatenate(pre_lang), np.concatenate(pre_script), n_langs)
-        counts.lang[:n_langs, C["pretokens"]] += a
-        counts.script[:, C["pretokens"]] += b
-    a, b = _table(doc_lang[docs], dominant[docs], n_langs)
-    counts.lang[:n_langs, C["roundtrip_checked"]] += a
-    counts.script[:, C["roundtrip_checked"]] += b
+        counts.add("pretokens", *_table(np.concatenate(pre_lang), np.concatenate(pre_script),
+                                        n_langs))
+    counts.add("roundtrip_checked", *_table(doc_lang[docs], dominant[docs], n_langs))
     fail = np.asarray(rt_fail, dtype=np.int64)
-    a, b = _table(doc_lang[fail], dominant[fail], n_langs)
-    counts.lang[:n_langs, C["roundtrip_failures"]] += a
-    counts.script[:, C["roundtrip_failures"]] += b
+    counts.add("roundtrip_failures", *_table(doc_lang[fail], dominant[fail], n_langs))
 
 
 def _diff_example(before: str, after: str, context: int = 30) -> dict:
@@ -297,19 +284,3 @@ def _keep_rows(n: int, state) -> int:
     if room < n:
         state.docs_table_full = True
     return max(0, min(room, n))
-
-
-def _keep_docs(batch, tb, doc_lang, dominant, doc_tokens, state, index) -> None:
-    k = len(batch)
-    off = tb.doc_offsets
-    gcount = np.add.reduceat(tb.gstart.astype(np.int64), off[:-1]) if len(tb.cps) else None
-    nb = np.add.reduceat(tb.nbytes, off[:-1]) if len(tb.cps) else None
-    chars = (off[1:] - off[:-1])
-    # reduceat misreads empty documents; corpus documents are never empty.
-    state.doc_rows.append({
-        "order": index, "lang": [d.lang for d in batch], "source": [d.source for d in batch],
-        "line": [d.line for d in batch], "script": dominant[:k].copy(),
-        "chars": chars[:k].copy(), "graphemes": gcount[:k].copy(), "bytes": nb[:k].copy(),
-        "tokens": {label: t[:k].copy() for label, t in doc_tokens.items()},
-    })
-

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fertility._accumulate import grow_rows
+
 # Below this much input the start-up of extra processes (imports: about half a second)
 # costs more than it saves.
 MIN_BYTES = 32 << 20
@@ -180,16 +182,13 @@ def _export(acc) -> dict:
 
 
 def _add_rows(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
-    if mine.shape[0] < theirs.shape[0]:
-        mine = np.vstack([mine, np.zeros((theirs.shape[0] - mine.shape[0],) + mine.shape[1:],
-                                         dtype=mine.dtype)])
+    mine = grow_rows(mine, theirs.shape[0])
     mine[: theirs.shape[0]] += theirs
     return mine
 
 
 def _merge(acc, part: dict) -> None:
-    acc.counts.lang = _add_rows(acc.counts.lang, part["lang"])
-    acc.counts.script += part["script"]
+    acc.counts.add_table(part["lang"], part["script"])
     boot = acc.boot
     lc, lt, sc, st = part["boot"]
     boot.lang_chars = _add_rows(boot.lang_chars, lc)

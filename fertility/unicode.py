@@ -50,8 +50,8 @@ _MARK, _JOIN, _WORD, _APOS, _DONE = 1, 2, 4, 8, 128
 
 _SCRIPT_TABLE = np.zeros(0x110000, dtype=np.uint8)
 _FLAG_TABLE = np.zeros(0x110000, dtype=np.uint8)
-_MARK_RE = regex.compile(r"\p{M}")
-_WORD_RE = regex.compile(r"\w")  # regex's \w includes marks, digits and ZWJ/ZWNJ
+_MARK_RE = regex.compile(r"\p{M}+")
+_WORD_RE = regex.compile(r"\w+")  # regex's \w includes marks, digits and ZWJ/ZWNJ
 _APOSTROPHES = {0x27, 0x2019}
 
 
@@ -65,11 +65,9 @@ def _classify(new: np.ndarray) -> None:
         for m in regex.finditer(rf"\p{{sc={code}}}+", chars):
             scripts[m.start():m.end()] = SCRIPT_INDEX[code]
     flags = np.full(len(new), _DONE, dtype=np.uint8)
-    for i, ch in enumerate(chars):
-        if _MARK_RE.match(ch):
-            flags[i] |= _MARK
-        if _WORD_RE.match(ch):
-            flags[i] |= _WORD
+    for pattern, bit in ((_MARK_RE, _MARK), (_WORD_RE, _WORD)):
+        for m in pattern.finditer(chars):
+            flags[m.start():m.end()] |= bit
     flags[np.isin(new, (0x200C, 0x200D))] |= _JOIN | _WORD
     flags[np.isin(new, list(_APOSTROPHES))] |= _APOS
     _SCRIPT_TABLE[new] = scripts
@@ -97,7 +95,7 @@ def utf8_lengths(cps: np.ndarray) -> np.ndarray:
     return n.astype(np.int64)
 
 
-def resolve_scripts(cps: np.ndarray, doc_starts: np.ndarray) -> np.ndarray:
+def _resolve(cps: np.ndarray, doc_of_char: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Script index of each code point, with Common and Inherited resolved.
 
     A Common or Inherited code point (spaces, punctuation, digits, combining marks shared by
@@ -105,36 +103,22 @@ def resolve_scripts(cps: np.ndarray, doc_starts: np.ndarray) -> np.ndarray:
     a real script; at a document's start, the nearest following one; a document of nothing but
     Common code points stays Zyyy. So every character, and every token, belongs to one script.
     """
-    ensure_classified(cps)
-    return _resolve(cps, doc_starts)
-
-
-def _resolve(cps: np.ndarray, doc_starts: np.ndarray) -> np.ndarray:
     raw = _SCRIPT_TABLE[cps]
-    n = len(cps)
-    if n == 0:
-        return raw
     real = raw > ZINH  # ZYYY and ZINH are 1 and 2; 0 never survives ensure_classified
     real_pos = np.flatnonzero(real)
+    if real_pos.size == 0:
+        return np.full_like(raw, ZYYY)
     # Forward fill: the last real position at or before each index, from cumulative counts.
     k = np.cumsum(real) - 1
+    prev = np.where(k >= 0, real_pos[np.maximum(k, 0)], -1)
     out = raw.copy()
-    has_prev = k >= 0
-    prev = np.where(has_prev, real_pos[np.maximum(k, 0)] if real_pos.size else 0, -1)
-    starts = np.flatnonzero(doc_starts)
-    if starts.size == 0 or starts[0] != 0:
-        starts = np.concatenate(([0], starts))
-    doc_start_of = np.repeat(starts, np.diff(np.append(starts, n)))
-    use_prev = ~real & (prev >= doc_start_of)
+    use_prev = ~real & (prev >= offsets[doc_of_char])
     out[use_prev] = raw[prev[use_prev]]
     # The rare rest (Common at a document's start): the next real position in the document.
     rest = np.flatnonzero(~real & ~use_prev)
     if rest.size:
-        j = np.searchsorted(real_pos, rest)
-        nxt = np.where(j < real_pos.size, real_pos[np.minimum(j, max(real_pos.size - 1, 0))]
-                       if real_pos.size else n, n)
-        doc_end = np.append(starts, n)[np.searchsorted(starts, rest, "right")]
-        ok = nxt < doc_end
+        nxt = real_pos[np.minimum(np.searchsorted(real_pos, rest), real_pos.size - 1)]
+        ok = (nxt > rest) & (nxt < offsets[doc_of_char[rest] + 1])
         out[rest[ok]] = raw[nxt[ok]]
         out[rest[~ok]] = ZYYY
     return out
@@ -146,7 +130,7 @@ def is_mark_or_joiner(cps: np.ndarray) -> np.ndarray:
     return (_FLAG_TABLE[cps] & (_MARK | _JOIN)) != 0
 
 
-def word_spans(cps: np.ndarray, doc_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _word_spans(flags: np.ndarray, doc_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (exclusive) indices of words.
 
     A word is a maximal run of word characters (letters, combining marks, digits, connector
@@ -154,10 +138,6 @@ def word_spans(cps: np.ndarray, doc_starts: np.ndarray) -> tuple[np.ndarray, np.
     word ("don't" is one word). Combining marks never split a word: a Bengali word with vowel
     signs is one word. Words never cross a document boundary.
     """
-    return _word_spans(ensure_classified(cps), doc_starts)
-
-
-def _word_spans(flags: np.ndarray, doc_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w = (flags & _WORD) != 0
     if len(flags) > 2:
         apos = (flags & _APOS) != 0
@@ -209,7 +189,7 @@ def analyze_texts(texts: list[str]) -> TextBatch:
         cps=cps,
         doc_offsets=offsets,
         doc_of_char=doc_of_char,
-        script=_resolve(cps, doc_starts),
+        script=_resolve(cps, doc_of_char, offsets),
         nbytes=utf8_lengths(cps),
         gstart=grapheme_starts(cps, doc_starts),
         word_starts=ws,
