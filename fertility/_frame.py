@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from fertility import unicode as U
-from fertility._accumulate import COUNTS, Bootstrap
+from fertility._accumulate import COUNTS, Bootstrap, C
 
 # Share of a row's characters in scripts written without spaces above which a word count
 # would be invented, so tokens_per_word and continued_word_rate are null (docs/METRICS.md).
@@ -44,9 +44,7 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
         for i, name in enumerate(lang_names):
             add("language", name, lang_tab[i], boot.lang_chars[i], boot.lang_tokens[i],
                 acc.vocab_lang.get(i, np.zeros(0, bool)) if acc.track_vocab else None)
-        for s in np.flatnonzero(acc.counts.script[:, COUNTS.index("chars")]):
-            if s == 0:
-                continue
+        for s in np.flatnonzero(acc.counts.script[:, C["chars"]]):
             add("script", U.SCRIPTS[s], acc.counts.script[s], boot.script_chars[s],
                 boot.script_tokens[s],
                 acc.vocab_script.get(int(s), np.zeros(0, bool)) if acc.track_vocab else None)
@@ -67,8 +65,8 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
 
 
 def _ratios(f: pd.DataFrame, total: np.ndarray) -> None:
-    tokens_total = total[COUNTS.index("tokens")]
-    bytes_total = total[COUNTS.index("bytes")]
+    tokens_total = total[C["tokens"]]
+    bytes_total = total[C["bytes"]]
     f["chars_per_token"] = _div(f.chars, f.tokens)
     f["graphemes_per_token"] = _div(f.graphemes, f.tokens)
     f["bytes_per_token"] = _div(f.bytes, f.tokens)

@@ -6,7 +6,6 @@ Exit codes: 0 success; 1 the gate said no; 2 bad input (any FertilityError, or a
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 
@@ -48,7 +47,7 @@ def corpus_kwargs(kw: dict) -> dict:
     return {"text_field": kw.pop("text_field"), "lang_field": kw.pop("lang_field"),
             "whole_files": kw.pop("whole_files"), "sample": kw.pop("sample"),
             "max_docs": kw.pop("max_docs"), "seed": kw["seed"], "strict": kw.pop("strict"),
-            "on_warning": None if kw.get("quiet") else _warn}
+            "on_warning": _warn}  # --quiet silences progress, never a warning about the data
 
 
 def _warn(message: str) -> None:
@@ -102,8 +101,8 @@ def cli() -> None:
 @click.option("--detail", default="200", show_default=True, metavar="N|all",
               help="Documents per language that get the per-document checks (round trip, "
                    "own pre-tokenizer ceiling, normaliser changes).")
-@click.option("--reference", default="en", show_default=True,
-              help="Reference language of the parity premium.")
+@click.option("--reference", default=None,
+              help="Reference language of the parity premium (default: the policy's, en).")
 @click.option("--policy", default=None, help="Gate policy TOML (thresholds of the findings).")
 @click.option("--no-diagnose", is_flag=True, help="Measurements only, no findings.")
 @workers_option
@@ -123,7 +122,7 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
     rep = analyze(paths, specs, pretokenizers=families, corpus_options=opts,
                   detail_docs=parse_detail(detail), seed=kw["seed"], progress=progress,
                   workers=workers)
-    progress.done()
+    progress.close()
     if not no_diagnose:
         rep.findings = _diagnose(rep, policy, reference)
     if fmt == "json":
@@ -185,7 +184,7 @@ def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html
     progress = Progress("measuring", quiet=kw["quiet"])
     rep = analyze(paths, specs, corpus_options=opts, detail_docs=parse_detail(detail),
                   seed=kw["seed"], progress=progress, workers=workers)
-    progress.done()
+    progress.close()
     labels = [t["label"] for t in rep.tokenizers]
     result = evaluate(rep, pol, label=labels[0], baseline_label=labels[1] if baseline else None)
     text = (json.dumps(result.to_dict(), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
@@ -202,13 +201,11 @@ def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html
 
 
 def _diagnose(rep, policy_path, reference):
-    try:
-        from fertility.diagnose import diagnose
-        from fertility.policy import load_policy
-    except ImportError:  # diagnose not installed in this build
-        return []
+    from fertility.diagnose import diagnose
+    from fertility.policy import load_policy
+
     policy = load_policy(policy_path)
-    return diagnose(rep, getattr(policy, "thresholds", None), reference=reference)
+    return diagnose(rep, policy.thresholds, reference=reference or policy.reference)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -99,5 +99,5 @@ def test_counts_add_up_across_batches(corpus):
             "continued_words", "mark_initial_tokens", "token_boundaries",
             "grapheme_split_boundaries"]
     assert one[cols].equals(big[cols])
-    assert row(big := analyze([corpus], pretokenizers=["gpt2"], batch_size=1), "gpt2",
-               "language", "bn").tokens == 26
+    # and the sums are still the hand counts (13 GPT-2 pieces per Bengali sentence)
+    assert one[(one.group == "language") & (one.key == "bn")].tokens.item() == 26
