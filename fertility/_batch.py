@@ -6,6 +6,7 @@ import numpy as np
 
 from fertility import unicode as U
 from fertility._accumulate import C, COUNTS, NOSPACE, NS
+from fertility.tokenizers import concat_encoded
 
 SAMPLE_CHARS = 600  # longest stretch of a document kept as a sample with token boundaries
 
@@ -14,14 +15,7 @@ def encode_flat(tok, texts: list[str]):
     """ids, starts, ends (code points, local to each document) and tokens per document."""
     if hasattr(tok, "encode_flat"):
         return tok.encode_flat(texts)
-    encs = tok.encode_batch(texts)
-    counts = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
-    if not encs or counts.sum() == 0:
-        z = np.zeros(0, np.int64)
-        return z, z, z, counts
-    return (np.concatenate([e.ids for e in encs]).astype(np.int64),
-            np.concatenate([e.starts for e in encs]).astype(np.int64),
-            np.concatenate([e.ends for e in encs]).astype(np.int64), counts)
+    return concat_encoded(tok.encode_batch(texts))
 
 
 def _table(lang_idx, script_idx, n_langs):

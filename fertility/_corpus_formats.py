@@ -2,8 +2,9 @@
 label), and decompressed bytes -> records `(number, text, record_lang)`.
 
 corpus.py holds the policy (walking, labelling, sampling, counting); this file only knows
-how each format is laid out. Everything streams: lines are read as bytes one at a time, so
-invalid UTF-8 can be counted per file and located by byte offset.
+how each format is laid out. Everything streams: .txt and .jsonl are read in blocks of whole
+lines (`_line_blocks`, shared), keeping each line's byte offset so invalid UTF-8 can be
+counted per file and located.
 """
 from __future__ import annotations
 
@@ -153,112 +154,82 @@ def decode(raw: bytes, offset: int, path: str, strict: bool, stats: FileStats) -
         return text
 
 
-def iter_lines(stream: BinaryIO, split_cr: bool) -> Iterator[tuple[int, bytes]]:
-    """(byte offset, line without terminator) for each line. Terminators are \\n, \\r\\n and,
-    with split_cr, a lone \\r. A leading UTF-8 byte order mark is dropped. Raises BinaryFile
-    at a NUL byte; the first BINARY_PROBE bytes are checked before any line is given out."""
+READ_BLOCK = 1 << 18  # bytes read at a time (memory stays a few times this, any file size)
+
+
+def _line_blocks(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, block) for consecutive blocks of whole lines, each line with its \\n
+    (the file's last line may lack one). Reading whole blocks lets a caller decode and split
+    many lines in one call. A leading UTF-8 byte order mark is dropped. NUL bytes raise
+    BinaryFile: one in the first BINARY_PROBE bytes before anything is given out, a later one
+    after the lines before the NUL's line."""
     head = stream.read(BINARY_PROBE)
     if b"\0" in head:
         raise BinaryFile(head.index(b"\0"))
-
-    def raw_lines() -> Iterator[bytes]:
-        *complete, partial = head.split(b"\n")
-        for line in complete:
-            yield line + b"\n"
-        rest = partial + stream.readline()
-        if rest:
-            yield rest
-        yield from stream
-
-    offset = 0
-    for raw in raw_lines():
-        size = len(raw)
-        if b"\0" in raw:
-            raise BinaryFile(offset + raw.index(b"\0"))
-        start = offset
-        if offset == 0 and raw.startswith(_BOM):
-            raw, start = raw[len(_BOM) :], len(_BOM)
-        line = raw[:-1] if raw.endswith(b"\n") else raw
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if split_cr and b"\r" in line:
-            for part in line.split(b"\r"):
-                yield start, part
-                start += len(part) + 1
-        else:
-            yield start, line
-        offset += size
+    offset = len(_BOM) if head.startswith(_BOM) else 0
+    pending: list[bytes] = []  # read but not given out: the start of an unfinished line
+    block = head[offset:]
+    while True:
+        cut = block.rfind(b"\n") + 1 if block else 0  # an empty block: end of file
+        if block and cut == 0:  # one line longer than a block: read on
+            pending.append(block)
+            block = stream.read(READ_BLOCK)
+            continue
+        chunk = b"".join([*pending, block[:cut]])
+        pending = [block[cut:]]
+        nul = chunk.find(b"\0")
+        if nul >= 0:
+            if kept := chunk[: chunk.rfind(b"\n", 0, nul) + 1]:
+                yield offset, kept
+            raise BinaryFile(offset + nul)
+        if chunk:
+            yield offset, chunk
+        if not block:
+            return
+        offset += len(chunk)
+        block = stream.read(READ_BLOCK)
 
 
-TXT_BLOCK = 1 << 18  # bytes read at a time by read_txt (memory stays a few times this)
+def _raw_lines(block: bytes, offset: int) -> Iterator[tuple[int, bytes]]:
+    """(byte offset, line without its \\n) for each line of a block from _line_blocks."""
+    lines = block.split(b"\n")
+    if block.endswith(b"\n"):
+        lines.pop()
+    for raw in lines:
+        yield offset, raw
+        offset += len(raw) + 1
 
 
 def read_txt(stream: BinaryIO, path: str, strict: bool, stats: FileStats) -> Iterator[Record]:
-    """Lines of a .txt file (terminators \\n, \\r\\n, lone \\r), read in blocks of whole lines:
-    a block of valid UTF-8 is decoded and split at once (the common case, several times faster
-    than line by line); a block with invalid UTF-8 is decoded line by line so each bad
-    sequence is counted and located. NUL bytes: as iter_lines (binary before the first line
-    within BINARY_PROBE bytes, else the lines before the NUL's line are kept)."""
-    buf = stream.read(BINARY_PROBE)
-    if b"\0" in buf:
-        raise BinaryFile(buf.index(b"\0"))
-    offset = 0  # file offset of buf[0]
-    if buf.startswith(_BOM):
-        buf, offset = buf[len(_BOM):], len(_BOM)
+    """Lines of a .txt file; terminators \\n, \\r\\n and a lone \\r. A whitespace-only line is
+    no document but keeps its number."""
     number = 0
-    eof = False
-    while True:
-        if not eof:
-            more = stream.read(TXT_BLOCK)
-            eof = not more
-            buf += more
-        cut = len(buf) if eof else buf.rfind(b"\n") + 1
-        if cut == 0 and not eof:
-            continue  # one line longer than a block: read on
-        chunk, buf = buf[:cut], buf[cut:]
-        nul = chunk.find(b"\0")
-        whole = chunk if nul < 0 else chunk[: chunk.rfind(b"\n", 0, nul) + 1]
-        for text in _block_lines(whole, offset, path, strict, stats):
-            number += 1
-            if text.strip():
+    for offset, block in _line_blocks(stream):
+        lines = _txt_lines(block, offset, path, strict, stats)
+        for number, text in enumerate(lines, number + 1):
+            if text and not text.isspace():
                 yield number, text, None
-        if nul >= 0:
-            raise BinaryFile(offset + nul)
-        offset += cut
-        if eof:
-            return
 
 
-def _block_lines(block: bytes, offset: int, path: str, strict: bool,
-                 stats: FileStats) -> Iterator[str]:
-    """Every line of `block` (whole lines; its last may lack a terminator at end of file)."""
-    if not block:
-        return
+def _txt_lines(block: bytes, offset: int, path: str, strict: bool, stats: FileStats) -> list[str]:
+    """Every line of a block. Valid UTF-8 (the common case) is decoded and split in one go;
+    a block with invalid UTF-8 is decoded line by line so each bad sequence is counted and
+    located."""
     try:
-        parts = block.decode("utf-8").split("\n")
+        text = block.decode("utf-8")
     except UnicodeDecodeError:
-        parts = None
-    if parts is not None:
-        if block.endswith(b"\n"):
-            parts.pop()
-        for line in parts:
-            if line.endswith("\r"):
-                line = line[:-1]
-            if "\r" in line:
-                yield from line.split("\r")
-            else:
-                yield line
-        return
-    raws = block.split(b"\n")
-    if block.endswith(b"\n"):
-        raws.pop()
-    for raw in raws:
-        start = offset
-        offset += len(raw) + 1
-        line = raw[:-1] if raw.endswith(b"\r") else raw
-        for part in line.split(b"\r"):
-            yield decode(part, start, path, strict, stats)
-            start += len(part) + 1
+        lines = []
+        for start, raw in _raw_lines(block, offset):
+            for part in raw.removesuffix(b"\r").split(b"\r"):
+                lines.append(decode(part, start, path, strict, stats))
+                start += len(part) + 1
+        return lines
+    lines = text.split("\n")
+    if text.endswith("\n"):
+        lines.pop()
+    if "\r" not in text:
+        return lines
+    return [part for line in lines for part in line.removesuffix("\r").split("\r")]
 
 
 def read_whole(stream: BinaryIO, path: str, strict: bool, stats: FileStats) -> Iterator[Record]:
@@ -279,11 +250,12 @@ def read_jsonl(
     # Errors cite the physical line (to find it in an editor); documents carry the record
     # number (blank lines are not records), as the Document contract says.
     record_no = 0
-    for number, (offset, raw) in enumerate(iter_lines(stream, split_cr=False), 1):
+    lines = (line for offset, block in _line_blocks(stream) for line in _raw_lines(block, offset))
+    for number, (start, raw) in enumerate(lines, 1):
         if not raw.strip():
             continue
         record_no += 1
-        line = decode(raw, offset, path, strict, stats)
+        line = decode(raw, start, path, strict, stats)
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
@@ -304,7 +276,7 @@ def read_jsonl(
             text, count = _SURROGATE.subn("\ufffd", text)
             stats.invalid_utf8 += count
             if stats.first_bad_offset is None:
-                stats.first_bad_offset = offset
+                stats.first_bad_offset = start
         if not text.strip():
             stats.empty_records += 1
             continue

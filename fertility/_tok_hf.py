@@ -25,13 +25,13 @@ from fertility.errors import TokenizerError
 from fertility.patterns import FAMILIES, identify
 from fertility.tokenizers import (
     ByteTable,
-    flat_offsets,
     Encoded,
     byte_piece_value,
+    concat_encoded,
+    flat_from_id_lists,
     offsets_from_token_lengths,
     one_line,
     sha256_hex,
-    whole_chars,
 )
 
 _NORMAL_FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
@@ -67,14 +67,10 @@ def _walk(component) -> Iterator[dict]:
                 yield from _walk(child)
 
 
-def _string_pattern(component: dict) -> str | None:
+def _pattern(component: dict, kind: str) -> str | None:
+    """The pattern of a Split/Replace component when it is of `kind` ("String" or "Regex")."""
     pattern = component.get("pattern")
-    return pattern.get("String") if isinstance(pattern, dict) else None
-
-
-def _regex_pattern(component: dict) -> str | None:
-    pattern = component.get("pattern")
-    return pattern.get("Regex") if isinstance(pattern, dict) else None
+    return pattern.get(kind) if isinstance(pattern, dict) else None
 
 
 class HFTokenizer(ByteTable):
@@ -121,7 +117,7 @@ class HFTokenizer(ByteTable):
         self._byte_level = any(p.get("type") == "ByteLevel" for p in parts)
         self._metaspace = any(
             p.get("type") == "Metaspace"
-            or (p.get("type") == "Replace" and "▁" in (p.get("content"), _string_pattern(p)))
+            or (p.get("type") == "Replace" and "▁" in (p.get("content"), _pattern(p, "String")))
             for p in [*parts, *_walk(obj.get("normalizer"))]
         )
         prefix_space = any(
@@ -182,19 +178,11 @@ class HFTokenizer(ByteTable):
         texts = list(texts)
         if self._fast and texts and all(unicodedata.is_normalized(f, t)
                                         for f in self._forms for t in texts):
-            lists = [e.ids for e in self._tok.encode_batch_fast(texts, add_special_tokens=False)]
-            counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-            ids = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(counts.sum()))
-            starts, ends, bad = flat_offsets(texts, ids, counts, self._token_lengths)
-            if not bad:
-                return ids, starts, ends, counts
-        encs = self.encode_batch(texts)  # normalised or odd texts: the library's own offsets
-        counts = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
-        if not encs or counts.sum() == 0:
-            z = np.zeros(0, np.int64)
-            return z, z, z, counts
-        return tuple(np.concatenate([getattr(e, f) for e in encs]).astype(np.int64)
-                     for f in ("ids", "starts", "ends")) + (counts,)
+            encs = self._tok.encode_batch_fast(texts, add_special_tokens=False)
+            flat = flat_from_id_lists(texts, [e.ids for e in encs], self._token_lengths)
+            if flat is not None:
+                return flat
+        return concat_encoded(self.encode_batch(texts))  # the library's own offsets
 
     def decode(self, ids) -> str:
         ids = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
@@ -219,6 +207,20 @@ class HFTokenizer(ByteTable):
     # -- vocabulary ----------------------------------------------------------------------
 
     @cached_property
+    def _pieces(self) -> list[str | None]:
+        """Each id's piece as the vocabulary writes it (None for an id nothing uses)."""
+        added, id_to_token = self._added, self._tok.id_to_token
+        return [added[i] if i in added else id_to_token(i) for i in range(self.vocab_size)]
+
+    @cached_property
+    def _byte_pieces(self) -> np.ndarray:
+        fallback = self._byte_fallback
+        return np.fromiter(
+            (fallback and p is not None and byte_piece_value(p) is not None for p in self._pieces),
+            dtype=bool, count=self.vocab_size,
+        )
+
+    @cached_property
     def _table(self) -> list[bytes]:
         """The bytes each id stands for in decoded text (b"" for unused ids)."""
         model = self._obj["model"]
@@ -227,15 +229,12 @@ class HFTokenizer(ByteTable):
         )
         strip_suffix = model.get("end_of_word_suffix") or None
         table = []
-        for i in range(self.vocab_size):
-            piece = self._added.get(i)
-            if piece is None:
-                piece = self._tok.id_to_token(i)
+        for i, (piece, is_byte) in enumerate(zip(self._pieces, self._byte_pieces.tolist())):
             if piece is None:
                 table.append(b"")
                 continue
-            if self._byte_fallback and (b := byte_piece_value(piece)) is not None:
-                table.append(bytes([b]))
+            if is_byte:
+                table.append(bytes([byte_piece_value(piece)]))
                 continue
             if i in self._added:
                 table.append(piece.encode("utf-8"))
@@ -256,26 +255,10 @@ class HFTokenizer(ByteTable):
             table.append(piece.encode("utf-8"))
         return table
 
-    @cached_property
-    def _partial(self) -> np.ndarray:
-        mask = np.zeros(self.vocab_size, dtype=bool)
-        for i, raw in enumerate(self._table):
-            piece = self._added.get(i) or self._tok.id_to_token(i)
-            if piece is None:
-                continue
-            if self._byte_fallback and byte_piece_value(piece) is not None:
-                mask[i] = True
-            elif self._byte_level and i not in self._added and not whole_chars(raw):
-                mask[i] = True
-        return mask
-
-    def partial_mask(self) -> np.ndarray:
-        return self._partial.copy()
-
     def config(self) -> dict:
         pre = self._obj.get("pre_tokenizer")
         regexes = [
-            _regex_pattern(p) for p in _walk(pre) if p.get("type") == "Split" and _regex_pattern(p)
+            rx for p in _walk(pre) if p.get("type") == "Split" and (rx := _pattern(p, "Regex"))
         ]
         if any(p.get("type") == "ByteLevel" and p.get("use_regex", True) for p in _walk(pre)):
             regexes.append(FAMILIES["gpt2"])

@@ -162,7 +162,7 @@ class SPTokenizer(ByteTable):
         texts = list(texts)
         if not texts:
             return []
-        is_byte = self._is_byte
+        is_byte = self._byte_pieces
         if self._offset_mapping:
             out = []
             for r in self._sp.encode(texts, out_type="offset_mapping"):
@@ -211,7 +211,7 @@ class SPTokenizer(ByteTable):
     # -- vocabulary ----------------------------------------------------------------------
 
     @cached_property
-    def _is_byte(self) -> np.ndarray:
+    def _byte_pieces(self) -> np.ndarray:
         sp = self._sp
         return np.fromiter(
             (sp.IsByte(i) for i in range(self.vocab_size)), dtype=bool, count=self.vocab_size
@@ -220,18 +220,15 @@ class SPTokenizer(ByteTable):
     @cached_property
     def _table(self) -> list[bytes]:
         sp, table = self._sp, []
-        for i in range(self.vocab_size):
+        for i, is_byte in enumerate(self._byte_pieces.tolist()):
             piece = sp.IdToPiece(i)
-            if sp.IsByte(i):
+            if is_byte:
                 table.append(bytes([int(piece[3:5], 16)]))
             elif sp.IsControl(i) or sp.IsUnknown(i) or sp.IsUnused(i):
                 table.append(b"")
             else:
                 table.append(piece.replace("▁", " ").encode("utf-8"))
         return table
-
-    def partial_mask(self) -> np.ndarray:
-        return self._is_byte.copy()
 
     @cached_property
     def special_tokens(self) -> dict[str, int]:

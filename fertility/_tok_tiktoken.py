@@ -32,10 +32,11 @@ from fertility.patterns import (
 from fertility.tokenizers import (
     ByteTable,
     Encoded,
+    concat_encoded,
+    flat_from_id_lists,
     offsets_from_token_lengths,
     one_line,
     sha256_hex,
-    whole_chars,
 )
 
 _INSTALL = "tiktoken is not installed: pip install 'fertility[tiktoken]'"
@@ -210,6 +211,17 @@ class TiktokenTokenizer(ByteTable):
                 out[i] = redone
         return out
 
+    def encode_flat(self, texts: list[str]):
+        """encode_batch laid end to end (ids, starts, ends, tokens per text), built flat:
+        the measuring path's form, without per-text arrays."""
+        texts = list(texts)
+        if texts:
+            lists = self._enc.encode_ordinary_batch(texts)
+            flat = flat_from_id_lists(texts, lists, self._token_lengths)
+            if flat is not None:
+                return flat
+        return concat_encoded(self.encode_batch(texts))
+
     def _by_pieces(self, text: str) -> Encoded:
         parts = [Encoded(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))]
         for a, b in split_spans(self._pattern, text):
@@ -239,16 +251,6 @@ class TiktokenTokenizer(ByteTable):
         for text, i in self.special_tokens.items():
             table[i] = text.encode("utf-8")
         return table
-
-    @cached_property
-    def _partial(self) -> np.ndarray:
-        mask = np.zeros(self.vocab_size, dtype=bool)
-        for tok, rank in self._ranks.items():
-            mask[rank] = not whole_chars(tok)
-        return mask
-
-    def partial_mask(self) -> np.ndarray:
-        return self._partial.copy()
 
     def config(self) -> dict:
         return {

@@ -40,21 +40,17 @@ Spans (`Encoded.starts/ends`) are code points into the original text. Where a no
 rewrites text (Hugging Face NFKC, SentencePiece's nmt_nfkc) they follow the library's own
 alignment: a character composed from several (e + U+0301 -> é) maps to the first of them,
 and Metaspace's inserted "▁" shares the span of the character after it.
-
-`encode_stream(tok, batches)` encodes one batch ahead in a background thread (the libraries
-release the GIL while encoding), so a caller's per-batch work overlaps the next encode.
 """
 
 from __future__ import annotations
 
-from functools import cached_property
-
 import hashlib
 import os
 import re
+from functools import cached_property
+from itertools import chain
 from pathlib import Path
-from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, Iterator, NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import NamedTuple, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -230,25 +226,6 @@ def sniff_kind(data: bytes, path: Path) -> str:
     raise TokenizerError(f"{path}: not a tokenizer.json, SentencePiece model or tiktoken rank file")
 
 
-def encode_stream(
-    tok: Tokenizer, batches: Iterable[list[str]]
-) -> Iterator[tuple[list[str], list[Encoded]]]:
-    """(batch, encodings) for each batch, encoding one batch ahead in a background thread.
-
-    All three libraries release the GIL while they encode, so whatever the caller does with
-    batch k (reading the corpus, counting) overlaps the encoding of batch k+1.
-    """
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = None
-        for batch in batches:
-            future = pool.submit(tok.encode_batch, batch)
-            if pending is not None:
-                yield pending[0], pending[1].result()
-            pending = (batch, future)
-        if pending is not None:
-            yield pending[0], pending[1].result()
-
-
 # ---------------------------------------------------------------------------------------
 # Shared helpers for the adapters
 
@@ -287,6 +264,30 @@ def offsets_from_token_lengths(
     return [
         Encoded(all_ids[a:b], starts[a:b], ends[a:b]) for a, b in zip([0, *bounds[:-1]], bounds)
     ], bad
+
+
+def flat_from_id_lists(
+    texts: Sequence[str], lists: Sequence[Sequence[int]], token_len: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The measuring path's flat form of a batch (ids, starts, ends local to each text, tokens
+    per text) from a library's id lists, with spans from token byte lengths (`flat_offsets`);
+    None when some text's tokens do not add up to its bytes (map those another way)."""
+    counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    ids = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(counts.sum()))
+    starts, ends, bad = flat_offsets(texts, ids, counts, token_len)
+    return None if bad else (ids, starts, ends, counts)
+
+
+def concat_encoded(
+    encs: Sequence[Encoded],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-text encodings laid end to end: ids, starts, ends and tokens per text."""
+    counts = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
+    if not encs:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, counts
+    ids, starts, ends = (np.concatenate(col).astype(np.int64, copy=False) for col in zip(*encs))
+    return ids, starts, ends, counts
 
 
 def flat_offsets(texts: Sequence[str], all_ids: np.ndarray, n_tok: np.ndarray,
@@ -335,7 +336,12 @@ def flat_offsets(texts: Sequence[str], all_ids: np.ndarray, n_tok: np.ndarray,
 
 
 class ByteTable:
-    """Mixin for adapters that keep `_table`: the bytes each id stands for in decoded text."""
+    """Mixin for adapters that keep `_table`: the bytes each id stands for in decoded text.
+
+    It defines which tokens are partial (see `partial_mask`) once for every adapter: a token
+    whose bytes are not complete UTF-8, or a byte-fallback piece (`_byte_pieces`), whichever
+    byte it holds (``<0x41>`` is a fallback even though "A" is a whole character).
+    """
 
     @cached_property
     def _token_lengths(self) -> np.ndarray:
@@ -345,6 +351,21 @@ class ByteTable:
         if not 0 <= int(id) < self.vocab_size:
             raise TokenizerError(f"{self.spec}: token id {id} outside the vocabulary")
         return self._table[int(id)]
+
+    @cached_property
+    def _byte_pieces(self) -> np.ndarray:
+        """bool per id: byte-fallback pieces; adapters with them override this."""
+        return np.zeros(self.vocab_size, dtype=bool)
+
+    @cached_property
+    def _partial(self) -> np.ndarray:
+        split = np.fromiter((not whole_chars(b) for b in self._table), dtype=bool,
+                            count=self.vocab_size)
+        return split | self._byte_pieces
+
+    def partial_mask(self) -> np.ndarray:
+        return self._partial.copy()
+
 
 def whole_chars(data: bytes) -> bool:
     """True when `data` is complete UTF-8 (every character whole)."""

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import builtins
 import bz2
+import codecs
 import gzip
 import io
 import json
 import lzma
 import os
+import re
 import sys
 import tracemalloc
 
@@ -441,12 +443,56 @@ def test_memory_stays_flat(tmp_path):
     assert peaks[1] < 1.25 * peaks[0], peaks
 
 
-def _line_by_line(stream, path, strict, stats):
-    """The plain reader (one line at a time) that the block reader must agree with."""
-    for number, (offset, raw) in enumerate(fmt.iter_lines(stream, split_cr=True), 1):
-        text = fmt.decode(raw, offset, path, strict, stats)
+# A second way to read a .txt file, for the block reader to agree with: the whole file at
+# once, lines cut by a regex, invalid UTF-8 counted and located by a codec error handler
+# (Python calls it once per maximal invalid sequence).
+_LINE = re.compile(rb"([^\r\n]*)(?:\r\n|\n|\r|\Z)")
+_BAD: list[int] = []
+
+
+def _count_bad(error: UnicodeDecodeError):
+    _BAD.append(error.start)
+    return "\ufffd", error.end
+
+
+codecs.register_error("test-corpus-count", _count_bad)
+
+
+def whole_file_reference(data: bytes, strict: bool):
+    """(records, invalid count, first bad offset, how it ended) for `data` as a .txt file."""
+    nul = data.find(b"\0")
+    if 0 <= nul < fmt.BINARY_PROBE:  # binary from the start: nothing is given out
+        return [], 0, None, ("binary", nul)
+    pos = 3 if data.startswith(b"\xef\xbb\xbf") else 0
+    end = len(data) if nul < 0 else data.rfind(b"\n", 0, nul) + 1  # drop the NUL's line
+    records, bad, first = [], 0, None
+    number = 0
+    while pos < end:
+        match = _LINE.match(data, pos, end)
+        raw, number = match.group(1), number + 1
+        _BAD.clear()
+        text = raw.decode("utf-8", "test-corpus-count")
+        if _BAD:
+            if strict:
+                return records, bad, first, f"f.txt: invalid UTF-8 at byte {pos + _BAD[0]}"
+            bad += len(_BAD)
+            first = pos + _BAD[0] if first is None else first
         if text.strip():
-            yield number, text, None
+            records.append((number, text, None))
+        pos = match.end()
+    return records, bad, first, "end" if nul < 0 else ("binary", nul)
+
+
+def read_txt_with(data: bytes, strict: bool):
+    stats, records = fmt.FileStats(), []
+    try:
+        for record in fmt.read_txt(io.BytesIO(data), "f.txt", strict, stats):
+            records.append(record)
+    except fmt.BinaryFile as binary:
+        return records, stats.invalid_utf8, stats.first_bad_offset, ("binary", binary.offset)
+    except CorpusError as e:
+        return records, stats.invalid_utf8, stats.first_bad_offset, str(e)
+    return records, stats.invalid_utf8, stats.first_bad_offset, "end"
 
 
 @pytest.mark.parametrize("block", [1, 7, 64, 1 << 18])
@@ -455,27 +501,32 @@ def _line_by_line(stream, path, strict, stats):
     "বাংলা\r\nভাষা\n".encode() * 50 + b"tail without newline",
     b"ok\nbad \xff\xfe here\nmore\r\nbad2 \xc3\n" * 20,
     b"x" * 9000 + b"\nline\nwith\x00nul\nafter\n",
+    b"x" * 9000 + b"\nbad \xff\nwith\x00nul\n",
     ("a" * 300 + "\r").encode() * 10,
+    b"\r\r\n\n\r",
+    b"",
 ])
-def test_block_reader_agrees_with_line_by_line(monkeypatch, block, data):
-    monkeypatch.setattr(fmt, "TXT_BLOCK", block)
+def test_block_reader_agrees_with_whole_file_reading(monkeypatch, block, data):
+    monkeypatch.setattr(fmt, "READ_BLOCK", block)
+    for strict in (False, True):
+        records, bad, first, ending = read_txt_with(data, strict)
+        expected = whole_file_reference(data, strict)
+        if strict and isinstance(expected[3], str):  # the error may come before a block's lines
+            assert ending == expected[3]
+        else:
+            assert (records, bad, first, ending) == expected
 
-    def run(reader):
-        stats = fmt.FileStats()
-        out = []
-        try:
-            for rec in reader(io.BytesIO(data), "f.txt", False, stats):
-                out.append(rec)
-        except fmt.BinaryFile as b:
-            out.append(("binary", b.offset))
-        return out, stats.invalid_utf8, stats.first_bad_offset
 
-    assert run(fmt.read_txt) == run(_line_by_line)
-
-    def strict(reader):
-        try:
-            return list(reader(io.BytesIO(data), "f.txt", True, fmt.FileStats()))
-        except (CorpusError, fmt.BinaryFile) as e:
-            return repr(e)
-
-    assert strict(fmt.read_txt) == strict(_line_by_line)
+def test_jsonl_across_read_blocks(monkeypatch):
+    # Records cross the 7-byte blocks; blank lines are not records; the bad byte of line 5
+    # (record 4) sits at 15 + 15 + 1 + 16 + 11 = byte 58 ({"text": "dN"} is 14 bytes).
+    monkeypatch.setattr(fmt, "READ_BLOCK", 7)
+    raw = (b'{"text": "d1"}\n{"text": "d2"}\n\n{"text": "d3"}\r\n'
+           b'{"text": "d\xff"}\n{"text": "d5"}')
+    stats = fmt.FileStats()
+    records = list(fmt.read_jsonl(io.BytesIO(raw), "f.jsonl", "text", None, False, stats))
+    assert records == [(1, "d1", None), (2, "d2", None), (3, "d3", None),
+                       (4, "d\ufffd", None), (5, "d5", None)]
+    assert (stats.invalid_utf8, stats.first_bad_offset) == (1, 58)
+    with pytest.raises(CorpusError, match=r"f\.jsonl: invalid UTF-8 at byte 58$"):
+        list(fmt.read_jsonl(io.BytesIO(raw), "f.jsonl", "text", None, True, fmt.FileStats()))

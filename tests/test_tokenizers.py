@@ -573,20 +573,6 @@ def test_hf_hub_offline_reads_local_cache(tmp_path, monkeypatch, no_network, hf_
 # --- streaming and settings that must not leak into measurements ---------------------------------
 
 
-def test_encode_stream_keeps_order_and_results(hf_dir):
-    from fertility.tokenizers import encode_stream
-
-    tok = load_tokenizer(str(hf_dir))
-    batches = [CORPUS[i : i + 7] for i in range(0, 40, 7)]
-    streamed = list(encode_stream(tok, iter(batches)))
-    assert [b for b, _ in streamed] == batches
-    for batch, encs in streamed:
-        direct = tok.encode_batch(batch)
-        assert [e.ids.tolist() for e in encs] == [e.ids.tolist() for e in direct]
-        assert [spans(e) for e in encs] == [spans(e) for e in direct]
-    assert list(encode_stream(tok, [])) == []
-
-
 def test_bpe_dropout_is_off_when_measuring(tmp_path, hf_dir):
     obj = json.loads((hf_dir / "tokenizer.json").read_text(encoding="utf-8"))
     obj["model"]["dropout"] = 0.9  # would scatter nearly every merge
@@ -648,3 +634,19 @@ def test_hf_encode_flat_equals_encode_batch_on_every_path(tmp_path, hf_dir):
             assert ids.tolist() == [i for e in encs for i in e.ids.tolist()]
             assert starts.tolist() == [i for e in encs for i in e.starts.tolist()]
             assert ends.tolist() == [i for e in encs for i in e.ends.tolist()]
+
+
+def test_tiktoken_encode_flat_equals_encode_batch(rank_dir):
+    """As for Hugging Face: the flat path, and the fallback for a split pattern that leaves
+    text unmatched (there tokens do not add up to the text's bytes)."""
+    texts = ["বা the", "ং", "", "x  y"]
+    for spec in (str(rank_dir / "gpt2.tiktoken"), str(rank_dir / "ranks.tiktoken") + r"#re:\S+"):
+        tok = load_tokenizer(spec)
+        ids, starts, ends, counts = tok.encode_flat(texts)
+        encs = tok.encode_batch(texts)
+        assert counts.tolist() == [len(e.ids) for e in encs]
+        assert ids.tolist() == [i for e in encs for i in e.ids.tolist()]
+        assert starts.tolist() == [i for e in encs for i in e.starts.tolist()]
+        assert ends.tolist() == [i for e in encs for i in e.ends.tolist()]
+        assert ids.dtype == starts.dtype == ends.dtype == np.int64
+    assert [a.tolist() for a in tok.encode_flat([])] == [[], [], [], []]
