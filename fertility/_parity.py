@@ -68,7 +68,7 @@ def premiums(docs: pd.DataFrame, reference: str, *, min_lines: int, min_overlap:
         return EMPTY.copy()
     first = docs[docs["tokenizer"] == docs["tokenizer"].iloc[0]]
     files = first.groupby("source").agg(lang=("lang", "first"), nlines=("line", "max"),
-                                        lines=("line", lambda s: frozenset(s))).reset_index()
+                                        lines=("line", frozenset)).reset_index()
     pairs = _pairs(files, reference, min_lines, min_overlap)
     if not pairs:
         return EMPTY.copy()

@@ -1,7 +1,10 @@
 """What a tokenizer's configuration says about marks and normalisation (for diagnose).
 
-Reads `Tokenizer.config()`: the HF `normalizer` / `pre_tokenizer` objects (as in
-tokenizer.json), a tiktoken split `pattern`, or SentencePiece's normalisation rule name.
+Reads `Tokenizer.config()`: the `normalizer` / `pre_tokenizer` objects (HF's as in
+tokenizer.json; the tiktoken and SentencePiece adapters write theirs in the same shape), else
+the adapters' `pattern_regex` or a pre-tokenizer family's `pattern`. Every splitting step of a
+pre-tokenizer sequence is judged, since each one cuts the pieces of the step before: a
+mark-aware Split followed by ByteLevel(use_regex=true) still cuts at vowel signs.
 Split patterns are judged by what they do, not how they are spelled: the pattern is run over
 a probe of Indic and Thai words (with ZWJ/ZWNJ conjuncts) and any piece that begins with a
 combining mark or a joiner is a cut inside a word. The issue's static criterion (a letter
@@ -16,7 +19,8 @@ from typing import Any, Iterator
 
 import regex
 
-from fertility.patterns import ALIASES, FAMILIES, identify
+from fertility.errors import TokenizerError
+from fertility.patterns import FAMILIES, compile_pattern, identify
 
 # Words whose vowel signs, viramas and joiners sit inside the word, space separated.
 PROBE = ("বাংলা ভাষার কিছু শব্দ हिन्दी भाषा தமிழ் மொழி ภาษาไทย "
@@ -29,11 +33,11 @@ _NORM_FORMS = {"nfc": "NFC", "nfd": "NFD", "nfkc": "NFKC", "nfkd": "NFKD",
 @dataclass
 class ConfigInfo:
     family: str | None = None          # known pre-tokenizer family the split matches
-    pattern: str | None = None         # the split regex, when one is configured
+    pattern: str | None = None         # the split regex: the first step that cuts, else the first
     source: str = ""                   # where in the config the split came from
-    cuts_marks: bool = False           # some piece of the probe begins with \p{M}
-    cuts_joiners: bool = False         # some piece begins with ZWJ/ZWNJ
-    letter_class_without_marks: bool = False
+    cuts_marks: bool = False           # some step cuts a piece of the probe at \p{M}
+    cuts_joiners: bool = False         # some step cuts a piece at ZWJ/ZWNJ
+    letter_class_without_marks: bool = False  # some step's pattern has \p{L} but no \p{M}
     normalizers: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
@@ -63,8 +67,8 @@ def _find_key(obj: Any, key: str) -> Any:
 def probe_cuts(pattern: str) -> tuple[bool, bool]:
     """(cuts at marks, cuts at joiners): pieces = matches and the gaps between them."""
     try:
-        rx = regex.compile(pattern)
-    except (regex.error, TypeError, ValueError):
+        rx = compile_pattern(pattern)
+    except TokenizerError:
         return (False, False)
     starts = set()
     pos = 0
@@ -85,17 +89,14 @@ def _letter_class_without_marks(pattern: str) -> bool:
     return "\\p{L}" in pattern and "\\p{M}" not in pattern and "\\p{Mn}" not in pattern
 
 
-def inspect_config(config: Any) -> ConfigInfo:
-    info = ConfigInfo()
-    if not config:
-        return info
-    pre = _find_key(config, "pre_tokenizer") if isinstance(config, dict) else None
-    for d in _dicts(pre):
+def _splits(config: dict) -> list[tuple[str, str]]:
+    """(source, regex) of every splitting step, in order."""
+    out = []
+    for d in _dicts(_find_key(config, "pre_tokenizer")):
         kind = d.get("type")
         if kind == "ByteLevel" and d.get("use_regex", True):
-            info.source, info.pattern = "ByteLevel(use_regex=true)", FAMILIES["gpt2"]
-            break
-        if kind == "Split" and not d.get("invert"):
+            out.append(("ByteLevel(use_regex=true)", FAMILIES["gpt2"]))
+        elif kind == "Split":
             raw = d.get("pattern")  # HF: {"Regex": ...} / {"String": ...}; tiktoken: the regex
             pat = raw if isinstance(raw, str) else None
             if isinstance(raw, dict):
@@ -103,30 +104,34 @@ def inspect_config(config: Any) -> ConfigInfo:
                 if pat is None and raw.get("String") is not None:
                     pat = regex.escape(raw["String"])
             if pat is not None:
-                info.source, info.pattern = "Split pattern", pat
+                out.append(("Split pattern", pat))
+    if not out:
+        for key in ("pattern_regex", "pattern"):
+            if isinstance(config.get(key), str) and config[key]:
+                out.append(("split pattern", config[key]))
                 break
-    if info.pattern is None and isinstance(config, dict):
-        # tiktoken-style: the regex itself, or a family name fertility.patterns knows
-        for key in ("pattern_regex", "pattern", "pat_str", "split_pattern"):
-            pat = config.get(key)
-            if isinstance(pat, str) and pat:
-                name = pat.lower()
-                if name in FAMILIES or name in ALIASES:
-                    pat = FAMILIES[ALIASES.get(name, name)]
-                info.source, info.pattern = "split pattern", pat
-                break
-    if info.pattern is not None:
-        info.family = identify(info.pattern)
-        info.cuts_marks, info.cuts_joiners = probe_cuts(info.pattern)
-        info.letter_class_without_marks = _letter_class_without_marks(info.pattern)
+    return out
+
+
+def inspect_config(config: Any) -> ConfigInfo:
+    info = ConfigInfo()
+    if not isinstance(config, dict) or not config:
+        return info
+    steps = [(source, pat, probe_cuts(pat)) for source, pat in _splits(config)]
+    if steps:
+        source, pat, _ = next((s for s in steps if any(s[2])), steps[0])
+        info.source, info.pattern, info.family = source, pat, identify(pat)
+        info.cuts_marks = any(marks for _, _, (marks, _) in steps)
+        info.cuts_joiners = any(joins for _, _, (_, joins) in steps)
+        info.letter_class_without_marks = any(_letter_class_without_marks(p)
+                                              for _, p, _ in steps)
     info.normalizers = _normalizers(config)
     return info
 
 
-def _normalizers(config: Any) -> list[str]:
+def _normalizers(config: dict) -> list[str]:
     out: list[str] = []
-    norm = _find_key(config, "normalizer") if isinstance(config, dict) else None
-    for d in _dicts(norm):
+    for d in _dicts(_find_key(config, "normalizer")):
         kind = d.get("type")
         if kind in ("NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents"):
             out.append(kind)
@@ -139,13 +144,6 @@ def _normalizers(config: Any) -> list[str]:
             out.append("Precompiled")  # SentencePiece's compiled map, usually nmt_nfkc
         elif kind == "SentencePiece":  # fertility's SentencePiece adapter: the rule's name
             form = _NORM_FORMS.get(str(d.get("name") or "").lower())
-            if form:
-                out.append(form)
-    for d in _dicts(config):  # SentencePiece: normalization_rule_name or normalizer_spec.name
-        spec = d.get("normalizer_spec")
-        for name in (d.get("normalization_rule_name"),
-                     spec.get("name") if isinstance(spec, dict) else None):
-            form = _NORM_FORMS.get(str(name).lower()) if name else None
             if form:
                 out.append(form)
     return list(dict.fromkeys(out))

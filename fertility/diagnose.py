@@ -17,13 +17,16 @@ from __future__ import annotations
 import math
 import unicodedata
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pandas as pd
 
 from fertility import _parity
 from fertility._tokconfig import inspect_config
+
+if TYPE_CHECKING:
+    from fertility.measure import Report
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 RULES = ("mark-split", "pretokenizer-ceiling", "merge-starvation", "byte-fallback", "unk",
@@ -92,15 +95,21 @@ class Thresholds:
         return self.default_floor
 
 
-def diagnose(report: Any, thresholds: Thresholds | None = None, *,
-             reference: str = "en") -> list[Finding]:
-    """All findings for a Report, most severe first."""
+def diagnose(report: Report, thresholds: Thresholds | None = None, *, reference: str = "en",
+             premium_table: pd.DataFrame | None = None) -> list[Finding]:
+    """All findings for a Report, most severe first.
+
+    premium_table: `premiums(report, thresholds, reference=reference)` when the caller has
+    already computed it (the gate checks the same table), so the bootstrap runs once.
+    """
     t = thresholds if thresholds is not None else Thresholds()
     found: list[Finding] = []
     for rule in (_mark_split, _ceiling, _starvation, _fallback_unk, _normalization,
                  _grapheme_split, _balance):
         found.extend(rule(report, t))
-    found.extend(_parity_rule(report, t, reference))
+    if premium_table is None:
+        premium_table = premiums(report, t, reference=reference)
+    found.extend(_parity_rule(premium_table, t, reference))
     found.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.tokenizer, RULES.index(f.rule),
                               f.group, f.key))
     return found
@@ -117,18 +126,21 @@ def _num(x: Any) -> float | None:
     return None if math.isnan(v) else round(v, 4)
 
 
-def _rows(report: Any, t: Thresholds, *, groups=("script",), pretokenizer=False) -> pd.DataFrame:
+def _rows(report: Report, t: Thresholds, *, groups=("script",), pretokenizer=False) -> pd.DataFrame:
     f = report.frame
     is_pre = f["kind"] == "pretokenizer"
     sel = f[(is_pre if pretokenizer else ~is_pre) & f["group"].isin(groups)]
     return sel[sel["tokens"] >= t.min_tokens]
 
 
-def _configs(report: Any) -> dict[str, dict]:
-    return {d["label"]: d for d in getattr(report, "tokenizers", [])}
+def _configs(report: Report) -> dict[str, dict]:
+    return {d["label"]: d for d in report.tokenizers}
 
 
-def wilson(k: float, n: float, z: float = 1.959964) -> tuple[float, float]:
+Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
+
+
+def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float]:
     """95% Wilson score interval of a proportion k/n (tokens treated as independent)."""
     if n <= 0:
         return (0.0, 1.0)
@@ -158,7 +170,7 @@ _MARK_FIX = ("Use a pre-tokenizer whose letter class includes \\p{M} (and ZWJ/ZW
              "and retrain the vocabulary.")
 
 
-def _mark_split(report: Any, t: Thresholds) -> Iterator[Finding]:
+def _mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
     configs = _configs(report)
     fam = _rows(report, t, pretokenizer=True)
     fam_rate = {(r.tokenizer, r.key): r.mark_initial_rate for r in fam.itertuples()}
@@ -169,17 +181,19 @@ def _mark_split(report: Any, t: Thresholds) -> Iterator[Finding]:
         own = fam_rate.get((info.family, r["key"])) if info.family else None
         lo, hi = wilson(float(r["mark_initial_tokens"]), float(r["tokens"]))
         ev = {"mark_initial_rate": _num(rate), "lo": _num(lo), "hi": _num(hi),
-              "mark_initial_tokens": _num(r["mark_initial_tokens"]), "tokens": _num(r["tokens"]),
+              "mark_initial_tokens": int(r["mark_initial_tokens"]), "tokens": int(r["tokens"]),
               "pretokenizer": info.describe(), "pretoken_mark_initial_rate": _num(own),
               "letter_class_without_marks": info.letter_class_without_marks}
-        seen = rate >= t.mark_initial_rate or (own is not None and own >= t.mark_initial_rate)
-        if (info.cuts_marks or info.cuts_joiners) and seen:
+        seen_tokens = rate >= t.mark_initial_rate
+        seen_pre = own is not None and own >= t.mark_initial_rate
+        if (info.cuts_marks or info.cuts_joiners) and (seen_tokens or seen_pre):
             what = "vowel signs and other combining marks" if info.cuts_marks else "ZWJ/ZWNJ"
+            share = f"{rate:.0%} of tokens" if seen_tokens else f"{own:.0%} of pre-tokens"
             yield _finding("mark-split", "error", r, ev,
                            f"The pre-tokenizer ({info.describe()}) cuts {r['key']} words at "
-                           f"{what}: {rate:.0%} of tokens begin with one, and BPE can never "
+                           f"{what}: {share} begin with one, and BPE can never "
                            "merge across the cut.", _MARK_FIX)
-        elif own is not None and own >= t.mark_initial_rate:
+        elif seen_pre:
             yield _finding("mark-split", "error", r, ev,
                            f"{own:.0%} of this tokenizer's {r['key']} pre-tokens begin with a "
                            "combining mark: its pre-tokenizer cuts words at vowel signs.",
@@ -201,11 +215,11 @@ def _mark_split(report: Any, t: Thresholds) -> Iterator[Finding]:
                           "use one whose letter class includes \\p{M}.")
 
 
-def _ceiling(report: Any, t: Thresholds) -> Iterator[Finding]:
+def _ceiling(report: Report, t: Thresholds) -> Iterator[Finding]:
     for pre in (False, True):
         for _, r in _rows(report, t, groups=("script", "language"), pretokenizer=pre).iterrows():
             floor = t.floor_for(r["group"], r["key"])
-            ceiling = r["chars_per_token"] if pre else r.get("chars_per_pretoken")
+            ceiling = r["chars_per_token"] if pre else r["chars_per_pretoken"]
             if floor is None or _num(ceiling) is None:
                 continue
             ev = {"chars_per_pretoken": _num(ceiling), "floor": floor,
@@ -228,14 +242,14 @@ def _ceiling(report: Any, t: Thresholds) -> Iterator[Finding]:
                                fix)
 
 
-def _starvation(report: Any, t: Thresholds) -> Iterator[Finding]:
-    sizes = {d["label"]: d.get("vocab_size") for d in getattr(report, "tokenizers", [])}
+def _starvation(report: Report, t: Thresholds) -> Iterator[Finding]:
+    sizes = {d["label"]: d.get("vocab_size") for d in report.tokenizers}
     for _, r in _rows(report, t).iterrows():
         bpt, gpt = float(r["bytes_per_token"]), float(r["graphemes_per_token"])
         near_bytes = bpt <= t.starvation_bytes_per_token
         near_graphemes = (r["key"] not in IDEOGRAPHIC
                           and gpt <= t.starvation_graphemes_per_token)
-        ceiling = _num(r.get("chars_per_pretoken"))
+        ceiling = _num(r["chars_per_pretoken"])
         below = ceiling is None or r["chars_per_token"] <= t.starvation_ceiling_share * ceiling
         if not ((near_bytes or near_graphemes) and below):
             continue
@@ -253,13 +267,13 @@ def _starvation(report: Any, t: Thresholds) -> Iterator[Finding]:
                        "balanced sampling) or use a larger vocabulary, then measure again.")
 
 
-def _fallback_unk(report: Any, t: Thresholds) -> Iterator[Finding]:
+def _fallback_unk(report: Report, t: Thresholds) -> Iterator[Finding]:
     specs = (("byte-fallback", "byte_fallback_tokens", "byte_fallback_rate",
-              t.byte_fallback_rate, getattr(report, "byte_fallback_chars", {}),
+              t.byte_fallback_rate, report.byte_fallback_chars,
               "are spelled as byte pieces", "Add these characters' text to the training data "
               "(or raise character_coverage in SentencePiece) so they get whole-character "
               "tokens."),
-             ("unk", "unk_tokens", "unk_rate", t.unk_rate, getattr(report, "unk_chars", {}),
+             ("unk", "unk_tokens", "unk_rate", t.unk_rate, report.unk_chars,
               "become the unknown token (the text is lost)",
               "Enable byte fallback (SentencePiece byte_fallback=true) or use a byte-level "
               "BPE, and cover these characters in training."))
@@ -271,8 +285,8 @@ def _fallback_unk(report: Any, t: Thresholds) -> Iterator[Finding]:
             lo, hi = wilson(float(r[count]), float(r["tokens"]))
             top = _char_names(chars.get((r["tokenizer"], r["key"])), t.top_chars)
             names = ", ".join(f"{c['code']} {c['name']}" for c in top[:3])
-            ev = {col: _num(rate), "lo": _num(lo), "hi": _num(hi), "count": _num(r[count]),
-                  "tokens": _num(r["tokens"]), "threshold": limit, "top_chars": top}
+            ev = {col: _num(rate), "lo": _num(lo), "hi": _num(hi), "count": int(r[count]),
+                  "tokens": int(r["tokens"]), "threshold": limit, "top_chars": top}
             yield _finding(rule, "warning", r, ev,
                            f"{rate:.1%} of {r['key']} tokens {what}"
                            + (f"; most often {names}." if names else "."), fix)
@@ -282,16 +296,15 @@ _LOSSY_NORMALIZERS = {"NFKC", "NFKD", "Lowercase", "StripAccents", "Precompiled"
 _NUKTA = {"\u09dc", "\u09dd", "\u09df"}  # composition exclusions: NFC never recomposes them
 
 
-def _normalization(report: Any, t: Thresholds) -> Iterator[Finding]:
-    norm = getattr(report, "normalization", {}) or {}
-    f = report.frame
+def _normalization(report: Report, t: Thresholds) -> Iterator[Finding]:
     for label, d in _configs(report).items():
         if d.get("kind") == "pretokenizer":
             continue
         info = inspect_config(d.get("config"))
-        n = norm.get(label) or {}
-        changed = int(n.get("changed_docs", 0) or 0)
-        examples = list(n.get("examples", []))[:3]
+        n = report.normalization.get(label) or {}
+        changed = int(n.get("changed_docs", 0))
+        stored = list(n.get("examples", []))
+        examples = stored[:3]
         row = {"tokenizer": label, "group": "all", "key": "*"}
         ev = {"normalizers": info.normalizers, "changed_docs": changed, "examples": examples}
         fix = ("Use a lossless normaliser (none, or NFC where the script needs it) and keep "
@@ -306,19 +319,21 @@ def _normalization(report: Any, t: Thresholds) -> Iterator[Finding]:
             yield _finding("normalization", "info", row, ev,
                            f"The normaliser folds text ({', '.join(lossy)}), though no document "
                            "of this corpus changed.", fix)
-        texts = [e.get("before", "") for e in examples] + list(n.get("changed_chars", {}) or {})
+        # The measurement keeps a few changed passages, not a count of the nukta letters, so
+        # this looks in every stored passage (not only the three shown as evidence).
         unicode_form = set(info.normalizers) & {"NFC", "NFKC", "NFD", "NFKD", "Precompiled"}
-        if unicode_form and any(ch in s for s in texts for ch in _NUKTA):
+        if unicode_form and any(ch in e.get("before", "") for e in stored for ch in _NUKTA):
             yield _finding("normalization", "warning", {**row, "group": "script", "key": "Beng"},
                            ev, "Unicode normalisation decomposes the Bengali nukta letters "
                            "U+09DC, U+09DD, U+09DF into letter + nukta and NFC never recomposes "
                            "them, so the tokenizer sees different text than was written.",
                            "Drop the normaliser for Bengali or normalise the training corpus the "
                            "same way; never compare decoded text with the original byte for byte.")
+    f = report.frame
     lang = f[(f["kind"] != "pretokenizer") & (f["group"] == "language")]
     for _, r in lang[lang["roundtrip_failures"] > 0].iterrows():
-        ev = {"roundtrip_failures": _num(r["roundtrip_failures"]),
-              "documents": _num(r["roundtrip_checked"]),
+        ev = {"roundtrip_failures": int(r["roundtrip_failures"]),
+              "documents": int(r["roundtrip_checked"]),
               "roundtrip_failure_rate": _num(r["roundtrip_failure_rate"])}
         yield _finding("normalization", "warning", r, ev,
                        f"decode(encode(text)) differs from the text for "
@@ -328,15 +343,15 @@ def _normalization(report: Any, t: Thresholds) -> Iterator[Finding]:
                        "spaces) and use a lossless setting.")
 
 
-def _grapheme_split(report: Any, t: Thresholds) -> Iterator[Finding]:
+def _grapheme_split(report: Report, t: Thresholds) -> Iterator[Finding]:
     for _, r in _rows(report, t).iterrows():
         rate = float(r["grapheme_split_rate"])
         if rate >= t.grapheme_split_rate:
             lo, hi = wilson(float(r["grapheme_split_boundaries"]),
                             float(r["token_boundaries"]))
             ev = {"grapheme_split_rate": _num(rate), "lo": _num(lo), "hi": _num(hi),
-                  "grapheme_split_boundaries": _num(r["grapheme_split_boundaries"]),
-                  "token_boundaries": _num(r["token_boundaries"])}
+                  "grapheme_split_boundaries": int(r["grapheme_split_boundaries"]),
+                  "token_boundaries": int(r["token_boundaries"])}
             yield _finding("grapheme-split", "warning", r, ev,
                            f"{rate:.0%} of token boundaries in {r['key']} fall inside a "
                            "user-perceived character (a consonant cut from its vowel sign, or "
@@ -345,7 +360,7 @@ def _grapheme_split(report: Any, t: Thresholds) -> Iterator[Finding]:
                            "vocabulary for the script.")
 
 
-def _balance(report: Any, t: Thresholds) -> Iterator[Finding]:
+def _balance(report: Report, t: Thresholds) -> Iterator[Finding]:
     rows = _rows(report, t, groups=("script", "language"))
     for _, r in rows.iterrows():
         if r["byte_share"] > 0 and r["token_share"] / r["byte_share"] >= t.overrepresentation:
@@ -374,8 +389,7 @@ def _balance(report: Any, t: Thresholds) -> Iterator[Finding]:
                                   f"for {b.key}.")
 
 
-def _parity_rule(report: Any, t: Thresholds, reference: str) -> Iterator[Finding]:
-    table = premiums(report, t, reference=reference)
+def _parity_rule(table: pd.DataFrame, t: Thresholds, reference: str) -> Iterator[Finding]:
     for r in table.itertuples():
         if r.premium <= t.premium:
             continue
@@ -387,20 +401,19 @@ def _parity_rule(report: Any, t: Thresholds, reference: str) -> Iterator[Finding
                       f"{r.lang} (95% interval {r.lo:.2f}-{r.hi:.2f}"
                       + ("" if sure else f", reaching below {t.premium:g}") + ").",
                       f"Give {r.lang} more weight in the tokenizer's training data or more "
-                      "vocabulary; a premium above 2x doubles cost and halves context.")
+                      f"vocabulary; a premium above {t.premium:g}x multiplies cost and divides "
+                      "context by as much.")
 
 
-def premiums(report: Any, t: Thresholds | None = None, *, reference: str = "en") -> pd.DataFrame:
+def premiums(report: Report, t: Thresholds | None = None, *,
+             reference: str = "en") -> pd.DataFrame:
     """Token premium per (tokenizer, language) against `reference` on parallel files.
 
     Columns: tokenizer, lang, reference, lines, premium, lo, hi. Empty without parallel files.
     """
     t = t or Thresholds()
-    docs = getattr(report, "docs", None)
-    if docs is None or len(docs) == 0:
-        return _parity.EMPTY.copy()
-    kinds = {d["label"]: d.get("kind") for d in getattr(report, "tokenizers", [])}
-    docs = docs[docs["tokenizer"].map(lambda x: kinds.get(x) != "pretokenizer")]
+    families = [d["label"] for d in report.tokenizers if d.get("kind") == "pretokenizer"]
+    docs = report.docs[~report.docs["tokenizer"].isin(families)]
     return _parity.premiums(docs, reference, min_lines=t.parity_min_lines,
                             min_overlap=t.parity_min_overlap, reps=t.bootstrap,
                             rng=np.random.default_rng(t.seed))

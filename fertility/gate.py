@@ -10,7 +10,8 @@ treated as independent, which narrows it when errors cluster in a few documents)
 and the baseline comparison a bootstrap over aligned lines / shared documents.
 An uncertain check fails the gate unless the policy says `uncertain = "pass"`. A script with
 too little text (in fewer than `min_documents` documents, or fewer than `min_chars`
-characters) is uncertain; one under `min_share` of the tokenizer's characters is skipped. Findings whose severity is in `fail_on` fail the gate too.
+characters) is uncertain; one under `min_share` of the tokenizer's characters is skipped.
+Findings whose severity is in `fail_on` fail the gate too.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ class GateResult:
             iv = "" if c.lo is None else f"[{c.lo:.3f}, {c.hi:.3f}]"
             thr = "" if c.threshold is None else f"{c.direction} {c.threshold:g}"
             lines.append(f"  {c.verdict.upper():<9} {c.tokenizer:<14} {c.name:<18} "
-                         f"{c.group}={c.key:<10} {val:>8} {iv:<18} {thr}"
+                         f"{c.group + '=' + c.key:<16} {val:>8} {iv:<18} {thr}"
                          + (f"  ({c.note})" if c.note else ""))
         for s in self.skipped:
             lines.append(f"  skipped   {s['tokenizer']:<14} {s['group']}={s['key']}: {s['reason']}")
@@ -179,13 +180,12 @@ def _check(name, row, value, lo, hi, threshold, direction, note="") -> Check:
 
 
 def _labels(report: Any) -> list[str]:
-    return [d["label"] for d in getattr(report, "tokenizers", [])
-            if d.get("kind") != "pretokenizer"]
+    return [d["label"] for d in report.tokenizers if d.get("kind") != "pretokenizer"]
 
 
 def _has_unk(report: Any, label: str) -> bool:
     """False only when the tokenizer is known to have no unknown token."""
-    for d in getattr(report, "tokenizers", []):
+    for d in report.tokenizers:
         if d["label"] == label and "tokenizer" in d:
             return getattr(d["tokenizer"], "unk_id", None) is not None
     return True
@@ -204,19 +204,20 @@ def evaluate(report: Any, policy: Policy, *, label: str | None = None,
         raise TokenizerError("nothing to gate: the report holds no tokenizer besides the "
                              "baseline and pre-tokenizer families")
     frame = report.frame
-    thresholds = policy.thresholds
-    findings = [f for f in diagnose(report, thresholds, reference=policy.reference)
+    # One premium table (a bootstrap per language) for the parity rule and the premium check.
+    prem = premiums(report, policy.thresholds, reference=policy.reference)
+    findings = [f for f in diagnose(report, policy.thresholds, reference=policy.reference,
+                                    premium_table=prem)
                 if f.tokenizer in gated]
     checks: list[Check] = []
     skipped: list[dict] = []
-    prem = premiums(report, thresholds, reference=policy.reference) if policy.premium else None
     for lab in gated:
         rows = frame[(frame["tokenizer"] == lab) & frame["group"].isin(["script", "language"])]
         total = float(rows.loc[rows["group"] == "script", "chars"].sum()) or 1.0
         before = len(checks)
         for _, r in rows.iterrows():
             checks.extend(_row_checks(report, r, policy, total, baseline_label, skipped))
-        if prem is not None:
+        if policy.premium is not None:
             for p in prem[prem["tokenizer"] == lab].itertuples():
                 row = {"tokenizer": lab, "group": "language", "key": p.lang}
                 checks.append(_check("premium", row, p.premium, p.lo, p.hi, policy.premium, "<=",
@@ -235,7 +236,8 @@ def _row_checks(report: Any, r: pd.Series, policy: Policy, total_chars: float,
                 baseline: str | None, skipped: list[dict]) -> Iterable[Check]:
     group, key = r["group"], r["key"]
     floor = policy.floor_for(group, key)
-    wanted = floor is not None or (group == "script" and key not in policy.exempt_scripts and (
+    exempt = policy.thresholds.exempt_scripts
+    wanted = floor is not None or (group == "script" and key not in exempt and (
         policy.byte_fallback_rate is not None or policy.unk_rate is not None or baseline))
     if not wanted:
         return []
@@ -254,7 +256,7 @@ def _row_checks(report: Any, r: pd.Series, policy: Policy, total_chars: float,
     if floor is not None:
         out.append(_check("chars_per_token", r, r["chars_per_token"], r["chars_per_token_lo"],
                           r["chars_per_token_hi"], floor, ">="))
-    if group == "script" and key not in policy.exempt_scripts:
+    if group == "script" and key not in exempt:
         for name, count, limit in (("byte_fallback_rate", "byte_fallback_tokens",
                                     policy.byte_fallback_rate),
                                    ("unk_rate", "unk_tokens", policy.unk_rate)):
@@ -280,19 +282,17 @@ def _baseline_check(report: Any, r: pd.Series, baseline: str, policy: Policy) ->
     b = base.iloc[0]
     threshold = 1.0 - policy.baseline_margin
     note = f"vs {baseline}: {b['chars_per_token']:.3f} chars per token"
-    docs = getattr(report, "docs", None)
-    if docs is not None and len(docs) and "script" in docs:
-        d = docs[docs["script"] == r["key"]]
-        cand = d[d["tokenizer"] == r["tokenizer"]].set_index(["source", "line"])["tokens"]
-        ref = d[d["tokenizer"] == baseline].set_index(["source", "line"])["tokens"]
-        common = cand.index.intersection(ref.index)
-        if len(common):
-            num, den = ref.loc[common].to_numpy(), cand.loc[common].to_numpy()
-            rng = np.random.default_rng(policy.rules.seed)
-            lo, hi = _parity.bootstrap_ratio(num, den, policy.rules.bootstrap, rng)
-            return [_check("vs_baseline", r, num.sum() / den.sum(), lo, hi, threshold, ">=",
-                           note)]
-    # No per-document table: a conservative interval from the two frame intervals.
+    d = report.docs[report.docs["script"] == r["key"]]
+    cand = d[d["tokenizer"] == r["tokenizer"]].set_index(["source", "line"])["tokens"]
+    ref = d[d["tokenizer"] == baseline].set_index(["source", "line"])["tokens"]
+    common = cand.index.intersection(ref.index)
+    if len(common):
+        num, den = ref.loc[common].to_numpy(), cand.loc[common].to_numpy()
+        rng = np.random.default_rng(policy.thresholds.seed)
+        lo, hi = _parity.bootstrap_ratio(num, den, policy.thresholds.bootstrap, rng)
+        return [_check("vs_baseline", r, num.sum() / den.sum(), lo, hi, threshold, ">=", note)]
+    # No shared documents in the per-document table (it keeps the first `keep_docs`): a
+    # conservative interval from the two frame intervals.
     value = r["chars_per_token"] / b["chars_per_token"]
     lo = r["chars_per_token_lo"] / b["chars_per_token_hi"]
     hi = r["chars_per_token_hi"] / b["chars_per_token_lo"]
@@ -308,29 +308,16 @@ def gate_corpus(paths, tokenizer, *, policy: Policy | str | Path | None = None,
     `policy`: a Policy, a policy file path, or None (working directory's config, else default).
     """
     from fertility.measure import analyze
-    from fertility.tokenizers import load_tokenizer, parse_tokenizer_arg
-
-    def load(tok):
-        if isinstance(tok, (str, Path)):
-            lab, spec = parse_tokenizer_arg(str(tok))
-            return load_tokenizer(spec, label=lab)
-        return tok
+    from fertility.progress import Progress
 
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
-    cand = load(tokenizer)
-    toks = [cand] + ([load(baseline)] if baseline is not None else [])
-    if len(toks) == 2 and toks[0].label == toks[1].label:
-        raise TokenizerError(f"candidate and baseline share the label {cand.label!r}; "
-                             "name them LABEL=SPEC")
+    toks = [str(t) if isinstance(t, Path) else t
+            for t in [tokenizer] + ([baseline] if baseline is not None else [])]
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    progress = None
-    if not quiet:
-        from fertility.progress import Progress
-
-        progress = Progress("measuring")
+    progress = Progress("measuring", quiet=quiet)
     report = analyze(list(paths), toks, corpus_options=corpus_options, progress=progress)
-    if progress is not None:
-        progress.done()
-    return evaluate(report, pol, label=cand.label,
-                    baseline_label=toks[1].label if len(toks) == 2 else None)
+    progress.done()
+    labels = [d["label"] for d in report.tokenizers]  # analyze refuses a shared label
+    return evaluate(report, pol, label=labels[0],
+                    baseline_label=labels[1] if baseline is not None else None)

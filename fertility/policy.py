@@ -39,12 +39,11 @@ _FLOOR_KEYS = {"default", "exempt", "script", "language"}
 _CEILING_KEYS = {"byte_fallback_rate", "unk_rate", "premium"}
 
 
+_FLOOR_FIELDS = ("script_floors", "language_floors", "default_floor", "exempt_scripts")
+
+
 @dataclass
 class Policy:
-    script_floors: dict[str, float | None]    # chars per token per ISO 15924 script; None: off
-    language_floors: dict[str, float | None]  # per language label; only these are checked
-    default_floor: float | None           # scripts not named above (None: not checked)
-    exempt_scripts: tuple[str, ...]       # never floor-checked (Common, Inherited, Unknown)
     byte_fallback_rate: float | None      # ceilings (None: not checked)
     unk_rate: float | None
     premium: float | None
@@ -55,32 +54,24 @@ class Policy:
     min_chars: int = 1000
     min_share: float = 0.01
     reference: str = "en"
-    rules: Thresholds = field(default_factory=Thresholds)
+    # The diagnose thresholds, floors included: the gate's floor checks and the
+    # pretokenizer-ceiling rule read the same numbers, so they live in one place.
+    thresholds: Thresholds = field(default_factory=Thresholds)
     source: str = "built-in"              # where it was read from, for messages
 
     def floor_for(self, group: str, key: str) -> float | None:
         """The chars-per-token floor of a frame row, or None when the row is not checked."""
         return self.thresholds.floor_for(group, key)
 
-    @property
-    def thresholds(self) -> Thresholds:
-        """The diagnose thresholds this policy implies (its floors feed pretokenizer-ceiling)."""
-        return dataclasses.replace(
-            self.rules,
-            script_floors=dict(self.script_floors),
-            language_floors=dict(self.language_floors),
-            default_floor=self.default_floor,
-            exempt_scripts=tuple(self.exempt_scripts),
-        )
-
     def to_dict(self) -> dict:
+        """The `policy` object of the gate's JSON: floors, ceilings and keys, then `rules`."""
         d = dataclasses.asdict(self)
-        d["rules"] = {k: v for k, v in d["rules"].items()
-                      if k not in ("script_floors", "language_floors", "default_floor",
-                                   "exempt_scripts")}
+        rules = d.pop("thresholds")
+        floors = {k: rules.pop(k) for k in _FLOOR_FIELDS}
+        floors["exempt_scripts"] = list(floors["exempt_scripts"])
         d["fail_on"] = list(self.fail_on)
-        d["exempt_scripts"] = list(self.exempt_scripts)
-        return d
+        source = d.pop("source")
+        return {**floors, **d, "rules": rules, "source": source}
 
 
 @functools.lru_cache(maxsize=1)
@@ -171,7 +162,7 @@ def _build(default: dict, user: dict, source: str) -> Policy:
             raise PolicyError(f"{where(key)} must be {kind}{rng}{off}, got {value!r}")
         return value
 
-    def floor_table(name: str) -> dict[str, float]:
+    def floor_table(name: str) -> dict[str, float | None]:
         table = floors.get(name, {})
         if not isinstance(table, dict):
             raise PolicyError(f"{where('floors.' + name)} must be a table")
@@ -195,11 +186,13 @@ def _build(default: dict, user: dict, source: str) -> Policy:
     if not isinstance(reference, str) or not reference:
         raise PolicyError(f"{where('reference')} must be a language label, got {reference!r}")
     default_floor = number(floors.get("default", False), "floors.default", allow_off=True)
+    thresholds = _rules(t.get("rules", {}), source, {
+        "script_floors": floor_table("script"),
+        "language_floors": floor_table("language"),
+        "default_floor": None if default_floor is None else float(default_floor),
+        "exempt_scripts": tuple(exempt),
+    })
     return Policy(
-        script_floors=floor_table("script"),
-        language_floors=floor_table("language"),
-        default_floor=None if default_floor is None else float(default_floor),
-        exempt_scripts=tuple(exempt),
         byte_fallback_rate=number(ceilings.get("byte_fallback_rate", False),
                                   "ceilings.byte_fallback_rate", allow_off=True, hi=1.0),
         unk_rate=number(ceilings.get("unk_rate", False), "ceilings.unk_rate",
@@ -213,7 +206,7 @@ def _build(default: dict, user: dict, source: str) -> Policy:
         min_chars=int(number(t.get("min_chars", 1000), "min_chars", integer=True)),
         min_share=float(number(t.get("min_share", 0.01), "min_share", hi=1.0)),
         reference=reference,
-        rules=_rules(t.get("rules", {}), source),
+        thresholds=thresholds,
         source=source,
     )
 
@@ -233,18 +226,16 @@ def _check_keys(user: dict, source: str) -> None:
     if "ceilings" in user:
         unknown(user["ceilings"], _CEILING_KEYS, "ceilings.")
     if "rules" in user:
-        unknown(user["rules"], set(_RULE_FIELDS), "rules.")
+        unknown(user["rules"], _RULE_FIELDS, "rules.")
 
 
 # [rules] may set every Thresholds field except the floors, which live in [floors].
-_RULE_FIELDS = {f.name: f for f in dataclasses.fields(Thresholds)
-                if f.name not in ("script_floors", "language_floors", "default_floor",
-                                  "exempt_scripts")}
+_RULE_FIELDS = {f.name for f in dataclasses.fields(Thresholds) if f.name not in _FLOOR_FIELDS}
 
 
-def _rules(table: dict, source: str) -> Thresholds:
+def _rules(table: dict, source: str, floors: dict) -> Thresholds:
     values = {}
-    defaults = Thresholds()
+    defaults = Thresholds(**floors)
     for k, v in table.items():
         want = type(getattr(defaults, k))
         ok = isinstance(v, (int, float)) and not isinstance(v, bool)

@@ -100,6 +100,13 @@ def test_config_reading_tells_which_splits_cut_marks():
     assert not o200k.cuts_marks and o200k.cuts_joiners and not o200k.letter_class_without_marks
     # ByteLevel as a decoder only (use_regex there is irrelevant): no split found
     assert not inspect_config({"decoder": {"type": "ByteLevel", "use_regex": True}}).cuts_marks
+    # a sequence cuts where any step cuts: the GPT-2 regex after a mark-aware Split still
+    # separates বা into ব | া
+    late = inspect_config(hf_config(pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])))
+    assert late.cuts_marks and late.family == "gpt2"
+    assert not inspect_config(hf_config(pre_tokenizers.Split(" ", "removed"))).cuts_marks
     norm = inspect_config(hf_config(pre_tokenizers.Whitespace(),
                                     normalizers.Sequence([normalizers.NFKC(),
                                                           normalizers.Lowercase()])))
@@ -117,9 +124,23 @@ def test_mark_split_error_when_the_pretokenizer_cuts_at_vowel_signs():
 
 
 def test_mark_split_silent_for_a_mark_aware_pattern():
-    # a few mark-initial tokens from BPE itself (1.5%), pre-tokenizer clean
-    rep = make_report([row("aware", "Beng", mark=30)], configs={"aware": AWARE_CONFIG})
+    # 10% of tokens begin with a mark: an error under a cutting split, but with a clean
+    # pre-tokenizer under the 25% that blames the vocabulary
+    rep = make_report([row("aware", "Beng", mark=200)], configs={"aware": AWARE_CONFIG})
     assert rules(diagnose(rep), "mark-split") == []
+    naive = make_report([row("naive", "Beng", mark=200)], configs={"naive": GPT2_CONFIG})
+    assert [f.severity for f in rules(diagnose(naive), "mark-split")] == ["error"]
+
+
+def test_mark_split_seen_in_the_pre_tokens_of_the_same_family():
+    # the tokens hide the cut (1% start with a mark) but the gpt2 family row, the same split
+    # as the tokenizer's, shows 1700 of 4000 pre-tokens (42.5%) starting with one
+    rep = make_report([row("naive", "Beng", mark=20),
+                       row("gpt2", "Beng", kind="pretokenizer", tokens=4000, mark=1700)],
+                      configs={"naive": GPT2_CONFIG})
+    (f,) = [f for f in rules(diagnose(rep), "mark-split") if f.tokenizer == "naive"]
+    assert f.severity == "error" and "42% of pre-tokens" in f.cause
+    assert f.evidence["pretoken_mark_initial_rate"] == pytest.approx(0.425)
 
 
 def test_mark_split_silent_when_the_corpus_has_no_marks():
@@ -221,6 +242,20 @@ def test_normalization_changes_and_bengali_nukta_letters():
     found = rules(diagnose(rep), "normalization")
     assert {(f.severity, f.key) for f in found} == {("warning", "*"), ("warning", "Beng")}
     assert any("U+09DC" in f.cause for f in found)
+
+
+def test_nukta_letters_found_in_any_stored_passage():
+    # five changed passages, the nukta letter U+09DF only in the last one
+    nfc = hf_config(pre_tokenizers.Whitespace(), normalizers.NFC())
+    examples = [{"before": "caf\u0065\u0301", "after": "caf\u00e9", "at": 3}] * 4 + [
+        {"before": "\u09df", "after": "\u09af\u09bc", "at": 0}]
+    rep = make_report([row("t", "Beng")], configs={"t": nfc},
+                      normalization={"t": {"changed_docs": 5, "examples": examples}})
+    keys = {f.key for f in rules(diagnose(rep), "normalization")}
+    assert keys == {"*", "Beng"}
+    no_nukta = make_report([row("t", "Beng")], configs={"t": nfc},
+                           normalization={"t": {"changed_docs": 4, "examples": examples[:4]}})
+    assert {f.key for f in rules(diagnose(no_nukta), "normalization")} == {"*"}
 
 
 def test_normalization_silent_for_an_unchanged_corpus_and_info_for_lossy_config():

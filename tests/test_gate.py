@@ -170,12 +170,20 @@ def test_byte_fallback_ceiling_uses_the_wilson_interval():
     assert [c.verdict for c in near.checks if c.name == "byte_fallback_rate"] == ["uncertain"]
 
 
-def test_premium_ceiling_on_parallel_files():
+def test_premium_ceiling_on_parallel_files(monkeypatch):
+    from fertility import _parity
+
+    calls = []
+    real = _parity.premiums
+    monkeypatch.setattr(_parity, "premiums", lambda *a, **k: calls.append(1) or real(*a, **k))
     en = np.full(40, 10)
     docs = parallel_docs("t", en, en * 3)
     res = gate([beng(3.0, 2.8, 3.2, documents=40), row("t", "Latn", nbytes=6000)], docs=docs)
     (c,) = [c for c in res.checks if c.name == "premium"]
     assert (c.key, c.value, c.verdict) == ("bn", 3.0, "fail")
+    # the parity finding reads the same table: one bootstrap, not two
+    (f,) = [f for f in res.findings if f.rule == "parity"]
+    assert (f.evidence["premium"], f.evidence["lo"]) == (3.0, c.lo) and len(calls) == 1
 
 
 # ---------------------------------------------------------------- findings, baseline
@@ -211,6 +219,15 @@ def test_baseline_margin():
         evaluate(make_report([row("gpt2", "Beng", kind="pretokenizer")]), default_policy())
 
 
+def test_baseline_without_shared_documents_uses_the_frame_intervals():
+    # no per-document rows: candidate 3.0 [2.85, 3.15], baseline 4.0 [3.8, 4.2] chars per token
+    rows = [row("cand", "Beng", tokens=2000), row("base", "Beng", tokens=1500)]
+    res = evaluate(make_report(rows), default_policy(), label="cand", baseline_label="base")
+    (c,) = [c for c in res.checks if c.name == "vs_baseline"]
+    assert (c.value, c.lo, c.hi) == pytest.approx((0.75, 2.85 / 4.2, 3.15 / 3.8))
+    assert c.verdict == "fail"  # 0.83 at best, under 1 - 0.05
+
+
 # ---------------------------------------------------------------- outputs
 
 def test_junit_xml_has_a_testcase_per_check_and_marks_failures():
@@ -239,13 +256,15 @@ def test_text_and_json_show_value_interval_threshold_verdict():
 
 def test_gate_doc_lists_every_default():
     doc = (ROOT / "docs" / "GATE.md").read_text(encoding="utf-8")
-    for f in dataclasses.fields(Thresholds):
-        value = getattr(Thresholds(), f.name)
-        if isinstance(value, (int, float)):
-            assert re.search(rf"`{f.name}`\s*\|\s*{value:g}\b", doc), f.name
     p = default_policy()
-    for script, floor in p.script_floors.items():
+    floors = ("script_floors", "language_floors", "default_floor", "exempt_scripts")
+    for f in dataclasses.fields(Thresholds):  # every [rules] key in the thresholds table
+        value = getattr(Thresholds(), f.name)
+        if f.name not in floors:
+            assert re.search(rf"`{f.name}`\s*\|\s*{value:g}\b", doc), f.name
+    for script, floor in p.thresholds.script_floors.items():
         assert re.search(rf"^\|\s*{script}\s*\|\s*{floor:g}\b", doc, re.M), script
+    assert re.search(rf"`floors\.default` = {p.thresholds.default_floor:g}\b", doc)
     for key in ("byte_fallback_rate", "unk_rate", "premium"):
         assert re.search(rf"`ceilings\.{key}`\s*\|\s*{getattr(p, key):g}\b", doc), key
     for key in ("min_documents", "min_chars", "min_share", "baseline_margin"):

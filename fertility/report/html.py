@@ -12,12 +12,13 @@ from __future__ import annotations
 import html
 import json
 import math
-import unicodedata
 from typing import Any
 
 import plotly.graph_objects as go
 import plotly.offline
 from plotly.utils import PlotlyJSONEncoder
+
+from fertility import unicode as U
 
 _SEV_COLOR = {"error": "#b91c1c", "warning": "#b45309", "info": "#1d4ed8"}
 _PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f",
@@ -79,15 +80,16 @@ def render_html(report: Any, findings: list, gate_result: Any = None) -> str:
     tokd = {d["label"]: d for d in getattr(report, "tokenizers", [])}
     labels = [d["label"] for d in tokd.values() if d.get("kind") != "pretokenizer"]
     families = [d["label"] for d in tokd.values() if d.get("kind") == "pretokenizer"]
+    shown = labels or families  # with no tokenizer, the corpus profile shows the families
     scripts = _order_keys(frame, "script")
     parts = [f"<h1>Tokenizer fertility report</h1>{_overview(report, tokd)}"]
     if gate_result is not None:
         parts.append(_gate_section(gate_result))
     parts.append(_findings_section(findings))
     figs = [("cpt", "Characters per token, by script (95% interval)",
-             _fig_cpt(frame, labels or families, scripts)),
+             _fig_cpt(frame, shown, scripts)),
             ("share", "Share of tokens against share of bytes, by language",
-             _fig_share(frame, labels or families)),
+             _fig_share(frame, shown)),
             ("ceiling", "Pre-tokenizer ceiling against what the tokenizer reaches",
              _fig_ceiling(frame, labels, families, scripts))]
     plots = []
@@ -98,7 +100,7 @@ def render_html(report: Any, findings: list, gate_result: Any = None) -> str:
                      f"<script type=\"application/json\" data-plot=\"plot-{name}\">"
                      f"{_json(fig.to_plotly_json())}</script>")
     parts.extend(plots)
-    parts.append(_table_section(frame, labels or families, scripts))
+    parts.append(_table_section(frame, shown, scripts))
     parts.append(_samples_section(report, findings, labels + families))
     body = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -181,16 +183,15 @@ def _table_section(frame, labels: list[str], scripts: list[str]) -> str:
     if not labels or not scripts:
         return ""
     head = "".join(f"<th>{esc(lab)}</th>" for lab in labels)
+    rows = frame[frame["group"] == "script"].set_index(["tokenizer", "key"])
     body = []
     for s in scripts:
         cells = []
         for lab in labels:
-            r = frame[(frame["tokenizer"] == lab) & (frame["group"] == "script")
-                      & (frame["key"] == s)]
-            if r.empty:
+            if (lab, s) not in rows.index:
                 cells.append("<td></td>")
                 continue
-            r = r.iloc[0]
+            r = rows.loc[(lab, s)]
             cells.append(f"<td class=num>{_fmt(r['chars_per_token'])} "
                          f"[{_fmt(r['chars_per_token_lo'])}, {_fmt(r['chars_per_token_hi'])}]"
                          f"<br><span class=muted>marks {_fmt(r['mark_initial_rate'] * 100, 1)}%"
@@ -270,10 +271,6 @@ def _fig_ceiling(frame, labels: list[str], families: list[str], scripts: list[st
 
 # ---------------------------------------------------------------- samples
 
-def _is_mark(ch: str) -> bool:
-    return unicodedata.category(ch).startswith("M") or ch in "\u200c\u200d"
-
-
 def tokens_html(text: str, spans: list) -> str:
     """The text with one <span> per token, backgrounds alternating; escaped throughout.
 
@@ -283,6 +280,7 @@ def tokens_html(text: str, spans: list) -> str:
     that shares characters with the token before it (a byte piece) gets class "cont" and
     holds only its new characters.
     """
+    marks = U.is_mark_or_joiner(U.code_points(text))  # the frame's mark_initial definition
     out, cursor = [], 0
     for k, (s, e) in enumerate(spans):
         s, e = int(s), int(e)
@@ -293,7 +291,7 @@ def tokens_html(text: str, spans: list) -> str:
         cls = f"t{k % 2}"
         if s < cursor or e <= s:
             cls += " cont"
-        elif piece and _is_mark(piece[0]):
+        elif piece and marks[start]:
             cls += " mi"
         out.append(f"<span class=\"{cls}\">{esc(piece)}</span>")
         cursor = max(cursor, e)
