@@ -81,11 +81,8 @@ def generate(folder: Path, megabytes: float, seed: int = 0) -> None:
 def sampled_text(paths: list[str], config: FixConfig) -> list[str]:
     """Exactly the documents (with repeats) that fix trains on: the same split and plan."""
     corpus = Corpus(paths, on_warning=lambda m: None)
-    scan = _sampling.scan_corpus(corpus, want_bytes=False)
-    held = _sampling.heldout_mask(scan.groups, scan.lines, scan.files,
-                                  config.heldout_fraction, config.seed, config.heldout_max_docs)
-    plan = _sampling.plan_copies(scan.groups, scan.lengths, ~held, config.temperature,
-                                 config.max_train_chars, config.seed)
+    scan = _sampling.scan_corpus(corpus, want_bytes=False, keep_chars=0)
+    _, plan = _sampling.split_and_plan(scan, config)
     out: list[str] = []
     for doc, c in zip(corpus.documents(), plan.copies):
         out.extend([doc.text] * int(c))

@@ -127,7 +127,8 @@ def _pin_ids(obj: dict, wanted: dict[str, int]) -> None:
     pos = {e[0]: i for i, e in enumerate(entries)}
     size = len(entries)
     pinned = {old: pos[t] for t, old in wanted.items() if t in pos and 0 <= old < size}
-    rest = iter(i for i in range(size) if i not in set(pinned.values()))
+    taken = set(pinned.values())
+    rest = iter(i for i in range(size) if i not in taken)
     perm = [pinned[j] if j in pinned else next(rest) for j in range(size)]  # new j <- old perm[j]
     new_id = {old: j for j, old in enumerate(perm)}
     if is_bpe:

@@ -10,8 +10,9 @@ with the number of documents, not with the text.
 
 Held-out split
     Per language, ``k = round(fraction * n)`` documents are held out, at most ``max_docs``
-    (`fertility fix` caps at 1000: enough for tight intervals, every one of them gets the
-    per-document checks, and a large corpus keeps the rest for training); at least one when
+    (`fertility fix` caps at 1000: enough for tight intervals, and a large corpus keeps the
+    rest for training; as in `fertility report`, 200 of them per language also get the
+    per-document checks such as the round trip); at least one when
     the language has two or more, never all of them (a language with one document keeps it
     for training). Which ones: those with the smallest key ``mix64(seed, line)``, ties broken
     by a seeded hash of the file. The key depends on the line number, not on the file or the
@@ -140,13 +141,14 @@ def plan_copies(groups: np.ndarray, lengths: np.ndarray, train: np.ndarray, temp
         full = int(targets[g] // available[g])
         remainder = targets[g] - full * available[g]
         copies[idx] = full
-        take = 0
+        extra = 0
         if remainder > 0:
             perm = idx[rng.permutation(len(idx))]
             cum = np.cumsum(lengths[perm])
             take = min(int(np.searchsorted(cum, remainder, side="left")) + 1, len(idx))
             copies[perm[:take]] += 1
-        sampled[g] = int(full * available[g] + (cum[take - 1] if take else 0))
+            extra = int(cum[take - 1])
+        sampled[g] = full * int(available[g]) + extra
     return SamplingPlan(copies, shares, targets, sampled, available, budget)
 
 
@@ -203,6 +205,19 @@ def scan_corpus(corpus: Corpus, want_bytes: bool, keep_chars: int | None = None)
         raise CorpusError(f"{', '.join(corpus.paths)}: no documents")
     return Scan(np.array(g, np.int64), np.array(n, np.int64), np.array(ln, np.int64),
                 np.array(f, np.int64), list(langs), list(files), max_bytes, kept)
+
+
+def split_and_plan(scan: Scan, config) -> tuple[np.ndarray, SamplingPlan]:
+    """The held-out mask and the sampling plan that `config` (a FixConfig) gives `scan`.
+
+    The one place fix's settings meet the split and the plan, so that whatever must reproduce
+    fix's training text (the throughput benchmark) gets exactly the same documents.
+    """
+    held = heldout_mask(scan.groups, scan.lines, scan.files, config.heldout_fraction,
+                        config.seed, config.heldout_max_docs)
+    plan = plan_copies(scan.groups, scan.lengths, ~held, config.temperature,
+                       config.max_train_chars, config.seed)
+    return held, plan
 
 
 def describe_plan(scan: Scan, held: np.ndarray, plan: SamplingPlan,

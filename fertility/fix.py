@@ -21,7 +21,7 @@ The run, in order (all I/O at the two ends):
    says), held-out ones to ``DIR/heldout/<lang>.jsonl`` (fields text, lang, source, line;
    `fertility report DIR/heldout --lang-field lang -t ...` measures them again);
 4. write the tokenizer (a temporary name in DIR, then ``os.replace``: an interrupted run leaves
-   no half-written tokenizer);
+   no half-written tokenizer, and no earlier run's report beside a new tokenizer);
 5. measure the old (``--from``) and the new tokenizer on the held-out files only, with the same
    metrics and intervals as `fertility report`; run the gate on the new one; write
    ``fix-report.json`` (schema "fertility.fix/1") and ``report.html``.
@@ -111,7 +111,7 @@ class FixResult:
     sampling: dict
     corpus: dict
     timings: dict
-    report: Any = field(repr=False, default=None)   # the held-out measurement (Report)
+    report: Any = field(repr=False)   # the held-out measurement (fertility.measure.Report)
 
     @property
     def passed(self) -> bool:
@@ -123,8 +123,7 @@ class FixResult:
                 "paths": self.paths, "corpus": self.corpus, "split": self.split,
                 "sampling": self.sampling, "special_tokens": self.special_tokens,
                 "changes": self.changes, "rows": self.rows, "gate": self.gate.to_dict(),
-                "timings": self.timings,
-                "measurement": self.report.to_dict() if self.report is not None else None}
+                "timings": self.timings, "measurement": self.report.to_dict()}
 
     def format_text(self) -> str:
         """The summary `fertility fix` prints: held-out figures only."""
@@ -162,19 +161,14 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
                        f"= {BYTES + len(specials)}")
     out = _prepare_dir(Path(out_dir))
 
-    if isinstance(corpus_paths, (str, os.PathLike)):
-        corpus_paths = [corpus_paths]
     opts = dict(corpus_options or {})
-    corpus = Corpus(list(corpus_paths), **opts)
+    corpus = Corpus(corpus_paths, **opts)
     say("fix: reading the corpus")
     scan = _sampling.scan_corpus(corpus, want_bytes=config.backend == "sentencepiece")
-    held = _sampling.heldout_mask(scan.groups, scan.lines, scan.files,
-                                  config.heldout_fraction, config.seed, config.heldout_max_docs)
+    held, plan = _sampling.split_and_plan(scan, config)
     if not held.any():
         raise FixError(f"{', '.join(corpus.paths)}: no language has two documents, so none "
                        "can be held out to measure the new tokenizer on")
-    plan = _sampling.plan_copies(scan.groups, scan.lengths, ~held, config.temperature,
-                                 config.max_train_chars, config.seed)
     split, sampling = _sampling.describe_plan(scan, held, plan, config)
     timings = {"scan_s": time.perf_counter() - t0}
     say(f"fix: {split['train_documents']:,} training / {split['heldout_documents']:,} held-out "
@@ -201,6 +195,8 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
         timings["trainer_s"] = trained.trainer_s
         heldout_files = writer.commit()
         trained.commit()
+        for stale in (out / "fix-report.json", out / "report.html"):
+            stale.unlink(missing_ok=True)  # an earlier run's: they describe another tokenizer
     finally:
         writer.close()
         for tmp in temps:
@@ -226,7 +222,7 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
         tokenizer={"kind": new.kind, "vocab_size": int(new.vocab_size),
                    "requested_vocab_size": config.vocab_size, "fingerprint": new.fingerprint},
         settings={**asdict(config), "special_tokens": [t for t, _ in specials],
-                  "pattern": pattern_name, "pattern_regex": pattern_regex,
+                  **_split_settings(config, pattern_name, pattern_regex),
                   "byte_fallback": True, "from": from_tokenizer,
                   "corpus": list(corpus.paths)},
         split=split, sampling=sampling, corpus=corpus.summary(), timings=timings, report=report)
@@ -234,6 +230,14 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
                   json.dumps(result.to_dict(), ensure_ascii=False, indent=2, allow_nan=False,
                              default=_json_default) + "\n")
     return result
+
+
+def _split_settings(config: FixConfig, name: str, regex: str) -> dict:
+    """The split the new vocabulary was trained with: SentencePiece takes no regex (it splits on
+    whitespace and script changes), so its runs record none rather than an unused one."""
+    if config.backend == "sentencepiece":
+        return {"pattern": None, "pattern_regex": None}
+    return {"pattern": name, "pattern_regex": regex}
 
 
 def _warm_up() -> None:
@@ -253,9 +257,7 @@ def heldout_documents(corpus_paths, heldout_fraction: float = 0.1, seed: int = 0
 
     So a baseline can be trained on the training part only, as the walkthrough does.
     """
-    if isinstance(corpus_paths, (str, os.PathLike)):
-        corpus_paths = [corpus_paths]
-    scan = _sampling.scan_corpus(Corpus(list(corpus_paths), **(corpus_options or {})), False,
+    scan = _sampling.scan_corpus(Corpus(corpus_paths, **(corpus_options or {})), False,
                                  keep_chars=0)
     held = _sampling.heldout_mask(scan.groups, scan.lines, scan.files, heldout_fraction, seed,
                                   heldout_max_docs)
@@ -330,20 +332,19 @@ def _special_ids(planned: list[tuple[str, int | None]], new, unk: str | None) ->
 
 
 def _rows(report, has_before: bool) -> list[dict]:
-    f = report.frame
-    cols = [c for c in METRICS if c in f.columns]
-    before = f[f["tokenizer"] == BEFORE].set_index(["group", "key"]) if has_before else None
+    """Per (group, key) of the new tokenizer: its METRICS, the old one's, and the ratio."""
+    def metrics(r: dict) -> dict:
+        return {c: r[c] for c in METRICS if c in r}
+
+    before = {(r["group"], r["key"]): metrics(r)
+              for r in (report.rows(BEFORE) if has_before else [])}
     out = []
-    for _, r in f[f["tokenizer"] == AFTER].iterrows():
-        row = {"group": r["group"], "key": r["key"], BEFORE: None,
-               AFTER: {c: _num(r[c]) for c in cols}, "chars_per_token_ratio": None}
-        if before is not None and (r["group"], r["key"]) in before.index:
-            b = before.loc[(r["group"], r["key"])]
-            row[BEFORE] = {c: _num(b[c]) for c in cols}
-            if row[BEFORE]["chars_per_token"] and row[AFTER]["chars_per_token"] is not None:
-                row["chars_per_token_ratio"] = (row[AFTER]["chars_per_token"]
-                                                / row[BEFORE]["chars_per_token"])
-        out.append(row)
+    for r in report.rows(AFTER):
+        a, b = metrics(r), before.get((r["group"], r["key"]))
+        ratio = (a["chars_per_token"] / b["chars_per_token"]
+                 if b and b["chars_per_token"] and a["chars_per_token"] is not None else None)
+        out.append({"group": r["group"], "key": r["key"], BEFORE: b, AFTER: a,
+                    "chars_per_token_ratio": ratio})
     return out
 
 
@@ -359,16 +360,6 @@ def _changes(old, new) -> dict:
         if a.get(key) != b.get(key):
             out[key] = [a.get(key), b.get(key)]
     return out
-
-
-def _num(x):
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    if not np.isfinite(v):
-        return None
-    return int(v) if isinstance(x, (int, np.integer)) else v
 
 
 def _json_default(x):

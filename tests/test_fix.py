@@ -21,6 +21,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from fertility import _sampling
 from fertility.errors import CorpusError, FertilityError, TokenizerError
+from fertility import fix as fix_module
+from fertility.cli import main as cli_main
 from fertility.fix import FixConfig, FixError, fix, heldout_documents
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "corpus"
@@ -114,8 +116,15 @@ def test_fix_report_is_measured_on_heldout_only(trap):
     # no held-out line was trained on: the split is the one heldout_documents() describes
     written = {(r["source"], r["line"]) for rows in trap["held"].values() for r in rows}
     assert written == set(heldout_documents([trap["corpus"]], 0.2, 0))
+    # the balanced sampler: training characters counted here from the files, then p_bn by hand
+    train_chars = {}
+    for lang in ("bn", "en"):
+        path = trap["corpus"] / f"{lang}.txt"
+        lines = path.read_text("utf-8").splitlines()
+        train_chars[lang] = sum(len(t) for i, t in enumerate(lines, 1)
+                                if (str(path), i) not in written)
+    assert {k: v["train_chars"] for k, v in report["split"]["languages"].items()} == train_chars
     sampled = report["sampling"]["languages"]
-    train_chars = {k: v["train_chars"] for k, v in report["split"]["languages"].items()}
     share_bn = train_chars["bn"] ** 0.3 / sum(c ** 0.3 for c in train_chars.values())
     assert sampled["bn"]["sampled_chars"] >= share_bn * report["sampling"]["budget_chars"]
     assert result.special_tokens == [{"token": "<|endoftext|>", "old_id": None, "new_id": 0,
@@ -180,6 +189,7 @@ def test_sentencepiece_backend_keeps_low_ids_and_round_trips(small, tmp_path):
 
     sp = spm.SentencePieceProcessor(model_file=r.paths["model"])
     assert sp.piece_to_id("<|endoftext|>") == 0 and sp.piece_to_id("<pad>") == 1
+    assert r.settings["pattern"] is None        # SentencePiece splits without the regex
     assert not (tmp_path / "sp" / "tokenizer.json").exists()
     for rows in read_heldout(tmp_path / "sp" / "heldout").values():
         for rec in rows:
@@ -226,6 +236,23 @@ def test_interrupted_run_leaves_no_half_written_tokenizer(small, tmp_path, monke
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == ["tokenizer.json"]
 
 
+def test_run_interrupted_after_training_leaves_no_stale_report(small, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "fix-report.json").write_text("earlier run", encoding="utf-8")
+    (out / "report.html").write_text("earlier run", encoding="utf-8")
+
+    def interrupted(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fix_module, "_measure", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fix([small], out, FixConfig(vocab_size=500, heldout_fraction=0.2))
+    # the new tokenizer is in place; no report of the one it replaced sits beside it
+    assert Tokenizer.from_file(str(out / "tokenizer.json")).get_vocab_size() > 256
+    assert not (out / "fix-report.json").exists() and not (out / "report.html").exists()
+
+
 def test_same_seed_same_tokenizer(small, tmp_path, monkeypatch):
     cfg = FixConfig(vocab_size=500, heldout_fraction=0.2, seed=7)
     a = fix([small], tmp_path / "a", cfg)
@@ -233,7 +260,7 @@ def test_same_seed_same_tokenizer(small, tmp_path, monkeypatch):
     b = fix([small], tmp_path / "b", cfg)
     assert a.tokenizer["fingerprint"] == b.tokenizer["fingerprint"]
     assert read_heldout(tmp_path / "a" / "heldout") == read_heldout(tmp_path / "b" / "heldout")
-    c = fix([small], tmp_path / "c", FixConfig(vocab_size=500, heldout_fraction=0.2, seed=8))
+    fix([small], tmp_path / "c", FixConfig(vocab_size=500, heldout_fraction=0.2, seed=8))
     assert read_heldout(tmp_path / "a" / "heldout") != read_heldout(tmp_path / "c" / "heldout")
 
 
@@ -261,3 +288,31 @@ def test_bad_input_is_one_line(case, small, tmp_path):
         fix(corpus, tmp_path / "out", cfg, from_tokenizer=frm)
     assert "\n" not in str(err.value) and str(err.value)
     assert not (tmp_path / "out" / "tokenizer.json").exists()
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        cli_main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return exc.value.code or 0, out, err
+
+
+def test_command_exit_codes_and_nfkc(small, tmp_path, capsys):
+    # bad input: one line on stderr, exit 2, nothing written
+    code, _, err = run_cli(capsys, "fix", small, "--vocab-size", 100, "--out", tmp_path / "bad")
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert not (tmp_path / "bad" / "tokenizer.json").exists()
+    # a gate the new tokenizer cannot pass (Bengali floor of 50 chars per token): exit 1, and
+    # every file is written all the same
+    policy = tmp_path / "strict.toml"
+    policy.write_text("[floors.language]\nbn = 50.0\n", encoding="utf-8")
+    out = tmp_path / "out"
+    code, stdout, _ = run_cli(capsys, "fix", small, "--vocab-size", 500, "--out", out,
+                              "--heldout", 0.2, "--nfkc", "--policy", policy, "--quiet")
+    assert code == 1 and "gate: FAIL" in stdout
+    report = json.loads((out / "fix-report.json").read_text("utf-8"))
+    assert report["gate"]["passed"] is False and (out / "report.html").exists()
+    # --nfkc: the ligature U+FB01 and the superscript two fold to "fi" and "2"
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    assert tok.normalizer.normalize_str("\ufb01x\u00b2") == "fix2"
+    assert report["settings"]["normalization"] == "nfkc"

@@ -1,12 +1,13 @@
 """The Bangla trap on the project's text: a GPT-2-style tokenizer, its diagnosis, the fix.
 
-    python examples/bangla_trap/run.py [--out out/bangla_trap] [--vocab-size 24000]
+    python examples/bangla_trap/run.py [--out DIR] [--vocab-size 24000]
                                        [--heldout 0.2] [--seed 0] [--sweep 8000,16000,32000]
-                                       [--budget cover|corpus|CHARS]
+                                       [--budget cover|corpus|CHARS] [--no-extra]
 
 The corpus is examples/corpus (60 parallel lines in ten languages) plus
 examples/bangla_trap/extra (530 more lines of everyday Bengali and their English translation),
-so that the vocabulary has enough Bengali to learn its frequent words.
+so that the vocabulary has enough Bengali to learn its frequent words (`--no-extra` leaves
+extra/ out, to show why it is there).
 
 1. Hold out lines exactly as `fertility fix` will (same paths, fraction and seed), so that neither
    tokenizer is measured on text it was trained on.
@@ -23,8 +24,6 @@ so that the vocabulary has enough Bengali to learn its frequent words.
 5. Print the figures and write them to OUT/walkthrough.json (README.md quotes that file).
 
 `--sweep` repeats steps 2 and 4 for other vocabulary sizes and adds a table (held-out figures).
-Where the `fertility fix` command is missing, step 4 calls `fertility.fix.fix` with the same
-arguments.
 """
 
 from __future__ import annotations
@@ -35,30 +34,33 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import regex
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from fertility.fix import FixConfig, fix, heldout_documents
+from fertility._sampling import temperature_shares
+from fertility.corpus import Corpus
+from fertility.fix import FixConfig, heldout_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "examples" / "corpus"
 EXTRA = Path(__file__).resolve().parent / "extra"   # more Bengali (and its English), same split
-PATHS = [CORPUS, EXTRA]
-# The installed entry point, not `python -m fertility.cli`: run as __main__, cli.py's group is a
-# second copy to which cli_train never adds `fix`.
-CLI = [sys.executable, "-c", "import sys; from fertility.cli import main; sys.argv[0] = "
-       "'fertility'; main()"]
-TEMPERATURE = 0.3   # `fertility fix`'s default; the budget rule below needs it
+CLI = [sys.executable, "-m", "fertility.cli"]   # the `fertility` command of this interpreter
+TEMPERATURE = FixConfig.temperature   # `fertility fix`'s default; the budget rule needs it
 
 
-def training_lines(held: set[tuple[str, int]]) -> tuple[list[str], dict[str, list[str]]]:
-    """Bangla-weighted training text for the naive tokenizer; the training lines per language."""
+def training_lines(paths: list[Path], held: set[tuple[str, int]]
+                   ) -> tuple[list[str], dict[str, list[str]]]:
+    """Bangla-weighted training text for the naive tokenizer; the training lines per language.
+
+    Read through fertility.corpus, as `fertility fix` reads them, so both tokenizers train on
+    the same documents and the held-out (source, line) pairs name them the same way.
+    """
     weighted, per_lang = [], {}
-    for path in (p for folder in PATHS for p in sorted(folder.glob("*.txt"))):
-        lines = [t for i, t in enumerate(path.read_text("utf-8").splitlines(), 1)
-                 if t.strip() and (str(path), i) not in held]
-        per_lang.setdefault(path.stem, []).extend(lines)
-        weighted += lines * (3 if path.stem == "bn" else 1)
+    for doc in Corpus(paths).documents():
+        if (doc.source, doc.line) not in held:
+            per_lang.setdefault(doc.lang, []).append(doc.text)
+            weighted += [doc.text] * (3 if doc.lang == "bn" else 1)
     return weighted, per_lang
 
 
@@ -75,8 +77,8 @@ def train_naive(lines: list[str], vocab_size: int, path: Path) -> int:
     return tok.get_vocab_size()
 
 
-def run_report(naive: Path, out: Path) -> dict:
-    cmd = [*CLI, "report", *map(str, PATHS), "-t", f"naive={naive}", "--format", "json", "-o",
+def run_report(paths: list[Path], naive: Path, out: Path) -> dict:
+    cmd = [*CLI, "report", *map(str, paths), "-t", f"naive={naive}", "--format", "json", "-o",
            str(out), "--quiet"]
     print("$", "fertility", *cmd[len(CLI):], flush=True)
     subprocess.run(cmd, check=True)
@@ -84,39 +86,39 @@ def run_report(naive: Path, out: Path) -> dict:
 
 
 def cover_budget(per_lang: dict[str, list[str]], temperature: float) -> int:
-    """Smallest sampling budget B with p_g * B >= n_g for every language g (p_g = n_g**T / sum).
+    """Smallest sampling budget B with p_g * B >= n_g for every language g, where p_g are the
+    shares `fertility fix`'s sampler gives (n_g**T / sum).
 
     At this budget the temperature sampler repeats the small languages and drops nothing from
     the large ones. Computed from the training lines only; rounded up to the next thousand
-    characters plus one thousand, so that a small difference in how characters are counted
-    cannot leave a line out.
+    characters plus one thousand, so that floating-point rounding in the sampler cannot leave
+    a line out.
     """
-    n = {g: sum(map(len, lines)) for g, lines in per_lang.items()}
-    w = {g: c ** temperature for g, c in n.items() if c}
-    total = sum(w.values())
-    need = max(n[g] * total / w[g] for g in w)
+    n = np.array([sum(map(len, lines)) for lines in per_lang.values()], dtype=np.float64)
+    p = temperature_shares(n, temperature)
+    need = float((n[p > 0] / p[p > 0]).max())
     return -(-int(need) // 1000) * 1000 + 1000
 
 
-def run_fix(naive: Path, out: Path, args, vocab_size: int, budget: int | None) -> dict:
-    argv = ["fix", *map(str, PATHS), "--from", str(naive), "--vocab-size", str(vocab_size),
+def run_fix(paths: list[Path], naive: Path, out: Path, args, vocab_size: int,
+            budget: int | None) -> dict:
+    argv = ["fix", *map(str, paths), "--from", str(naive), "--vocab-size", str(vocab_size),
             "--out", str(out), "--heldout", str(args.heldout), "--seed", str(args.seed),
             "--temperature", str(TEMPERATURE),
             *(["--max-train-chars", str(budget)] if budget else []), "--quiet"]
-    have_cli = subprocess.run([*CLI, "fix", "--help"], capture_output=True).returncode == 0
-    print("$", "fertility", *argv, "" if have_cli else "   (library call: no CLI command yet)",
-          flush=True)
-    if have_cli:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with open(out.parent / "fix-stdout.txt", "w", encoding="utf-8") as log:
-            done = subprocess.run([*CLI, *argv], stdout=log)   # its summary table: kept, not shown
-        if done.returncode not in (0, 1):  # 1: written, but the gate said no
-            sys.exit(done.returncode)
-    else:
-        fix(PATHS, out, FixConfig(vocab_size=vocab_size, heldout_fraction=args.heldout,
-                                  seed=args.seed, temperature=TEMPERATURE,
-                                  max_train_chars=budget), from_tokenizer=str(naive))
+    print("$", "fertility", *argv, flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / "fix-stdout.txt", "w", encoding="utf-8") as log:
+        done = subprocess.run([*CLI, *argv], stdout=log)   # its summary table: kept, not shown
+    if done.returncode not in (0, 1):  # 1: written, but the gate said no
+        sys.exit(done.returncode)
     return json.loads((out / "fix-report.json").read_text("utf-8"))
+
+
+def heldout_records(fixed: Path) -> list[dict]:
+    """The held-out documents `fertility fix` wrote (text, lang, source, line)."""
+    return [json.loads(x) for p in sorted((fixed / "heldout").glob("*.jsonl"))
+            for x in p.read_text("utf-8").splitlines()]
 
 
 def unseen_share(per_lang: dict[str, list[str]], held_texts: list[str], lang: str) -> float:
@@ -126,25 +128,26 @@ def unseen_share(per_lang: dict[str, list[str]], held_texts: list[str], lang: st
     return sum(w not in seen for w in words) / max(len(words), 1)
 
 
-def by_source(held: set[tuple[str, int]], naive: Path, fixed: Path,
+def by_source(records: list[dict], naive: Path, fixed: Path,
               per_lang: dict[str, list[str]]) -> dict:
-    """Held-out chars per token of each tokenizer per file, so the 12 lines of examples/corpus
-    (written apart from extra/) can be read on their own. Chars are code points of the line."""
+    """Held-out chars per token of each tokenizer per Bengali and English file, so the 12 lines
+    of examples/corpus (written apart from extra/) can be read on their own. The tokenizers'
+    own counts, not fix's measurement; chars are code points of the line."""
     toks = {"naive": Tokenizer.from_file(str(naive)),
             "fixed": Tokenizer.from_file(str(fixed / "tokenizer.json"))}
+    texts: dict[tuple[str, str], list[str]] = {}
+    for r in records:
+        if r["lang"] in ("bn", "en"):
+            texts.setdefault((r["source"], r["lang"]), []).append(r["text"])
     out = {}
-    for folder in PATHS:
-        for lang in ("bn", "en"):
-            path = folder / f"{lang}.txt"
-            texts = [t for i, t in enumerate(path.read_text("utf-8").splitlines(), 1)
-                     if (str(path), i) in held]
-            chars = sum(map(len, texts))
-            row = {"lines": len(texts)}
-            for name, tok in toks.items():
-                row[name] = chars / sum(len(e.ids) for e in tok.encode_batch(texts))
-            if lang == "bn":
-                row["words_unseen_in_training"] = unseen_share(per_lang, texts, lang)
-            out[str(path.relative_to(ROOT))] = row
+    for (source, lang), lines in texts.items():
+        chars = sum(map(len, lines))
+        row = {"lines": len(lines)}
+        for name, tok in toks.items():
+            row[name] = chars / sum(len(e.ids) for e in tok.encode_batch(lines))
+        if lang == "bn":
+            row["words_unseen_in_training"] = unseen_share(per_lang, lines, lang)
+        out[str(Path(source).relative_to(ROOT))] = row
     return out
 
 
@@ -168,7 +171,8 @@ def figures(fix_report: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "out" / "bangla_trap")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="default out/bangla_trap (out/bangla_trap-no-extra with --no-extra)")
     ap.add_argument("--vocab-size", type=int, default=24000)
     ap.add_argument("--heldout", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=0)
@@ -177,11 +181,15 @@ def main() -> None:
     ap.add_argument("--budget", default="cover",
                     help="sampling budget of `fertility fix`: cover (every language's share "
                          "covers its training text), corpus (fix's default), or a number")
+    ap.add_argument("--no-extra", action="store_true",
+                    help="examples/corpus only: too little Bengali to learn its words from")
     args = ap.parse_args()
-    out: Path = args.out
+    out: Path = args.out or ROOT / "out" / ("bangla_trap-no-extra" if args.no_extra
+                                            else "bangla_trap")
+    paths = [CORPUS] if args.no_extra else [CORPUS, EXTRA]
 
-    held = set(heldout_documents(PATHS, args.heldout, args.seed))
-    weighted, per_lang = training_lines(held)
+    held = set(heldout_documents(paths, args.heldout, args.seed))
+    weighted, per_lang = training_lines(paths, held)
     print(f"held out {len(held)} lines ({args.heldout:g} per language, seed {args.seed}); "
           f"the naive tokenizer trains on the other {sum(map(len, per_lang.values()))} "
           "(Bengali three times)")
@@ -190,7 +198,7 @@ def main() -> None:
 
     naive = out / "naive" / "tokenizer.json"
     naive_size = train_naive(weighted, args.vocab_size, naive)
-    rep = run_report(naive, out / "naive-report.json")
+    rep = run_report(paths, naive, out / "naive-report.json")
     beng = next(r for r in rep["tokenizers"][0]["rows"]
                 if r["group"] == "script" and r["key"] == "Beng")
     marks = [f for f in rep.get("findings", []) if f["rule"] == "mark-split"
@@ -200,15 +208,15 @@ def main() -> None:
     for f in marks:
         print(f"  {f['severity']} {f['rule']} {f['group']}={f['key']}: {f['cause']}")
 
-    fixed = run_fix(naive, out / "fixed", args, args.vocab_size, budget)
+    fixed = run_fix(paths, naive, out / "fixed", args, args.vocab_size, budget)
     fig = figures(fixed)
-    held_bn = [json.loads(x)["text"] for x in
-               (out / "fixed" / "heldout" / "bn.jsonl").read_text("utf-8").splitlines()]
+    records = heldout_records(out / "fixed")
+    held_bn = [r["text"] for r in records if r["lang"] == "bn"]
     result = {
         "settings": {"vocab_size": args.vocab_size, "heldout": args.heldout, "seed": args.seed,
                      "temperature": fixed["settings"]["temperature"], "budget": args.budget,
                      "max_train_chars": budget},
-        "paths": [str(p.relative_to(ROOT)) for p in PATHS],
+        "paths": [str(p.relative_to(ROOT)) for p in paths],
         "sampling": {g: {"train_chars": fixed["split"]["languages"][g]["train_chars"],
                          "repeat": round(v["repeat"], 3)}
                      for g, v in fixed["sampling"]["languages"].items()},
@@ -222,13 +230,13 @@ def main() -> None:
                           f"{c['direction']} {c['threshold']:g} ({c['verdict']})"
                           for c in fixed["gate"]["checks"] if c["verdict"] != "pass"],
         "bn_heldout_words_unseen_in_training": unseen_share(per_lang, held_bn, "bn"),
-        "heldout_by_file": by_source(held, naive, out / "fixed", per_lang),
+        "heldout_by_file": by_source(records, naive, out / "fixed", per_lang),
         "sweep": [],
     }
     for size in [int(s) for s in args.sweep.split(",") if s.strip()]:
         path = out / f"sweep-{size}" / "naive" / "tokenizer.json"
         n = train_naive(weighted, size, path)
-        rep_s = run_fix(path, out / f"sweep-{size}" / "fixed", args, size, budget)
+        rep_s = run_fix(paths, path, out / f"sweep-{size}" / "fixed", args, size, budget)
         result["sweep"].append({"vocab_size": size, "naive_vocab_size": n,
                                 "fixed_vocab_size": rep_s["tokenizer"]["vocab_size"],
                                 **figures(rep_s)})
