@@ -318,8 +318,8 @@ def _measure(config: FixConfig, old, path: Path, heldout_files: list[str], polic
     report = analyze(heldout, [t for t in (old, new) if t is not None], pretokenizers=[],
                      seed=config.seed)  # the defaults of `fertility report`
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
-    gate = evaluate(report, pol, label=AFTER)
     report.findings = diagnose(report, pol.thresholds, reference=pol.reference)
+    gate = evaluate(report, pol, label=AFTER, findings=report.findings)
     return new, report, gate
 
 

@@ -192,8 +192,11 @@ def _has_unk(report: Any, label: str) -> bool:
 
 
 def evaluate(report: Any, policy: Policy, *, label: str | None = None,
-             baseline_label: str | None = None) -> GateResult:
-    """Apply `policy` to the measurements in `report`. Reads the frame only; no I/O."""
+             baseline_label: str | None = None, findings: list | None = None) -> GateResult:
+    """Apply `policy` to the measurements in `report`. Reads the frame only; no I/O.
+
+    findings: `diagnose(report, ...)` for every tokenizer when the caller already has them
+    (fertility fix reports them all), so the rules run once."""
     known = _labels(report)
     for name in (label, baseline_label):
         if name is not None and name not in known:
@@ -206,9 +209,10 @@ def evaluate(report: Any, policy: Policy, *, label: str | None = None,
     frame = report.frame
     # One premium table (a bootstrap per language) for the parity rule and the premium check.
     prem = premiums(report, policy.thresholds, reference=policy.reference)
-    findings = [f for f in diagnose(report, policy.thresholds, reference=policy.reference,
-                                    premium_table=prem)
-                if f.tokenizer in gated]
+    if findings is None:
+        findings = diagnose(report, policy.thresholds, reference=policy.reference,
+                            premium_table=prem)
+    findings = [f for f in findings if f.tokenizer in gated]
     checks: list[Check] = []
     skipped: list[dict] = []
     for lab in gated:
