@@ -124,7 +124,7 @@ class ModelScorer:
         self.truncated = 0  # pairs that lost tokens to the context limit
 
     def loglikelihoods(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        from eval import nll
+        from eval import nll  # torch: loading and checking task files must not need it
 
         encs = self.tokenizer.encode_batch([c + x for c, x in pairs])
         prefix = [] if self.prefix_id is None else [self.prefix_id]

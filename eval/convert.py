@@ -106,9 +106,8 @@ def _item(ctx: Any, choices: Any, label: int, delimiter: str) -> dict[str, Any]:
 
 
 def convert_file(src: str | Path, dst: str | Path, *, lang: str | None = None,
-                 delimiter: str = " ", id_field: str | None = "id",
-                 context_field: str | None = None, choices_field: str | None = None,
-                 label_field: str | None = None) -> int:
+                 delimiter: str = " ", context_field: str | None = None,
+                 choices_field: str | None = None, label_field: str | None = None) -> int:
     """Convert `src` into the task file `dst` (written whole or not at all); returns items."""
     from eval.choice import parse_item
 
@@ -123,7 +122,7 @@ def convert_file(src: str | Path, dst: str | Path, *, lang: str | None = None,
             raise EvalError(f"{where}: field {e} is missing") from None
         except (ValueError, TypeError) as e:
             raise EvalError(f"{where}: {e}") from None
-        rid = rec.get(id_field) if id_field else None
+        rid = rec.get("id")
         item["id"] = str(rid) if rid is not None else f"{src.stem}-{n}"
         if lang or rec.get("lang"):
             item["lang"] = lang or rec["lang"]

@@ -50,10 +50,10 @@ def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = No
     from trainer.model import hf_llama_config, hf_llama_state_dict
 
     out_dir = Path(out_dir)
-    if out_dir.exists() and not (out_dir.is_dir() and not any(out_dir.iterdir())):
-        if not overwrite:
-            raise EvalError(f"{out_dir}: already exists and is not an empty folder "
-                            "(choose another or remove it)")
+    empty_dir = out_dir.is_dir() and not any(out_dir.iterdir())
+    if out_dir.exists() and not empty_dir and not overwrite:
+        raise EvalError(f"{out_dir}: already exists and is not an empty folder "
+                        "(choose another or remove it)")
     run = open_run(run_dir, step=step, device="cpu")
     tok, cfg = run.tokenizer, run.model.cfg
     sep_token = _token_text(tok, run.separator)
@@ -80,8 +80,10 @@ def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = No
             "separator_token": sep_token, "context": run.context, "tokenizer_note": note,
         })
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
-        if out_dir.exists():
+        if out_dir.is_dir():
             shutil.rmtree(out_dir)
+        elif out_dir.exists():
+            out_dir.unlink()
         tmp.replace(out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -141,6 +143,9 @@ def _write_tokenizer(tok, src: Path, out: Path, sep_id: int | None, context: int
     elif tok.kind == "tiktoken":
         obj = tiktoken_to_hf(tok)
         bad = _mismatches(tok, obj, probes)
+        if bad < 0:
+            raise EvalError(f"{src}: the tokenizer.json converted from the tiktoken vocabulary "
+                            "does not load in `tokenizers` (its split regex?)")
         if bad:
             raise EvalError(f"{src}: converting the tiktoken vocabulary to tokenizer.json "
                             f"changed how {bad} of {len(probes)} check texts are encoded")
@@ -245,23 +250,15 @@ def _mismatches(tok, obj: dict, texts: list[str]) -> int:
 
 
 def _heldout_sample(run_dir: Path, limit: int = 200) -> list[str]:
-    """Up to `limit` held-out documents of the run: real text to check a conversion on."""
-    path = run_dir / "data" / "heldout.jsonl"
-    out: list[str] = []
+    """Up to `limit` held-out documents of the run: real text to check a conversion on.
+
+    A run without a readable held-out split is still exported, checked on PROBE alone."""
+    from eval.run import heldout_documents
+
     try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if len(out) >= limit:
-                    break
-                try:
-                    text = json.loads(line).get("text")
-                except (ValueError, AttributeError):
-                    continue
-                if isinstance(text, str):
-                    out.append(text)
-    except OSError:
-        pass
-    return out
+        return heldout_documents(run_dir, limit)[0]
+    except EvalError:
+        return []
 
 
 # -- sentencepiece -> tokenizer.json ---------------------------------------------------------

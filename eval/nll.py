@@ -104,7 +104,6 @@ class Prepared:
     """Everything about the held-out text that does not depend on the weights."""
 
     context: int
-    prefix_id: int | None
     windows: list[np.ndarray]  # token sequences fed to the model, <= context + 1 long
     doc: np.ndarray            # int64 document index of each scored token (flat, in order)
     script: np.ndarray         # uint8 index into fertility.unicode.SCRIPTS
@@ -166,7 +165,7 @@ def prepare(texts: Sequence[str], tokenizer, context: int, prefix_id: int | None
             windowed += n_win > 1
             windows.extend(seq[w * context: w * context + context + 1] for w in range(n_win))
     cat = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in parts.items()}
-    return Prepared(context=context, prefix_id=prefix_id, windows=windows, doc=cat["doc"],
+    return Prepared(context=context, windows=windows, doc=cat["doc"],
                     script=cat["script"].astype(np.uint8), nbytes=cat["nbytes"],
                     nchars=cat["nchars"], n_docs=len(texts), windowed_docs=int(windowed),
                     unscored_docs=int(unscored))
@@ -208,18 +207,16 @@ def summarize(prepared: Prepared, langs: Sequence[str], nll: Mapping[str, np.nda
     `nll` maps a model name to its per-token NLL ("model" is required; "twin" adds the twin
     columns and the paired difference). Intervals come from one Poisson bootstrap over
     documents shared by every row and both models, so the twin-minus-model interval is paired.
-    A row of fewer than 2 documents gets no interval (null).
+    A row of fewer than 2 documents, or fewer than 10 replicates, gets no interval (None).
     """
     names = list(nll)
     n_docs = prepared.n_docs
-    lang_names = sorted(set(langs))
-    lang_index = {name: i for i, name in enumerate(lang_names)}
-    lang_of_doc = np.array([lang_index[x] for x in langs], dtype=np.int64)
+    lang_names, lang_of_doc = np.unique(np.asarray(langs, dtype=str), return_inverse=True)
     present = np.unique(prepared.script)
     groups: list[tuple[str, str, np.ndarray]] = [("all", "all", np.ones(prepared.n_tokens, bool))]
-    tok_lang = lang_of_doc[prepared.doc] if prepared.n_tokens else np.zeros(0, np.int64)
+    tok_lang = lang_of_doc[prepared.doc]
     for i, name in enumerate(lang_names):
-        groups.append(("language", name, tok_lang == i))
+        groups.append(("language", str(name), tok_lang == i))
     for s in present:
         groups.append(("script", U.SCRIPTS[s], prepared.script == s))
     quantities = ["tokens", "bytes", "chars"] + [f"nll:{m}" for m in names]

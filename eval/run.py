@@ -18,7 +18,6 @@ from typing import Any, Callable, Iterable, Sequence
 from fertility.errors import EvalError, FertilityError
 
 SCHEMA = "fertility.eval/1"
-RUN_SCHEMA = "fertility.run/1"
 # A random-initialised model predicts close to uniformly: NLL ~ ln(V) plus half the variance
 # of its logits. A twin this far above ln(V) (nats per token) means the init itself is off
 # and beating the twin says little.
@@ -38,6 +37,8 @@ class Run:
 
 
 def read_run_json(run_dir: str | Path) -> dict[str, Any]:
+    from trainer.run import RUN_SCHEMA  # the writer owns the schema string
+
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise EvalError(f"{run_dir}: no such run folder")
@@ -87,27 +88,26 @@ def open_run(run_dir: str | Path, *, step: int | None = None, device: str = "cpu
              context: int | None = None) -> Run:
     """Everything evaluation and export need from a run folder; EvalError when unusable.
 
-    `device` is a torch device or "auto" (CUDA when available); `context` overrides the
-    training seq_len as the scoring window (capped by the model's max_seq_len)."""
+    `device` is "auto" (CUDA when available), "cpu", "cuda" or "cuda:N"; `context` overrides
+    the training seq_len as the scoring window (capped by the model's max_seq_len)."""
     from trainer.checkpoint import load_model
-    from trainer.data import choose_separator, read_index
+    from trainer.data import choose_separator
+    from trainer.distributed import resolve_device
 
     run_dir = Path(run_dir)
     meta = read_run_json(run_dir)
     tok, tok_path = open_tokenizer(run_dir, meta)
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise EvalError(f"{run_dir}: unknown device {device!r} (auto, cpu, cuda or cuda:N)")
     try:
-        model, manifest = load_model(run_dir, step=step, device=device)
+        model, manifest = load_model(run_dir, step=step, device=resolve_device(device))
     except EvalError:
         raise
     except FertilityError as e:
         raise EvalError(str(e)) from None
     except (KeyError, TypeError) as e:
         raise EvalError(f"{run_dir / 'checkpoints'}: checkpoint manifest lacks {e}") from None
-    fp = manifest.get("tokenizer_fingerprint") or manifest.get("fingerprint")
+    fp = manifest.get("tokenizer_fingerprint")
     if isinstance(fp, str) and fp != tok.fingerprint:
         raise EvalError(f"{run_dir / 'checkpoints'}: checkpoint was trained with tokenizer "
                         f"{fp[:12]}, the run's tokenizer is {tok.fingerprint[:12]}")
@@ -115,41 +115,42 @@ def open_run(run_dir: str | Path, *, step: int | None = None, device: str = "cpu
         raise EvalError(f"{tok_path}: tokenizer has {tok.vocab_size} ids, the model only "
                         f"{model.cfg.vocab_size}")
     train = meta.get("train") or {}
-    try:
-        index = read_index(run_dir / "data")
-    except FertilityError:
-        index = None
-    if index is not None and "separator" in index:
-        sep = index["separator"]
-    elif isinstance(meta.get("data"), dict) and "separator" in meta["data"]:
-        sep = meta["data"]["separator"]
-    else:
+    data = meta.get("data")
+    if isinstance(data, dict) and "separator" in data:  # what the shards were built with
+        sep = data["separator"]
+    else:  # a run folder assembled by hand: the rule the trainer would have applied
         sep = choose_separator(dict(tok.special_tokens), train.get("separator", "auto"))
     seq_len = int(train.get("seq_len") or model.cfg.max_seq_len)
     ctx = min(context or seq_len, model.cfg.max_seq_len)
     return Run(run_dir, meta, model, manifest, tok, tok_path, sep, ctx)
 
 
-def heldout_documents(run_dir: Path) -> tuple[list[str], list[str], str]:
-    """(texts, langs, source) of the run's own held-out split."""
+def heldout_documents(run_dir: Path, limit: int | None = None
+                      ) -> tuple[list[str], list[str], str]:
+    """(texts, langs, source) of the run's own held-out split, the first `limit` if given."""
     path = run_dir / "data" / "heldout.jsonl"
     if not path.is_file():
         raise EvalError(f"{path}: missing (no held-out split in this run); pass --corpus")
     texts, langs = [], []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-                text, lang = rec["text"], rec.get("lang") or "und"
-                if not isinstance(text, str) or not isinstance(lang, str):
-                    raise TypeError
-            except (ValueError, KeyError, TypeError):
-                raise EvalError(f"{path}:{n}: not a held-out record "
-                                "{\"text\": str, \"lang\": str}") from None
-            texts.append(text)
-            langs.append(lang)
+    try:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if limit is not None and len(texts) >= limit:
+                    break
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                    text, lang = rec["text"], rec.get("lang") or "und"
+                    if not isinstance(text, str) or not isinstance(lang, str):
+                        raise TypeError
+                except (ValueError, KeyError, TypeError):
+                    raise EvalError(f"{path}:{n}: not a held-out record "
+                                    "{\"text\": str, \"lang\": str}") from None
+                texts.append(text)
+                langs.append(lang)
+    except (OSError, UnicodeDecodeError) as e:
+        raise EvalError(f"{path}: unreadable ({e})") from None
     if not texts:
         raise EvalError(f"{path}: the held-out split is empty; pass --corpus")
     return texts, langs, str(path)
@@ -200,11 +201,11 @@ def evaluate(run_dir: str | Path, corpus: str | Path | Sequence[str | Path] | No
     }
     if lm:
         if corpus is None:
-            texts, langs, source = heldout_documents(run.dir)
+            texts, langs, source = heldout_documents(run.dir, max_docs)
         else:
             texts, langs, source = corpus_documents(corpus, corpus_options)
-        if max_docs is not None:
-            texts, langs = texts[:max_docs], langs[:max_docs]
+            if max_docs is not None:
+                texts, langs = texts[:max_docs], langs[:max_docs]
         if not texts:
             raise EvalError(f"{source}: no documents to score")
         say(f"tokenizing {len(texts):,} held-out documents")

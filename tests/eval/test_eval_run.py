@@ -231,3 +231,40 @@ def test_a_bad_task_file_fails_before_any_scoring(tmp_path):
     # the task file is checked first, so its error wins even over a missing run
     with pytest.raises(EvalError, match="bad.jsonl:2: label 5 is out of range"):
         evaluate(tmp_path / "no-run", tasks=[bad])
+
+
+def test_invalid_utf8_in_the_heldout_split_is_an_eval_error(run_dir, tmp_path):
+    run = copy_run(run_dir, tmp_path)
+    (run / "data" / "heldout.jsonl").write_bytes(b'{"text": "ok", "lang": "en"}\n\xff\xfe\n')
+    with pytest.raises(EvalError, match="heldout.jsonl: unreadable"):
+        evaluate(run)
+
+
+def test_a_device_that_cannot_be_used_is_an_eval_error(run_dir, monkeypatch):
+    with pytest.raises(EvalError, match="unknown device 'gpu'"):
+        evaluate(run_dir, device="gpu", lm=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(EvalError, match="no CUDA device"):
+        evaluate(run_dir, device="cuda", lm=False)
+
+
+# -- the command -------------------------------------------------------------------------------
+
+def test_the_eval_command_writes_json_and_fails_with_one_line_and_exit_2(run_dir, tmp_path,
+                                                                         fertility):
+    out = tmp_path / "eval.json"
+    rc, _, _ = fertility("eval", run_dir, "--no-lm", "--tasks", TASKS[1],
+                         "--format", "json", "-o", out, "--device", "cpu", "--quiet")
+    assert rc == 0
+    data = json.loads(out.read_text("utf-8"))
+    assert data["schema"] == "fertility.eval/1" and data["lm"] == [] and data["heldout"] is None
+    assert [(t["task"], t["n"]) for t in data["tasks"]] == [("cloze_bn", 40)]
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"context": "a", "choices": ["b", "c"], "label": 0}\n'
+                   '{"context": "a", "choices": ["b", "c"]}\n')
+    for argv, where in [((run_dir, "--tasks", bad), "bad.jsonl:2: \"label\" must be"),
+                        ((tmp_path / "nope",), "nope: no such run folder")]:
+        rc, stdout, err = fertility("eval", *argv, "--quiet")
+        assert rc == 2 and stdout == ""
+        assert err.startswith("error: ") and err.count("\n") == 1 and where in err, err

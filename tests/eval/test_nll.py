@@ -194,7 +194,7 @@ def test_random_twin_is_seeded_leaves_the_global_rng_alone_and_sits_at_ln_v(tok,
 def test_intervals_hold_the_estimate_and_the_paired_difference_is_exact():
     # Documents whose tokens have known NLLs: the model at 1.0 per token, the twin at 3.0,
     # except the second language, where they swap.
-    prep = nll.Prepared(context=8, prefix_id=None, windows=[],
+    prep = nll.Prepared(context=8, windows=[],
                         doc=np.repeat(np.arange(6), [3, 4, 5, 3, 4, 5]),
                         script=np.full(24, nll.U.SCRIPT_INDEX["Latn"], np.uint8),
                         nbytes=np.full(24, 2), nchars=np.ones(24, np.int64),
