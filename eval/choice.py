@@ -23,16 +23,15 @@ Metrics (`score_task`)
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
 
+from fertility._stats import wilson
 from fertility.errors import EvalError
 
-Z95 = 1.959963984540054
 # An interval wider than this on either side of acc cannot tell "at chance" from a model that
 # is well above it: the verdict is then "too few items to tell".
 MAX_HALF_WIDTH = 0.15
@@ -140,16 +139,6 @@ class ModelScorer:
             masks.append(mask[1:])  # position 0 is never a prediction
         logps = nll.token_logprobs(self.model, seqs, batch_tokens=self.batch_tokens)
         return [float(lp[m].sum()) for lp, m in zip(logps, masks)]
-
-
-def wilson(k: float, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for k successes in n trials."""
-    if n <= 0:
-        return (0.0, 1.0)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def verdict(ci: tuple[float, float], chance: float, n: int) -> str:

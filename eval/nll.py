@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from fertility import unicode as U
+from fertility._stats import percentile_interval, poisson1
 
 LN2 = math.log(2.0)
 # Elements of one float32 logits tensor per forward pass (B * T * V); bounds memory at ~1 GiB
@@ -193,11 +194,8 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def _interval(stats: np.ndarray) -> list[float] | None:
-    stats = stats[np.isfinite(stats)]
-    if stats.size < 10:
-        return None
-    lo, hi = np.percentile(stats, [2.5, 97.5])
-    return [float(lo), float(hi)]
+    ci = percentile_interval(stats)
+    return None if ci is None else list(ci)
 
 
 def summarize(prepared: Prepared, langs: Sequence[str], nll: Mapping[str, np.ndarray], *,
@@ -234,7 +232,7 @@ def summarize(prepared: Prepared, langs: Sequence[str], nll: Mapping[str, np.nda
     flat = V.reshape(n_docs, -1)
     step = max(1, 4_000_000 // max(bootstrap, 1))
     for d0 in range(0, n_docs, step):
-        W = rng.poisson(1.0, size=(min(step, n_docs - d0), bootstrap)).astype(float)
+        W = poisson1(rng, (min(step, n_docs - d0), bootstrap))
         boot += (flat[d0: d0 + step].T @ W).reshape(len(groups), len(quantities), bootstrap)
 
     Q = {name: q for q, name in enumerate(quantities)}

@@ -11,6 +11,7 @@ from collections import Counter
 import numpy as np
 
 from fertility import unicode as U
+from fertility._stats import percentile_interval
 
 # Raw counts, in the order of the columns of the measurement frame.
 COUNTS = (
@@ -80,12 +81,8 @@ class Bootstrap:
     @staticmethod
     def interval(chars: np.ndarray, tokens: np.ndarray) -> tuple[float, float]:
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = chars / tokens
-        ratio = ratio[np.isfinite(ratio)]
-        if ratio.size < 10:
-            return float("nan"), float("nan")
-        lo, hi = np.percentile(ratio, [2.5, 97.5])
-        return float(lo), float(hi)
+            ci = percentile_interval(chars / tokens)
+        return ci if ci is not None else (float("nan"), float("nan"))
 
 
 class TokenizerAccumulator:

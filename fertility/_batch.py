@@ -6,6 +6,7 @@ import numpy as np
 
 from fertility import unicode as U
 from fertility._accumulate import C, COUNTS, NOSPACE, NS
+from fertility._stats import poisson1
 from fertility.tokenizers import concat_encoded
 
 SAMPLE_CHARS = 600  # longest stretch of a document kept as a sample with token boundaries
@@ -23,23 +24,6 @@ def _table(lang_idx, script_idx, n_langs):
     key = np.asarray(lang_idx, dtype=np.int64) * NS + script_idx
     m = np.bincount(key, minlength=n_langs * NS).reshape(n_langs, NS)
     return m.sum(axis=1), m.sum(axis=0)
-
-
-# Poisson(1) quantiles on a 2^16 grid: one gather per weight instead of numpy's per-draw
-# Poisson sampler (the bootstrap draws 200 weights per document). The grid's error in each
-# probability is below 2^-16.
-_POISSON1 = None
-
-
-def poisson1(rng, shape) -> np.ndarray:
-    global _POISSON1
-    if _POISSON1 is None:
-        from math import exp, factorial
-
-        cdf = np.cumsum([exp(-1) / factorial(k) for k in range(20)])
-        u = (np.arange(65536) + 0.5) / 65536
-        _POISSON1 = np.searchsorted(cdf, u).astype(np.float64)
-    return _POISSON1[rng.integers(0, 65536, size=shape, dtype=np.uint16)]
 
 
 def _marginals(per_doc: np.ndarray, doc_lang: np.ndarray, n_langs: int, present: np.ndarray):

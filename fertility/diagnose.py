@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from fertility import _parity
+from fertility._stats import wilson
 from fertility._tokconfig import inspect_config
 
 if TYPE_CHECKING:
@@ -135,20 +136,6 @@ def _rows(report: Report, t: Thresholds, *, groups=("script",), pretokenizer=Fal
 
 def _configs(report: Report) -> dict[str, dict]:
     return {d["label"]: d for d in report.tokenizers}
-
-
-Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
-
-
-def wilson(k: float, n: float, z: float = Z95) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion k/n (tokens treated as independent)."""
-    if n <= 0:
-        return (0.0, 1.0)
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, mid - half), min(1.0, mid + half))
 
 
 def _char_names(counts: dict | None, top: int) -> list[dict]:
