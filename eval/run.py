@@ -203,9 +203,8 @@ def evaluate(run_dir: str | Path, corpus: str | Path | Sequence[str | Path] | No
         if corpus is None:
             texts, langs, source = heldout_documents(run.dir, max_docs)
         else:
-            texts, langs, source = corpus_documents(corpus, corpus_options)
-            if max_docs is not None:
-                texts, langs = texts[:max_docs], langs[:max_docs]
+            opts = {**(corpus_options or {}), **({"max_docs": max_docs} if max_docs else {})}
+            texts, langs, source = corpus_documents(corpus, opts)
         if not texts:
             raise EvalError(f"{source}: no documents to score")
         say(f"tokenizing {len(texts):,} held-out documents")

@@ -128,7 +128,7 @@ def eval_cmd(run_dir, corpus, tasks, no_lm, fmt, output, step, device, context, 
     try:
         result = evaluate(run_dir, corpus=list(corpus) or None, tasks=tasks, step=step,
                           device=device, context=context, lm=not no_lm, twin_seed=twin_seed,
-                          bootstrap=bootstrap, seed=kw["seed"], max_docs=opts["max_docs"],
+                          bootstrap=bootstrap, seed=kw["seed"], max_docs=opts.pop("max_docs"),
                           corpus_options=opts, progress=status.update)
     finally:
         status.close()

@@ -22,7 +22,6 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from fertility import _sampling
 from fertility.errors import CorpusError, FertilityError, TokenizerError
 from fertility import fix as fix_module
-from fertility.cli import main as cli_main
 from fertility.fix import FixConfig, FixError, fix, heldout_documents
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "corpus"
@@ -290,16 +289,9 @@ def test_bad_input_is_one_line(case, small, tmp_path):
     assert not (tmp_path / "out" / "tokenizer.json").exists()
 
 
-def run_cli(capsys, *argv) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        cli_main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return exc.value.code or 0, out, err
-
-
-def test_command_exit_codes_and_nfkc(small, tmp_path, capsys):
+def test_command_exit_codes_and_nfkc(small, tmp_path, run):
     # bad input: one line on stderr, exit 2, nothing written
-    code, _, err = run_cli(capsys, "fix", small, "--vocab-size", 100, "--out", tmp_path / "bad")
+    code, _, err = run("fix", small, "--vocab-size", 100, "--out", tmp_path / "bad")
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
     assert not (tmp_path / "bad" / "tokenizer.json").exists()
     # a gate the new tokenizer cannot pass (Bengali floor of 50 chars per token): exit 1, and
@@ -307,7 +299,7 @@ def test_command_exit_codes_and_nfkc(small, tmp_path, capsys):
     policy = tmp_path / "strict.toml"
     policy.write_text("[floors.language]\nbn = 50.0\n", encoding="utf-8")
     out = tmp_path / "out"
-    code, stdout, _ = run_cli(capsys, "fix", small, "--vocab-size", 500, "--out", out,
+    code, stdout, _ = run("fix", small, "--vocab-size", 500, "--out", out,
                               "--heldout", 0.2, "--nfkc", "--policy", policy, "--quiet")
     assert code == 1 and "gate: FAIL" in stdout
     report = json.loads((out / "fix-report.json").read_text("utf-8"))

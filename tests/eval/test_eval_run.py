@@ -251,9 +251,9 @@ def test_a_device_that_cannot_be_used_is_an_eval_error(run_dir, monkeypatch):
 # -- the command -------------------------------------------------------------------------------
 
 def test_the_eval_command_writes_json_and_fails_with_one_line_and_exit_2(run_dir, tmp_path,
-                                                                         fertility):
+                                                                         run):
     out = tmp_path / "eval.json"
-    rc, _, _ = fertility("eval", run_dir, "--no-lm", "--tasks", TASKS[1],
+    rc, _, _ = run("eval", run_dir, "--no-lm", "--tasks", TASKS[1],
                          "--format", "json", "-o", out, "--device", "cpu", "--quiet")
     assert rc == 0
     data = json.loads(out.read_text("utf-8"))
@@ -265,6 +265,6 @@ def test_the_eval_command_writes_json_and_fails_with_one_line_and_exit_2(run_dir
                    '{"context": "a", "choices": ["b", "c"]}\n')
     for argv, where in [((run_dir, "--tasks", bad), "bad.jsonl:2: \"label\" must be"),
                         ((tmp_path / "nope",), "nope: no such run folder")]:
-        rc, stdout, err = fertility("eval", *argv, "--quiet")
+        rc, stdout, err = run("eval", *argv, "--quiet")
         assert rc == 2 and stdout == ""
         assert err.startswith("error: ") and err.count("\n") == 1 and where in err, err

@@ -225,14 +225,14 @@ def test_corrupt_checkpoint_is_an_eval_error(hf_run, tmp_path):
 
 
 def test_the_export_command_writes_the_folder_and_refuses_to_overwrite(hf_run, tmp_path,
-                                                                       fertility):
+                                                                       run):
     out = tmp_path / "hf"
-    rc, stdout, _ = fertility("export", hf_run, "--to", "hf", out)
+    rc, stdout, _ = run("export", hf_run, "--to", "hf", out)
     assert rc == 0 and "model.safetensors" in stdout and "tokenizer: hf:" in stdout
     assert json.loads((out / "fertility_export.json").read_text())["step"] == 5
-    rc, stdout, err = fertility("export", hf_run, "--to", "hf", out)
+    rc, stdout, err = run("export", hf_run, "--to", "hf", out)
     assert rc == 2 and stdout == "" and err.count("\n") == 1
     assert err.startswith("error: ") and "already exists" in err
     (out / "stale.txt").write_text("x")
-    rc, _, _ = fertility("export", hf_run, "--to", "hf", out, "--overwrite")
+    rc, _, _ = run("export", hf_run, "--to", "hf", out, "--overwrite")
     assert rc == 0 and not (out / "stale.txt").exists() and (out / "config.json").is_file()

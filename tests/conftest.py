@@ -1,10 +1,11 @@
-"""Run the `fertility` command in-process: exit code, stdout and stderr."""
+"""Fixtures shared across the test folders."""
 
 import pytest
 
 
 @pytest.fixture()
-def fertility(capsys):
+def run(capsys):
+    """Run the `fertility` command in-process: (exit code, stdout, stderr)."""
     from fertility.cli import main
 
     def invoke(*argv):
