@@ -28,6 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain
 
 from fertility.errors import FertilityError  # noqa: E402
 from trainer.arbiter import run_arbiter  # noqa: E402
+from trainer.config import TrainConfig  # noqa: E402
+from trainer.loop import make_optimizer  # noqa: E402
 from trainer.model import PRESETS, Transformer, config_from_preset, lm_loss  # noqa: E402
 from trainer.throughput import (  # noqa: E402
     ThroughputMeter,
@@ -99,13 +101,14 @@ def token_source(args, seq: int, device: torch.device):
 
 
 class Trainer:
-    """One optimizer step of the benchmark, also runnable phase by phase."""
+    """One optimizer step of the benchmark, also runnable phase by phase. The optimizer
+    (AdamW, fused on CUDA, decay on matrices only) and clipping are those of trainer.loop."""
 
     def __init__(self, model, cmodel, device: torch.device, lr: float):
         self.model, self.cmodel, self.device = model, cmodel, device
         self.cuda = device.type == "cuda"
-        self.opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95),
-                                     weight_decay=0.1, fused=self.cuda)
+        self.cfg = TrainConfig(lr=lr)
+        self.opt = make_optimizer(model, self.cfg, device)
 
     def sync(self) -> None:
         if self.cuda:
@@ -116,7 +119,7 @@ class Trainer:
             return lm_loss(self.cmodel(ids), targets)
 
     def update(self) -> None:
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
 

@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
 from fertility.errors import EvalError, TrainingError
 
@@ -56,6 +56,14 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Replace `path` with `text` in one rename: a kill leaves the old file or the new one."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 # -- RNG states as weights_only-safe values ------------------------------------------------
@@ -199,10 +207,8 @@ def load_weights(path: str | Path, device: str | torch.device = "cpu") -> dict[s
     """The full state dict of a checkpoint folder, tied names restored."""
     file = Path(path) / WEIGHTS
     try:
-        weights = load_file(str(file), device=str(device))
-        from safetensors import safe_open
-
-        with safe_open(str(file), framework="pt") as f:
+        with safe_open(str(file), framework="pt", device=str(device)) as f:
+            weights = {name: f.get_tensor(name) for name in f.keys()}
             aliases = json.loads((f.metadata() or {}).get("aliases", "{}"))
     except (OSError, SafetensorError, ValueError) as e:
         raise TrainingError(f"{file}: unreadable weights ({e})") from None

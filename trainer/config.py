@@ -79,10 +79,10 @@ class TrainConfig:
             return TrainingError(f"{source}: {key} = {getattr(self, key)!r}: {why}")
 
         for key in ("seq_len", "micro_batch", "keep_last", "log_every", "shard_tokens",
-                    "tokenize_batch", "max_bad_steps"):
+                    "tokenize_batch", "max_bad_steps", "checkpoint_every"):
             if getattr(self, key) < 1:
                 raise bad(key, "must be at least 1")
-        for key in ("steps", "tokens", "tokens_per_step", "checkpoint_every"):
+        for key in ("steps", "tokens", "tokens_per_step"):
             v = getattr(self, key)
             if v is not None and v < 1:
                 raise bad(key, "must be at least 1")
@@ -128,7 +128,7 @@ _FIELDS = {f.name: f for f in dataclasses.fields(TrainConfig)}
 
 def _check_type(key: str, value: Any, source: str) -> Any:
     """Light type check: TOML has few types, so a wrong one is almost always a typo."""
-    default = getattr(TrainConfig(), key)
+    default = _FIELDS[key].default  # `model`, the one default_factory field, is caught first
     ok: bool
     if key == "model":
         ok = isinstance(value, dict)

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from fertility.errors import TrainingError
-from trainer.shards import ShardHeader, ShardWriter, dtype_for_vocab, open_shard
+from trainer.shards import ShardWriter, dtype_for_vocab, open_shard
 
 INDEX_SCHEMA = "fertility.shards/1"
 # Names under which tokenizers spell "end of document", most specific first.
@@ -274,7 +274,6 @@ class TokenData:
     def __init__(self, paths: Sequence[str | Path], *, fingerprint: str, vocab_size: int) -> None:
         self.paths = [Path(p) for p in paths]
         self.tokens: list[np.ndarray] = []
-        self.headers: list[ShardHeader] = []
         for p in self.paths:
             h, arr = open_shard(p)
             if h.fingerprint != fingerprint:
@@ -286,7 +285,6 @@ class TokenData:
                 if top >= vocab_size:
                     raise TrainingError(f"{p}: token id {top} >= the model's vocabulary size "
                                         f"{vocab_size}")
-            self.headers.append(h)
             self.tokens.append(arr)
 
     @classmethod
@@ -335,7 +333,8 @@ class Batches:
             self._perm_epoch = epoch
         return self._perm
 
-    def _take(self, advance: bool) -> np.ndarray:
+    def window_indices(self, advance: bool = True) -> np.ndarray:
+        """This rank's windows of the next micro-batch; `advance` moves the cursor past it."""
         need = self.micro_batch * self.world
         epoch, pos = self.epoch, self.position
         if pos + need > self.n_windows:
@@ -344,9 +343,6 @@ class Batches:
         if advance:
             self.epoch, self.position = epoch, pos + need
         return chosen
-
-    def window_indices(self, advance: bool = True) -> np.ndarray:
-        return self._take(advance)
 
     def windows(self, indices: np.ndarray) -> np.ndarray:
         """(len(indices), seq_len+1) int64 array of the windows' tokens."""
@@ -359,15 +355,11 @@ class Batches:
         """(inputs, targets) as int64 torch tensors of shape (micro_batch, seq_len)."""
         import torch
 
-        w = torch.from_numpy(self.windows(self._take(advance)))
+        w = torch.from_numpy(self.windows(self.window_indices(advance)))
         return w[:, :-1], w[:, 1:]
 
     def peek(self) -> tuple[Any, Any]:
         return self.next(advance=False)
-
-    def skip(self, micro_batches: int) -> None:
-        for _ in range(micro_batches):
-            self._take(True)
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "position": self.position, "seed": self.seed,

@@ -26,7 +26,6 @@ from fertility.errors import TrainingError
 class DistEnv:
     rank: int = 0
     world_size: int = 1
-    local_rank: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     backend: str | None = None  # None: not distributed
     owns_group: bool = False  # we initialised the process group, so we tear it down
@@ -71,7 +70,7 @@ def init_distributed(device: str = "auto") -> DistEnv:
             dist.init_process_group(backend, rank=rank, world_size=world)
         except Exception as e:  # noqa: BLE001 - a rendezvous failure is a user setup problem
             raise TrainingError(f"rank {rank}: cannot join the process group ({e})") from None
-    return DistEnv(rank, world, local, dev, backend, owns)
+    return DistEnv(rank=rank, world_size=world, device=dev, backend=backend, owns_group=owns)
 
 
 def shutdown(env: DistEnv) -> None:

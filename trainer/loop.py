@@ -7,15 +7,18 @@ them in a row roll the run back to the last checkpoint (weights, optimizer, RNG)
 data cursor stays where it is, so the batches that broke it are not read again.
 
 Every step appends one JSON line to RUN_DIR/metrics.jsonl: step, loss, lr, grad_norm, tokens
-(consumed so far), tokens_per_s (all ranks), mfu (per device; null on the CPU), skipped.
-Events (resume, rollback) are lines with an "event" key.
+(consumed so far), epoch (of the data order), tokens_per_s (all ranks), mfu (per device; null
+on the CPU), skipped, and on a skipped step nonfinite ("loss" or "grad_norm"; loss and
+grad_norm are then null). Events (resume, rollback) are lines with an "event" key.
+
+`callbacks` (tests use them to poison or pause a run) may define on_step_start(step, model)
+and on_step_end(step, record).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -57,10 +60,6 @@ def amp_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
     return None
 
 
-def _finite(x: float) -> bool:
-    return math.isfinite(x)
-
-
 def _step_of(line: str) -> float:
     """The step of a metrics line; a line cut short by a kill counts as past every step."""
     try:
@@ -72,13 +71,13 @@ def _step_of(line: str) -> float:
 class Trainer:
     def __init__(self, run_dir: str | Path, cfg: TrainConfig, model_cfg: ModelConfig,
                  data: TokenData, *, fingerprint: str, special_ids: dict[str, int] | None = None,
-                 env: D.DistEnv | None = None, quiet: bool = False, callbacks: Any = None,
-                 manifest: dict[str, Any] | None = None) -> None:
+                 env: D.DistEnv | None = None, quiet: bool = False,
+                 callbacks: Any = None) -> None:
         self.run_dir, self.cfg, self.model_cfg = Path(run_dir), cfg, model_cfg
         self.env = env or D.DistEnv()
         self.device = self.env.device
         self.fingerprint, self.special_ids = fingerprint, dict(special_ids or {})
-        self.quiet, self.callbacks, self.extra_manifest = quiet, callbacks, manifest or {}
+        self.quiet, self.callbacks = quiet, callbacks
         if cfg.seq_len > model_cfg.max_seq_len:
             raise TrainingError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len "
                                 f"{model_cfg.max_seq_len} (preset {cfg.preset})")
@@ -130,20 +129,18 @@ class Trainer:
                                    "total_steps": self.total_steps},
                      "rng": ck.capture_rng(),
                      "cursor": self.batches.state_dict(),
-                     "counters": {"tokens_seen": self.tokens_seen, "skipped": self.skipped,
-                                  "rollbacks": self.rollbacks}}
+                     "counters": {"skipped": self.skipped, "rollbacks": self.rollbacks}}
             manifest = {"tokens_seen": self.tokens_seen, "tokenizer_fingerprint": self.fingerprint,
                         "config": self.cfg.to_dict(), "model": self.model_cfg.to_dict(),
-                        "world_size": self.env.world_size, "cursor": self.batches.state_dict(),
-                        **self.extra_manifest}
+                        "world_size": self.env.world_size}
             path = ck.save_checkpoint(self.run_dir, self.step, weights, state, manifest,
                                       self.cfg.keep_last)
         D.barrier(self.env)
         self.saved_step = self.step
-        self._call("on_checkpoint", self.step, path)
         return path
 
-    def _load(self, path: Path, manifest: dict[str, Any], keep_cursor: bool) -> None:
+    def _load(self, path: Path, manifest: dict[str, Any], keep_cursor: bool) -> dict[str, Any]:
+        """Weights, optimizer, RNG and counters from a checkpoint; returns its training state."""
         if manifest.get("tokenizer_fingerprint") != self.fingerprint:
             raise TrainingError(f"{path}: checkpoint was trained with tokenizer "
                                 f"{manifest.get('tokenizer_fingerprint')}, this run's is "
@@ -154,10 +151,11 @@ class Trainer:
         if not keep_cursor:
             self.batches.load_state_dict(state["cursor"])
         self.step = self.saved_step = int(manifest["step"])
-        self.tokens_seen = int(state["counters"]["tokens_seen"])
+        self.tokens_seen = int(manifest["tokens_seen"])
         if not keep_cursor:  # a resume; a rollback keeps counting skips and rollbacks
             self.skipped = int(state["counters"]["skipped"])
             self.rollbacks = int(state["counters"]["rollbacks"])
+        return state
 
     def resume(self) -> bool:
         """Continue from the newest valid checkpoint; False when there is none."""
@@ -176,9 +174,7 @@ class Trainer:
             keep = [l for l in lines if _step_of(l) <= self.step]
             losses = [json.loads(l).get("loss") for l in keep]
             self.last_loss = next((x for x in reversed(losses) if x is not None), None)
-            tmp = self.metrics_path.with_suffix(".jsonl.tmp")
-            tmp.write_text("".join(keep), encoding="utf-8")
-            os.replace(tmp, self.metrics_path)
+            ck.write_text_atomic(self.metrics_path, "".join(keep))
         self._write({"event": "resume", "step": self.step, "checkpoint": path.name})
         D.log(self.env, f"resuming from {path} (step {self.step})")
         return True
@@ -195,10 +191,10 @@ class Trainer:
                                 f"{self.cfg.max_rollbacks} rollbacks (step {bad_step}); the run "
                                 "diverges - lower lr or raise warmup_steps")
         path, manifest = found
-        before = self.batches.state_dict()
-        self._load(path, manifest, keep_cursor=True)  # data cursor stays past the bad batches
-        skipped = (before["epoch"] - manifest["cursor"]["epoch"]) * self.batches.n_windows \
-            + before["position"] - manifest["cursor"]["position"]
+        saved = self._load(path, manifest, keep_cursor=True)["cursor"]
+        # The data cursor stays past the bad batches; say how many windows go unread.
+        skipped = (self.batches.epoch - saved["epoch"]) * self.batches.n_windows \
+            + self.batches.position - saved["position"]
         self._write({"event": "rollback", "step": bad_step, "to_step": self.step,
                      "skipped_windows": int(skipped), "rollbacks": self.rollbacks})
         self._warn(f"{self.bad_in_row} non-finite steps in a row (up to step {bad_step}): "
@@ -217,9 +213,12 @@ class Trainer:
         rng = torch.get_rng_state()
         ok, message = True, ""
         try:
-            # The raw module: the arbiter's backward must not trigger DDP's all-reduce.
+            # The raw module: the arbiter's backward must not trigger DDP's all-reduce. Without
+            # a DDP wrapper the run's compiled module wraps that very module: compare it (and
+            # reuse its compilation) rather than compile a second copy.
+            compiled = self.model if self.cfg.compile and self.ddp is None else self.cfg.compile
             assert_arbiter(self.raw, x.to(self.device), y.to(self.device),
-                           compiled=self.cfg.compile, amp_dtype=self.amp)
+                           compiled=compiled, amp_dtype=self.amp)
         except TrainingError as e:
             ok, message = False, str(e)
         torch.set_rng_state(rng)
@@ -251,17 +250,17 @@ class Trainer:
         if hasattr(norm_t, "full_tensor"):  # FSDP: a DTensor
             norm_t = norm_t.full_tensor()
         loss, norm = float(loss_t), float(norm_t)
-        finite = _finite(loss) and _finite(norm)
+        finite = math.isfinite(loss) and math.isfinite(norm)
         if finite:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.step = step
         self.tokens_seen += self.step_tokens
         record = {"step": step, "loss": loss if finite else None, "lr": lr,
-                  "grad_norm": norm if _finite(norm) else None, "tokens": self.tokens_seen,
+                  "grad_norm": norm if math.isfinite(norm) else None, "tokens": self.tokens_seen,
                   "skipped": not finite, "epoch": self.batches.epoch}
         if not finite:
-            record["nonfinite"] = "loss" if not _finite(loss) else "grad_norm"
+            record["nonfinite"] = "loss" if not math.isfinite(loss) else "grad_norm"
         return record
 
     # -- the run --------------------------------------------------------------------------
@@ -306,7 +305,7 @@ class Trainer:
                     status.update(f"step {self.step}/{self.total_steps}  loss "
                                   f"{record['loss']:.4f}  lr {record['lr']:.2e}  "
                                   f"{record['tokens_per_s']:,.0f} tok/s{mfu}", force=True)
-                if self.cfg.checkpoint_every and self.step % self.cfg.checkpoint_every == 0:
+                if self.step % self.cfg.checkpoint_every == 0:
                     path = self.save()
             if self.saved_step != self.step:  # the final weights, whatever the period
                 path = self.save()

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 from fertility.errors import FertilityError, TrainingError
 from trainer import distributed as D
+from trainer.checkpoint import write_text_atomic
 from trainer.config import TrainConfig, load_config
 from trainer.data import TokenData, build_shards, read_index
 
@@ -31,12 +32,6 @@ RUN_SCHEMA = "fertility.run/1"
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _gate_reason(result: Any) -> str:
@@ -153,7 +148,7 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
                                "heldout_documents": sum(s["docs"] for s in index["heldout"])},
                       "world_size": env.world_size,
                       "created": (run_json or {}).get("created") or _now()}
-            _write_json(run_json_path, record)
+            write_text_atomic(run_json_path, json.dumps(record, indent=1, ensure_ascii=False))
         D.barrier(env)
         data = TokenData.from_dir(run_dir / "data", "train", fingerprint=tok.fingerprint,
                                   vocab_size=model_cfg.vocab_size)

@@ -13,10 +13,8 @@ import pytest
 import torch
 
 from trainer import checkpoint as ck
-from tests.trainer.tokfixture import PassingGate, train_tokenizer
+from tests.trainer.tokfixture import CORPUS, REPO, PassingGate, train_tokenizer
 
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = sorted(str(p) for p in (REPO / "examples/corpus").glob("*.txt"))
 STEPS = 8
 # 8 windows of 64 tokens per optimizer step: one process accumulates 4 micro-batches of 2;
 # two processes accumulate 2 each (rank-strided from the same permutation), all-reducing
@@ -30,15 +28,11 @@ import json, sys
 import torch
 torch.set_num_threads(1)
 from trainer.run import pretrain
+from tests.trainer.tokfixture import PassingGate
 
 corpus, tok, out, settings = json.loads(sys.argv[1])
 
-class Gate:
-    passed = True
-    def format_text(self): return "verdict: PASS"
-    def to_dict(self): return {"passed": True}
-
-pretrain(corpus, tok, out, quiet=True, overrides=settings, gate=lambda p, t: Gate())
+pretrain(corpus, tok, out, quiet=True, overrides=settings, gate=lambda p, t: PassingGate())
 """
 
 

@@ -141,11 +141,19 @@ def test_rollback_after_max_bad_steps(tmp_path, data, capsys):
         assert torch.equal(w, saved[name]), name
     # ... and reads the data after the offending batches, not the batches of steps 5-8 again.
     fresh = Batches(trainer.batches.data, 32, 4, seed=0)
-    fresh.skip(8)
+    for _ in range(8):  # the micro-batches of steps 1-8
+        fresh.window_indices()
     assert torch.equal(poison.inputs[5][1], fresh.next()[0])
     assert not torch.equal(poison.inputs[5][1], poison.inputs[5][0])
     err = capsys.readouterr().err
     assert "rolled back to step-00000004" in err
+
+
+def test_rollbacks_beyond_max_rollbacks_stop_the_run(tmp_path, data):
+    trainer = _trainer(tmp_path, data, steps=10, max_rollbacks=0, callbacks=Poison([6, 7, 8]))
+    with pytest.raises(TrainingError, match="after 0 rollbacks .step 8.*diverges"):
+        trainer.run()
+    assert not any(r.get("event") == "rollback" for r in _metrics(tmp_path))
 
 
 def test_rollback_without_a_checkpoint_stops_the_run(tmp_path, data):
@@ -162,6 +170,23 @@ def test_preflight_refusals(tmp_path, data):
     with pytest.raises(TrainingError, match="special ids"):
         t.run()
     assert not (tmp_path / "run/checkpoints").exists()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # inductor's imports
+def test_arbiter_compares_the_compiled_module_the_run_uses(tmp_path, data, monkeypatch):
+    import trainer.arbiter
+
+    seen = {}
+
+    def fake_arbiter(model, ids, targets, **kw):
+        seen.update(kw, model=model)
+        raise TrainingError("stop after the arbiter")
+
+    monkeypatch.setattr(trainer.arbiter, "assert_arbiter", fake_arbiter)
+    t = _trainer(tmp_path, data, compile=True)  # torch.compile is lazy: nothing compiles here
+    with pytest.raises(TrainingError, match="stop after the arbiter"):
+        t.run()
+    assert seen["model"] is t.raw and seen["compiled"] is t.model and t.model is not t.raw
 
 
 def test_arbiter_stops_a_model_that_cannot_learn(tmp_path, data):

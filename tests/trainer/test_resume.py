@@ -15,10 +15,8 @@ import pytest
 import torch
 
 from trainer import checkpoint as ck
-from tests.trainer.tokfixture import PassingGate, train_tokenizer
+from tests.trainer.tokfixture import CORPUS, REPO, PassingGate, train_tokenizer
 
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = sorted(str(p) for p in (REPO / "examples/corpus").glob("*.txt"))
 N = 16
 SETTINGS = dict(seq_len=64, micro_batch=4, tokens_per_step=512, lr=3e-3, min_lr=3e-4,
                 warmup_steps=3, checkpoint_every=N // 4, keep_last=4, heldout_fraction=0.05,
@@ -32,13 +30,9 @@ from pathlib import Path
 import torch
 torch.set_num_threads(1)
 from trainer.run import pretrain
+from tests.trainer.tokfixture import PassingGate
 
 corpus, tok, out, settings, pause_at, marker = json.loads(sys.argv[1])
-
-class Gate:
-    passed = True
-    def format_text(self): return "verdict: PASS"
-    def to_dict(self): return {"passed": True}
 
 class PauseForKill:
     def on_step_end(self, step, record):
@@ -46,7 +40,7 @@ class PauseForKill:
             Path(marker).write_text(str(os.getpid()))
             time.sleep(600)
 
-pretrain(corpus, tok, out, quiet=True, overrides=settings, gate=lambda p, t: Gate(),
+pretrain(corpus, tok, out, quiet=True, overrides=settings, gate=lambda p, t: PassingGate(),
          callbacks=PauseForKill())
 """
 
@@ -54,8 +48,8 @@ pretrain(corpus, tok, out, quiet=True, overrides=settings, gate=lambda p, t: Gat
 def _pretrain(tok, out, **kw):
     from trainer.run import pretrain
 
-    return pretrain(CORPUS, tok, out, quiet=True, overrides=SETTINGS, gate=lambda p, t: PassingGate(),
-                    **kw)
+    return pretrain(CORPUS, tok, out, quiet=True, overrides=SETTINGS,
+                    gate=lambda p, t: PassingGate(), **kw)
 
 
 def _losses(run: Path):

@@ -17,10 +17,8 @@ from fertility.errors import TrainingError
 from trainer.checkpoint import load_model
 from trainer.config import TrainConfig, load_config
 from trainer.shards import open_shard, read_header
-from tests.trainer.tokfixture import train_tokenizer
+from tests.trainer.tokfixture import CORPUS, REPO, train_tokenizer
 
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = sorted(str(p) for p in (REPO / "examples/corpus").glob("*.txt"))
 FAST = dict(seq_len=64, micro_batch=8, lr=3e-3, min_lr=3e-4, warmup_steps=5,
             checkpoint_every=1000, heldout_fraction=0.05, device="cpu")
 
@@ -204,6 +202,18 @@ def test_accumulation_reaches_tokens_per_step():
     assert TrainConfig(tokens=40960, tokens_per_step=4096).total_steps(0) == 10
 
 
-def test_examples_tiny_config_loads():
-    cfg = load_config(REPO / "examples/configs/tiny.toml")
+def test_examples_tiny_config_loads_and_its_commented_defaults_are_current():
+    path = REPO / "examples/configs/tiny.toml"
+    cfg = load_config(path)
     assert cfg.preset == "tiny" and cfg.device == "cpu" and cfg.seq_len <= 128
+    # "# key = value" lines document TrainConfig's defaults: keep them in step with the code.
+    import re
+
+    from trainer.config import tomllib  # tomli on Python 3.10
+
+    shown = {key: tomllib.loads(f"x = {value}")["x"]
+             for key, value in re.findall(r"^# (\w+) = (\S+)", path.read_text(), re.M)
+             if key not in ("d_model", "n_layers")}  # the [model] example, not defaults
+    assert len(shown) >= 7
+    for key, value in shown.items():
+        assert TrainConfig.from_dict({key: value}) == TrainConfig(), key
