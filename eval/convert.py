@@ -21,10 +21,10 @@ fails the check raises EvalError naming the input file and line.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from fertility._files import write_text_atomic
 from fertility.errors import EvalError
 
 
@@ -131,12 +131,7 @@ def convert_file(src: str | Path, dst: str | Path, *, lang: str | None = None,
         out.append(line)
     if not out:
         raise EvalError(f"{src}: no records")
-    tmp = dst.with_name(dst.name + ".partial")
-    try:
-        tmp.write_text("\n".join(out) + "\n", encoding="utf-8")
-        os.replace(tmp, dst)
-    except OSError as e:
-        raise EvalError(f"{dst}: cannot write ({e.strerror})") from None
+    write_text_atomic(dst, "\n".join(out) + "\n", EvalError)
     return len(out)
 
 

@@ -7,7 +7,6 @@ Exit codes: 0 success; 1 the gate said no; 2 bad input (any FertilityError, or a
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
@@ -58,13 +57,9 @@ def write_output(text: str, output: str | None) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    path = Path(output)
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)  # a reader never sees a half-written report
-    except OSError as exc:
-        raise FertilityError(f"{output}: cannot write: {exc.strerror}") from None
+    from fertility._files import write_text_atomic
+
+    write_text_atomic(output, text)  # a reader never sees a half-written report
 
 
 def parse_detail(value: str) -> int | None:

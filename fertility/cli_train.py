@@ -121,7 +121,7 @@ def eval_cmd(run_dir, corpus, tasks, no_lm, fmt, output, step, device, context, 
     """Per-token NLL and bits per byte against a random-init twin; multiple-choice accuracy."""
     _need_torch("eval")
     from eval.run import evaluate, render_json, render_text
-    from trainer.data import StatusLine
+    from fertility.progress import StatusLine
 
     opts = corpus_kwargs(kw)
     status = StatusLine(kw["quiet"])

@@ -259,14 +259,7 @@ class Corpus:
     def batches(self, size: int = 512) -> Iterator[list[Document]]:
         if size < 1:
             raise CorpusError(f"batch size {size}: must be >= 1")
-        batch: list[Document] = []
-        for doc in self.documents():
-            batch.append(doc)
-            if len(batch) == size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+        return batched(self.documents(), size)
 
     def _records(self, cf: CorpusFile, stats: fmt.FileStats) -> Iterator[fmt.Record]:
         try:
@@ -347,3 +340,15 @@ class Corpus:
             "strict": self.strict,
             "complete": run.complete,
         })
+
+
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    """Lists of `size` consecutive items (the last may be shorter), streamed."""
+    batch: list = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

@@ -50,6 +50,7 @@ import numpy as np
 from fertility import _sampling
 from fertility.corpus import Corpus
 from fertility._fix_train import BYTES, _train
+from fertility._files import write_text_atomic
 from fertility.errors import FixError
 
 SCHEMA = "fertility.fix/1"
@@ -213,7 +214,7 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
         paths["model"] = str(trained.path)
     from fertility.report.html import render_html
 
-    _write_atomic(out / "report.html", render_html(report, report.findings, gate))
+    write_text_atomic(out / "report.html", render_html(report, report.findings, gate), FixError)
     timings["measure_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0
     result = FixResult(
@@ -226,9 +227,9 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
                   "byte_fallback": True, "from": from_tokenizer,
                   "corpus": list(corpus.paths)},
         split=split, sampling=sampling, corpus=corpus.summary(), timings=timings, report=report)
-    _write_atomic(out / "fix-report.json",
-                  json.dumps(result.to_dict(), ensure_ascii=False, indent=2, allow_nan=False,
-                             default=_json_default) + "\n")
+    write_text_atomic(out / "fix-report.json",
+                      json.dumps(result.to_dict(), ensure_ascii=False, indent=2,
+                                 allow_nan=False, default=_json_default) + "\n", FixError)
     return result
 
 
@@ -370,18 +371,6 @@ def _json_default(x):
     if isinstance(x, (set, tuple)):
         return list(x)
     return str(x)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as e:
-        raise FixError(f"{path}: cannot write ({e.strerror})") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _format(r: FixResult) -> str:

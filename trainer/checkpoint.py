@@ -58,14 +58,6 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Replace `path` with `text` in one rename: a kill leaves the old file or the new one."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 # -- RNG states as weights_only-safe values ------------------------------------------------
 
 def capture_rng() -> dict[str, Any]:

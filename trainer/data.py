@@ -13,14 +13,15 @@ import json
 import multiprocessing
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from fertility.corpus import batched
 from fertility.errors import TrainingError
+from fertility.progress import StatusLine
 from trainer.shards import ShardWriter, dtype_for_vocab, open_shard
 
 INDEX_SCHEMA = "fertility.shards/1"
@@ -80,38 +81,6 @@ def _worker_encode(texts: list[str]) -> list[np.ndarray]:
     return [np.asarray(e.ids) for e in _worker_tok.encode_batch(texts)]
 
 
-def _batched(docs: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    for d in docs:
-        batch.append(d)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-class StatusLine:
-    """One self-overwriting line on stderr; silent when quiet or stderr is not a terminal."""
-
-    def __init__(self, quiet: bool = False, every_s: float = 0.5) -> None:
-        self.enabled = not quiet and sys.stderr.isatty()
-        self.every_s = every_s
-        self._last = 0.0
-
-    def update(self, text: str, force: bool = False) -> None:
-        now = time.monotonic()
-        if self.enabled and (force or now - self._last >= self.every_s):
-            self._last = now
-            sys.stderr.write("\r\033[K" + text)
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled and self._last:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
 class _Split:
     """Writers for one split, opening a new shard whenever the current one is full."""
 
@@ -163,7 +132,7 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
 
     if workers == 0:
         workers = 1 if tokenizer.kind == "hf" else (os.cpu_count() or 1)
-    batches = _batched(documents, batch_size)
+    batches = batched(documents, batch_size)
     pool = None
     if workers > 1:
         # spawn, not fork: forked HF tokenizers deadlock, and workers reload from the spec

@@ -31,7 +31,9 @@ from fertility.errors import TrainingError
 from trainer import checkpoint as ck
 from trainer import distributed as D
 from trainer.config import TrainConfig
-from trainer.data import Batches, StatusLine, TokenData
+from fertility._files import write_text_atomic
+from fertility.progress import StatusLine
+from trainer.data import Batches, TokenData
 from trainer.model import ModelConfig, Transformer, lm_loss
 
 
@@ -174,7 +176,7 @@ class Trainer:
             keep = [l for l in lines if _step_of(l) <= self.step]
             losses = [json.loads(l).get("loss") for l in keep]
             self.last_loss = next((x for x in reversed(losses) if x is not None), None)
-            ck.write_text_atomic(self.metrics_path, "".join(keep))
+            write_text_atomic(self.metrics_path, "".join(keep), TrainingError)
         self._write({"event": "resume", "step": self.step, "checkpoint": path.name})
         D.log(self.env, f"resuming from {path} (step {self.step})")
         return True

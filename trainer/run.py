@@ -21,9 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from fertility._files import write_text_atomic
 from fertility.errors import FertilityError, TrainingError
 from trainer import distributed as D
-from trainer.checkpoint import write_text_atomic
 from trainer.config import TrainConfig, load_config
 from trainer.data import TokenData, build_shards, read_index
 
@@ -148,7 +148,8 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
                                "heldout_documents": sum(s["docs"] for s in index["heldout"])},
                       "world_size": env.world_size,
                       "created": (run_json or {}).get("created") or _now()}
-            write_text_atomic(run_json_path, json.dumps(record, indent=1, ensure_ascii=False))
+            write_text_atomic(run_json_path, json.dumps(record, indent=1, ensure_ascii=False),
+                              TrainingError)
         D.barrier(env)
         data = TokenData.from_dir(run_dir / "data", "train", fingerprint=tok.fingerprint,
                                   vocab_size=model_cfg.vocab_size)
