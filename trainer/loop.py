@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from fertility._files import write_text_atomic
 from fertility.errors import TrainingError
+from fertility.progress import StatusLine
 from trainer import checkpoint as ck
 from trainer import distributed as D
 from trainer.config import TrainConfig
-from fertility._files import write_text_atomic
-from fertility.progress import StatusLine
 from trainer.data import Batches, TokenData
 from trainer.model import ModelConfig, Transformer, lm_loss
 
