@@ -81,17 +81,11 @@ def test_frame_pretokenizer_rows_match_the_split(lines):
 
 def test_a_tokenizers_own_ceiling_is_its_pretokenizer(lines, tmp_path):
     """HF's ByteLevel(use_regex=true) (Rust) and the gpt2 family (Python regex) cut alike."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tests.bpe import byte_level_bpe
 
     from fertility.tokenizers import load_tokenizer
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(lines, trainers.BpeTrainer(
-        vocab_size=400, show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.save(str(tmp_path / "t.json"))
+    byte_level_bpe(lines, 400, path=tmp_path / "t.json")
     rep = analyze([BN], [load_tokenizer(str(tmp_path / "t.json"), label="t")])
     r = rep.frame[(rep.frame.group == "script") & (rep.frame.key == "Beng")].iloc[0]
     assert r.chars_per_pretoken == pytest.approx(

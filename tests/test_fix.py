@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 import regex
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer
 
+from tests.bpe import byte_level_bpe
 from fertility import _sampling
 from fertility.errors import CorpusError, FertilityError, TokenizerError
 from fertility import fix as fix_module
@@ -48,13 +49,7 @@ def write_corpus(root: Path, lines: int = 150, words: int = 60, seed: int = 0) -
 
 def train_bpe(lines: list[str], vocab_size: int, specials=("<|endoftext|>",)) -> Tokenizer:
     """The naive tokenizer: byte-level BPE with the GPT-2 pre-tokenizer."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(lines, trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=list(specials), show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    return tok
+    return byte_level_bpe(lines, vocab_size, specials=specials)
 
 
 def chars_per_token(tok: Tokenizer, texts: list[str]) -> float:

@@ -278,17 +278,11 @@ CORPUS = ROOT / "examples" / "corpus"
 
 def train_bpe(pre_tokenizer, path: Path, vocab_size: int = 4000) -> Path:
     """A byte-level BPE trained on Bangla-weighted text (Bengali 3x, English 1x)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tests.bpe import byte_level_bpe
 
     lines = ((CORPUS / "bn.txt").read_text(encoding="utf-8").splitlines() * 3
              + (CORPUS / "en.txt").read_text(encoding="utf-8").splitlines())
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizer
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(lines, trainers.BpeTrainer(
-        vocab_size=vocab_size, show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.save(str(path))
+    byte_level_bpe(lines, vocab_size, pre_tokenizer=pre_tokenizer, path=path)
     return path
 
 

@@ -3,8 +3,9 @@
 import numpy as np
 import pandas as pd
 import pytest
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import normalizers
 
+from tests.bpe import byte_level_bpe
 from fertility.measure import analyze
 from tests.textdata import SENTENCE
 
@@ -20,14 +21,8 @@ def setup(tmp_path_factory):
     for lang, pool in words.items():
         lines = [" ".join(rng.choice(pool, size=rng.integers(1, 12))) for _ in range(700)]
         (corpus / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFKC()
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train([str(p) for p in corpus.iterdir()], trainers.BpeTrainer(
-        vocab_size=300, show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.save(str(root / "tok.json"))
+    lines = [x for p in sorted(corpus.iterdir()) for x in p.read_text("utf-8").splitlines()]
+    byte_level_bpe(lines, 300, normalizer=normalizers.NFKC(), path=root / "tok.json")
     return corpus, root / "tok.json"
 
 

@@ -16,8 +16,9 @@ import sys
 import numpy as np
 import pytest
 import sentencepiece as spm
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
+from tests.bpe import byte_level_bpe
 from fertility.errors import TokenizerError
 from fertility.tokenizers import (
     Encoded,
@@ -99,14 +100,7 @@ def spans(enc: Encoded) -> list[tuple[int, int]]:
 
 
 def train_bytelevel() -> Tokenizer:
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=500, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        special_tokens=["<|endoftext|>"], show_progress=False,
-    )
-    tok.train_from_iterator(CORPUS, trainer)
+    tok = byte_level_bpe(CORPUS, 500, specials=["<|endoftext|>"])
     return tok
 
 

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tests.bpe import byte_level_bpe
 
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
@@ -19,14 +19,8 @@ def naive(tmp_path_factory):
     """A byte-level BPE with the GPT-2 pre-tokenizer on Bangla-weighted example text."""
     lines = (CORPUS / "bn.txt").read_text().splitlines() * 3
     lines += (CORPUS / "en.txt").read_text().splitlines()
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(lines, trainers.BpeTrainer(
-        vocab_size=1500, show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     path = tmp_path_factory.mktemp("naive") / "tokenizer.json"
-    tok.save(str(path))
+    byte_level_bpe(lines, 1500, path=path)
     return path
 
 

@@ -4,8 +4,9 @@ import gzip
 import json
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer
 
+from tests.bpe import byte_level_bpe
 from tests.textdata import SENTENCE
 
 
@@ -13,13 +14,8 @@ from tests.textdata import SENTENCE
 
 @pytest.fixture(scope="module")
 def tok_path(tmp_path_factory):
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator([SENTENCE, "Rain fell. Rivers rose!"] * 20, trainers.BpeTrainer(
-        vocab_size=300, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
-    tok.save(str(path))
+    byte_level_bpe([SENTENCE, "Rain fell. Rivers rose!"] * 20, 300, path=path)
     return path
 
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from eval import choice
 from fertility.errors import EvalError
 from fertility.tokenizers import Encoded, load_tokenizer
 from trainer.model import Transformer, config_from_preset
+from tests.bpe import byte_level_bpe
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TASKS = [EXAMPLES / "tasks" / "cloze_en.jsonl", EXAMPLES / "tasks" / "cloze_bn.jsonl"]
@@ -195,13 +195,7 @@ def test_model_scorer_keeps_the_last_context_tokens_of_a_long_item():
 def test_a_random_model_is_at_chance_on_the_example_tasks(tmp_path):
     lines = [x for g in ("en", "bn") for x in
              (EXAMPLES / "corpus" / f"{g}.txt").read_text("utf-8").splitlines() if x.strip()]
-    hf = Tokenizer(models.BPE())
-    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    hf.decoder = decoders.ByteLevel()
-    hf.train_from_iterator(lines, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<|endoftext|>"], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    hf.save(str(tmp_path / "tok.json"))
+    byte_level_bpe(lines, 400, specials=["<|endoftext|>"], path=tmp_path / "tok.json")
     tok = load_tokenizer(str(tmp_path / "tok.json"))
     model = tiny_model(tok.vocab_size, max_seq_len=128, seed=5)
     scorer = choice.ModelScorer(model, tok, context=128, prefix_id=0)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from eval import nll
 from eval.choice import VERDICTS
@@ -19,6 +18,7 @@ from fertility.errors import EvalError
 from fertility.tokenizers import load_tokenizer
 from trainer.checkpoint import latest_checkpoint, save_checkpoint
 from trainer.model import ModelConfig, Transformer
+from tests.bpe import byte_level_bpe
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TASKS = [EXAMPLES / "tasks" / "cloze_en.jsonl", EXAMPLES / "tasks" / "cloze_bn.jsonl"]
@@ -44,13 +44,7 @@ def run_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("evalrun")
     lines = [x for f in sorted((EXAMPLES / "corpus").glob("*.txt"))
              for x in f.read_text("utf-8").splitlines() if x.strip()]
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(lines, trainers.BpeTrainer(
-        vocab_size=512, special_tokens=[SEP], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.save(str(root / "tokenizer.json"))
+    byte_level_bpe(lines, 512, specials=[SEP], path=root / "tokenizer.json")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model: one thread is fastest, and steady on a busy CPU
     try:

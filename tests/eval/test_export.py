@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from eval.export import PROBE, export_hf
 from fertility.errors import EvalError
 from fertility.tokenizers import load_tokenizer
 from trainer.checkpoint import save_checkpoint
 from trainer.model import config_from_preset, Transformer
+from tests.bpe import byte_level_bpe
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 SEP = "<|endoftext|>"
@@ -28,13 +28,7 @@ def corpus_lines(langs=("en", "bn", "hi", "ru", "zh")):
 
 
 def train_bpe(path: Path, vocab: int = 400) -> Path:
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus_lines(), trainers.BpeTrainer(
-        vocab_size=vocab, special_tokens=[SEP], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.save(str(path))
+    byte_level_bpe(corpus_lines(), vocab, specials=[SEP], path=path)
     return path
 
 

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Tokenizer
 
 from eval import nll
 from fertility.tokenizers import Encoded, load_tokenizer
 from trainer.model import Transformer, config_from_preset
+from tests.bpe import byte_level_bpe
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 SEP = "<|endoftext|>"
@@ -27,13 +28,7 @@ def lines(lang):
 @pytest.fixture(scope="module")
 def bpe(tmp_path_factory):
     path = tmp_path_factory.mktemp("nll") / "tokenizer.json"
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator([x for g in LANGS for x in lines(g)], trainers.BpeTrainer(
-        vocab_size=300, special_tokens=[SEP], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.save(str(path))
+    byte_level_bpe([x for g in LANGS for x in lines(g)], 300, specials=[SEP], path=path)
     return path
 
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tests.bpe import byte_level_bpe
 from fertility.errors import TrainingError
 from trainer.data import Batches, TokenData, build_shards, choose_separator, read_index
 from trainer.shards import HEADER_BYTES, open_shard, read_header, write_shard
@@ -246,18 +247,10 @@ def test_too_little_data_for_one_batch_refused(tmp_path):
 
 def test_parallel_tokenization_gives_the_same_shards(tmp_path):
     """Worker processes (reloading the tokenizer from its spec) write identical shards."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     from fertility.tokenizers import load_tokenizer
 
     docs = _docs(400)
-    hf = Tokenizer(models.BPE())
-    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    hf.decoder = decoders.ByteLevel()
-    hf.train_from_iterator([d.text for d in docs], trainers.BpeTrainer(
-        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
-    hf.save(str(tmp_path / "tokenizer.json"))
+    byte_level_bpe([d.text for d in docs], 300, path=tmp_path / "tokenizer.json")
     tok = load_tokenizer(str(tmp_path / "tokenizer.json"))
     build_shards(docs, tok, tmp_path / "one", workers=1, batch_size=50, quiet=True)
     build_shards(docs, tok, tmp_path / "two", workers=2, batch_size=50, quiet=True)

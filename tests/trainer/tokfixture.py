@@ -3,25 +3,16 @@ that run the real pretraining path."""
 
 from pathlib import Path
 
+from tests.bpe import byte_level_bpe
+
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = sorted(str(p) for p in (REPO / "examples/corpus").glob("*.txt"))
 
 
 def train_tokenizer(path: Path, vocab_size: int = 384, text: list[str] | None = None) -> str:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
     if text is None:
-        tok.train(CORPUS, trainer)
-    else:
-        tok.train_from_iterator(text, trainer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tok.save(str(path))
+        text = [line for f in CORPUS for line in Path(f).read_text("utf-8").splitlines()]
+    byte_level_bpe(text, vocab_size, specials=["<|endoftext|>"], path=path)
     return str(path)
 
 
