@@ -268,10 +268,9 @@ def heldout_documents(corpus_paths, heldout_fraction: float = 0.1, seed: int = 0
 def _load_from(spec: str | None):
     if spec is None:
         return None
-    from fertility.tokenizers import load_tokenizer, parse_tokenizer_arg
+    from fertility.tokenizers import load_tokenizer_arg
 
-    _, path = parse_tokenizer_arg(spec)
-    return load_tokenizer(path, label=BEFORE)
+    return load_tokenizer_arg(spec, label=BEFORE)
 
 
 def _plan_specials(old, config: FixConfig) -> list[tuple[str, int | None]]:

@@ -23,6 +23,7 @@ from fertility._accumulate import COUNTS, NS, TokenizerAccumulator
 from fertility._batch import encode_flat, measure_batch
 from fertility._frame import build_frame, docs_frame
 from fertility.corpus import Corpus
+from fertility.tokenizers import load_tokenizer_arg
 
 SCHEMA = "fertility.report/1"
 
@@ -131,7 +132,7 @@ def analyze(
     measured so the corpus is profiled with its ceilings. workers: processes that share the
     batches (None: fertility._parallel decides by corpus size); the result is the same.
     """
-    toks = [_load(t) if isinstance(t, str) else t for t in tokenizers]
+    toks = [load_tokenizer_arg(t) if isinstance(t, str) else t for t in tokenizers]
     if pretokenizers is None:
         pretokenizers = [] if toks else ["gpt2", "cl100k", "o200k", "whitespace"]
     toks += [PretokenizerFamily(name) for name in pretokenizers]
@@ -237,13 +238,6 @@ def _prefetch(batches, encode, depth: int = 2, owned=None):
     finally:
         stop.set()
         worker.join()
-
-
-def _load(spec: str):
-    from fertility.tokenizers import load_tokenizer, parse_tokenizer_arg
-
-    label, spec = parse_tokenizer_arg(spec)
-    return load_tokenizer(spec, label=label)
 
 
 def _describe(tok) -> dict:

@@ -147,6 +147,12 @@ def default_label(spec: str) -> str:
 # Loading
 
 
+def load_tokenizer_arg(arg: str, label: str | None = None) -> Tokenizer:
+    """Load a command-line "[LABEL=]SPEC[#PATTERN]"; `label`, when given, replaces LABEL."""
+    given, spec = parse_tokenizer_arg(arg)
+    return load_tokenizer(spec, label=label or given)
+
+
 def load_tokenizer(spec: str, label: str | None = None, pattern: str | None = None) -> Tokenizer:
     """Load a tokenizer from a spec (see the module docstring). Errors: TokenizerError."""
     full_spec = spec

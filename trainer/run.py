@@ -106,7 +106,7 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
     are reused and training continues from the newest valid checkpoint.
     Returns {"run_dir", "steps", "tokens", "final_loss", "forced", ...}.
     """
-    from fertility.tokenizers import load_tokenizer, parse_tokenizer_arg
+    from fertility.tokenizers import load_tokenizer_arg
     from trainer.loop import train
     from trainer.model import config_from_preset
 
@@ -124,18 +124,17 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
     cfg = _resolve_config(run_json, config_path, preset, over,
                           D.DistEnv(rank=int(os.environ.get("RANK", 0))))
 
-    label, spec = parse_tokenizer_arg(str(tokenizer_spec))
-    tok = load_tokenizer(spec, label=label)
+    tok = load_tokenizer_arg(str(tokenizer_spec))
     env = D.init_distributed(cfg.device)
     try:
         if run_json is not None and run_json["tokenizer"]["fingerprint"] != tok.fingerprint:
             raise TrainingError(f"{run_json_path}: the run was made with tokenizer "
-                                f"{run_json['tokenizer']['fingerprint']}, {spec} is "
+                                f"{run_json['tokenizer']['fingerprint']}, {tok.spec} is "
                                 f"{tok.fingerprint}")
         gate_dict, forced = (run_json or {}).get("gate"), bool((run_json or {}).get("forced"))
         if run_json is None:
             gate_dict, forced = _run_gate(gate or _default_gate(policy, corpus_options, quiet),
-                                          paths, tok, spec, force, quiet, env)
+                                          paths, tok, tok.spec, force, quiet, env)
         index = _prepare_data(paths, tok, run_dir, cfg, corpus_options, quiet, env)
         model_cfg = config_from_preset(cfg.preset, int(tok.vocab_size), cfg.model)
         if env.is_main:
