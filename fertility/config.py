@@ -17,21 +17,28 @@ def load_project_config(cwd: str | Path | None = None) -> tuple[dict, str | None
     base = Path(cwd or ".")
     own = base / "fertility.toml"
     if own.is_file():
-        return _read(own), str(own)
+        return read_toml(own), str(own)
     pyproject = base / "pyproject.toml"
     if pyproject.is_file():
-        table = _read(pyproject).get("tool", {}).get("fertility")
+        table = read_toml(pyproject).get("tool", {}).get("fertility")
         if table is not None:
             return table, str(pyproject)
     return {}, None
 
 
-def _read(path: Path) -> dict:
+def read_toml(path: str | Path, error: type[FertilityError] = FertilityError,
+              what: str = "file") -> dict:
+    """A TOML file as a dict; a missing, unreadable or malformed file is `error`, one line
+    naming the file (the policy, the training config and fertility.toml all read this way)."""
     try:
         with open(path, "rb") as fh:
             return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise FertilityError(f"{path}: cannot read TOML: {exc}") from None
+    except FileNotFoundError:
+        raise error(f"{path}: no such {what}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: not valid TOML ({' '.join(str(exc).split())})") from None
 
 
 def configured_tokenizers(cwd: str | Path | None = None) -> list[str]:

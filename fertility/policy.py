@@ -22,11 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-try:  # Python >= 3.11
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
+from fertility.config import read_toml, tomllib
 from fertility.diagnose import Thresholds
 from fertility.errors import PolicyError
 
@@ -117,14 +113,7 @@ def load_policy(path: str | Path | None, *, cwd: str | Path | None = None) -> Po
 
 
 def _read(p: Path) -> dict:
-    try:
-        return tomllib.loads(p.read_text("utf-8"))
-    except FileNotFoundError:
-        raise PolicyError(f"{p}: no such policy file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise PolicyError(f"{p}: cannot read: {e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise PolicyError(f"{p}: not valid TOML: {e}") from None
+    return read_toml(p, PolicyError, "policy file")
 
 
 def _subtable(table: dict, keys: tuple[str, ...], p: Path) -> dict | None:

@@ -13,11 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: the `tomli` backport has the same API
-    import tomli as tomllib  # type: ignore[no-redef]
-
+from fertility.config import read_toml
 from fertility.errors import TrainingError
 
 
@@ -173,13 +169,7 @@ def load_config(path: str | Path | None = None,
     source = "<defaults>"
     if path is not None:
         source = str(path)
-        try:
-            with open(path, "rb") as f:
-                values = tomllib.load(f)
-        except FileNotFoundError:
-            raise TrainingError(f"{source}: config file not found") from None
-        except tomllib.TOMLDecodeError as e:
-            raise TrainingError(f"{source}: not valid TOML ({e})") from None
+        values = read_toml(path, TrainingError, "config file")
     for key, value in (overrides or {}).items():
         if value is None:
             continue

@@ -209,7 +209,7 @@ def test_examples_tiny_config_loads_and_its_commented_defaults_are_current():
     # "# key = value" lines document TrainConfig's defaults: keep them in step with the code.
     import re
 
-    from trainer.config import tomllib  # tomli on Python 3.10
+    from fertility.config import tomllib  # tomli on Python 3.10
 
     shown = {key: tomllib.loads(f"x = {value}")["x"]
              for key, value in re.findall(r"^# (\w+) = (\S+)", path.read_text(), re.M)
