@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 
-from fertility.errors import CorpusError
+from fertility.errors import CorpusError, one_line
 
 FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".parquet": "parquet"}
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".xz": "xz", ".bz2": "bzip2"}
@@ -298,7 +298,7 @@ def read_parquet(
         parquet = pq.ParquetFile(stream)
         schema = parquet.schema_arrow
     except (pa.ArrowException, OSError) as e:
-        raise CorpusError(f"{path}: not a readable parquet file ({first_line(e)})") from None
+        raise CorpusError(f"{path}: not a readable parquet file ({one_line(e)})") from None
     if text_field not in schema.names:
         raise CorpusError(f"{path}: no column '{text_field}' (columns: {', '.join(schema.names)})")
     kind = schema.field(text_field).type
@@ -318,8 +318,6 @@ def read_parquet(
                 yield number, text, lang if isinstance(lang, str) and lang else None
     except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
         raise CorpusError(
-            f"{path}: corrupt parquet data after row {number} ({first_line(e)})") from None
+            f"{path}: corrupt parquet data after row {number} ({one_line(e)})") from None
 
 
-def first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]

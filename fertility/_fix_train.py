@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from fertility.errors import FertilityError, FixError
+from fertility.errors import FertilityError, FixError, one_line
 
 if TYPE_CHECKING:
     from fertility.fix import FixConfig
@@ -97,7 +97,7 @@ def _train_hf(config: FixConfig, regex: str, specials, unk, stream, show_progres
     except FertilityError:
         raise
     except Exception as e:  # the trainer's own errors are Rust panics or plain Exceptions
-        raise FixError(f"training failed: {str(e).splitlines()[0] if str(e) else e!r}") from None
+        raise FixError(f"training failed: {one_line(e)}") from None
     return tok, time.perf_counter() - t
 
 
@@ -180,7 +180,7 @@ def _train_sp(config: FixConfig, specials, unk: str, stream, max_doc_bytes: int,
     except FertilityError:
         raise
     except Exception as e:
-        msg = str(e).splitlines()[0] if str(e) else repr(e)
+        msg = one_line(e)
         raise FixError(f"SentencePiece training failed: {msg[-300:]}") from None
     return buf.getvalue(), time.perf_counter() - t
 

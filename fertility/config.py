@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fertility.errors import FertilityError
+from fertility.errors import FertilityError, one_line
 
 try:
     import tomllib
@@ -38,7 +38,7 @@ def read_toml(path: str | Path, error: type[FertilityError] = FertilityError,
     except OSError as exc:
         raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: not valid TOML ({' '.join(str(exc).split())})") from None
+        raise error(f"{path}: not valid TOML ({one_line(exc)})") from None
 
 
 def configured_tokenizers(cwd: str | Path | None = None) -> list[str]:

@@ -66,7 +66,7 @@ from pathlib import PurePath
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from fertility import _corpus_formats as fmt
-from fertility.errors import CorpusError
+from fertility.errors import CorpusError, one_line
 
 
 class Document(NamedTuple):
@@ -282,7 +282,7 @@ class Corpus:
             except fmt.STREAM_ERRORS as e:
                 what = (f"corrupt or truncated {cf.compression} data" if cf.compression
                         else "read error")
-                raise CorpusError(f"{cf.path}: {what} ({fmt.first_line(e)})") from None
+                raise CorpusError(f"{cf.path}: {what} ({one_line(e)})") from None
 
     def _sampled(self, rel: str, number: int) -> bool:
         key = f"{self.seed}\0{rel}\0{number}".encode("utf-8", "surrogateescape")

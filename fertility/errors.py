@@ -2,6 +2,13 @@
 exit code 2; exit 1 is reserved for "the gate said no"."""
 
 
+def one_line(e: BaseException, limit: int = 200) -> str:
+    """An exception's message on one line (whitespace runs folded), cut at `limit`: what a
+    library said, quoted inside our own one-line error that names the file."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class FertilityError(Exception):
     """Bad input or an unusable resource; the message names the file and what is wrong."""
 

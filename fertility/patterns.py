@@ -37,7 +37,7 @@ import re as _stdre
 
 import regex
 
-from fertility.errors import TokenizerError
+from fertility.errors import TokenizerError, one_line
 
 _GPT2 = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 
@@ -107,7 +107,7 @@ def compile_pattern(pattern: str) -> regex.Pattern:
     try:
         return regex.compile(pattern)
     except (regex.error, TypeError, ValueError) as e:
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        msg = one_line(e)
         raise TokenizerError(f"invalid split pattern {pattern!r}: {msg}") from None
 
 

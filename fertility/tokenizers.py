@@ -55,7 +55,7 @@ from typing import NamedTuple, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from fertility import patterns
-from fertility.errors import TokenizerError
+from fertility.errors import TokenizerError, one_line  # noqa: F401 (one_line: adapters)
 
 
 class Encoded(NamedTuple):
@@ -234,12 +234,6 @@ def sniff_kind(data: bytes, path: Path) -> str:
 
 # ---------------------------------------------------------------------------------------
 # Shared helpers for the adapters
-
-
-def one_line(e: BaseException, limit: int = 200) -> str:
-    """An exception's message on one line, for error messages that name a file."""
-    text = " ".join(str(e).split()) or type(e).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def sha256_hex(*parts: bytes | str) -> str:

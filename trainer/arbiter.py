@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from fertility.errors import TrainingError
+from fertility.errors import TrainingError, one_line
 from trainer.model import attention_backend, lm_loss
 
 # Path tolerances, on the max-normalised difference (see _rel_diff). The bugs we hunt move
@@ -219,7 +219,7 @@ def run_arbiter(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
     except Exception as e:  # noqa: BLE001
         report.notes.append(f"path comparison ({fast} vs {reference}"
                             f"{', compiled' if compiled is not False else ''}) failed: "
-                            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}")
+                            f"{one_line(e)}")
     report.ok = not report.offenders and not report.path_failures() and not report.notes
     return report
 
