@@ -275,12 +275,10 @@ def sentencepiece_to_hf(tok, src: Path) -> dict[str, Any] | None:
     if conf["model"] not in ("unigram", "bpe") or pre.get("treat_whitespace_as_suffix") \
             or not norm.get("escape_whitespaces", True):
         return None
-    try:
-        from fertility._tok_sp import _model_settings
+    from fertility._tok_sp import model_settings
 
-        charsmap = _model_settings(Path(src).read_bytes())[1].get(2, b"")
-    except Exception:  # the reader is private to fertility; without it, no conversion
-        return None
+    # the model already loaded through the adapter, which read these same settings
+    charsmap = model_settings(Path(src).read_bytes())[1].get(2, b"")
     sp = spm.SentencePieceProcessor(model_file=str(src))
     n = sp.get_piece_size()
     pieces = [sp.id_to_piece(i) for i in range(n)]

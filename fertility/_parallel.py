@@ -59,7 +59,8 @@ def _input_bytes(paths) -> int:
 
 def _spec(tok) -> tuple[str, str, str, str | None, str]:
     # a rank file's split pattern may have come as a keyword, not a #suffix: pass it on
-    return (tok.kind, tok.label, tok.spec, getattr(tok, "_pattern", None), tok.fingerprint)
+    pattern = tok.config().get("pattern_regex") if tok.kind == "tiktoken" else None
+    return (tok.kind, tok.label, tok.spec, pattern, tok.fingerprint)
 
 
 def _rebuild(kind: str, label: str, spec: str, pattern: str | None, fingerprint: str):

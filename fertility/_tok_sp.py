@@ -93,7 +93,7 @@ def looks_like_model_proto(data: bytes) -> bool:
         return False
 
 
-def _model_settings(data: bytes) -> tuple[dict, dict]:
+def model_settings(data: bytes) -> tuple[dict, dict]:
     """(trainer_spec, normalizer_spec) scalar fields by number, from the ModelProto."""
     trainer: dict[int, int | bytes] = {}
     normalizer: dict[int, int | bytes] = {}
@@ -114,7 +114,7 @@ class SPTokenizer(ByteTable):
         import sentencepiece as spm
 
         try:
-            trainer, normalizer = _model_settings(data)
+            trainer, normalizer = model_settings(data)
             sp = spm.SentencePieceProcessor()
             sp.LoadFromSerializedProto(data)
         except Exception as e:  # malformed proto or a model sentencepiece refuses
