@@ -38,7 +38,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -166,8 +166,12 @@ class Scan:
     docs: list | None       # the documents themselves, when the corpus is small enough
 
 
-def scan_corpus(corpus: Corpus, want_bytes: bool, keep_chars: int | None = None) -> Scan:
+def scan_corpus(corpus: Corpus, want_bytes: bool, keep_chars: int | None = None,
+                inspect: Callable[[int, str], None] | None = None) -> Scan:
     """First pass: the per-document arrays the split and the plan work on.
+
+    `inspect(index, text)` is called on every document (fix's normaliser preview: it must see
+    the text before training, and this is the one pass that reads all of it before then).
 
     While the text read so far is under `keep_chars` (default KEEP_CHARS) characters the
     documents are kept, so the second pass reads memory instead of the files again
@@ -189,6 +193,8 @@ def scan_corpus(corpus: Corpus, want_bytes: bool, keep_chars: int | None = None)
         if doc.source != source:
             source = doc.source
             fi = files.setdefault(source, len(files))
+        if inspect is not None:
+            inspect(len(g), doc.text)
         g.append(gi)
         n.append(size)
         ln.append(doc.line)

@@ -33,8 +33,11 @@ def _need_torch(command: str) -> None:
               show_default=True)
 @click.option("--backend", type=click.Choice(["tokenizers", "sentencepiece"]),
               default="tokenizers", show_default=True)
-@click.option("--nfkc", "normalization", flag_value="nfkc", help="NFKC instead of NFC.")
-@click.option("--no-normalize", "normalization", flag_value="none", help="No normaliser.")
+@click.option("--nfc", "normalization", flag_value="nfc", help="Normalise to NFC (lossy: "
+              "the report lists what it changes; without it the text is kept as written).")
+@click.option("--nfkc", "normalization", flag_value="nfkc", help="Normalise to NFKC (lossy).")
+@click.option("--no-normalize", "normalization", flag_value="none", hidden=True,
+              help="Deprecated: no normaliser is the default.")
 @click.option("--temperature", type=click.FloatRange(0), default=0.3, show_default=True,
               help="Language sampling: p(lang) ∝ chars(lang)^T (0: uniform, 1: as found).")
 @click.option("--heldout", type=click.FloatRange(0, 1, min_open=True, max_open=True),
@@ -57,7 +60,7 @@ def fix(paths, vocab_size, out_dir, from_tok, model, backend, normalization, tem
 
     opts = corpus_kwargs(kw)
     config = FixConfig(vocab_size=vocab_size, model=model, backend=backend,
-                       normalization=normalization or "nfc", temperature=temperature,
+                       normalization=normalization or "none", temperature=temperature,
                        heldout_fraction=heldout, heldout_max_docs=heldout_max,
                        seed=kw["seed"], max_train_chars=max_train_chars,
                        special_tokens=tuple(special_tokens) or None)
@@ -83,19 +86,29 @@ def fix(paths, vocab_size, out_dir, from_tok, model, backend, normalization, tem
 @click.option("--force", is_flag=True, help="Train even when the tokenizer fails the gate "
               "(recorded in run.json).")
 @click.option("--policy", default=None, help="Gate policy TOML.")
+@click.option("--mix", "mix", default=None, metavar="LANG=SHARE,...",
+              help="Each language's share of the training stream in characters, e.g. "
+                   "bn=0.6,en=0.4 (default: the corpus's own proportions).")
+@click.option("--mix-temperature", type=float, default=None, metavar="T",
+              help="Instead of --mix: shares ∝ characters(lang)^T (mT5, XLM-R: 0.3).")
 @corpus_options
 def pretrain(paths, tokenizer, out_dir, preset, config_path, steps, tokens, device, resume,
-             force, policy, **kw) -> None:
+             force, policy, mix, mix_temperature, **kw) -> None:
     """Gate the tokenizer, then pretrain a decoder-only model on PATHS into --out."""
     if steps and tokens:
         raise click.UsageError("give --steps or --tokens, not both")
+    if mix and mix_temperature is not None:
+        raise click.UsageError("give --mix or --mix-temperature, not both")
     _need_torch("pretrain")
+    from trainer.mix import parse_mix
     from trainer.run import pretrain as run_pretrain
 
     opts = corpus_kwargs(kw)
+    over = {"mix": parse_mix(mix) if mix else None, "mix_temperature": mix_temperature}
     summary = run_pretrain(paths, tokenizer, out_dir, preset=preset, config_path=config_path,
                            steps=steps, tokens=tokens, device=device, resume=resume,
-                           force=force, quiet=kw["quiet"], corpus_options=opts, policy=policy)
+                           force=force, quiet=kw["quiet"], corpus_options=opts, policy=policy,
+                           overrides=over)
     click.echo(json.dumps(summary, indent=2, default=str))
 
 

@@ -5,15 +5,20 @@ What the trained tokenizer has (issue 4):
   inside words; digits in groups of 1-3 and whitespace as o200k splits them. (The SentencePiece
   backend cannot take a regex: it splits on whitespace and script changes, and SentencePiece
   counts combining marks with the letter before them, so words are not cut at vowel signs.)
-- NFC normalisation by default, NFKC only when asked, or none;
+- no normaliser by default, so decode(encode(doc)) == doc for every document: NFC, the usual
+  "safe" choice, rewrites real text (Bengali U+09DF য় in হয় "is", U+09DC, U+09DD become
+  letter + nukta; U+09C7 U+09BE becomes U+09CB). NFC or NFKC only when asked, and then the
+  report first says what the normaliser changes in the user's text, per code point
+  (`fertility._fix_normalize`), and names it as the cause of every held-out round-trip failure;
 - byte fallback, so no text becomes UNK: byte-level BPE (the 256 ByteLevel symbols are the
   initial alphabet); Unigram with the 256 ``<0xNN>`` pieces and ``byte_fallback``; SentencePiece
-  with ``byte_fallback=True``. decode(encode(doc)) == doc for every document that is already in
-  the chosen normal form; the held-out measurement counts the ones that are not.
+  with ``byte_fallback=True``. Every held-out document gets the round-trip check (not only the
+  200 per language `fertility report` checks), and the gate counts its failures.
 
 The run, in order (all I/O at the two ends):
 1. read the corpus once, noting each document's language, length, line and file (a corpus of
-   up to 256 M characters is also kept in memory for step 3);
+   up to 256 M characters is also kept in memory for step 3) and, with --nfc or --nfkc, what
+   the normaliser changes in it;
 2. split documents into training and held-out parts (`fertility._sampling`: per language 10%,
    at most 1000 documents, seeded, chosen by line number so parallel files keep the same
    held-out lines), and plan the temperature sampling (p_lang ∝ chars_lang ** 0.3);
@@ -47,7 +52,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fertility import _sampling
+from fertility import _fix_normalize, _sampling
 from fertility.corpus import Corpus
 from fertility._fix_train import BYTES, _train
 from fertility._files import write_text_atomic
@@ -68,7 +73,7 @@ class FixConfig:
     vocab_size: int
     model: str = "bpe"                   # "bpe" | "unigram"
     backend: str = "tokenizers"          # "tokenizers" | "sentencepiece"
-    normalization: str = "nfc"           # "nfc" | "nfkc" | "none"
+    normalization: str = "none"          # "none" | "nfc" | "nfkc" (lossy: see the docstring)
     temperature: float = 0.3             # p_lang ∝ chars_lang ** temperature
     heldout_fraction: float = 0.1        # per language, by document
     heldout_max_docs: int | None = 1000  # per language; None: no cap
@@ -113,6 +118,8 @@ class FixResult:
     corpus: dict
     timings: dict
     report: Any = field(repr=False)   # the held-out measurement (fertility.measure.Report)
+    normalizer_preview: dict | None = None  # what --nfc/--nfkc changes in the training text
+    roundtrip: dict = field(default_factory=dict)  # per language: failures and their cause
 
     @property
     def passed(self) -> bool:
@@ -123,7 +130,9 @@ class FixResult:
         return {"schema": SCHEMA, "settings": self.settings, "tokenizer": self.tokenizer,
                 "paths": self.paths, "corpus": self.corpus, "split": self.split,
                 "sampling": self.sampling, "special_tokens": self.special_tokens,
-                "changes": self.changes, "rows": self.rows, "gate": self.gate.to_dict(),
+                "changes": self.changes, "rows": self.rows,
+                "normalizer_preview": self.normalizer_preview, "roundtrip": self.roundtrip,
+                "gate": self.gate.to_dict(),
                 "timings": self.timings, "measurement": self.report.to_dict()}
 
     def format_text(self) -> str:
@@ -165,16 +174,24 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
     opts = dict(corpus_options or {})
     corpus = Corpus(corpus_paths, **opts)
     say("fix: reading the corpus")
-    scan = _sampling.scan_corpus(corpus, want_bytes=config.backend == "sentencepiece")
+    norm = _fix_normalize.normalizer(config)
+    log = norm and _fix_normalize.ChangeLog(norm, _fix_normalize.FORMS[config.normalization])
+    scan = _sampling.scan_corpus(corpus, want_bytes=config.backend == "sentencepiece",
+                                 inspect=log.add if log else None)
     held, plan = _sampling.split_and_plan(scan, config)
     if not held.any():
         raise FixError(f"{', '.join(corpus.paths)}: no language has two documents, so none "
                        "can be held out to measure the new tokenizer on")
     split, sampling = _sampling.describe_plan(scan, held, plan, config)
+    preview = log.summary(~held) if log else None
+    heldout_changes = {name: log.summary(held & (scan.groups == g))
+                       for g, name in enumerate(scan.names)} if log else {}
     timings = {"scan_s": time.perf_counter() - t0}
     say(f"fix: {split['train_documents']:,} training / {split['heldout_documents']:,} held-out "
         f"documents; sampling {sampling['sampled_chars']:,} characters at temperature "
         f"{config.temperature:g}")
+    for line in _preview_lines(preview):
+        say(f"fix: {line}")
 
     temps: list[Path] = []
     writer = _sampling.HeldoutWriter(out / "heldout", scan.names, temps)
@@ -208,6 +225,7 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
     t2 = time.perf_counter()
     new, report, gate = _measure(config, old, trained.path, heldout_files, policy)
     say(f"fix: gate {'PASS' if gate.passed else 'FAIL'} on the held-out documents")
+    roundtrip = _roundtrip_rows(report, heldout_changes)
     paths = {"tokenizer": str(trained.path), "fix_report": str(out / "fix-report.json"),
              "report_html": str(out / "report.html"), "heldout": str(out / "heldout")}
     if trained.is_model:
@@ -226,7 +244,8 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
                   **_split_settings(config, pattern_name, pattern_regex),
                   "byte_fallback": True, "from": from_tokenizer,
                   "corpus": list(corpus.paths)},
-        split=split, sampling=sampling, corpus=corpus.summary(), timings=timings, report=report)
+        split=split, sampling=sampling, corpus=corpus.summary(), timings=timings, report=report,
+        normalizer_preview=preview, roundtrip=roundtrip)
     write_text_atomic(out / "fix-report.json",
                       json.dumps(result.to_dict(), ensure_ascii=False, indent=2,
                                  allow_nan=False, default=_json_default) + "\n", FixError)
@@ -315,8 +334,10 @@ def _measure(config: FixConfig, old, path: Path, heldout_files: list[str], polic
 
     new = load_tokenizer(str(path), label=AFTER)
     heldout = Corpus(heldout_files, lang_field="lang", on_warning=lambda m: None)
+    # `fertility report`'s defaults, except that every held-out document gets the per-document
+    # checks (the round trip among them): fix holds out at most --heldout-max per language.
     report = analyze(heldout, [t for t in (old, new) if t is not None], pretokenizers=[],
-                     seed=config.seed)  # the defaults of `fertility report`
+                     seed=config.seed, detail_docs=None)
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     report.findings = diagnose(report, pol.thresholds, reference=pol.reference)
     gate = evaluate(report, pol, label=AFTER, findings=report.findings)
@@ -372,8 +393,38 @@ def _json_default(x):
     return str(x)
 
 
+def _roundtrip_rows(report, heldout_changes: dict) -> dict:
+    """Per held-out language: documents checked, round-trip failures, and how many of the
+    documents (and what in them) the normaliser changes: with byte fallback nothing else in
+    the new tokenizer loses text, so those are the failures' cause."""
+    out = {}
+    for r in report.rows(AFTER):
+        if r["group"] != "language":
+            continue
+        seen = heldout_changes.get(r["key"]) or {}
+        out[r["key"]] = {"checked": int(r["roundtrip_checked"] or 0),
+                         "failures": int(r["roundtrip_failures"] or 0),
+                         "normalizer_changed": int(seen.get("changed_documents", 0)),
+                         "changes": list(seen.get("changes", []))[:5]}
+    return out
+
+
+def _preview_lines(preview: dict | None, top: int = 5) -> list[str]:
+    if not preview:
+        return []
+    name = preview["normalizer"]
+    head = (f"normaliser {name} (asked for) changes {preview['changed_documents']:,} of "
+            f"{preview['documents']:,} training documents before training"
+            + (":" if preview["changes"] else "; decode(encode(x)) is x for the others"))
+    rows = preview["changes"][:top]
+    more = preview["distinct_changes"] - len(rows)
+    return [head] + [f"  {_fix_normalize.describe(c, name)}" for c in rows] + \
+        ([f"  and {more} more (fix-report.json normalizer_preview)"] if more > 0 else [])
+
+
 def _format(r: FixResult) -> str:
-    """A table of the held-out figures, the special tokens and the gate verdict."""
+    """What `fertility fix` prints: what the normaliser changes, the special tokens, then the
+    held-out figures per script and language, why any text does not round-trip, the verdict."""
     def cell(m: dict | None) -> str:
         if not m or m.get("chars_per_token") is None:
             return f"{'-':>20}"
@@ -382,28 +433,43 @@ def _format(r: FixResult) -> str:
         return f"{m['chars_per_token']:>6.2f} {iv:<13}"
 
     s, g = r.split, r.gate
+    name = (r.normalizer_preview or {}).get("normalizer")
     lines = [f"fertility fix: {r.tokenizer['vocab_size']:,} tokens, {r.settings['model']} "
-             f"({r.settings['backend']}) -> {r.paths['tokenizer']}",
-             f"held out: {s['heldout_documents']:,} documents (fraction {s['heldout_fraction']:g}, "
-             f"seed {s['seed']}); every figure below is measured on them only",
-             f"{'':<19}{'chars/token ' + BEFORE:>20}  {AFTER:>20}  {'change':>7}  round trip"]
+             f"({r.settings['backend']}), normaliser {name or 'none'} -> {r.paths['tokenizer']}"]
+    lines += _preview_lines(r.normalizer_preview)
+    for t in r.special_tokens:
+        how = "kept" if t["kept"] else "new" if t["old_id"] is None else "id not kept"
+        lines.append(f"special token {t['token']}: id {t['old_id']} -> {t['new_id']} ({how})")
+    lines += [f"changed {k}: {a} -> {b}" for k, (a, b) in r.changes.items()
+              if k != "pattern_regex"]
+    lines.append(f"wrote {r.paths['fix_report']}, {r.paths['report_html']}; held-out text in "
+                 f"{r.paths['heldout']}")
+    lines += [f"held out: {s['heldout_documents']:,} documents (fraction "
+              f"{s['heldout_fraction']:g}, seed {s['seed']}); every figure below is measured "
+              "on them only",
+              f"{'':<19}{'chars/token ' + BEFORE:>20}  {AFTER:>20}  {'change':>7}  round trip"]
     for group in ("script", "language"):
         for row in sorted((x for x in r.rows if x["group"] == group), key=lambda x: x["key"]):
             a, ratio = row[AFTER], row["chars_per_token_ratio"]
             lines.append(f"{group:<9}{row['key']:<10}{cell(row[BEFORE])}  {cell(a)}  "
                          f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
                          f"{a['roundtrip_failures'] or 0}/{a['roundtrip_checked'] or 0} failed")
-    for t in r.special_tokens:
-        how = "kept" if t["kept"] else "new" if t["old_id"] is None else "id not kept"
-        lines.append(f"special token {t['token']}: id {t['old_id']} -> {t['new_id']} ({how})")
-    lines += [f"changed {k}: {a} -> {b}" for k, (a, b) in r.changes.items()
-              if k != "pattern_regex"]
+    failed = checked = 0
+    for lang, rt in sorted(r.roundtrip.items()):
+        failed, checked = failed + rt["failures"], checked + rt["checked"]
+        if not rt["failures"]:
+            continue
+        why = "; ".join(f"{_fix_normalize.describe(c, name)}" for c in rt["changes"][:3])
+        rest = rt["failures"] - rt["normalizer_changed"]
+        lines.append(f"round trip {lang}: {rt['failures']} of {rt['checked']} held-out documents "
+                     "do not decode to their text" + (f"; {why}" if why else "")
+                     + (f"; {rest} not from the normaliser (fix-report.json measurement)"
+                        if rest > 0 else ""))
     counts = {v: sum(c.verdict == v for c in g.checks) for v in ("fail", "uncertain", "pass")}
-    lines.append(f"gate: {'PASS' if g.passed else 'FAIL'} ({counts['fail']} failed, "
-                 f"{counts['uncertain']} uncertain, {counts['pass']} passed, "
-                 f"{len(g.blocking)} blocking findings)")
+    verdict = "FAIL" if not g.passed else "PASS" if not failed else \
+        f"PASS, LOSSY ({failed} of {checked} held-out documents do not round-trip)"
+    lines.append(f"gate: {verdict} ({counts['fail']} failed, {counts['uncertain']} uncertain, "
+                 f"{counts['pass']} passed, {len(g.blocking)} blocking findings)")
     lines += [f"  {c.verdict:<9} {c.describe()}" for c in g.checks if c.verdict != "pass"]
     lines += [f"  {f.severity:<9} {f.rule} {f.group}={f.key}: {f.cause}" for f in g.blocking]
-    lines.append(f"wrote {r.paths['fix_report']}, {r.paths['report_html']}; held-out text in "
-                 f"{r.paths['heldout']}")
     return "\n".join(lines) + "\n"

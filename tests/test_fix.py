@@ -190,11 +190,11 @@ def test_sentencepiece_backend_keeps_low_ids_and_round_trips(small, tmp_path):
             assert sp.decode(sp.encode(rec["text"])) == rec["text"]
 
 
-def test_unigram_byte_fallback_and_honest_round_trip(tmp_path):
+def test_unigram_byte_fallback_and_lossless_by_default(tmp_path):
     corpus = write_corpus(tmp_path / "corpus", lines=60, words=40)
-    # a decomposed (NFD) line cannot survive an NFC normaliser: it must be reported, not hidden
+    # decomposed (NFD) text: no normaliser by default, so it comes back as written
     lines = (corpus / "en.txt").read_text("utf-8").splitlines()
-    lines[0] = unicodedata.normalize("NFD", "Café crème " + lines[0])
+    lines = [unicodedata.normalize("NFD", "Café crème " + x) for x in lines]
     (corpus / "en.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     r = fix([corpus], tmp_path / "out", FixConfig(vocab_size=700, model="unigram",
                                                   heldout_fraction=0.5, seed=3))
@@ -204,12 +204,85 @@ def test_unigram_byte_fallback_and_honest_round_trip(tmp_path):
     enc = tok.encode(unseen)
     assert tok.token_to_id("<unk>") not in enc.ids and tok.decode(enc.ids) == unseen
     held = [rec for rows in read_heldout(tmp_path / "out" / "heldout").values() for rec in rows]
-    not_nfc = sum(unicodedata.normalize("NFC", x["text"]) != x["text"] for x in held)
-    failed = sum(tok.decode(tok.encode(x["text"]).ids) != x["text"] for x in held)
-    assert failed == not_nfc
-    reported = sum(row["after"]["roundtrip_failures"] for row in r.rows
-                   if row["group"] == "language")
-    assert reported == failed
+    assert sum(unicodedata.normalize("NFC", x["text"]) != x["text"] for x in held) == 30
+    assert all(tok.decode(tok.encode(x["text"]).ids) == x["text"] for x in held)
+    assert all(row["after"]["roundtrip_failures"] == 0 for row in r.rows)
+    assert r.normalizer_preview is None
+
+
+def as_typed(text: str) -> str:
+    """Bengali as people type it: য় ড় ঢ় as the one code points U+09DF U+09DC U+09DD, and, in
+    every third line, ো as U+09C7 U+09BE (two keys, as in chat text)."""
+    out = []
+    for i, line in enumerate(text.split("\n")):
+        for pair, one in (("\u09af\u09bc", "\u09df"), ("\u09a1\u09bc", "\u09dc"),
+                          ("\u09a2\u09bc", "\u09dd")):
+            line = line.replace(pair, one)
+        out.append(line.replace("\u09cb", "\u09c7\u09be") if i % 3 == 0 else line)
+    return "\n".join(out)
+
+
+@pytest.fixture(scope="module")
+def typed(tmp_path_factory):
+    """The small corpus with Bengali as typed, fixed with no normaliser and with --nfc."""
+    root = tmp_path_factory.mktemp("typed")
+    corpus = write_corpus(root / "corpus", lines=100, words=60)
+    bn = corpus / "bn.txt"
+    bn.write_text(as_typed(bn.read_text("utf-8")), encoding="utf-8")
+    cfg = dict(vocab_size=1000, heldout_fraction=0.3)
+    runs = {name: fix([corpus], root / name, FixConfig(**cfg, normalization=name))
+            for name in ("none", "nfc")}
+    held = {r["line"] for r in read_heldout(root / "none" / "heldout")["bn"]}
+    lines = bn.read_text("utf-8").splitlines()
+    return {"root": root, "runs": runs, "held": [t for i, t in enumerate(lines, 1) if i in held],
+            "train": [t for i, t in enumerate(lines, 1) if i not in held]}
+
+
+def test_default_fix_gives_back_bengali_as_typed(typed):
+    r = typed["runs"]["none"]
+    tok = Tokenizer.from_file(r.paths["tokenizer"])
+    held = typed["held"]
+    assert sum("\u09df" in t for t in held) >= 10        # the test has the letter to lose
+    for rows in read_heldout(typed["root"] / "none" / "heldout").values():
+        for rec in rows:
+            assert tok.decode(tok.encode(rec["text"]).ids) == rec["text"]
+    assert r.roundtrip["bn"] == {"checked": len(held), "failures": 0, "normalizer_changed": 0,
+                                 "changes": []}        # every held-out document is checked
+    assert tok.normalizer is None and r.settings["normalization"] == "none"
+    assert r.normalizer_preview is None and "round trip bn" not in r.format_text()
+    assert r.passed                 # so the NFC run below fails on its round trip alone
+
+
+def test_nfc_preview_counts_what_it_changes_and_is_not_a_pass(typed):
+    r = typed["runs"]["nfc"]
+    train = typed["train"]                   # the Bengali training lines (English is ASCII)
+    by = {row["from"]: row for row in r.normalizer_preview["changes"]}
+    yya = by["U+09DF"]
+    nfc = unicodedata.normalize("NFC", "\u09df")
+    assert yya["to"] == " ".join(f"U+{ord(c):04X}" for c in nfc) == "U+09AF U+09BC"
+    assert yya["occurrences"] == sum(t.count("\u09df") for t in train)      # hand counts
+    assert yya["documents"] == sum("\u09df" in t for t in train)
+    assert yya["name"] == "BENGALI LETTER YYA" and yya["change"] == "decomposed"
+    oo = by["U+09C7 U+09BE"]
+    assert oo["to"] == "U+09CB"
+    assert oo["occurrences"] == sum(t.count("\u09c7\u09be") for t in train)
+    en = (typed["root"] / "corpus" / "en.txt").read_text("utf-8").splitlines()
+    held_en = read_heldout(typed["root"] / "nfc" / "heldout")["en"]
+    assert r.normalizer_preview["documents"] == len(train) + len(en) - len(held_en)
+    changed = sum(unicodedata.normalize("NFC", t) != t for t in train)
+    assert r.normalizer_preview["changed_documents"] == changed
+    # held out: the tokenizer gives back NFC text, so exactly the documents NFC changes fail
+    lossy = sum(unicodedata.normalize("NFC", t) != t for t in typed["held"])
+    assert lossy > 0 and r.roundtrip["bn"]["failures"] == lossy
+    assert r.roundtrip["bn"]["normalizer_changed"] == lossy
+    text = r.format_text()
+    assert f"NFC decomposed U+09DF BENGALI LETTER YYA into U+09AF U+09BC: " \
+           f"{yya['occurrences']:,} times in {yya['documents']:,} documents" in text
+    assert f"round trip bn: {lossy} of {len(typed['held'])} held-out documents" in text
+    report = json.loads(Path(r.paths["fix_report"]).read_text("utf-8"))
+    assert report["normalizer_preview"]["changes"][0] == r.normalizer_preview["changes"][0]
+    # the gate's round-trip check: a lossy tokenizer fails unless the policy allows it
+    assert not r.passed and "gate: FAIL" in text and "gate: PASS" not in text
 
 
 def test_interrupted_run_leaves_no_half_written_tokenizer(small, tmp_path, monkeypatch):
@@ -282,6 +355,20 @@ def test_bad_input_is_one_line(case, small, tmp_path):
         fix(corpus, tmp_path / "out", cfg, from_tokenizer=frm)
     assert "\n" not in str(err.value) and str(err.value)
     assert not (tmp_path / "out" / "tokenizer.json").exists()
+
+
+def test_command_normaliser_options(small, tmp_path, run):
+    fingerprints = {}
+    for flag in ("", "--no-normalize", "--nfc"):   # --no-normalize: the default, still accepted
+        out = tmp_path / (flag or "default")
+        code, stdout, _ = run("fix", small, "--vocab-size", 400, "--out", out, "--heldout", 0.2,
+                              *([flag] if flag else []), "--quiet")
+        assert code in (0, 1) and "gate: " in stdout
+        fingerprints[flag] = json.loads((out / "fix-report.json").read_text("utf-8"))[
+            "tokenizer"]["fingerprint"]
+        normalizer = Tokenizer.from_file(str(out / "tokenizer.json")).normalizer
+        assert (normalizer is None) == (flag != "--nfc")
+    assert fingerprints[""] == fingerprints["--no-normalize"] != fingerprints["--nfc"]
 
 
 def test_command_exit_codes_and_nfkc(small, tmp_path, run):
