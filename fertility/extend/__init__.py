@@ -1,0 +1,196 @@
+"""`fertility extend`: add a script to an existing tokenizer, every base id kept.
+
+The run, in order (docs/EXTEND.md has every field of what it writes):
+1. load the base (any spec `fertility` loads) and read it as a byte-level BPE
+   (`fertility.extend.bpe`; other kinds are refused with one line);
+2. widen its split where it cuts combining marks (`fertility.extend.pattern`);
+3. hold out documents per language exactly as `fertility fix` does (`fertility._sampling`),
+   writing them to ``DIR/heldout/<lang>.jsonl``;
+4. pick the target languages: ``langs``, else every language the gate fails on the base
+   (measured on the held-out documents);
+5. learn ``add`` new tokens on the target languages' training text (base merges first, then new
+   merges over the base tokens), ids from the first id after the base's;
+6. write ``tokenizer.json`` (and, for a rank-file base, ``tokenizer.tiktoken`` and
+   ``tokenizer.pattern.txt``), ``ids-map.json``;
+7. measure base and extended side by side on the held-out documents, gate the extended one,
+   check that every held-out document of the other languages keeps its base ids, and write
+   ``extend-report.json`` (schema "fertility.extend/1").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from fertility.extend.bpe import ExtendError, from_tokenizer, hf_json, learn, rank_file
+from fertility.extend.pattern import widen_letters
+
+SCHEMA = "fertility.extend/1"
+IDS_SCHEMA = "fertility.extend-ids/1"
+BASE, EXTENDED = "base", "extended"
+
+
+@dataclass
+class ExtendResult:
+    paths: dict[str, str]        # tokenizer, tiktoken, pattern, ids_map, extend_report, heldout
+    base: dict                   # spec, kind, vocab_size, fingerprint, pattern_regex
+    tokenizer: dict              # kind, vocab_size, fingerprint, first_new_id, added
+    pattern: dict                # base, extended, changed
+    langs: list[str]             # target languages
+    langs_from: str              # "--langs" | "gate"
+    scripts: list[str]           # their scripts (ISO 15924)
+    rows: list[dict]             # per (group, key): base/extended metrics on held-out text
+    unchanged: dict              # per other language: documents, same_ids
+    gate: Any                    # fertility.gate.GateResult of the extended tokenizer
+    split: dict
+    timings: dict
+    report: Any = field(repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.gate.passed)
+
+    def to_dict(self) -> dict:
+        return {"schema": SCHEMA, "base": self.base, "tokenizer": self.tokenizer,
+                "pattern": self.pattern, "langs": self.langs, "langs_from": self.langs_from,
+                "scripts": self.scripts, "paths": self.paths, "split": self.split,
+                "rows": self.rows, "unchanged": self.unchanged, "gate": self.gate.to_dict(),
+                "timings": self.timings, "measurement": self.report.to_dict()}
+
+    def format_text(self) -> str:
+        from fertility.extend.report import format_text
+
+        return format_text(self)
+
+
+def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_dir,
+           add: int, *, langs: Sequence[str] | None = None, policy=None,
+           corpus_options: dict | None = None, heldout_fraction: float = 0.1,
+           heldout_max_docs: int | None = 1000, seed: int = 0,
+           progress: Callable[[str], None] | None = None) -> ExtendResult:
+    """Extend `base_spec` ("[LABEL=]SPEC") by `add` tokens learned on `corpus_paths`."""
+    from fertility import _sampling
+    from fertility._files import write_text_atomic
+    from fertility.corpus import Corpus
+    from fertility.extend import report as rep
+    from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
+
+    say = progress or (lambda msg: None)
+    if isinstance(add, bool) or not isinstance(add, int) or add < 1:
+        raise ExtendError(f"--add {add!r}: must be a whole number >= 1")
+    t0 = time.perf_counter()
+    base = load_tokenizer_arg(base_spec, label=BASE)
+    bpe = from_tokenizer(base)
+    regex = widen_letters(bpe.regex)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ExtendError(f"{out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ExtendError(f"{out}: cannot create the output folder ({e.strerror})") from None
+
+    corpus = Corpus(corpus_paths, **dict(corpus_options or {}))
+    say("extend: reading the corpus")
+    scan = _sampling.scan_corpus(corpus, False)
+    held = _sampling.heldout_mask(scan.groups, scan.lines, scan.files, heldout_fraction, seed,
+                                  heldout_max_docs)
+    if not held.any():
+        raise ExtendError(f"{', '.join(corpus.paths)}: no language has two documents, so none "
+                          "can be held out to measure the extended tokenizer on")
+    docs = scan.docs if scan.docs is not None else list(
+        Corpus(corpus.paths, **{**(corpus_options or {}), "on_warning": lambda m: None})
+        .documents())
+    temps: list[Path] = []
+    writer = _sampling.HeldoutWriter(out / "heldout", scan.names, temps)
+    try:
+        for doc, h in zip(docs, held.tolist()):
+            if h:
+                writer.write(doc)
+        heldout_files = writer.commit()
+    finally:
+        writer.close()
+    split = {"heldout_fraction": heldout_fraction, "heldout_max_docs": heldout_max_docs,
+             "seed": seed, "train_documents": int((~held).sum()),
+             "heldout_documents": int(held.sum())}
+
+    say("extend: measuring the base on the held-out documents")
+    pol = rep.load(policy)
+    first = rep.measure(heldout_files, [base], pol, seed)
+    langs_from = "--langs" if langs else "gate"
+    targets = list(dict.fromkeys(langs)) if langs else rep.failing_langs(first, BASE, pol)
+    unknown = [x for x in targets if x not in scan.names]
+    if unknown:
+        raise ExtendError(f"--langs: no documents labelled {', '.join(unknown)} in the corpus "
+                          f"(have: {', '.join(scan.names)})")
+    if not targets:
+        raise ExtendError(f"{base.spec}: passes the gate on every language of the corpus; "
+                          "name the languages to extend for with --langs")
+    scripts = rep.scripts_of(first, BASE, targets)
+
+    say(f"extend: learning {add:,} tokens for {', '.join(targets)} ({', '.join(scripts)})")
+    t1 = time.perf_counter()
+    want = {scan.names.index(x) for x in targets}
+    train = [base.normalize(d.text) for d, h, g in zip(docs, held.tolist(), scan.groups.tolist())
+             if not h and g in want]
+    counts = rep.target_pieces(train, regex, scripts)
+    if not counts:
+        raise ExtendError(f"{', '.join(corpus.paths)}: no training text in {', '.join(scripts)} "
+                          f"for {', '.join(targets)}")
+    from tokenizers import Tokenizer
+
+    patched = Tokenizer.from_str(json.dumps(hf_json(bpe, regex, {}, [])))
+    pieces = list(counts)
+    base_ids = {p: e.ids for p, e in zip(pieces, patched.encode_batch(pieces,
+                                                                       add_special_tokens=False))}
+    learned = learn(bpe, base_ids, counts, add)
+    timings = {"scan_s": t1 - t0, "learn_s": time.perf_counter() - t1}
+
+    paths = {"tokenizer": str(out / "tokenizer.json"), "ids_map": str(out / "ids-map.json"),
+             "extend_report": str(out / "extend-report.json"), "heldout": str(out / "heldout")}
+    obj = hf_json(bpe, regex, learned.new, learned.merges)
+    write_text_atomic(out / "tokenizer.json", json.dumps(obj, ensure_ascii=False) + "\n",
+                      ExtendError)
+    if bpe.source == "tiktoken":
+        paths["tiktoken"] = str(out / "tokenizer.tiktoken")
+        paths["pattern"] = str(out / "tokenizer.pattern.txt")
+        write_text_atomic(out / "tokenizer.tiktoken", rank_file(bpe, learned.new), ExtendError)
+        write_text_atomic(out / "tokenizer.pattern.txt", regex + "\n", ExtendError)
+    ids_map = rep.ids_map(bpe, learned, base)
+    write_text_atomic(out / "ids-map.json", json.dumps(ids_map, ensure_ascii=False, indent=1)
+                      + "\n", ExtendError)
+
+    say("extend: measuring base and extended on the held-out documents")
+    t2 = time.perf_counter()
+    ext = load_tokenizer(paths["tokenizer"], label=EXTENDED)
+    report = rep.measure(heldout_files, [base, ext], pol, seed)
+    from fertility.gate import evaluate
+
+    gate = evaluate(report, pol, label=EXTENDED, findings=report.findings)
+    others = [(d.text, d.lang) for d, h in zip(docs, held.tolist())
+              if h and d.lang not in targets]
+    unchanged = rep.same_ids(base, ext, others)
+    timings["measure_s"] = time.perf_counter() - t2
+    timings["total_s"] = time.perf_counter() - t0
+    result = ExtendResult(
+        paths=paths,
+        base={"spec": base.spec, "kind": base.kind, "vocab_size": int(base.vocab_size),
+              "fingerprint": base.fingerprint, "bpe_tokens": len(bpe.tokens),
+              "merges": len(bpe.merges), "special_tokens": bpe.specials},
+        tokenizer={"kind": ext.kind, "vocab_size": int(ext.vocab_size),
+                   "fingerprint": ext.fingerprint, "first_new_id": bpe.end,
+                   "requested": add, "added": len(learned.new),
+                   "merges_added": len(learned.merges), "learned_from_pieces": learned.pieces},
+        pattern={"base": bpe.regex, "extended": regex, "changed": regex != bpe.regex},
+        langs=targets, langs_from=langs_from, scripts=scripts,
+        rows=rep.rows(report, BASE, EXTENDED), unchanged=unchanged, gate=gate, split=split,
+        timings=timings, report=report)
+    write_text_atomic(out / "extend-report.json",
+                      json.dumps(result.to_dict(), ensure_ascii=False, indent=2,
+                                 allow_nan=False, default=rep.json_default) + "\n", ExtendError)
+    return result

@@ -1,0 +1,306 @@
+"""Byte-level BPE extension: new merges appended after the base's, every base id kept.
+
+The base (a tiktoken rank file or a byte-level BPE tokenizer.json) is read into one form,
+`ByteBPE`: the bytes of every id, the merges in rank order, the special tokens and the split
+regex. A rank file lists no merges; each token's merge is recovered by running BPE on its own
+bytes with the lower ranks (the conversion Llama 3's tokenizer.json was made with), so both
+bases write the same tokenizer.json.
+
+Learning (`learn`): the target text is cut with the (widened) split, each piece is encoded with
+the base as it is (base merges first), and a BPE trainer learns new merges greedily over those
+base tokens: each base token is one symbol, so every new token is a pair of base or earlier new
+tokens and its spelling in base ids is known. Only pieces made of the target scripts' letters,
+combining marks, joiners and one leading space are learned from, so every new token holds
+bytes of a target-script character and never matches text without one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from fertility.errors import FertilityError, one_line
+
+# Base tokens become private-use characters (planes 15-16) for the trainer: one symbol each.
+_SYMBOL0 = 0xF0000
+_SYMBOLS = 0x10FFFE - _SYMBOL0
+
+# tiktoken's published encodings keep their special tokens outside the rank file; a rank file
+# of exactly that size reserves them (new ids start after the last), so `<|endoftext|>` keeps
+# its id. {name in the file name: (number of ranks, {special: id})}
+TIKTOKEN_SPECIALS = {
+    "gpt2": (50256, {"<|endoftext|>": 50256}),
+    "r50k_base": (50256, {"<|endoftext|>": 50256}),
+    "cl100k_base": (100256, {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258,
+                             "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
+                             "<|endofprompt|>": 100276}),
+    "o200k_base": (199998, {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}),
+}
+
+
+class ExtendError(FertilityError):
+    """Bad input to `fertility extend` (exit code 2)."""
+
+
+@dataclass
+class ByteBPE:
+    tokens: dict[int, bytes]                 # id -> bytes of every BPE token (no specials)
+    merges: list[tuple[bytes, bytes]]        # in rank order
+    specials: dict[str, int]
+    regex: str                               # the split, as the base has it
+    source: str                              # "tiktoken" | "hf"
+    hf: dict | None = field(default=None, repr=False)  # the base tokenizer.json (hf only)
+
+    @property
+    def end(self) -> int:
+        """The first id after every base id (BPE tokens and specials)."""
+        return max([*self.tokens, *self.specials.values()], default=-1) + 1
+
+
+# ---------------------------------------------------------------- reading the base
+
+def from_tokenizer(tok) -> ByteBPE:
+    """The base as a ByteBPE; ExtendError naming what is not supported otherwise."""
+    cfg = tok.config() or {}
+    if tok.kind == "tiktoken":
+        return _from_ranks(tok, cfg)
+    if tok.kind == "hf" and cfg.get("model") in ("bpe", "BPE") and cfg.get("byte_level"):
+        return _from_hf(tok)
+    what = "SentencePiece" if tok.kind == "sentencepiece" else \
+        f"{tok.kind} {cfg.get('model') or ''}".strip()
+    raise ExtendError(f"{tok.spec}: extending a {what} tokenizer is not supported; extend "
+                      "takes byte-level BPE (tiktoken rank files, byte-level BPE tokenizer.json)")
+
+
+def _from_ranks(tok, cfg: dict) -> ByteBPE:
+    from fertility.patterns import pattern_from_filename
+
+    specials = dict(tok.special_tokens)
+    ranks = {tok.token_bytes(i): i for i in range(tok.vocab_size)
+             if i not in specials.values() and tok.token_bytes(i)}
+    path = getattr(tok, "path", None)
+    name = pattern_from_filename(path) if path is not None else None
+    size, known = TIKTOKEN_SPECIALS.get(name or "", (None, {}))
+    if size == len(ranks) and not specials:
+        specials = dict(known)
+    return ByteBPE(dict((i, b) for b, i in ranks.items()), merges_from_ranks(ranks), specials,
+                   cfg["pattern_regex"], "tiktoken")
+
+
+def merges_from_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
+    """The merge that makes each multi-byte token, in rank order: BPE on the token's own bytes
+    with only lower ranks stops at the two parts its rank joins. A token that does not end in
+    two parts is reachable only whole (as a piece of its own) and gets no merge."""
+    out = []
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        if len(token) < 2:
+            continue
+        parts = [token[i:i + 1] for i in range(len(token))]
+        while len(parts) > 2:
+            best, at = rank, -1
+            for i in range(len(parts) - 1):
+                r = ranks.get(parts[i] + parts[i + 1])
+                if r is not None and r < best:
+                    best, at = r, i
+            if at < 0:
+                break
+            parts[at:at + 2] = [parts[at] + parts[at + 1]]
+        if len(parts) == 2:
+            out.append((parts[0], parts[1]))
+    return out
+
+
+def _from_hf(tok) -> ByteBPE:
+    from fertility._tok_hf import bytes_to_unicode
+
+    unbyte = {ch: b for b, ch in bytes_to_unicode().items()}
+
+    def raw(s: str) -> bytes:
+        return bytes(unbyte[c] for c in s)
+
+    obj = json.loads(tok.path.read_text(encoding="utf-8"))
+    model = obj["model"]
+    try:
+        tokens = {int(i): raw(s) for s, i in model["vocab"].items()}
+        merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
+                  for m in model.get("merges") or []]
+        merges = [(raw(a), raw(b)) for a, b in merges]
+    except (KeyError, ValueError, TypeError, AttributeError) as e:
+        raise ExtendError(f"{tok.path}: not a byte-level BPE vocabulary ({one_line(e)})") \
+            from None
+    added = {a["id"]: a["content"] for a in obj.get("added_tokens") or []}
+    for i in added:
+        tokens.pop(i, None)
+    return ByteBPE(tokens, merges, {c: i for i, c in added.items()}, _hf_regex(obj),
+                   "hf", obj)
+
+
+def _hf_regex(obj: dict) -> str:
+    """The split regex of a byte-level tokenizer.json: its Split's, or GPT-2's when ByteLevel
+    itself splits (use_regex)."""
+    pre = obj.get("pre_tokenizer") or {}
+    for p in [pre, *(pre.get("pretokenizers") or [])]:
+        if p.get("type") == "Split" and isinstance(p.get("pattern"), dict) \
+                and "Regex" in p["pattern"]:
+            return p["pattern"]["Regex"]
+        if p.get("type") == "ByteLevel" and p.get("use_regex", True):
+            return BYTELEVEL_REGEX
+    raise ExtendError("tokenizer.json: its pre-tokenizer has no split regex extend can widen")
+
+
+# The split ByteLevel(use_regex=true) applies (tokenizers' byte_level.rs).
+BYTELEVEL_REGEX = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+# ---------------------------------------------------------------- writing
+
+def hf_json(bpe: ByteBPE, regex: str, new: dict[int, bytes],
+            merges: list[tuple[bytes, bytes]]) -> dict:
+    """tokenizer.json of the base with `regex` as its split and `new`/`merges` appended."""
+    from fertility._tok_hf import bytes_to_unicode
+
+    table = bytes_to_unicode()
+
+    def text(b: bytes) -> str:
+        return "".join(table[x] for x in b)
+
+    if bpe.hf is not None:
+        obj = json.loads(json.dumps(bpe.hf))
+        model = obj["model"]
+        pairs = model.get("merges") or []
+        as_str = bool(pairs) and isinstance(pairs[0], str)
+        obj["pre_tokenizer"] = _patched_pre(obj.get("pre_tokenizer"), regex)
+    else:
+        obj = {"version": "1.0", "truncation": None, "padding": None,
+               "added_tokens": [{"id": i, "content": c, "single_word": False, "lstrip": False,
+                                 "rstrip": False, "normalized": False, "special": True}
+                                for c, i in sorted(bpe.specials.items(), key=lambda kv: kv[1])],
+               "normalizer": None, "post_processor": None,
+               "pre_tokenizer": _split_then_bytes(regex, False),
+               "decoder": {"type": "ByteLevel", "add_prefix_space": False,
+                           "trim_offsets": True, "use_regex": False},
+               "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                         "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                         "fuse_unk": False, "byte_fallback": False,
+                         # a piece that is a whole token is that token, as tiktoken does
+                         "ignore_merges": True,
+                         "vocab": {text(b): i for i, b in sorted(bpe.tokens.items())},
+                         "merges": [[text(a), text(b)] for a, b in bpe.merges]}}
+        model, as_str = obj["model"], False
+    for i, b in new.items():
+        model["vocab"][text(b)] = i
+    model["merges"] = list(model["merges"]) + [
+        f"{text(a)} {text(b)}" if as_str else [text(a), text(b)] for a, b in merges]
+    _close_ids(obj)
+    return obj
+
+
+def _close_ids(obj: dict) -> None:
+    """Make the model's ids 0..n-1 without a gap: `tokenizers` numbers added tokens that the
+    model's vocabulary lacks from its size, so new ids after the specials would move them.
+    Each special goes into the model's vocabulary at its own id (the split never yields a
+    piece that is a whole special token, so BPE never produces one), and an id nobody holds
+    (tiktoken's unpublished reserved ids) becomes the special token ``<|reserved_ID|>``."""
+    vocab, added = obj["model"]["vocab"], obj.setdefault("added_tokens", [])
+    for a in added:
+        vocab.setdefault(a["content"], a["id"])
+    held = set(vocab.values())
+    for i in range(max(held, default=-1) + 1):
+        if i not in held:
+            name = f"<|reserved_{i}|>"
+            vocab[name] = i
+            added.append({"id": i, "content": name, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True})
+    added.sort(key=lambda a: a["id"])
+
+
+def _split_then_bytes(regex: str, prefix_space: bool) -> dict:
+    return {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": prefix_space, "trim_offsets": True,
+         "use_regex": False}]}
+
+
+def _patched_pre(pre: dict | None, regex: str) -> dict | None:
+    """The base's pre-tokenizer with its split regex replaced (ByteLevel's own split becomes
+    a Split with the widened regex in front of a non-splitting ByteLevel)."""
+    if pre is None:
+        return None
+    if pre.get("type") == "Split" and isinstance(pre.get("pattern"), dict) \
+            and "Regex" in pre["pattern"]:
+        return {**pre, "pattern": {"Regex": regex}}
+    if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
+        return _split_then_bytes(regex, bool(pre.get("add_prefix_space")))
+    if pre.get("type") == "Sequence":
+        return {**pre, "pretokenizers": [_patched_pre(p, regex)
+                                          for p in pre.get("pretokenizers") or []]}
+    return pre
+
+
+def rank_file(bpe: ByteBPE, new: dict[int, bytes]) -> str:
+    """tiktoken's ``base64 rank`` lines: the base's ranks, then the new tokens'."""
+    items = sorted([*bpe.tokens.items(), *new.items()])
+    return "".join(f"{base64.b64encode(b).decode()} {i}\n" for i, b in items)
+
+
+# ---------------------------------------------------------------- learning
+
+@dataclass
+class Learned:
+    new: dict[int, bytes]                    # new id -> bytes
+    merges: list[tuple[bytes, bytes]]        # appended after the base's
+    spelling: dict[int, list[int]]           # new id -> the base ids it replaces
+    pieces: int                              # distinct pieces learned from
+    requested: int
+
+
+def learn(bpe: ByteBPE, base_ids: dict[str, list[int]], counts: Counter, add: int) -> Learned:
+    """`add` new tokens over the base encoding `base_ids` of the pieces in `counts`."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    used = sorted({i for ids in base_ids.values() for i in ids})
+    if len(used) > _SYMBOLS:
+        raise ExtendError(f"the target text uses {len(used)} base tokens; at most {_SYMBOLS}")
+    symbol = {i: chr(_SYMBOL0 + k) for k, i in enumerate(used)}
+    back = {s: i for i, s in symbol.items()}
+    words = {p: "".join(symbol[i] for i in ids) for p, ids in base_ids.items()}
+
+    def stream() -> Iterable[list[str]]:
+        batch: list[str] = []
+        for p, n in counts.items():
+            batch.extend([words[p]] * n)
+            if len(batch) >= 4096:
+                yield batch
+                batch = []
+        yield batch
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    # Some learned merges give bytes the base already has, or an earlier new token's: ask for
+    # more and keep merges until `add` distinct new tokens are made.
+    trainer = trainers.BpeTrainer(vocab_size=len(used) + add + add // 4 + 16,
+                                  show_progress=False, initial_alphabet=list(symbol.values()))
+    tok.train_from_iterator(stream(), trainer)
+    raw = json.loads(tok.to_str())["model"]["merges"]
+    pairs = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in raw]
+
+    have = {b: i for i, b in bpe.tokens.items()}
+    new: dict[int, bytes] = {}
+    spelling: dict[int, list[int]] = {}
+    merges: list[tuple[bytes, bytes]] = []
+    next_id = bpe.end
+    for a, b in pairs:
+        if len(new) >= add:
+            break
+        ab, bb = (b"".join(bpe.tokens[back[c]] for c in s) for s in (a, b))
+        merges.append((ab, bb))
+        if ab + bb in have:
+            continue
+        have[ab + bb] = next_id
+        new[next_id] = ab + bb
+        spelling[next_id] = [back[c] for c in a + b]
+        next_id += 1
+    return Learned(new, merges, spelling, len(counts), add)

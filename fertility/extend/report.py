@@ -1,0 +1,184 @@
+"""What `fertility extend` measures and writes: the target pieces, the held-out measurement,
+the ids check, the ids map and the printed summary (fertility/extend/__init__.py runs them)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from fertility.fix import METRICS
+
+MARKS = "\\p{M}\\u200c\\u200d"
+
+
+# ---------------------------------------------------------------- learning text
+
+def target_pieces(texts: list[str], regex: str, scripts: list[str]) -> Counter:
+    """How often each piece of `texts` (cut by `regex`) occurs, counting only pieces that are
+    an optional space, a letter of `scripts`, then letters of `scripts`, marks and joiners:
+    a new token learned from them always holds a target-script character's bytes."""
+    from fertility.patterns import compile_pattern
+
+    letters = "".join(f"\\p{{sc={s}}}" for s in scripts)
+    ok = compile_pattern(f" ?[{letters}][{letters}{MARKS}]*").fullmatch
+    split = compile_pattern(regex).finditer
+    counts: Counter = Counter()
+    for text in texts:
+        counts.update(p for p in (m.group() for m in split(text)) if ok(p))
+    return counts
+
+
+# ---------------------------------------------------------------- measuring
+
+def load(policy):
+    from fertility.policy import Policy, load_policy
+
+    return policy if isinstance(policy, Policy) else load_policy(policy)
+
+
+def measure(files: list[str], toks: list, pol, seed: int):
+    """The held-out measurement (as `fertility report` measures) with its findings."""
+    from fertility.corpus import Corpus
+    from fertility.diagnose import diagnose
+    from fertility.measure import analyze
+
+    held = Corpus(files, lang_field="lang", on_warning=lambda m: None)
+    report = analyze(held, toks, pretokenizers=[], seed=seed)
+    report.findings = diagnose(report, pol.thresholds, reference=pol.reference)
+    return report
+
+
+def failing_langs(report, label: str, pol) -> list[str]:
+    """Languages the gate fails for `label`: a failed language check or blocking finding, or
+    a failed script check on the script that dominates the language's documents."""
+    from fertility.gate import evaluate
+
+    gate = evaluate(report, pol, label=label, findings=report.findings)
+    bad = {("language", c.key) for c in gate.checks if c.verdict == "fail"
+           and c.group == "language"}
+    bad |= {("script", c.key) for c in gate.checks if c.verdict == "fail" and c.group == "script"}
+    bad |= {(f.group, f.key) for f in gate.blocking}
+    docs = report.docs[report.docs["tokenizer"] == label]
+    dominant = _dominant_scripts(docs)
+    return sorted(lang for lang, script in dominant.items()
+                  if ("language", lang) in bad or ("script", script) in bad)
+
+
+def _dominant_scripts(docs) -> dict[str, str]:
+    by = docs.groupby(["lang", "script"])["chars"].sum().reset_index()
+    by = by.sort_values(["lang", "chars"], ascending=[True, False]).drop_duplicates("lang")
+    return dict(zip(by["lang"], by["script"]))
+
+
+def scripts_of(report, label: str, langs: list[str]) -> list[str]:
+    """The script that dominates each target language's held-out documents."""
+    dominant = _dominant_scripts(report.docs[report.docs["tokenizer"] == label])
+    return sorted({dominant[x] for x in langs if x in dominant})
+
+
+def same_ids(base, ext, docs: list[tuple[str, str]]) -> dict:
+    """Per language of the other (not target) held-out documents: how many get exactly the
+    base's ids from the extended tokenizer, and how many hold a mark or joiner."""
+    from fertility.patterns import compile_pattern
+
+    marked = compile_pattern(f"[{MARKS}]").search
+    out: dict[str, dict] = {}
+    for lang in sorted({g for _, g in docs}):
+        texts = [t for t, g in docs if g == lang]
+        a, b = base.encode_batch(texts), ext.encode_batch(texts)
+        same = [np.array_equal(x.ids, y.ids) for x, y in zip(a, b)]
+        plain = [not marked(t) for t in texts]
+        out[lang] = {"documents": len(texts), "same_ids": int(sum(same)),
+                     "without_marks": int(sum(plain)),
+                     "without_marks_same_ids": int(sum(s and p for s, p in zip(same, plain)))}
+    return out
+
+
+def rows(report, before: str, after: str) -> list[dict]:
+    """Per (group, key) of `after`: its METRICS, `before`'s, and the chars/token ratio."""
+    def metrics(r: dict) -> dict:
+        return {c: r[c] for c in METRICS if c in r}
+
+    old = {(r["group"], r["key"]): metrics(r) for r in report.rows(before)}
+    out = []
+    for r in report.rows(after):
+        a, b = metrics(r), old.get((r["group"], r["key"]))
+        ratio = (a["chars_per_token"] / b["chars_per_token"]
+                 if b and b.get("chars_per_token") and a.get("chars_per_token") else None)
+        out.append({"group": r["group"], "key": r["key"], "base": b, "extended": a,
+                    "chars_per_token_ratio": ratio})
+    return out
+
+
+# ---------------------------------------------------------------- the ids map
+
+def ids_map(bpe, learned, base) -> dict:
+    """ids-map.json: base ids unchanged, and per new id its bytes and the base ids it replaces
+    (the base tokens that spell it in the text it was learned from)."""
+    def entry(i: int, b: bytes) -> dict:
+        try:
+            text = b.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None  # part of a character: only its bytes say what it is
+        return {"id": i, "hex": b.hex(), "text": text, "base_ids": learned.spelling[i]}
+
+    return {"schema": "fertility.extend-ids/1",
+            "base": {"spec": base.spec, "kind": base.kind, "fingerprint": base.fingerprint,
+                     "vocab_size": int(base.vocab_size)},
+            "unchanged_ids": [0, bpe.end], "special_tokens": bpe.specials,
+            "new": [entry(i, b) for i, b in sorted(learned.new.items())]}
+
+
+def json_default(x):
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x) if np.isfinite(x) else None
+    if isinstance(x, (set, tuple, Path)):
+        return list(x) if not isinstance(x, Path) else str(x)
+    return str(x)
+
+
+# ---------------------------------------------------------------- the summary
+
+def format_text(r) -> str:
+    def cell(m: dict | None) -> str:
+        if not m or m.get("chars_per_token") is None:
+            return f"{'-':>20}"
+        lo, hi = m.get("chars_per_token_lo"), m.get("chars_per_token_hi")
+        iv = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
+        return f"{m['chars_per_token']:>6.2f} {iv:<13}"
+
+    t, g = r.tokenizer, r.gate
+    lines = [f"fertility extend: {r.base['spec']} + {t['added']:,} tokens (ids "
+             f"{t['first_new_id']:,}..{t['first_new_id'] + t['added'] - 1:,}) for "
+             f"{', '.join(r.langs)} ({', '.join(r.scripts)}; from {r.langs_from}) -> "
+             f"{r.paths['tokenizer']}"]
+    if t["added"] < t["requested"]:
+        lines.append(f"only {t['added']:,} of {t['requested']:,} requested: the target text "
+                     "offers no more merges")
+    lines.append(f"split pattern {'widened' if r.pattern['changed'] else 'unchanged'}: "
+                 f"{r.pattern['extended']}")
+    lines.append(f"held out: {r.split['heldout_documents']:,} documents; every figure below "
+                 "is measured on them only")
+    lines.append(f"{'':<19}{'chars/token base':>20}  {'extended':>20}  {'change':>7}  "
+                 "round trip")
+    for group in ("script", "language"):
+        for row in sorted((x for x in r.rows if x["group"] == group), key=lambda x: x["key"]):
+            a, ratio = row["extended"], row["chars_per_token_ratio"]
+            lines.append(f"{group:<9}{row['key']:<10}{cell(row['base'])}  {cell(a)}  "
+                         f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
+                         f"{a.get('roundtrip_failures') or 0}/{a.get('roundtrip_checked') or 0}"
+                         " failed")
+    for lang, u in r.unchanged.items():
+        lines.append(f"same ids as the base: {lang} {u['same_ids']}/{u['documents']} documents "
+                     f"({u['without_marks_same_ids']}/{u['without_marks']} without marks)")
+    counts = {v: sum(c.verdict == v for c in g.checks) for v in ("fail", "uncertain", "pass")}
+    lines.append(f"gate: {'PASS' if g.passed else 'FAIL'} ({counts['fail']} failed, "
+                 f"{counts['uncertain']} uncertain, {counts['pass']} passed, "
+                 f"{len(g.blocking)} blocking findings)")
+    lines += [f"  {c.verdict:<9} {c.describe()}" for c in g.checks if c.verdict != "pass"]
+    lines.append(f"wrote {r.paths['extend_report']}, {r.paths['ids_map']}")
+    return "\n".join(lines) + "\n"
