@@ -18,7 +18,8 @@ COUNTS = (
     "documents", "chars", "graphemes", "bytes", "words", "tokens", "continued_words",
     "unk_tokens", "byte_fallback_tokens", "mark_initial_tokens", "token_boundaries",
     "grapheme_split_boundaries", "roundtrip_checked", "roundtrip_failures", "pretoken_chars",
-    "pretokens", "nospace_chars", "word_tokens",
+    "pretokens", "nospace_chars", "word_tokens", "pretoken_mark_initial",
+    "pretoken_joiner_initial", "pretoken_words", "pretoken_cut_words",
 )
 C = {name: i for i, name in enumerate(COUNTS)}
 NS = len(U.SCRIPTS)
@@ -104,6 +105,8 @@ class TokenizerAccumulator:
         self.samples: dict[int, list] = {}
         self.samples_per_script = samples_per_script
         self.normalization = {"checked_docs": 0, "changed_docs": 0, "examples": []}
+        # What the round trip changed, per language id: fertility._roundtrip.new_changes()
+        self.roundtrip: dict[int, dict] = {}
 
     def mark_vocab(self, table: dict, keys: np.ndarray, ids: np.ndarray) -> None:
         """Mark `ids` as used in the group of each key (vocab_lang or vocab_script)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fertility import _roundtrip
 from fertility import unicode as U
 from fertility._accumulate import C, COUNTS, NOSPACE, NS
 from fertility._stats import poisson1
@@ -184,13 +185,13 @@ def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant,
                                           n_langs))
 
     _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per_doc,
-                   t_script, tok_doc, index)
+                   t_script, tok_doc, gs, ge, index)
     _take_samples(acc, texts, dominant, starts, ends, per_doc, index)
     return pds_tokens
 
 
 def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per_doc,
-                   t_script, tok_doc, index) -> None:
+                   t_script, tok_doc, gs, ge, index) -> None:
     """Checks that call the tokenizer once per document, on the detail subset."""
     tok, counts = acc.tok, acc.counts
     docs = np.flatnonzero(detail)
@@ -201,41 +202,66 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
     counts.add("pretoken_chars", *_table(doc_lang[tb.doc_of_char[in_detail]],
                                          tb.script[in_detail], n_langs))
     if tok.kind == "pretokenizer":  # its tokens are its pre-tokens
-        sel = detail[tok_doc]
-        counts.add("pretokens", *_table(doc_lang[tok_doc[sel]], t_script[sel], n_langs))
+        sel = detail[tok_doc] & (ge > gs)
+        _pretoken_counts(counts, tb, doc_lang, n_langs, detail, gs[sel], ge[sel])
         return
     bounds = np.concatenate(([0], np.cumsum(per_doc)))
-    pre_lang, pre_script, rt_fail = [], [], []
+    pre_s, pre_e, rt_fail = [], [], []
     for i in docs.tolist():
         text = texts[i]
         spans = tok.pre_tokenize(text)
         if spans:
-            first = np.fromiter((s for s, _ in spans), dtype=np.int64, count=len(spans))
-            first = np.minimum(first, max(len(text) - 1, 0)) + off[i]
-            pre_script.append(tb.script[first])
-            pre_lang.append(np.full(len(spans), doc_lang[i]))
-        if tok.decode(ids[bounds[i]:bounds[i + 1]].tolist()) != text:
+            se = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+            se = se[(se[:, 1] > se[:, 0]) & (se[:, 0] < len(text))] + off[i]
+            pre_s.append(se[:, 0])
+            pre_e.append(se[:, 1])
+        doc_ids = ids[bounds[i]:bounds[i + 1]]
+        decoded = tok.decode(doc_ids.tolist())
+        after = tok.normalize(text)
+        if decoded != text:
             rt_fail.append(i)
+            had_unk = acc.unk_id is not None and bool((doc_ids == acc.unk_id).any())
+            changes = acc.roundtrip.setdefault(int(doc_lang[i]), _roundtrip.new_changes())
+            _roundtrip.record(changes, text, decoded, after, had_unk, (index, i))
         norm = acc.normalization
         norm["checked_docs"] += 1
-        after = tok.normalize(text)
         if after != text:
             norm["changed_docs"] += 1
             if len(norm["examples"]) < 5:
-                norm["examples"].append({**_diff_example(text, after), "order": (index, i)})
-    if pre_lang:
-        counts.add("pretokens", *_table(np.concatenate(pre_lang), np.concatenate(pre_script),
-                                        n_langs))
+                norm["examples"].append({**_roundtrip.diff_example(text, after),
+                                         "order": (index, i)})
+    cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64))  # noqa: E731
+    _pretoken_counts(counts, tb, doc_lang, n_langs, detail, cat(pre_s), cat(pre_e))
     counts.add("roundtrip_checked", *_table(doc_lang[docs], dominant[docs], n_langs))
     fail = np.asarray(rt_fail, dtype=np.int64)
     counts.add("roundtrip_failures", *_table(doc_lang[fail], dominant[fail], n_langs))
 
 
-def _diff_example(before: str, after: str, context: int = 30) -> dict:
-    i = next((k for k, (x, y) in enumerate(zip(before, after)) if x != y),
-             min(len(before), len(after)))
-    lo = max(0, i - context)
-    return {"before": before[lo:i + context], "after": after[lo:i + context], "at": i}
+def _pretoken_counts(counts, tb, doc_lang, n_langs, detail, ps, pe) -> None:
+    """Pre-token counts of the detail documents from the pre-tokens' global code-point
+    spans (non-empty, in document order): pre-tokens, those whose first code point is a
+    combining mark or a joiner (the pre-tokenizer cut a word there), and the words of
+    spaced scripts that two or more pre-tokens overlap (words the pre-tokenizer cuts)."""
+    # A pre-token belongs to the script of its first character (a mark or joiner resolves
+    # to the letter before it, fertility.unicode), so a cut Bengali word counts as Bengali.
+    doc = tb.doc_of_char[ps]
+    p_lang, p_script = doc_lang[doc], tb.script[ps]
+    first = tb.cps[ps]
+    joiner = (first == 0x200C) | (first == 0x200D)
+    mark = U.is_mark_or_joiner(first) & ~joiner
+    counts.add("pretokens", *_table(p_lang, p_script, n_langs))
+    counts.add("pretoken_mark_initial", *_table(p_lang[mark], p_script[mark], n_langs))
+    counts.add("pretoken_joiner_initial", *_table(p_lang[joiner], p_script[joiner], n_langs))
+    ws, we = tb.word_starts, tb.word_ends
+    keep = detail[tb.doc_of_char[ws]] & ~NOSPACE[tb.script[ws]]
+    ws, we = ws[keep], we[keep]
+    w_lang, w_script = doc_lang[tb.doc_of_char[ws]], tb.script[ws]
+    counts.add("pretoken_words", *_table(w_lang, w_script, n_langs))
+    # pre-tokens overlapping [ws, we): those starting before we minus those ending by ws
+    ends = np.maximum.accumulate(pe) if pe.size else pe
+    overlap = np.searchsorted(ps, we, "left") - np.searchsorted(ends, ws, "right")
+    cut = overlap >= 2
+    counts.add("pretoken_cut_words", *_table(w_lang[cut], w_script[cut], n_langs))
 
 
 def _take_samples(acc, texts, dominant, starts, ends, per_doc, index) -> None:

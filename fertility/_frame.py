@@ -7,6 +7,7 @@ import pandas as pd
 
 from fertility import unicode as U
 from fertility._accumulate import COUNTS, Bootstrap, C
+from fertility._stats import wilson
 
 # Share of a row's characters in scripts written without spaces above which a word count
 # would be invented, so tokens_per_word and continued_word_rate are null (docs/METRICS.md).
@@ -81,6 +82,21 @@ def _ratios(f: pd.DataFrame, total: np.ndarray) -> None:
     f["mark_initial_rate"] = _div(f.mark_initial_tokens, f.tokens)
     f["grapheme_split_rate"] = _div(f.grapheme_split_boundaries, f.token_boundaries)
     f["chars_per_pretoken"] = _div(f.pretoken_chars, f.pretokens)
+    f["char_share"] = _div(f.chars, np.full(len(f), total[C["chars"]]))
+    # Pre-tokens that begin with a combining mark or a joiner: the pre-tokenizer itself cut a
+    # word there (mark_initial_rate counts tokens, which the vocabulary also decides).
+    _rate(f, "pretoken_mark_initial_rate",
+          f.pretoken_mark_initial + f.pretoken_joiner_initial, f.pretokens)
+    _rate(f, "pretoken_cut_word_rate", f.pretoken_cut_words, f.pretoken_words)
+
+
+def _rate(f: pd.DataFrame, name: str, k, n) -> None:
+    """A share with its 95% Wilson interval (`name`, `name_lo`, `name_hi`); null when n is 0."""
+    k, n = np.asarray(k, dtype=float), np.asarray(n, dtype=float)
+    f[name] = _div(k, n)
+    iv = [wilson(a, b) if b > 0 else (np.nan, np.nan) for a, b in zip(k, n)]
+    f[name + "_lo"] = [a for a, _ in iv]
+    f[name + "_hi"] = [b for _, b in iv]
 
 
 def docs_frame(state) -> pd.DataFrame:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fertility import _roundtrip
 from fertility._accumulate import grow_rows
 
 # Below this much input the start-up of extra processes (imports: about half a second)
@@ -179,7 +180,7 @@ def _export(acc) -> dict:
             "vocab_all": acc.vocab_all, "vocab_lang": acc.vocab_lang,
             "vocab_script": acc.vocab_script, "byte_fallback_chars": acc.byte_fallback_chars,
             "unk_chars": acc.unk_chars, "samples": acc.samples,
-            "normalization": acc.normalization}
+            "normalization": acc.normalization, "roundtrip": acc.roundtrip}
 
 
 def _add_rows(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
@@ -212,6 +213,8 @@ def _merge(acc, part: dict) -> None:
     for key, items in part["samples"].items():
         merged = sorted(acc.samples.get(key, []) + items, key=lambda x: x["order"])
         acc.samples[key] = merged[: acc.samples_per_script]
+    for lang, changes in part["roundtrip"].items():
+        _roundtrip.merge(acc.roundtrip.setdefault(lang, _roundtrip.new_changes()), changes)
     norm, other = acc.normalization, part["normalization"]
     norm["checked_docs"] += other["checked_docs"]
     norm["changed_docs"] += other["changed_docs"]

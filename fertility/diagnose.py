@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 RULES = ("mark-split", "pretokenizer-ceiling", "merge-starvation", "byte-fallback", "unk",
-         "normalization", "grapheme-split", "balance-inversion", "parity")
+         "normalization", "roundtrip", "grapheme-split", "balance-inversion", "parity")
 # Scripts where one character already carries a syllable or a morpheme: a token of one
 # grapheme is normal there, so the grapheme test of merge-starvation does not apply.
 IDEOGRAPHIC = ("Hani", "Hira", "Kana", "Hang", "Yiii", "Bopo")
@@ -63,8 +63,8 @@ class Thresholds:
     """Every number a rule compares with. Defaults and reasons: docs/GATE.md."""
 
     min_tokens: int = 100                  # rows with fewer tokens are too small to judge
-    mark_initial_rate: float = 0.02        # mark-split: share of tokens or pre-tokens
-    mark_initial_token_rate: float = 0.25  # mark-split from tokens alone (pre-tokenizer clean)
+    mark_initial_rate: float = 0.02        # mark-split: share of the tokenizer's own pre-tokens
+    mark_initial_token_rate: float = 0.25  # share of tokens: merge-starvation (split clean)
     script_floors: dict = field(default_factory=lambda: _floors("script_floors"))
     language_floors: dict = field(default_factory=lambda: _floors("language_floors"))
     default_floor: float | None = field(default_factory=lambda: _floors("default_floor"))
@@ -77,7 +77,7 @@ class Thresholds:
     unk_rate: float = 0.001
     top_chars: int = 5
     grapheme_split_rate: float = 0.10
-    overrepresentation: float = 2.0        # token_share / byte_share
+    overrepresentation: float = 2.0        # token_share / char_share
     flip_margin: float = 0.10              # relative gap both ways for a ranking flip
     premium: float = 2.0
     parity_min_lines: int = 10
@@ -105,11 +105,12 @@ def diagnose(report: Report, thresholds: Thresholds | None = None, *, reference:
     """
     t = thresholds if thresholds is not None else Thresholds()
     found: list[Finding] = []
-    for rule in (_mark_split, _ceiling, _starvation, _fallback_unk, _normalization,
-                 _grapheme_split, _balance):
-        found.extend(rule(report, t))
     if premium_table is None:
         premium_table = premiums(report, t, reference=reference)
+    for rule in (_mark_split, _ceiling, _starvation, _fallback_unk, _normalization, _roundtrip,
+                 _grapheme_split):
+        found.extend(rule(report, t))
+    found.extend(_balance(report, t, premium_table))
     found.extend(_parity_rule(premium_table, t, reference))
     found.sort(key=lambda f: (SEVERITY_ORDER[f.severity], f.tokenizer, RULES.index(f.rule),
                               f.group, f.key))
@@ -158,46 +159,79 @@ _MARK_FIX = ("Use a pre-tokenizer whose letter class includes \\p{M} (and ZWJ/ZW
 
 
 def _mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
+    """Decided by the tokenizer's own pre-tokens on this corpus (the detail pass): the share
+    that begin with a combining mark or a joiner. Tokens that begin with marks under a clean
+    pre-tokenizer are the vocabulary's doing (merge-starvation). The configuration's probe is
+    evidence beside the measurement, never the verdict."""
     configs = _configs(report)
     fam = _rows(report, t, pretokenizer=True)
-    fam_rate = {(r.tokenizer, r.key): r.mark_initial_rate for r in fam.itertuples()}
     infos = {lab: inspect_config(d.get("config")) for lab, d in configs.items()}
     for _, r in _rows(report, t).iterrows():
         info = infos.get(r["tokenizer"]) or inspect_config(None)
         rate = float(r["mark_initial_rate"])
-        own = fam_rate.get((info.family, r["key"])) if info.family else None
         lo, hi = wilson(float(r["mark_initial_tokens"]), float(r["tokens"]))
+        n_pre = int(r.get("pretokens", 0) or 0)
+        marks = int(r.get("pretoken_mark_initial", 0) or 0)
+        joins = int(r.get("pretoken_joiner_initial", 0) or 0)
+        pre_rate = (marks + joins) / n_pre if n_pre else None
+        pre_lo, pre_hi = wilson(marks + joins, n_pre) if n_pre else (None, None)
+        words = int(r.get("pretoken_words", 0) or 0)
+        cut = int(r.get("pretoken_cut_words", 0) or 0)
+        cut_lo, cut_hi = wilson(cut, words) if words else (None, None)
         ev = {"mark_initial_rate": _num(rate), "lo": _num(lo), "hi": _num(hi),
               "mark_initial_tokens": int(r["mark_initial_tokens"]), "tokens": int(r["tokens"]),
-              "pretokenizer": info.describe(), "pretoken_mark_initial_rate": _num(own),
+              "pretokens": n_pre, "pretoken_mark_initial": marks,
+              "pretoken_joiner_initial": joins, "pretoken_mark_initial_rate": _num(pre_rate),
+              "pretoken_lo": _num(pre_lo), "pretoken_hi": _num(pre_hi),
+              "pretoken_words": words, "pretoken_cut_words": cut,
+              "pretoken_cut_word_rate": _num(cut / words) if words else None,
+              "cut_word_lo": _num(cut_lo), "cut_word_hi": _num(cut_hi),
+              "threshold": t.mark_initial_rate, "pretokenizer": info.describe(),
+              "config_cuts_marks": info.cuts_marks, "config_cuts_joiners": info.cuts_joiners,
               "letter_class_without_marks": info.letter_class_without_marks}
-        seen_tokens = rate >= t.mark_initial_rate
-        seen_pre = own is not None and own >= t.mark_initial_rate
-        if (info.cuts_marks or info.cuts_joiners) and (seen_tokens or seen_pre):
-            what = "vowel signs and other combining marks" if info.cuts_marks else "ZWJ/ZWNJ"
-            share = f"{rate:.0%} of tokens" if seen_tokens else f"{own:.0%} of pre-tokens"
-            yield _finding("mark-split", "error", r, ev,
-                           f"The pre-tokenizer ({info.describe()}) cuts {r['key']} words at "
-                           f"{what}: {share} begin with one, and BPE can never "
-                           "merge across the cut.", _MARK_FIX)
-        elif seen_pre:
-            yield _finding("mark-split", "error", r, ev,
-                           f"{own:.0%} of this tokenizer's {r['key']} pre-tokens begin with a "
-                           "combining mark: its pre-tokenizer cuts words at vowel signs.",
-                           _MARK_FIX)
-        elif rate >= t.mark_initial_token_rate:
-            yield _finding("mark-split", "warning", r, ev,
-                           f"{rate:.0%} of {r['key']} tokens begin with a combining mark "
-                           "although the pre-tokenizer keeps marks in words: the vocabulary "
-                           "lacks the merges that join vowel signs to their consonants.",
+        key = r["key"]
+        if pre_rate is not None and pre_rate >= t.mark_initial_rate:
+            what = ("combining marks and ZWJ/ZWNJ" if marks and joins else
+                    "combining marks (vowel signs, viramas)" if marks else "ZWJ/ZWNJ")
+            measured = (f"{pre_rate:.1%} of its {key} pre-tokens ({marks + joins} of {n_pre}, "
+                        f"95% interval {pre_lo:.1%}-{pre_hi:.1%}) begin with {what}"
+                        + (f", and {cut / words:.0%} of {key} words are cut into two or more "
+                           "pre-tokens" if words else ""))
+            if pre_lo >= t.mark_initial_rate:
+                agree = (" The configuration's split cuts the probe words the same way."
+                         if info.cuts_marks or info.cuts_joiners else "")
+                yield _finding("mark-split", "error", r, ev,
+                               f"The pre-tokenizer ({info.describe()}) cuts {key} words: "
+                               f"{measured}. BPE never merges across these cuts." + agree,
+                               _MARK_FIX)
+            else:
+                yield _finding("mark-split", "warning", r, ev,
+                               f"{measured}, but the interval reaches below "
+                               f"{t.mark_initial_rate:.0%}: this corpus cannot tell whether "
+                               f"the pre-tokenizer cuts {key} words.",
+                               "Measure on more text in this script (--detail all).")
+        elif rate >= t.mark_initial_token_rate and pre_rate is not None:
+            yield _finding("merge-starvation", "warning", r, ev,
+                           f"{rate:.0%} of {key} tokens begin with a combining mark or joiner "
+                           f"while only {pre_rate:.2%} of its pre-tokens do ({marks + joins} "
+                           f"of {n_pre}): the cuts are not the pre-tokenizer's, the "
+                           "vocabulary lacks the merges that join vowel signs to their "
+                           "consonants.",
                            "Train with more text in this script or a larger vocabulary; "
                            "check the mark-initial rate again.")
+        elif rate >= t.mark_initial_token_rate:
+            yield _finding("mark-split", "warning", r, ev,
+                           f"{rate:.0%} of {key} tokens begin with a combining mark or joiner, "
+                           "and no pre-tokens were checked: this corpus cannot tell whether "
+                           "the pre-tokenizer or the vocabulary cuts them.",
+                           "Measure with the per-document checks on (--detail N or all).")
     for r in fam.itertuples():
         if r.mark_initial_rate >= t.mark_initial_rate:
             yield Finding("mark-split", "info", r.tokenizer, r.group, r.key,
                           {"mark_initial_rate": _num(r.mark_initial_rate)},
                           f"The {r.tokenizer} pre-tokenizer would cut {r.key} words at combining "
-                          f"marks ({r.mark_initial_rate:.0%} of its pre-tokens begin with one).",
+                          f"marks or joiners ({r.mark_initial_rate:.0%} of its pre-tokens begin "
+                          "with one).",
                           "Do not train a tokenizer for this script with this pre-tokenizer; "
                           "use one whose letter class includes \\p{M}.")
 
@@ -316,18 +350,55 @@ def _normalization(report: Report, t: Thresholds) -> Iterator[Finding]:
                            "them, so the tokenizer sees different text than was written.",
                            "Drop the normaliser for Bengali or normalise the training corpus the "
                            "same way; never compare decoded text with the original byte for byte.")
+
+
+_CAUSE_WORDS = {
+    "unk": "the unknown token replaced text",
+    "lowercase": "the normaliser lowercases",
+    "stripped_accents": "the normaliser strips accents and other combining marks",
+    "composition_exclusion": "Unicode normalisation decomposes characters NFC never "
+                             "recomposes (composition exclusions)",
+    "compatibility": "compatibility normalisation (NFKC/NFKD) folds characters",
+    "whitespace": "spaces are added or removed",
+    "reordered": "combining marks come back in another order",
+    "normaliser": "the normaliser changes the text",
+    "decoder": "decode does not give back the text it was given",
+}
+
+
+def _roundtrip(report: Report, t: Thresholds) -> Iterator[Finding]:
+    """Documents whose decode(encode(text)) is not the text: which code points change, how
+    often, and the causes the evidence shows (fertility._roundtrip)."""
+    infos = {d["label"]: inspect_config(d.get("config")) for d in report.tokenizers}
     f = report.frame
     lang = f[(f["kind"] != "pretokenizer") & (f["group"] == "language")]
     for _, r in lang[lang["roundtrip_failures"] > 0].iterrows():
-        ev = {"roundtrip_failures": int(r["roundtrip_failures"]),
-              "documents": int(r["roundtrip_checked"]),
-              "roundtrip_failure_rate": _num(r["roundtrip_failure_rate"])}
-        yield _finding("normalization", "warning", r, ev,
-                       f"decode(encode(text)) differs from the text for "
-                       f"{int(r['roundtrip_failures'])} of {int(r['roundtrip_checked'])} "
-                       f"{r['key']} documents checked: the tokenizer loses information.",
-                       "Find the cause in the examples (normaliser, unknown tokens, stripped "
-                       "spaces) and use a lossless setting.")
+        n, k = int(r["roundtrip_checked"]), int(r["roundtrip_failures"])
+        ch = report.roundtrip.get((r["tokenizer"], r["key"])) or {}
+        lost = _char_names(ch.get("lost"), t.top_chars)
+        added = _char_names(ch.get("added"), t.top_chars)
+        causes = dict(sorted((ch.get("causes") or {}).items(), key=lambda kv: -kv[1]))
+        info = infos.get(r["tokenizer"]) or inspect_config(None)
+        lo, hi = wilson(k, n)
+        ev = {"roundtrip_failures": k, "documents": n,
+              "roundtrip_failure_rate": _num(r["roundtrip_failure_rate"]), "lo": _num(lo),
+              "hi": _num(hi), "lost_chars": lost, "added_chars": added, "causes": causes,
+              "normalizers": info.normalizers, "examples": ch.get("examples", [])}
+        changed = "; ".join(
+            part for part in (
+                ", ".join(f"{c['code']} {c['name']} lost {c['count']}x" for c in lost[:3]),
+                ", ".join(f"{c['code']} {c['name']} added {c['count']}x" for c in added[:3]))
+            if part)
+        why = "; ".join(f"{_CAUSE_WORDS[c]} ({m} documents)" for c, m in causes.items())
+        form = f" Normaliser: {', '.join(info.normalizers)}." if info.normalizers else ""
+        yield _finding("roundtrip", "warning", r, ev,
+                       f"decode(encode(text)) differs from the text in {k} of {n} {r['key']} "
+                       f"documents checked"
+                       + (f": {changed}" if changed else "")
+                       + (f". Why: {why}." if why else ".") + form,
+                       "Use a lossless setting (no lowercasing or accent stripping, no NFKC; "
+                       "byte fallback instead of UNK), or accept it on purpose with "
+                       "allow_lossy = true in the gate policy.")
 
 
 def _grapheme_split(report: Report, t: Thresholds) -> Iterator[Finding]:
@@ -347,33 +418,50 @@ def _grapheme_split(report: Report, t: Thresholds) -> Iterator[Finding]:
                            "vocabulary for the script.")
 
 
-def _balance(report: Report, t: Thresholds) -> Iterator[Finding]:
+def _balance(report: Report, t: Thresholds, premium_table: pd.DataFrame) -> Iterator[Finding]:
+    """Content is counted in characters; languages aligned line by line on parallel files
+    hold the same content, so their share of it is equal and the premiums tell the rest."""
+    aligned: dict[str, dict[str, float]] = {}
+    for p in premium_table.itertuples():
+        aligned.setdefault(p.tokenizer, {p.reference: 1.0})[p.lang] = p.premium
     rows = _rows(report, t, groups=("script", "language"))
     for _, r in rows.iterrows():
-        if r["byte_share"] > 0 and r["token_share"] / r["byte_share"] >= t.overrepresentation:
-            ratio = r["token_share"] / r["byte_share"]
-            ev = {"token_share": _num(r["token_share"]), "byte_share": _num(r["byte_share"]),
-                  "ratio": _num(ratio)}
-            yield _finding("balance-inversion", "warning", r, ev,
-                           f"{r['key']} is {r['byte_share']:.1%} of the bytes but "
-                           f"{r['token_share']:.1%} of the tokens ({ratio:.1f}x): a mix "
-                           "set in tokens holds far less of its text than it seems.",
-                           "Set data mixtures in bytes or characters, not tokens, and improve "
-                           "the tokenizer for this language.")
+        prem = aligned.get(r["tokenizer"], {})
+        if r["group"] == "language" and r["key"] in prem:
+            share, tshare = 1 / len(prem), prem[r["key"]] / sum(prem.values())
+            unit = f"1/{len(prem)} of the aligned parallel content"
+        else:
+            share, tshare = float(r["char_share"]), float(r["token_share"])
+            unit = f"{share:.1%} of the characters"
+        if not share > 0 or tshare / share < t.overrepresentation:
+            continue
+        ratio = tshare / share
+        ev = {"token_share": _num(tshare), "char_share": _num(share), "ratio": _num(ratio),
+              "unit": "aligned lines" if r["key"] in prem and r["group"] == "language"
+              else "characters", "threshold": t.overrepresentation}
+        yield _finding("balance-inversion", "warning", r, ev,
+                       f"{r['key']} is {unit} but {tshare:.1%} of the tokens ({ratio:.1f}x): a "
+                       f"mixture set in tokens gives {r['key']} {ratio:.1f}x less text than "
+                       "its token share suggests.",
+                       "Set and report data mixtures in characters, not tokens; a tokenizer "
+                       f"that compresses {r['key']} better narrows the gap.")
     m = 1 + t.flip_margin
     for label, g in rows[rows["group"] == "language"].groupby("tokenizer"):
+        prem = aligned.get(label, {})
         recs = list(g.itertuples())
         for a in recs:
             for b in recs:
-                if a.byte_share > b.byte_share * m and b.token_share > a.token_share * m:
-                    ev = {"bytes": {a.key: _num(a.byte_share), b.key: _num(b.byte_share)},
+                if a.key in prem and b.key in prem:
+                    continue  # the same content by construction: the premiums compare them
+                if a.char_share > b.char_share * m and b.token_share > a.token_share * m:
+                    ev = {"chars": {a.key: _num(a.char_share), b.key: _num(b.char_share)},
                           "tokens": {a.key: _num(a.token_share), b.key: _num(b.token_share)}}
                     yield Finding("balance-inversion", "warning", str(label), "language",
                                   f"{a.key}/{b.key}", ev,
-                                  f"{a.key} has more bytes than {b.key} but fewer tokens: "
-                                  "counted in tokens, the corpus balance is inverted.",
-                                  "Sample and report the mixture in bytes; fix the tokenizer "
-                                  f"for {b.key}.")
+                                  f"{a.key} has more characters than {b.key} but fewer tokens: "
+                                  f"counted in tokens, {b.key} looks like the larger part of "
+                                  "the corpus though it holds less text.",
+                                  "Set and report the mixture in characters, not tokens.")
 
 
 def _parity_rule(table: pd.DataFrame, t: Thresholds, reference: str) -> Iterator[Finding]:

@@ -35,7 +35,8 @@ NEED_MORE = "uncertain: need more text"
 
 @dataclass
 class Check:
-    name: str              # chars_per_token | byte_fallback_rate | unk_rate | premium | vs_baseline
+    name: str              # chars_per_token | byte_fallback_rate | unk_rate | roundtrip |
+    #                        premium | vs_baseline | corpus
     tokenizer: str
     group: str
     key: str
@@ -226,6 +227,9 @@ def evaluate(report: Any, policy: Policy, *, label: str | None = None,
                 row = {"tokenizer": lab, "group": "language", "key": p.lang}
                 checks.append(_check("premium", row, p.premium, p.lo, p.hi, policy.premium, "<=",
                                      f"vs {policy.reference}, {p.lines} aligned lines"))
+        for _, r in rows[rows["group"] == "language"].iterrows():
+            if int(r["roundtrip_checked"]) > 0:
+                checks.append(_roundtrip_check(r, policy))
         if len(checks) == before:
             checks.append(Check("corpus", lab, "all", "*", None, None, None, None, ">=",
                                 "uncertain", "no script had enough text to check"))
@@ -257,24 +261,50 @@ def _row_checks(report: Any, r: pd.Series, policy: Policy, total_chars: float,
         note = (f"{NEED_MORE}: {docs} documents / {int(r['chars'])} characters, policy wants "
                 f"{policy.min_documents} / {policy.min_chars}")
     out = []
+    unk = None
+    if policy.unk_rate is not None and _has_unk(report, r["tokenizer"]):
+        lo, hi = wilson(float(r["unk_tokens"]), float(r["tokens"]))
+        unk = _check("unk_rate", r, r["unk_rate"], lo, hi, policy.unk_rate, "<=")
     if floor is not None:
-        out.append(_check("chars_per_token", r, r["chars_per_token"], r["chars_per_token_lo"],
-                          r["chars_per_token_hi"], floor, ">="))
+        cpt = _check("chars_per_token", r, r["chars_per_token"], r["chars_per_token_lo"],
+                     r["chars_per_token_hi"], floor, ">=")
+        # Text that became UNK is not compressed, it is gone: a row over the UNK ceiling
+        # cannot pass on characters per token, however long its tokens look.
+        if unk is not None and unk.verdict != "pass" and cpt.verdict == "pass":
+            cpt.verdict = "fail" if unk.verdict == "fail" else "uncertain"
+            cpt.note = (f"UNK rate {unk.value:.3g} [{unk.lo:.3g}, {unk.hi:.3g}] is over the "
+                        f"ceiling {policy.unk_rate:g}: characters lost to UNK are not "
+                        "compressed")
+        out.append(cpt)
     if group == "script" and key not in exempt:
-        for name, count, limit in (("byte_fallback_rate", "byte_fallback_tokens",
-                                    policy.byte_fallback_rate),
-                                   ("unk_rate", "unk_tokens", policy.unk_rate)):
-            if name == "unk_rate" and not _has_unk(report, r["tokenizer"]):
-                continue  # no unknown token (byte-level BPE): the rate is 0 by construction
-            if limit is not None:
-                lo, hi = wilson(float(r[count]), float(r["tokens"]))
-                out.append(_check(name, r, r[name], lo, hi, limit, "<="))
+        if policy.byte_fallback_rate is not None:
+            lo, hi = wilson(float(r["byte_fallback_tokens"]), float(r["tokens"]))
+            out.append(_check("byte_fallback_rate", r, r["byte_fallback_rate"], lo, hi,
+                              policy.byte_fallback_rate, "<="))
+        if unk is not None:  # None too for a tokenizer with no unknown token (byte-level
+            out.append(unk)  # BPE): its rate is 0 by construction
         if baseline:
             out.extend(_baseline_check(report, r, baseline, policy))
     if note:
         for c in out:  # too little text: no verdict but "uncertain", whatever the numbers say
             c.verdict, c.note = "uncertain", note
     return out
+
+
+def _roundtrip_check(r: pd.Series, policy: Policy) -> Check:
+    """decode(encode(text)) == text on every checked document of the language. One changed
+    document is a fact, not an estimate, so no interval decides it: it fails unless the
+    policy accepts a lossy tokenizer on purpose (`allow_lossy = true`)."""
+    k, n = int(r["roundtrip_failures"]), int(r["roundtrip_checked"])
+    lo, hi = wilson(k, n)
+    verdict = "pass" if k == 0 or policy.allow_lossy else "fail"
+    note = f"{k} of {n} documents checked change"
+    if k and policy.allow_lossy:
+        note += "; allowed by the policy (allow_lossy = true)"
+    elif k:
+        note += "; see the roundtrip finding for which code points and why"
+    return Check("roundtrip", str(r["tokenizer"]), "language", str(r["key"]), k / n, lo, hi,
+                 0.0, "<=", verdict, note)
 
 
 def _baseline_check(report: Any, r: pd.Series, baseline: str, policy: Policy) -> list[Check]:

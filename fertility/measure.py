@@ -68,6 +68,7 @@ class Report:
     byte_fallback_chars: dict = field(default_factory=dict)
     unk_chars: dict = field(default_factory=dict)
     normalization: dict = field(default_factory=dict)
+    roundtrip: dict = field(default_factory=dict)  # {(label, lang): fertility._roundtrip changes}
     settings: dict = field(default_factory=dict)
     findings: list = field(default_factory=list)
 
@@ -154,6 +155,7 @@ def analyze(
         run_pass(corpus, toks, accs, state, batch_size, progress=progress)
         summary = corpus.summary()
     summary["docs_table_full"] = state.docs_table_full
+    lang_names = {i: name for name, i in state.langs.items()}
     return Report(
         frame=build_frame(accs, state.langs),
         docs=docs_frame(state),
@@ -168,6 +170,8 @@ def analyze(
         normalization={a.tok.label: {**a.normalization,
                                      "examples": _in_order(a.normalization["examples"])}
                        for a in accs if a.tok.kind != "pretokenizer"},
+        roundtrip={(a.tok.label, lang_names[k]): {**v, "examples": _in_order(v["examples"])}
+                   for a in accs for k, v in a.roundtrip.items()},
         settings={"detail_docs": detail_docs, "bootstrap": bootstrap, "seed": seed,
                   "keep_docs": keep_docs, "workers": n_workers},
     )

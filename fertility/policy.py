@@ -29,7 +29,7 @@ from fertility.errors import PolicyError
 SEVERITIES = ("error", "warning", "info")
 _TOP_KEYS = {
     "fail_on", "uncertain", "min_documents", "min_chars", "min_share", "baseline_margin",
-    "reference", "floors", "ceilings", "rules",
+    "reference", "allow_lossy", "floors", "ceilings", "rules",
 }
 _FLOOR_KEYS = {"default", "exempt", "script", "language"}
 _CEILING_KEYS = {"byte_fallback_rate", "unk_rate", "premium"}
@@ -50,6 +50,7 @@ class Policy:
     min_chars: int = 1000
     min_share: float = 0.01
     reference: str = "en"
+    allow_lossy: bool = False             # a tokenizer that does not give the text back passes
     # The diagnose thresholds, floors included: the gate's floor checks and the
     # pretokenizer-ceiling rule read the same numbers, so they live in one place.
     thresholds: Thresholds = field(default_factory=Thresholds)
@@ -174,6 +175,9 @@ def _build(default: dict, user: dict, source: str) -> Policy:
     reference = t.get("reference", "en")
     if not isinstance(reference, str) or not reference:
         raise PolicyError(f"{where('reference')} must be a language label, got {reference!r}")
+    allow_lossy = t.get("allow_lossy", False)
+    if not isinstance(allow_lossy, bool):
+        raise PolicyError(f"{where('allow_lossy')} must be true or false, got {allow_lossy!r}")
     default_floor = number(floors.get("default", False), "floors.default", allow_off=True)
     thresholds = _rules(t.get("rules", {}), source, {
         "script_floors": floor_table("script"),
@@ -195,6 +199,7 @@ def _build(default: dict, user: dict, source: str) -> Policy:
         min_chars=int(number(t.get("min_chars", 1000), "min_chars", integer=True)),
         min_share=float(number(t.get("min_share", 0.01), "min_share", hi=1.0)),
         reference=reference,
+        allow_lossy=allow_lossy,
         thresholds=thresholds,
         source=source,
     )

@@ -53,7 +53,7 @@ def test_default_policy_numbers():
     assert p.floor_for("script", "Zyyy") is None  # exempt
     assert p.floor_for("language", "bn") is None  # languages only when named
     assert (p.byte_fallback_rate, p.unk_rate, p.premium) == (0.05, 0.005, 2.0)
-    assert p.fail_on == ("error",) and p.uncertain == "fail"
+    assert p.fail_on == ("error",) and p.uncertain == "fail" and p.allow_lossy is False
 
 
 def test_policy_file_merges_over_the_default(tmp_path):
@@ -87,6 +87,7 @@ def test_policy_from_pyproject_and_fertility_toml(tmp_path):
     ("[ceilings]\nunk_rate = 2\n", "ceilings.unk_rate"),
     ("fail_on = ['fatal']\n", "fail_on"),
     ("uncertain = 'maybe'\n", "uncertain"),
+    ("allow_lossy = 1\n", "allow_lossy"),
     ("[rules]\nmark_initial_rat = 0.1\n", "rules.mark_initial_rat"),
     ("[rules]\ntop_chars = 2.5\n", "rules.top_chars"),
     ("min_documents = [\n", "not valid TOML"),
@@ -186,10 +187,44 @@ def test_premium_ceiling_on_parallel_files(monkeypatch):
     assert (f.evidence["premium"], f.evidence["lo"]) == (3.0, c.lo) and len(calls) == 1
 
 
+def test_a_row_over_the_unk_ceiling_cannot_pass_chars_per_token():
+    # 3.0 [2.8, 3.2] characters per token clears the 2.5 floor, but 100 of the 2000 tokens
+    # are UNK: 5%, Wilson [4.1%, 6.1%], wholly over the 0.5% ceiling
+    res = gate([beng(3.0, 2.8, 3.2, unk=100)])
+    (unk,) = [c for c in res.checks if c.name == "unk_rate"]
+    assert unk.verdict == "fail"
+    assert (unk.lo, unk.hi) == pytest.approx(wilson_by_bisection(100, 2000))
+    (cpt,) = [c for c in res.checks if c.name == "chars_per_token"]
+    assert cpt.verdict == "fail" and "UNK" in cpt.note
+    clean = gate([beng(3.0, 2.8, 3.2, unk=1)])  # 0.05%, Wilson hi 0.28%: under the ceiling
+    assert [c.verdict for c in clean.checks if c.name == "chars_per_token"] == ["pass"]
+
+
+def test_round_trip_fails_the_gate_unless_the_policy_allows_a_lossy_tokenizer():
+    rows = [beng(3.0, 2.8, 3.2), row("t", "bn", group="language", rt_fail=3, rt_checked=50)]
+    res = gate(rows)
+    (rt,) = [c for c in res.checks if c.name == "roundtrip"]
+    assert (rt.key, rt.value, rt.verdict) == ("bn", 3 / 50, "fail") and res.exit_code == 1
+    assert "3 of 50" in rt.note
+    lossy = gate(rows, dataclasses.replace(default_policy(), allow_lossy=True))
+    (rt,) = [c for c in lossy.checks if c.name == "roundtrip"]
+    assert rt.verdict == "pass" and "allow_lossy" in rt.note and lossy.exit_code == 0
+    exact = gate([beng(3.0, 2.8, 3.2), row("t", "bn", group="language", rt_checked=50)])
+    assert [c.verdict for c in exact.checks if c.name == "roundtrip"] == ["pass"]
+
+
+def test_allow_lossy_from_a_policy_file(tmp_path):
+    f = tmp_path / "gate.toml"
+    f.write_text("allow_lossy = true\n")
+    assert load_policy(f).allow_lossy is True
+    assert load_policy(f).to_dict()["allow_lossy"] is True
+
+
 # ---------------------------------------------------------------- findings, baseline
 
 def test_blocking_findings_fail_the_gate_only_when_their_severity_is_listed():
-    rows = [beng(3.0, 2.8, 3.2, mark=600)]
+    # 500 of the 1250 pre-tokens begin with a vowel sign: the error is measured
+    rows = [beng(3.0, 2.8, 3.2, mark=600, pre_mark=500)]
     res = gate(rows, configs={"t": GPT2_CONFIG})
     assert all(c.verdict == "pass" for c in res.checks)
     assert [f.rule for f in res.blocking] == ["mark-split"] and res.exit_code == 1
@@ -231,7 +266,8 @@ def test_baseline_without_shared_documents_uses_the_frame_intervals():
 # ---------------------------------------------------------------- outputs
 
 def test_junit_xml_has_a_testcase_per_check_and_marks_failures():
-    rows = [beng(1.4, 1.35, 1.45, mark=600), row("t", "Latn", nbytes=6000, tokens=1500)]
+    rows = [beng(1.4, 1.35, 1.45, mark=600, pre_mark=500),
+            row("t", "Latn", nbytes=6000, tokens=1500)]
     res = gate(rows, configs={"t": GPT2_CONFIG})
     root = ET.fromstring(res.to_junit())
     cases = root.findall(".//testcase")

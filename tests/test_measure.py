@@ -101,3 +101,96 @@ def test_counts_add_up_across_batches(corpus):
     assert one[cols].equals(big[cols])
     # and the sums are still the hand counts (13 GPT-2 pieces per Bengali sentence)
     assert one[(one.group == "language") & (one.key == "bn")].tokens.item() == 26
+
+
+# ---------------------------------------------------------------- the tokenizer's own pre-tokens
+
+def test_pretoken_counts_by_hand(corpus):
+    rep = analyze([corpus], pretokenizers=["gpt2"])
+    bn = row(rep, "gpt2", "language", "bn")
+    # the 13 GPT-2 pieces above, twice: 6 begin with a vowel sign or the virama, all 4 words
+    # (আমি বাংলা গান ক্ষমা) are cut into two or more pieces
+    assert (bn.pretokens, bn.pretoken_mark_initial, bn.pretoken_joiner_initial) == (26, 12, 0)
+    assert (bn.pretoken_words, bn.pretoken_cut_words) == (8, 8)
+    assert bn.pretoken_mark_initial_rate == pytest.approx(12 / 26)
+    assert bn.pretoken_cut_word_rate == 1.0
+    assert bn.pretoken_mark_initial_rate_lo < 12 / 26 < bn.pretoken_mark_initial_rate_hi
+    en = row(rep, "gpt2", "language", "en")  # Rain| fell|.| Rivers| rose|!
+    assert (en.pretokens, en.pretoken_mark_initial, en.pretoken_cut_words) == (6, 0, 0)
+    assert en.char_share == pytest.approx(23 / (40 + 23))
+
+
+def test_a_joiner_cut_by_o200k_by_hand(tmp_path):
+    # o200k's letter classes hold \p{M} but not ZWJ (a format character), so the conjunct
+    # ক্‍ষ is cut before the joiner: ক্ | ‍ষ | " ভাষা" -> 3 pre-tokens, 1 begins with a joiner,
+    # 1 of the 2 words is cut
+    (tmp_path / "bn.txt").write_text("\u0995\u09cd\u200d\u09b7 \u09ad\u09be\u09b7\u09be\n",
+                                     encoding="utf-8")
+    rep = analyze([tmp_path], pretokenizers=["o200k"])
+    bn = row(rep, "o200k", "script", "Beng")
+    assert (bn.pretokens, bn.pretoken_mark_initial, bn.pretoken_joiner_initial) == (3, 0, 1)
+    assert (bn.pretoken_words, bn.pretoken_cut_words) == (2, 1)
+
+
+def test_a_tokenizers_own_pretokens_agree_with_regex_over_the_text(tmp_path):
+    """The HF tokenizer's ByteLevel(use_regex) pre-tokenizer against the GPT-2 pattern run
+    with `regex` over the same lines (a second method)."""
+    import regex
+    import unicodedata
+
+    from fertility.patterns import FAMILIES
+    from tests.bpe import byte_level_bpe
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    lines = (root / "examples/corpus/hi.txt").read_text(encoding="utf-8").splitlines()[:30]
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "hi.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    byte_level_bpe(lines, 400, path=tmp_path / "tok.json")
+    rep = analyze([tmp_path / "c"], [f"bpe={tmp_path / 'tok.json'}"])
+    hi = row(rep, "bpe", "language", "hi")
+    pieces = [m.group() for x in lines for m in regex.finditer(FAMILIES["gpt2"], x)]
+    marks = sum(unicodedata.category(p[0]).startswith("M") for p in pieces)
+    assert hi.pretokens == len(pieces) and hi.pretoken_mark_initial == marks > 0
+
+
+def test_round_trip_changes_are_recorded_per_code_point(tmp_path):
+    from tokenizers import normalizers
+
+    from tests.bpe import byte_level_bpe
+
+    # NFKC folds the ligature U+FB01 into "fi" and NFC decomposes the Bengali nukta letter
+    # U+09DC into U+09A1 U+09BC (a composition exclusion): two documents of three change
+    (tmp_path / "c").mkdir()
+    text = ["The \ufb01rst line.", "plain text", "\u09dc\u09be\u09b2"]
+    (tmp_path / "c" / "en.txt").write_text("\n".join(text) + "\n", encoding="utf-8")
+    byte_level_bpe(text, 300, normalizer=normalizers.NFKC(), path=tmp_path / "tok.json")
+    rep = analyze([tmp_path / "c"], [f"nfkc={tmp_path / 'tok.json'}"])
+    en = row(rep, "nfkc", "language", "en")
+    assert (en.roundtrip_checked, en.roundtrip_failures) == (3, 2)
+    ch = rep.roundtrip[("nfkc", "en")]
+    assert ch["failures"] == 2
+    assert ch["lost"] == {"\ufb01": 1, "\u09dc": 1}
+    assert ch["added"] == {"f": 1, "i": 1, "\u09a1": 1, "\u09bc": 1}
+    assert ch["causes"] == {"compatibility": 1, "composition_exclusion": 1}
+
+
+def test_new_counters_merge_exactly_across_processes(tmp_path):
+    from tokenizers import normalizers
+
+    from tests.bpe import byte_level_bpe
+
+    (tmp_path / "c").mkdir()
+    lines = [f"{'Ｆｕｌｌ' if i % 3 == 0 else 'plain'} \u0995\u09cd\u200d\u09b7 \u09dc {i}"
+             for i in range(300)]
+    (tmp_path / "c" / "bn.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    byte_level_bpe(lines, 300, normalizer=normalizers.NFKC(), path=tmp_path / "tok.json")
+    kw = dict(pretokenizers=["o200k"], batch_size=16, detail_docs=None, seed=1)
+    one = analyze([tmp_path / "c"], [f"t={tmp_path / 'tok.json'}"], workers=1, **kw)
+    two = analyze([tmp_path / "c"], [f"t={tmp_path / 'tok.json'}"], workers=2, **kw)
+    cols = ["pretokens", "pretoken_mark_initial", "pretoken_joiner_initial", "pretoken_words",
+            "pretoken_cut_words", "roundtrip_failures"]
+    assert one.frame[cols].equals(two.frame[cols])
+    assert one.roundtrip == two.roundtrip and one.roundtrip[("t", "bn")]["failures"] == 300
+    # every line holds U+09DC (NFC and NFKC decompose it); every third full-width letters
+    assert one.roundtrip[("t", "bn")]["causes"] == {"composition_exclusion": 300,
+                                                     "compatibility": 100}

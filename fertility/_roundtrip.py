@@ -1,0 +1,110 @@
+"""What a failed round trip changed, and why: recorded on the detail pass, read by the
+`roundtrip` rule (fertility.diagnose) and the gate's round-trip check.
+
+A document fails when decode(encode(text)) != text. Its change is recorded as two multisets
+of code points: `lost` (in the text more often than in the decoded text) and `added` (the
+reverse), so "U+0041 lost 12 times, U+0061 added 12 times" is lowercasing seen, not guessed.
+Each failing document gets the causes its evidence shows (a document may have several):
+
+  unk                    the tokenizer produced its unknown token in the document
+  lowercase              a lost letter whose lowercase form was added
+  stripped_accents       a lost combining mark, or a lost letter whose base letter (without
+                         its marks) was added
+  composition_exclusion  a lost character that NFC does not keep (Bengali U+09DC/U+09DD/
+                         U+09DF, Devanagari U+0958..U+095F, ...): NFC decomposes it and never
+                         recomposes it
+  compatibility          a lost character that NFKC/NFKD folds (ligatures, full-width forms)
+  whitespace             spaces or other whitespace lost or added
+  reordered              the same code points in another order (canonical mark reordering)
+  normaliser             the normaliser changed the text in a way none of the above explains
+  decoder                decode does not give back even the normalised text, for a reason
+                         none of the above explains
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import Counter
+
+CAUSES = ("unk", "lowercase", "stripped_accents", "composition_exclusion", "compatibility",
+          "whitespace", "reordered", "normaliser", "decoder")
+EXAMPLES = 3  # changed passages kept per (tokenizer, language)
+
+
+def new_changes() -> dict:
+    return {"failures": 0, "lost": Counter(), "added": Counter(), "causes": Counter(),
+            "examples": []}
+
+
+def record(changes: dict, text: str, decoded: str, normalized: str, had_unk: bool,
+           order) -> None:
+    """Add one failing document (decoded != text) to `changes`."""
+    lost = Counter(text) - Counter(decoded)
+    added = Counter(decoded) - Counter(text)
+    changes["failures"] += 1
+    changes["lost"].update(lost)
+    changes["added"].update(added)
+    changes["causes"].update(causes(text, decoded, normalized, had_unk))
+    if len(changes["examples"]) < EXAMPLES:
+        changes["examples"].append({**diff_example(text, decoded), "order": order})
+
+
+def causes(text: str, decoded: str, normalized: str, had_unk: bool) -> set[str]:
+    """The causes of one failing document. The normaliser's part is read from text ->
+    normalized, the decoder's from normalized -> decoded, so a letter lost to UNK is never
+    blamed on the normaliser."""
+    out = _char_causes(text, normalized)
+    if normalized != text and not out - {"whitespace"}:
+        out.add("normaliser")
+    if had_unk:
+        out.add("unk")
+    if decoded != normalized:
+        dec = _char_causes(normalized, decoded) & {"whitespace", "reordered"}
+        out |= dec
+        if not had_unk and not dec:
+            out.add("decoder")
+    return out
+
+
+def _char_causes(before: str, after: str) -> set[str]:
+    """What turned `before` into `after`, from the code points lost and added."""
+    if before == after:
+        return set()
+    lost = Counter(before) - Counter(after)
+    added = Counter(after) - Counter(before)
+    if not lost and not added:
+        return {"reordered"}
+    out = {"whitespace"} if any(c.isspace() for c in added) else set()
+    for c in lost:
+        nfd = unicodedata.normalize("NFD", c)
+        if c.isspace():
+            out.add("whitespace")
+        elif unicodedata.normalize("NFC", c) != c:
+            out.add("composition_exclusion")
+        elif unicodedata.normalize("NFKC", c) != c:
+            out.add("compatibility")
+        elif c != c.lower() and (c.lower() in added or
+                                 unicodedata.normalize("NFD", c.lower())[0] in added):
+            out.add("lowercase")
+            if len(nfd) > 1 and nfd[0].lower() in added:
+                out.add("stripped_accents")
+        elif unicodedata.category(c).startswith("M") or (len(nfd) > 1 and nfd[0] in added):
+            out.add("stripped_accents")
+    return out
+
+
+def merge(mine: dict, theirs: dict) -> None:
+    """Add another process's changes of the same (tokenizer, language) into `mine`."""
+    mine["failures"] += theirs["failures"]
+    for k in ("lost", "added", "causes"):
+        mine[k].update(theirs[k])
+    mine["examples"] = sorted(mine["examples"] + theirs["examples"],
+                              key=lambda x: x["order"])[:EXAMPLES]
+
+
+def diff_example(before: str, after: str, context: int = 30) -> dict:
+    """The passage around the first difference of two strings."""
+    i = next((k for k, (x, y) in enumerate(zip(before, after)) if x != y),
+             min(len(before), len(after)))
+    lo = max(0, i - context)
+    return {"before": before[lo:i + context], "after": after[lo:i + context], "at": i}
