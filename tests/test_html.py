@@ -141,7 +141,7 @@ def test_tokenizers_side_by_side_with_interval_bars(evil_report):
 def test_gate_verdict_and_findings_table():
     from tests.test_diagnose import GPT2_CONFIG, make_report, row
 
-    rep = make_report([row("t", "Beng", mark=600)], configs={"t": GPT2_CONFIG})
+    rep = make_report([row("t", "Beng", mark=600, pre_mark=500)], configs={"t": GPT2_CONFIG})
     res = evaluate(rep, default_policy())
     assert not res.passed  # mark-split is an error
     extra = Finding("grapheme-split", "warning", "t", "script", "Beng", {"rate": 0.3},
