@@ -5,9 +5,10 @@
                                        [--budget cover|corpus|CHARS] [--no-extra]
 
 The corpus is examples/corpus (60 parallel lines in ten languages) plus
-examples/bangla_trap/extra (530 more lines of everyday Bengali and their English translation),
-so that the vocabulary has enough Bengali to learn its frequent words (`--no-extra` leaves
-extra/ out, to show why it is there).
+examples/bangla_trap/extra (570 more lines of everyday Bengali and their English translation;
+the last 40 typed as keyboards type them, with য় as the one code point U+09DF, which NFC would
+rewrite), so that the vocabulary has enough Bengali to learn its frequent words (`--no-extra`
+leaves extra/ out, to show why it is there).
 
 1. Hold out lines exactly as `fertility fix` will (same paths, fraction and seed), so that neither
    tokenizer is measured on text it was trained on.
@@ -21,7 +22,9 @@ extra/ out, to show why it is there).
    covers all of that language's training text (`--budget cover`), so no training line is left
    out; `--budget corpus` keeps `fertility fix`'s own default (all training characters, which
    subsamples the languages above their share: here Bengali and English).
-5. Print the figures and write them to OUT/walkthrough.json (README.md quotes that file).
+5. Check with the `tokenizers` library itself that every held-out line decodes to itself
+   (`fertility fix` keeps the text as written: no normaliser), the lines with U+09DF included.
+6. Print the figures and write them to OUT/walkthrough.json (README.md quotes that file).
 
 `--sweep` repeats steps 2 and 4 for other vocabulary sizes and adds a table (held-out figures).
 """
@@ -151,6 +154,17 @@ def by_source(records: list[dict], naive: Path, fixed: Path,
     return out
 
 
+def round_trip(records: list[dict], fixed: Path) -> dict:
+    """Held-out lines that decode(encode(line)) gives back, by the tokenizers library directly
+    (not fix's measurement), overall and among the lines holding U+09DF (য় as one code point)."""
+    tok = Tokenizer.from_file(str(fixed / "tokenizer.json"))
+    texts = [r["text"] for r in records]
+    back = [tok.decode(e.ids) == t for e, t in zip(tok.encode_batch(texts), texts)]
+    yya = [ok for ok, t in zip(back, texts) if "\u09df" in t]
+    return {"lines": len(texts), "round_trip": sum(back), "lines_with_u09df": len(yya),
+            "u09df_round_trip": sum(yya)}
+
+
 def figures(fix_report: dict) -> dict:
     rows = {(r["group"], r["key"]): r for r in fix_report["rows"]}
     out = {}
@@ -231,6 +245,9 @@ def main() -> None:
                           for c in fixed["gate"]["checks"] if c["verdict"] != "pass"],
         "bn_heldout_words_unseen_in_training": unseen_share(per_lang, held_bn, "bn"),
         "heldout_by_file": by_source(records, naive, out / "fixed", per_lang),
+        "heldout_round_trip": round_trip(records, out / "fixed"),
+        "fix_roundtrip": {g: {k: v[k] for k in ("checked", "failures")}
+                          for g, v in fixed["roundtrip"].items()},
         "sweep": [],
     }
     for size in [int(s) for s in args.sweep.split(",") if s.strip()]:
@@ -260,6 +277,10 @@ def main() -> None:
         print(f"    {name:<32} {row['lines']:>3} lines: naive {row['naive']:.2f}, fixed "
               f"{row['fixed']:.2f}" + (f", words unseen {unseen:.0%}" if unseen is not None
                                        else ""))
+    rt = result["heldout_round_trip"]
+    print(f"  round trip (tokenizers library): {rt['round_trip']} of {rt['lines']} held-out lines "
+          f"decode to themselves; of the {rt['lines_with_u09df']} with U+09DF, "
+          f"{rt['u09df_round_trip']}")
     print(f"  gate on the fixed tokenizer: {'PASS' if result['gate_passed'] else 'FAIL'}")
     for line in result["gate_failures"]:
         print(f"    {line}")
