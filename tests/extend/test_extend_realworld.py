@@ -1,0 +1,144 @@
+"""`fertility extend` on real tokenizers and real text (the `rw` fixture folder).
+
+Expected ids come from the base's own library (tiktoken on the rank file, `tokenizers` on
+tokenizer.json), characters per token from counting the library's ids, and the from-scratch
+reference from a byte-level BPE trained here on the same text with the same split.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import regex
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+from tokenizers import Regex, Tokenizer, pre_tokenizers
+
+from fertility.extend import extend
+from fertility.patterns import FAMILIES
+from tests.bpe import byte_level_bpe
+
+pytestmark = pytest.mark.realworld
+
+ADD = 1000
+TARGET = "bn"
+OTHERS = ("en", "ru", "zh", "ja", "ko", "el")
+MAX_LINES = 3000
+MARKED = regex.compile(r"[\p{M}\u200c\u200d]")
+BASES = {"cl100k": "tokenizers/cl100k_base.tiktoken", "gpt2-json": "tokenizers/bpe-gpt2/tokenizer.json"}
+
+
+def _corpus(rw: Path, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for lang in (TARGET, *OTHERS):
+        src = rw / "text" / f"{lang}.txt"
+        if src.is_file():
+            keep = src.read_text(encoding="utf-8").splitlines()[:MAX_LINES]
+            (folder / f"{lang}.txt").write_text("\n".join(keep) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module", params=sorted(BASES))
+def extended(request, rw, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(request.param)
+    corpus = _corpus(rw, tmp / "corpus")
+    base = rw / BASES[request.param]
+    result = extend(str(base), [str(corpus)], tmp / "out", ADD, langs=[TARGET])
+    return request.param, base, corpus, tmp / "out", result
+
+
+def _base_encoder(name: str, base: Path):
+    """The base's ids from its own library."""
+    if name == "cl100k":
+        enc = tiktoken.Encoding("cl100k", pat_str=FAMILIES["cl100k"], special_tokens={},
+                                mergeable_ranks=load_tiktoken_bpe(str(base)))
+        return lambda texts: enc.encode_ordinary_batch(texts)
+    tok = Tokenizer.from_file(str(base))
+    return lambda texts: [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+
+
+def _json_encoder(path: Path):
+    tok = Tokenizer.from_file(str(path))
+    return tok, lambda texts: [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+
+
+def _heldout(out: Path, lang: str) -> list[str]:
+    path = out / "heldout" / f"{lang}.jsonl"
+    return [json.loads(x)["text"] for x in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_base_languages_keep_their_ids(extended):
+    name, base, corpus, out, _ = extended
+    texts = [t for f in sorted(corpus.glob("*.txt")) if f.stem != TARGET
+             for t in f.read_text(encoding="utf-8").splitlines() if t]
+    english = [t for t in texts if t.isascii()]
+    plain = [t for t in texts if not MARKED.search(t)]
+    assert len(english) > 100 and len(plain) > len(english)
+    want = _base_encoder(name, base)(plain)
+    _, ext = _json_encoder(out / "tokenizer.json")
+    got = ext(plain)
+    assert sum(a == b for a, b in zip(got, want)) == len(plain)
+    if name == "cl100k":  # the rank file written beside it, read by tiktoken itself
+        pattern = (out / "tokenizer.pattern.txt").read_text(encoding="utf-8").strip()
+        enc = tiktoken.Encoding("ext", pat_str=pattern, special_tokens={},
+                                mergeable_ranks=load_tiktoken_bpe(str(out / "tokenizer.tiktoken")))
+        assert enc.encode_ordinary_batch(plain) == want
+
+
+def test_old_ids_keep_their_bytes_and_new_ids_follow(extended):
+    name, base, _, out, result = extended
+    tok, _ = _json_encoder(out / "tokenizer.json")
+    ids_map = json.loads((out / "ids-map.json").read_text(encoding="utf-8"))
+    first = ids_map["unchanged_ids"][1]
+    if name == "cl100k":
+        ranks = load_tiktoken_bpe(str(base))
+        assert first == 100277  # after cl100k's published special tokens
+        old = {i: b for b, i in ranks.items()}
+
+        # tiktoken reads the extended rank file: every old rank is the same token
+        ext_ranks = load_tiktoken_bpe(str(out / "tokenizer.tiktoken"))
+        assert all(ext_ranks[b] == i for i, b in old.items())
+        assert tok.token_to_id("<|endoftext|>") == 100257
+    else:
+        btok = Tokenizer.from_file(str(base))
+        assert first == btok.get_vocab_size()
+        assert all(tok.token_to_id(s) == i for s, i in btok.get_vocab().items())
+    new = ids_map["new"]
+    assert [e["id"] for e in new] == list(range(first, first + len(new)))
+    assert len(new) == ADD == result.tokenizer["added"]
+    for e in new[:200]:
+        # the base ids it replaces spell exactly its bytes
+        got = tok.decode([e["id"]])
+        assert bytes.fromhex(e["hex"]).decode("utf-8", "replace") == got
+        assert all(i < first for i in e["base_ids"]) and len(e["base_ids"]) >= 2
+        assert tok.decode(e["base_ids"]) == got
+        if name == "cl100k":
+            assert b"".join(old[i] for i in e["base_ids"]) == bytes.fromhex(e["hex"])
+
+
+def test_bengali_reaches_a_from_scratch_tokenizer_of_the_same_size(extended):
+    name, base, corpus, out, result = extended
+    held = _heldout(out, TARGET)
+    lines = [t for t in (corpus / f"{TARGET}.txt").read_text(encoding="utf-8").splitlines() if t]
+    train = [t for t in lines if t not in set(held)]
+    wide = result.pattern["extended"]
+    scratch = byte_level_bpe(train, 256 + ADD, pre_tokenizer=pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(wide), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]))
+    chars = sum(len(t) for t in held)
+    scratch_cpt = chars / sum(len(e.ids) for e in scratch.encode_batch(held))
+    _, ext = _json_encoder(out / "tokenizer.json")
+    ext_cpt = chars / sum(len(x) for x in ext(held))
+    base_cpt = chars / sum(len(x) for x in _base_encoder(name, base)(held))
+    assert ext_cpt >= 0.9 * scratch_cpt, (ext_cpt, scratch_cpt)
+    assert ext_cpt > base_cpt
+    # the report states the same figure for the held-out Bengali documents
+    row = next(r for r in result.rows if r["group"] == "language" and r["key"] == TARGET)
+    assert row["extended"]["chars_per_token"] == pytest.approx(ext_cpt)
+
+
+def test_round_trip_on_every_heldout_document(extended):
+    _, _, corpus, out, _ = extended
+    tok, ext = _json_encoder(out / "tokenizer.json")
+    texts = [t for f in sorted((out / "heldout").glob("*.jsonl")) for t in _heldout(out, f.stem)]
+    assert [tok.decode(ids) for ids in ext(texts)] == texts
