@@ -76,15 +76,10 @@ def _pattern(component: dict, kind: str) -> str | None:
 class HFTokenizer(ByteTable):
     kind = "hf"
 
-    def __init__(self, path: Path, data: bytes, spec: str, label: str) -> None:
+    def __init__(self, path: Path, obj: dict, spec: str, label: str) -> None:
+        """`obj`: the parsed tokenizer.json (fertility.tokenizers.sniff checked its 'model')."""
         from tokenizers import Tokenizer as _HF
 
-        try:
-            obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise TokenizerError(f"{path}: not valid JSON ({one_line(e)})") from None
-        if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
-            raise TokenizerError(f"{path}: not a Hugging Face tokenizer.json (no 'model' object)")
         # Measured without truncation and padding; the fingerprint covers what is measured.
         obj["truncation"] = None
         obj["padding"] = None

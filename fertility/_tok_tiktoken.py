@@ -25,6 +25,7 @@ from fertility.errors import TokenizerError
 from fertility.patterns import (
     ALIASES,
     identify,
+    known_names,
     pattern_from_filename,
     resolve_pattern,
     split_spans,
@@ -43,7 +44,7 @@ _INSTALL = "tiktoken is not installed: pip install 'fertility[tiktoken]'"
 _DOWNLOAD_TIMEOUT_S = 30.0
 
 
-def _tiktoken(shown: str):
+def require_tiktoken(shown: str):
     try:
         import tiktoken
     except ImportError:
@@ -52,7 +53,11 @@ def _tiktoken(shown: str):
 
 
 def parse_ranks(path: Path, data: bytes) -> dict[bytes, int]:
-    """The ``base64 rank`` lines of a rank file, checked so tiktoken cannot panic on them."""
+    """The ``base64 rank`` lines of a rank file, checked so tiktoken cannot panic on them.
+
+    A token written as padding alone (``= 50256``) is the empty token, as tiktoken's own
+    loader reads it: Whisper's multilingual.tiktoken holds one. BPE never produces it.
+    """
     ranks: dict[bytes, int] = {}
     for lineno, line in enumerate(data.splitlines(), 1):
         if not line.strip():
@@ -61,14 +66,15 @@ def parse_ranks(path: Path, data: bytes) -> dict[bytes, int]:
         try:
             if len(parts) != 2:
                 raise ValueError("expected 'base64 rank'")
-            token = base64.b64decode(parts[0], validate=True)
+            token = (b"" if not parts[0].strip(b"=")
+                     else base64.b64decode(parts[0], validate=True))
             rank = int(parts[1])
         except (ValueError, binascii.Error) as e:
             raise TokenizerError(
                 f"{path}: line {lineno}: not a 'base64 rank' line ({one_line(e)})"
             ) from None
-        if not token or rank < 0:
-            raise TokenizerError(f"{path}: line {lineno}: empty token or negative rank")
+        if rank < 0:
+            raise TokenizerError(f"{path}: line {lineno}: negative rank")
         if token in ranks:
             raise TokenizerError(f"{path}: line {lineno}: token listed twice")
         ranks[token] = rank
@@ -83,7 +89,7 @@ def parse_ranks(path: Path, data: bytes) -> dict[bytes, int]:
 def from_rank_file(
     path: Path, data: bytes, spec: str, label: str, pattern: str | None
 ) -> "TiktokenTokenizer":
-    tiktoken = _tiktoken(str(path))
+    tiktoken = require_tiktoken(str(path))
     try:
         data.decode("ascii")
     except UnicodeDecodeError:
@@ -94,8 +100,8 @@ def from_rank_file(
     if pattern is None:
         raise TokenizerError(
             f"{path}: a tiktoken rank file carries no split pattern and its file name names no "
-            f"encoding; name one as -t {path}#PATTERN with PATTERN one of gpt2, cl100k, o200k, "
-            f"llama3, mark_aware, whitespace or re:REGEX"
+            f"encoding; name one as -t {path}#PATTERN with PATTERN one of "
+            f"{', '.join(known_names())} or re:REGEX"
         )
     name, regex = resolve_pattern(pattern)
     try:
@@ -121,7 +127,7 @@ def _socket_timeout(seconds: float):
 
 
 def from_name(spec: str, full_spec: str, label: str, pattern: str | None) -> "TiktokenTokenizer":
-    tiktoken = _tiktoken(spec)
+    tiktoken = require_tiktoken(spec)
     enc_name = spec.split(":", 1)[1]
     known = tiktoken.list_encoding_names()
     if enc_name not in known:

@@ -21,8 +21,11 @@ Families (``FAMILIES``):
                  both letter classes, so conjuncts, half forms and chillus written with joiners
                  stay inside their word. This is the pattern ``fertility fix`` trains with.
 
-Encoding names (``ALIASES``): r50k_base, gpt2, p50k_base, p50k_edit -> gpt2;
-cl100k_base, llama3 -> cl100k; o200k_base, o200k_harmony -> o200k.
+Encoding names (``ALIASES``): r50k_base, p50k_base, p50k_edit -> gpt2; cl100k_base,
+llama3 -> cl100k; o200k_base, o200k_harmony, llama4 -> o200k. Llama 3 and Llama 4 ship bare
+rank files (``tokenizer.model``); llama-models builds their encodings with cl100k's and
+o200k's split exactly (llama_models/llama3 and llama4/tokenizer.py), so they need no family
+of their own, only a name to ask for it by.
 A raw regex is written ``re:REGEX``.
 
 Every family cuts the same way under the `regex` module, tiktoken and tokenizers' `Split`
@@ -83,6 +86,7 @@ ALIASES: dict[str, str] = {
     "llama3": "cl100k",
     "o200k_base": "o200k",
     "o200k_harmony": "o200k",
+    "llama4": "o200k",
 }
 
 # Other spellings of the same splits, as they appear in tokenizer.json files and older
@@ -148,7 +152,7 @@ def identify(pattern: str) -> str | None:
 _NAME_RE = _stdre.compile(
     r"(?<![a-z0-9])("
     + "|".join(
-        _stdre.escape(n).replace("llama3", r"llama[-_]?3")
+        _stdre.sub(r"^llama(\d)$", r"llama[-_]?\1", _stdre.escape(n))
         for n in sorted(known_names(), key=len, reverse=True)
     )
     + r")(?![a-z0-9])"
@@ -161,7 +165,7 @@ def pattern_from_filename(path: str | os.PathLike) -> str | None:
     if match is None:
         return None
     found = match.group(1)
-    return "llama3" if found.startswith("llama") else found
+    return "llama" + found[-1] if found.startswith("llama") else found
 
 
 def split_spans(pattern: str, text: str) -> list[tuple[int, int]]:

@@ -1,11 +1,13 @@
-"""One Tokenizer protocol over Hugging Face tokenizers, SentencePiece and tiktoken.
+"""One Tokenizer protocol over Hugging Face tokenizers, SentencePiece, tiktoken and Tekken.
 
 Specs (``load_tokenizer(spec)``, the CLI's ``-t``):
 
 - a Hugging Face ``tokenizer.json``, or a folder holding one (a folder without one but with a
   ``tokenizer.model`` loads that instead);
+- a Mistral Tekken file (``tekken_*.json``: ``config.pattern`` and a ``vocab`` of rank
+  entries), kind "tekken", ids as mistral-common gives them (fertility._tok_tekken);
 - a SentencePiece ``.model`` (protobuf);
-- a tiktoken BPE rank file (lines of ``base64 rank``; ``.tiktoken`` or Llama 3's
+- a tiktoken BPE rank file (lines of ``base64 rank``; ``.tiktoken`` or Llama 3/4's
   ``tokenizer.model``). The kind of a file is read from its content, not its extension;
 - ``tiktoken:NAME`` (``tiktoken.get_encoding``, tiktoken's own download cache);
 - ``hf:ORG/NAME`` or ``hf:ORG/NAME@REVISION`` (the Hugging Face hub or its local cache; with
@@ -16,19 +18,23 @@ Command-line syntax, one ``-t`` per tokenizer::
     -t [LABEL=]SPEC[#PATTERN]
 
 LABEL is ``[A-Za-z0-9_.-]+`` before the first ``=`` (default: a name taken from SPEC).
-PATTERN names the pre-tokenizer split for tiktoken rank files, which carry none: a family or
-encoding name from `fertility.patterns` (gpt2, cl100k, o200k, whitespace, mark_aware,
-r50k_base, p50k_base, cl100k_base, o200k_base, llama3) or ``re:REGEX``. Examples::
+PATTERN names the pre-tokenizer split for tiktoken rank files, which carry none: a name from
+`fertility.patterns.known_names()` (the families gpt2, cl100k, o200k, whitespace, mark_aware
+and the encodings r50k_base, p50k_base, p50k_edit, cl100k_base, llama3, o200k_base,
+o200k_harmony, llama4) or ``re:REGEX``. Examples::
 
     -t llama3=Meta-Llama-3-8B/original/tokenizer.model#llama3
+    -t llama4=Llama-4-Scout-17B-16E/original/tokenizer.model#llama4
     -t ranks.tiktoken#re:\\S+
     -t gpt4=tiktoken:cl100k_base#mark_aware     (a tiktoken encoding with another split)
 
 A rank file without ``#PATTERN`` takes the split from an encoding name in its own file name
 (``cl100k_base.tiktoken``); with neither, loading fails rather than guess. An explicit
 ``#PATTERN`` wins over the file name. ``#PATTERN`` on a Hugging Face or SentencePiece spec
-is an error (their split is part of the model). A ``#`` is read as a pattern separator only
-when what follows is a known name or starts with ``re:``; otherwise it is part of the path.
+(and on a Tekken file) is an error: their split is part of the model. A ``#`` followed by a
+known name or ``re:`` separates a pattern; ``SPEC#NAME`` with any other NAME, where SPEC is a
+file, folder, ``tiktoken:`` or ``hf:`` spec and the whole is no path, is an unknown pattern
+(the error lists the known names); otherwise the ``#`` is part of the path.
 
 ``load_tokenizer(spec, label, pattern)`` takes the same pieces as arguments; a ``pattern``
 argument wins over a ``#PATTERN`` suffix.
@@ -45,6 +51,7 @@ and Metaspace's inserted "▁" shares the span of the character after it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from functools import cached_property
@@ -70,7 +77,7 @@ class Encoded(NamedTuple):
 class Tokenizer(Protocol):
     label: str
     spec: str
-    kind: str  # "hf" | "sentencepiece" | "tiktoken"
+    kind: str  # "hf" | "sentencepiece" | "tiktoken" | "tekken"
     vocab_size: int
     fingerprint: str  # sha256 of vocabulary + settings
     unk_id: int | None
@@ -128,6 +135,17 @@ def split_pattern_suffix(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
+def _unknown_suffix(spec: str) -> tuple[str, str | None]:
+    """(SPEC, NAME) for ``SPEC#NAME`` when SPEC is a tokenizer and the whole is not a path, so
+    an unknown NAME is reported as such (with the known names), not as a missing file."""
+    base, sep, tail = spec.rpartition("#")
+    if not (sep and base and tail) or os.path.exists(spec):
+        return spec, None
+    if base.startswith(("tiktoken:", "hf:")) or os.path.exists(base):
+        return base, tail
+    return spec, None
+
+
 def default_label(spec: str) -> str:
     if spec.startswith("tiktoken:"):
         return spec.split(":", 1)[1]
@@ -157,12 +175,17 @@ def load_tokenizer(spec: str, label: str | None = None, pattern: str | None = No
     """Load a tokenizer from a spec (see the module docstring). Errors: TokenizerError."""
     full_spec = spec
     spec, suffix = split_pattern_suffix(spec)
+    if suffix is None:
+        spec, suffix = _unknown_suffix(spec)
     pattern = pattern or suffix  # the keyword argument wins over a #PATTERN suffix
     if not spec:
         raise TokenizerError("empty tokenizer spec")
     label = label or default_label(spec)
     if pattern is not None:
-        patterns.resolve_pattern(pattern)  # fail early on an unknown name or bad regex
+        try:  # fail early on an unknown name or bad regex, naming the tokenizer
+            patterns.resolve_pattern(pattern)
+        except TokenizerError as e:
+            raise TokenizerError(f"{spec}: {e}") from None
 
     if spec.startswith("tiktoken:"):
         from fertility import _tok_tiktoken
@@ -193,7 +216,7 @@ def _load_path(
     except OSError as e:
         raise TokenizerError(f"{path}: cannot read ({e.strerror or e})") from None
 
-    kind = sniff_kind(data, path)
+    kind, obj = sniff(data, path)
     if kind != "tiktoken" and pattern is not None:
         raise TokenizerError(
             f"{path}: a split pattern (#{pattern}) applies only to tiktoken rank files and "
@@ -202,7 +225,11 @@ def _load_path(
     if kind == "hf":
         from fertility import _tok_hf
 
-        return _tok_hf.HFTokenizer(path, data, full_spec, label)
+        return _tok_hf.HFTokenizer(path, obj, full_spec, label)
+    if kind == "tekken":
+        from fertility import _tok_tekken
+
+        return _tok_tekken.from_json(path, obj, full_spec, label)
     if kind == "sentencepiece":
         from fertility import _tok_sp
 
@@ -212,24 +239,41 @@ def _load_path(
     return _tok_tiktoken.from_rank_file(path, data, full_spec, label, pattern)
 
 
-_RANK_LINE = re.compile(rb"[A-Za-z0-9+/]+={0,2} [0-9]+\r?")
+# "=" alone is the empty token (Whisper's multilingual.tiktoken ends with one)
+_RANK_LINE = re.compile(rb"(?:[A-Za-z0-9+/]+={0,2}|=) [0-9]+\r?")
 
 
-def sniff_kind(data: bytes, path: Path) -> str:
-    """ "hf", "tiktoken" or "sentencepiece" from the file's content (never its extension)."""
+def sniff(data: bytes, path: Path) -> tuple[str, dict | None]:
+    """(kind, parsed JSON or None) from the file's content, never its extension: "hf" or
+    "tekken" (Mistral's tekken_*.json) for a JSON object, "tiktoken" or "sentencepiece"."""
     if not data.strip():
         raise TokenizerError(f"{path}: empty file")
     head = data[:4096].lstrip()
     if head[:1] == b"{":
-        return "hf"
+        try:
+            obj = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise TokenizerError(f"{path}: not valid JSON ({one_line(e)})") from None
+        if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
+            return "hf", obj
+        from fertility import _tok_tekken
+
+        if _tok_tekken.looks_like_tekken(obj):
+            return "tekken", obj
+        raise TokenizerError(
+            f"{path}: neither a Hugging Face tokenizer.json (no 'model' object) nor a Mistral "
+            f"Tekken file (no 'config.pattern' and 'vocab' list)"
+        )
     first_line = head.split(b"\n", 1)[0]
     if _RANK_LINE.fullmatch(first_line):
-        return "tiktoken"
+        return "tiktoken", None
     from fertility import _tok_sp
 
     if _tok_sp.looks_like_model_proto(data):
-        return "sentencepiece"
-    raise TokenizerError(f"{path}: not a tokenizer.json, SentencePiece model or tiktoken rank file")
+        return "sentencepiece", None
+    raise TokenizerError(
+        f"{path}: not a tokenizer.json, Tekken JSON, SentencePiece model or tiktoken rank file"
+    )
 
 
 # ---------------------------------------------------------------------------------------

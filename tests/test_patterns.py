@@ -1,5 +1,7 @@
 """Split patterns: expected pieces are worked out by hand from each character's category."""
 
+from pathlib import Path
+
 import pytest
 import regex
 
@@ -8,6 +10,7 @@ from fertility.patterns import (
     FAMILIES,
     compile_pattern,
     identify,
+    known_names,
     pattern_from_filename,
     resolve_pattern,
     split_spans,
@@ -140,6 +143,24 @@ def test_resolve_pattern_names_aliases_and_raw():
     assert resolve_pattern(r"re:\S+") == (r"re:\S+", r"\S+")
 
 
+# The split strings llama-models 0.3.0 builds its tiktoken encodings with, copied from
+# llama_models/llama3/tokenizer.py (pat_str) and llama_models/llama4/tokenizer.py
+# (O200K_PATTERN).
+LLAMA3_PAT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"  # noqa: E501
+LLAMA4_PAT = r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"""  # noqa: E501
+
+
+def test_llama_names_give_the_splits_llama_models_builds_with():
+    assert resolve_pattern("llama3")[1] == LLAMA3_PAT
+    assert resolve_pattern("llama4")[1] == LLAMA4_PAT
+
+
+def test_readme_lists_every_pattern_name():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    bullet = readme[readme.index("- **Tokenizers**"):].split("\n- ", 1)[0]
+    assert [n for n in known_names() if f"`{n}`" not in bullet] == []
+
+
 @pytest.mark.parametrize("bad", ["re:(", "re:[a-", "re:", "nope", "cl100"])
 def test_resolve_pattern_rejects(bad):
     with pytest.raises(TokenizerError) as err:
@@ -164,6 +185,7 @@ def test_split_spans_accepts_raw_and_prefixed_regex():
         ("my-gpt2-ranks.tiktoken", "gpt2"),
         ("Meta-Llama-3-8B.model", "llama3"),
         ("llama_3.tiktoken", "llama3"),
+        ("Llama-4-Scout.tiktoken", "llama4"),
         ("fixed.mark_aware.tiktoken", "mark_aware"),
         ("gpt20.model", None),
         ("tokenizer.model", None),

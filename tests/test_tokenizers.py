@@ -420,6 +420,45 @@ def test_bad_rank_files(tmp_path, content, words):
     assert words in str(err.value) and str(path) in str(err.value)
 
 
+def test_rank_file_with_empty_token_reads_as_tiktoken_reads_it(tmp_path):
+    """Whisper's multilingual.tiktoken ends with `= 50256`: padding alone, the empty token."""
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    from fertility.patterns import FAMILIES
+
+    path = tmp_path / "gpt2.tiktoken"
+    path.write_bytes(rank_file_bytes() + b"= 263\n")
+    ranks = load_tiktoken_bpe(str(path))
+    raw = tiktoken.Encoding("x", pat_str=FAMILIES["gpt2"], mergeable_ranks=ranks,
+                            special_tokens={})
+    tok = load_tokenizer(str(path))
+    assert ranks[b""] == 263 and tok.vocab_size == raw.n_vocab == 264
+    assert tok.token_bytes(263) == b"" and not tok.partial_mask()[263]
+    for text, enc in zip(SAMPLES, tok.encode_batch(SAMPLES)):
+        assert enc.ids.tolist() == raw.encode_ordinary(text) and tok.decode(enc.ids) == text
+
+
+def test_unknown_pattern_name_is_named_with_the_known_ones(rank_dir, run):
+    from fertility.patterns import known_names
+
+    path = rank_dir / "ranks.tiktoken"
+    for spec in (f"{path}#qwen", "tiktoken:cl100k_base#qwen"):
+        with pytest.raises(TokenizerError) as err:
+            load_tokenizer(spec)
+        msg = str(err.value)
+        assert msg.startswith(spec.split("#")[0] + ": ") and "'qwen'" in msg and "\n" not in msg
+        assert all(name in msg for name in known_names()) and "re:REGEX" in msg
+    (rank_dir / "en.txt").write_text("the\n", encoding="utf-8")
+    code, _, stderr = run("report", rank_dir / "en.txt", "-t", f"{path}#qwen")
+    assert code == 2 and stderr.startswith(f"error: {path}: unknown split pattern 'qwen'")
+    # a file whose own name holds a '#' is still a file; a missing one is still missing
+    (rank_dir / "a#b.tiktoken").write_bytes(rank_file_bytes())
+    assert load_tokenizer(str(rank_dir / "a#b.tiktoken") + "#gpt2").vocab_size == 263
+    with pytest.raises(TokenizerError, match="no such file"):
+        load_tokenizer(str(rank_dir / "missing.tiktoken#qwen"))
+
+
 def test_missing_tiktoken_package(rank_dir, monkeypatch):
     monkeypatch.setitem(sys.modules, "tiktoken", None)
     with pytest.raises(TokenizerError, match=r"pip install 'fertility\[tiktoken\]'"):
