@@ -222,7 +222,8 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
             rt_fail.append(i)
             had_unk = acc.unk_id is not None and bool((doc_ids == acc.unk_id).any())
             changes = acc.roundtrip.setdefault(int(doc_lang[i]), _roundtrip.new_changes())
-            _roundtrip.record(changes, text, decoded, after, had_unk, (index, i))
+            _roundtrip.record(changes, text, decoded, after,
+                              tok.decode([acc.unk_id]) if had_unk else None, (index, i))
         norm = acc.normalization
         norm["checked_docs"] += 1
         if after != text:

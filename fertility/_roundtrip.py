@@ -36,11 +36,15 @@ def new_changes() -> dict:
             "examples": []}
 
 
-def record(changes: dict, text: str, decoded: str, normalized: str, had_unk: bool,
+def record(changes: dict, text: str, decoded: str, normalized: str, unk_text: str | None,
            order) -> None:
-    """Add one failing document (decoded != text) to `changes`."""
-    lost = Counter(text) - Counter(decoded)
-    added = Counter(decoded) - Counter(text)
+    """Add one failing document (decoded != text) to `changes`. unk_text: how the unknown
+    token decodes ("[UNK]") when the document has one, else None; its letters are the UNK's
+    trace, not text the tokenizer added, so they are not counted as added."""
+    had_unk = unk_text is not None
+    seen = decoded.replace(unk_text, "") if unk_text else decoded
+    lost = Counter(text) - Counter(seen)
+    added = Counter(seen) - Counter(text)
     changes["failures"] += 1
     changes["lost"].update(lost)
     changes["added"].update(added)

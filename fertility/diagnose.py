@@ -191,8 +191,8 @@ def _mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
               "letter_class_without_marks": info.letter_class_without_marks}
         key = r["key"]
         if pre_rate is not None and pre_rate >= t.mark_initial_rate:
-            what = ("combining marks and ZWJ/ZWNJ" if marks and joins else
-                    "combining marks (vowel signs, viramas)" if marks else "ZWJ/ZWNJ")
+            what = (f"a combining mark ({marks}) or ZWJ/ZWNJ ({joins})" if marks and joins
+                    else "a combining mark (vowel sign, virama)" if marks else "ZWJ/ZWNJ")
             measured = (f"{pre_rate:.1%} of its {key} pre-tokens ({marks + joins} of {n_pre}, "
                         f"95% interval {pre_lo:.1%}-{pre_hi:.1%}) begin with {what}"
                         + (f", and {cut / words:.0%} of {key} words are cut into two or more "

@@ -99,7 +99,13 @@ class GateResult:
                          + (f"  ({c.note})" if c.note else ""))
         for s in self.skipped:
             lines.append(f"  skipped   {s['tokenizer']:<14} {s['group']}={s['key']}: {s['reason']}")
-        for f in self.blocking:
+        # a failed round trip is explained by its finding (which code points change, why),
+        # a warning the text would not show otherwise
+        lossy = {(c.tokenizer, c.key) for c in self.checks
+                 if c.name == "roundtrip" and c.verdict == "fail"}
+        explain = [f for f in self.findings if f.rule == "roundtrip"
+                   and (f.tokenizer, f.key) in lossy and f not in self.blocking]
+        for f in self.blocking + explain:
             lines.append(f"  {f.severity.upper():<9} {f.tokenizer:<14} {f.rule} "
                          f"{f.group}={f.key}: {f.cause} Fix: {f.fix}")
         fails = sum(c.verdict == "fail" for c in self.checks)

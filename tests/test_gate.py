@@ -206,6 +206,8 @@ def test_round_trip_fails_the_gate_unless_the_policy_allows_a_lossy_tokenizer():
     (rt,) = [c for c in res.checks if c.name == "roundtrip"]
     assert (rt.key, rt.value, rt.verdict) == ("bn", 3 / 50, "fail") and res.exit_code == 1
     assert "3 of 50" in rt.note
+    # the text output explains the failure with the roundtrip finding (a warning)
+    assert "roundtrip language=bn: decode(encode(text)) differs" in res.format_text()
     lossy = gate(rows, dataclasses.replace(default_policy(), allow_lossy=True))
     (rt,) = [c for c in lossy.checks if c.name == "roundtrip"]
     assert rt.verdict == "pass" and "allow_lossy" in rt.note and lossy.exit_code == 0
