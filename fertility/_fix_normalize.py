@@ -73,10 +73,20 @@ def changes_in(text: str, norm: Callable[[str], str]) -> Counter | None:
         outs = [norm(p) for p in pieces]
         if "".join(outs) != after:   # the cut was not safe: count the word as one change
             pieces, outs = [run], [after]
-        found.update((p, o) for p, o in zip(pieces, outs) if p != o)
+        found.update(_trim(p, o) for p, o in zip(pieces, outs) if p != o)
     if "".join(done) != whole:   # a change across words: count the document as one
         found = Counter({(text, whole): 1})
     return found
+
+
+def _trim(before: str, after: str) -> tuple[str, str]:
+    """The change without what it keeps at either end: য় + virama (a mark, so one piece) is
+    counted as য় -> য + nukta, the change the virama plays no part in."""
+    while len(before) > 1 and after and before[-1] == after[-1]:
+        before, after = before[:-1], after[:-1]
+    while len(before) > 1 and after and before[0] == after[0]:
+        before, after = before[1:], after[1:]
+    return before, after
 
 
 def code_points(s: str) -> str:
