@@ -106,11 +106,10 @@ class Clock:
 
 
 def bare_train(texts: list[str], vocab_size: int) -> Clock:
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from tokenizers import trainers
 
-    tok = Tokenizer(models.BPE())
-    tok.normalizer = normalizers.NFC()
+    tok = Tokenizer(models.BPE())  # no normaliser: fix's default (FixConfig.normalization)
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
