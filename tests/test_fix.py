@@ -357,6 +357,18 @@ def test_bad_input_is_one_line(case, small, tmp_path):
     assert not (tmp_path / "out" / "tokenizer.json").exists()
 
 
+def test_lossy_tokenizer_the_policy_allows_is_not_a_plain_pass(typed, tmp_path):
+    policy = tmp_path / "lossy.toml"
+    policy.write_text("allow_lossy = true\n", encoding="utf-8")
+    r = fix([typed["root"] / "corpus"], tmp_path / "out",
+            FixConfig(vocab_size=1000, heldout_fraction=0.3, normalization="nfc"), policy=policy)
+    lossy = sum(unicodedata.normalize("NFC", t) != t for t in typed["held"])
+    assert r.passed and lossy > 0
+    held = 2 * len(typed["held"])                 # as many English lines held out as Bengali
+    assert f"gate: PASS, LOSSY ({lossy} of {held} held-out documents do not round-trip)" \
+        in r.format_text()
+
+
 def test_command_normaliser_options(small, tmp_path, run):
     fingerprints = {}
     for flag in ("", "--no-normalize", "--nfc"):   # --no-normalize: the default, still accepted
