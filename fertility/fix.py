@@ -1,6 +1,6 @@
 """`fertility fix`: train a corrected vocabulary and prove it on held-out text.
 
-What the trained tokenizer has (issue 4):
+What the trained tokenizer has:
 - the mark-aware split (`fertility.patterns` "mark_aware"): combining marks, ZWJ and ZWNJ stay
   inside words; digits in groups of 1-3 and whitespace as o200k splits them. (The SentencePiece
   backend cannot take a regex: it splits on whitespace and script changes, and SentencePiece
