@@ -2,9 +2,9 @@
 
 The base (a tiktoken rank file or a byte-level BPE tokenizer.json) is read into one form,
 `ByteBPE`: the bytes of every id, the merges in rank order, the special tokens and the split
-regex. A rank file lists no merges; each token's merge is recovered by running BPE on its own
-bytes with the lower ranks (the conversion Llama 3's tokenizer.json was made with), so both
-bases write the same tokenizer.json.
+regex. A rank file lists no merges; they are listed as every split of each token into two
+tokens, in rank order (`merges_from_ranks`), so the tokenizer.json written for a rank-file base
+gives tiktoken's ids, and the rank file written beside it the same.
 
 Learning (`learn`): the target text is cut with the (widened) split, each piece is encoded with
 the base as it is (base merges first), and a BPE trainer learns new merges greedily over those
@@ -28,16 +28,22 @@ from fertility.errors import FertilityError, one_line
 _SYMBOL0 = 0xF0000
 _SYMBOLS = 0x10FFFE - _SYMBOL0
 
-# tiktoken's published encodings keep their special tokens outside the rank file; a rank file
-# of exactly that size reserves them (new ids start after the last), so `<|endoftext|>` keeps
-# its id. {name in the file name: (number of ranks, {special: id})}
-TIKTOKEN_SPECIALS = {
-    "gpt2": (50256, {"<|endoftext|>": 50256}),
-    "r50k_base": (50256, {"<|endoftext|>": 50256}),
-    "cl100k_base": (100256, {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258,
-                             "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
-                             "<|endofprompt|>": 100276}),
-    "o200k_base": (199998, {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}),
+# Published rank-file encodings keep their special tokens outside the file; a rank file of
+# exactly that size with that split reserves them (new ids start after the last), so
+# `<|endoftext|>` or Llama 3's `<|begin_of_text|>` keeps its id.
+# {(split family, number of ranks): {special: id}}
+_LLAMA3 = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+           "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|step_id|>",
+           "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>",
+           "<|python_tag|>", "<|image|>"]
+_LLAMA3 += [f"<|reserved_special_token_{i}|>" for i in range(2, 2 + 256 - len(_LLAMA3))]
+KNOWN_SPECIALS = {
+    ("gpt2", 50256): {"<|endoftext|>": 50256},
+    ("cl100k", 100256): {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258,
+                         "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
+                         "<|endofprompt|>": 100276},
+    ("cl100k", 128000): {t: 128000 + i for i, t in enumerate(_LLAMA3)},   # Llama 3
+    ("o200k", 199998): {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
 
 
@@ -76,41 +82,32 @@ def from_tokenizer(tok) -> ByteBPE:
 
 
 def _from_ranks(tok, cfg: dict) -> ByteBPE:
-    from fertility.patterns import pattern_from_filename
-
     specials = dict(tok.special_tokens)
     ranks = {tok.token_bytes(i): i for i in range(tok.vocab_size)
              if i not in specials.values() and tok.token_bytes(i)}
-    path = getattr(tok, "path", None)
-    name = pattern_from_filename(path) if path is not None else None
-    size, known = TIKTOKEN_SPECIALS.get(name or "", (None, {}))
-    if size == len(ranks) and not specials:
-        specials = dict(known)
+    if not specials:
+        specials = dict(KNOWN_SPECIALS.get((cfg.get("pattern"), len(ranks)), {}))
     return ByteBPE(dict((i, b) for b, i in ranks.items()), merges_from_ranks(ranks), specials,
                    cfg["pattern_regex"], "tiktoken")
 
 
-def merges_from_ranks(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
-    """The merge that makes each multi-byte token, in rank order: BPE on the token's own bytes
-    with only lower ranks stops at the two parts its rank joins. A token that does not end in
-    two parts is reachable only whole (as a piece of its own) and gets no merge."""
-    out = []
-    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
-        if len(token) < 2:
-            continue
-        parts = [token[i:i + 1] for i in range(len(token))]
-        while len(parts) > 2:
-            best, at = rank, -1
-            for i in range(len(parts) - 1):
-                r = ranks.get(parts[i] + parts[i + 1])
-                if r is not None and r < best:
-                    best, at = r, i
-            if at < 0:
-                break
-            parts[at:at + 2] = [parts[at] + parts[at + 1]]
-        if len(parts) == 2:
-            out.append((parts[0], parts[1]))
-    return out
+def merges_from_ranks(ranks: dict[bytes, int], tokens: Iterable[bytes] | None = None
+                      ) -> list[tuple[bytes, bytes]]:
+    """Merges that make a rank file's BPE as a merges list: for each token (every one, or
+    `tokens`), every split into two tokens of the vocabulary, ordered by the token's rank.
+    tiktoken joins any adjacent pair whose bytes are a token, lowest rank first, so one merge
+    per token (the pair its own bytes end in) would miss joins that other contexts reach;
+    listing every split is what makes `tokenizers` give tiktoken's ids (it is how the
+    tiktoken conversions in `transformers` build their merges)."""
+    found = []
+    for token in (ranks if tokens is None else tokens):
+        rank = ranks[token]
+        for i in range(1, len(token)):
+            left, right = ranks.get(token[:i]), ranks.get(token[i:])
+            if left is not None and right is not None:
+                found.append((rank, left, right, token[:i], token[i:]))
+    found.sort(key=lambda m: m[:3])
+    return [(m[3], m[4]) for m in found]
 
 
 def _from_hf(tok) -> ByteBPE:
@@ -159,7 +156,9 @@ BYTELEVEL_REGEX = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}
 
 def hf_json(bpe: ByteBPE, regex: str, new: dict[int, bytes],
             merges: list[tuple[bytes, bytes]]) -> dict:
-    """tokenizer.json of the base with `regex` as its split and `new`/`merges` appended."""
+    """tokenizer.json of the base with `regex` as its split and the `new` tokens appended, made
+    by the learned `merges` (a tokenizer.json base) or, for a rank-file base, by every split
+    of each new token (as the base's merges are; see merges_from_ranks)."""
     from fertility._tok_hf import bytes_to_unicode
 
     table = bytes_to_unicode()
@@ -192,6 +191,9 @@ def hf_json(bpe: ByteBPE, regex: str, new: dict[int, bytes],
         model, as_str = obj["model"], False
     for i, b in new.items():
         model["vocab"][text(b)] = i
+    if bpe.hf is None:  # rank semantics: every split of each new token, as for the base's
+        ranks = {b: i for i, b in [*bpe.tokens.items(), *new.items()]}
+        merges = merges_from_ranks(ranks, [new[i] for i in sorted(new)])
     model["merges"] = list(model["merges"]) + [
         f"{text(a)} {text(b)}" if as_str else [text(a), text(b)] for a, b in merges]
     _close_ids(obj)
