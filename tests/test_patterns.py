@@ -15,6 +15,7 @@ from fertility.patterns import (
     resolve_pattern,
     split_spans,
 )
+from tests.realworld.test_counts import LLAMA3_PAT, LLAMA4_PAT  # llama-models' own strings
 
 ZWJ, ZWNJ = "\u200d", "\u200c"
 
@@ -141,13 +142,6 @@ def test_resolve_pattern_names_aliases_and_raw():
     assert resolve_pattern("o200k_base")[0] == "o200k"
     assert resolve_pattern("mark_aware") == ("mark_aware", FAMILIES["mark_aware"])
     assert resolve_pattern(r"re:\S+") == (r"re:\S+", r"\S+")
-
-
-# The split strings llama-models 0.3.0 builds its tiktoken encodings with, copied from
-# llama_models/llama3/tokenizer.py (pat_str) and llama_models/llama4/tokenizer.py
-# (O200K_PATTERN).
-LLAMA3_PAT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"  # noqa: E501
-LLAMA4_PAT = r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"""  # noqa: E501
 
 
 def test_llama_names_give_the_splits_llama_models_builds_with():

@@ -1,0 +1,68 @@
+"""Files people have load as their publishers' own code reads them, on real text.
+
+- Mistral's tekken_240911.json: ids of mistral-common's Tekkenizer.encode(bos=False, eos=False).
+- Whisper's multilingual.tiktoken (one rank is the empty token): tiktoken's own
+  load_tiktoken_bpe and Encoding with Whisper's GPT-2 split.
+- Llama 4's tokenizer.model asked for by name (`#llama4`): tiktoken.Encoding as llama-models
+  builds it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tiktoken
+import tiktoken.load
+from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+from fertility import load_tokenizer
+from tests.realworld.test_counts import LLAMA4_PAT, lines, ours  # noqa: F401 (lines: fixture)
+
+pytestmark = pytest.mark.realworld
+
+# Whisper's split, copied from openai-whisper 20250625 (whisper/tokenizer.py, get_encoding).
+WHISPER_PAT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def test_tekken_matches_mistral_common(rw, lines):  # noqa: F811
+    path = rw / "tokenizers" / "tekken" / "tekken_240911.json"
+    ref = Tekkenizer.from_file(path)
+    tok = load_tokenizer(str(path))
+    assert tok.kind == "tekken" and tok.vocab_size == ref.n_words
+    got = [e.ids.tolist() for e in tok.encode_batch(lines)]
+    assert got == [ref.encode(t, bos=False, eos=False) for t in lines]
+    assert [tok.decode(ids) for ids in got] == [ref.decode(ids) for ids in got]
+
+
+def test_whisper_multilingual_matches_tiktoken(rw, lines):  # noqa: F811
+    path = rw / "tokenizers" / "whisper-multilingual.tiktoken"
+    ranks = tiktoken.load.load_tiktoken_bpe(str(path))
+    assert b"" in ranks  # the line that a strict base64 reader refused
+    enc = tiktoken.Encoding("multilingual", pat_str=WHISPER_PAT, mergeable_ranks=ranks,
+                            special_tokens={})
+    assert ours(f"{path}#gpt2")(lines) == [enc.encode_ordinary(t) for t in lines]
+
+
+def test_llama4_by_name_matches_llama_models(rw, lines):  # noqa: F811
+    path = rw / "tokenizers" / "llama4" / "tokenizer.model"
+    ranks = tiktoken.load.load_tiktoken_bpe(str(path))
+    # llama_models/llama4/tokenizer.py: 2048 special tokens after the ranks; encode() passes
+    # allowed_special=set(), disallowed_special=() so a special written in text is text.
+    specials = {f"<|reserved_special_token_{i}|>": len(ranks) + i for i in range(2048)}
+    enc = tiktoken.Encoding(path.name, pat_str=LLAMA4_PAT, mergeable_ranks=ranks,
+                            special_tokens=specials)
+    expected = [enc.encode(t, allowed_special=set(), disallowed_special=()) for t in lines]
+    assert ours(f"{path}#llama4")(lines) == expected
+    assert ours(f"{path}#llama3")(lines) != expected  # cl100k's split differs on this text
+
+
+def test_report_measures_all_three_by_kind(rw, run):
+    toks = rw / "tokenizers"
+    code, out, err = run("report", rw / "text" / "bn.txt", "-t", toks / "tekken" / "tekken_240911.json",
+                         "-t", f"whisper={toks / 'whisper-multilingual.tiktoken'}#gpt2",
+                         "-t", f"llama4={toks / 'llama4' / 'tokenizer.model'}#llama4",
+                         "--format", "json", "--no-diagnose")
+    assert code == 0, err
+    kinds = {t["label"]: t["kind"] for t in json.loads(out)["tokenizers"]}
+    assert kinds == {"tekken_240911": "tekken", "whisper": "tiktoken", "llama4": "tiktoken"}
