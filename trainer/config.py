@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from fertility.config import read_toml
 from fertility.errors import TrainingError
+from trainer.mix import check_mix
 
 
 @dataclass
@@ -55,6 +56,10 @@ class TrainConfig:
     shard_tokens: int = 1 << 28  # a shard is closed once it holds this many tokens
     tokenize_batch: int = 512  # documents per encode_batch call
     tokenize_workers: int = 0  # 0: the tokenizer's own threads (hf) or one per CPU core
+    # mixture (trainer/mix.py): each language's share of the training stream in characters;
+    # or mix_temperature T, shares proportional to characters**T; neither: the corpus's own
+    mix: dict[str, float] = field(default_factory=dict)
+    mix_temperature: float | None = None
     # logging
     log_every: int = 10  # progress-bar refresh; metrics.jsonl gets every step
 
@@ -94,6 +99,10 @@ class TrainConfig:
             raise bad("fsdp", 'expected true, false or "auto"')
         if not (isinstance(self.separator, int) or self.separator in ("auto", "none")):
             raise bad("separator", 'expected "auto", "none" or a token id')
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                   for v in self.mix.values()):
+            raise bad("mix", "expected LANG = SHARE numbers")
+        self.mix = check_mix(self.mix, self.mix_temperature, source)
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
             raise bad("betas", "expected two numbers in [0, 1)")
         if self.warmup_steps < 0 or self.grad_clip < 0 or self.weight_decay < 0:
@@ -126,12 +135,14 @@ def _check_type(key: str, value: Any, source: str) -> Any:
     """Light type check: TOML has few types, so a wrong one is almost always a typo."""
     default = _FIELDS[key].default  # `model`, the one default_factory field, is caught first
     ok: bool
-    if key == "model":
+    if key in ("model", "mix"):
         ok = isinstance(value, dict)
     elif key == "betas":
         ok = isinstance(value, (list, tuple)) and all(isinstance(b, (int, float)) for b in value)
     elif key == "fsdp":
         ok = isinstance(value, bool) or value == "auto"
+    elif key == "mix_temperature":
+        ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
     elif key == "separator":
         ok = (isinstance(value, int) and not isinstance(value, bool)) or value in ("auto", "none")
     elif key in ("tokens_per_step", "steps", "tokens"):

@@ -2,7 +2,8 @@
 
 The shard file format is in trainer/shards.py. A data folder holds `train-00000.bin ...`,
 `heldout-00000.bin ...`, `heldout.jsonl` (the held-out documents, so evaluation can score each
-language) and `index.json`, written last. The folder is built under `<name>.partial` and
+language), `train-docs.bin` (per training document: where it lies, its language, characters
+and bytes; trainer/mix.py samples and counts by it) and `index.json`, written last. The folder is built under `<name>.partial` and
 renamed, so a half-built one is never mistaken for a whole one.
 """
 
@@ -22,9 +23,10 @@ import numpy as np
 from fertility.corpus import batched
 from fertility.errors import TrainingError
 from fertility.progress import StatusLine
-from trainer.shards import ShardWriter, dtype_for_vocab, open_shard
+from trainer.shards import DocTableWriter, ShardWriter, dtype_for_vocab, open_doc_table, open_shard
 
 INDEX_SCHEMA = "fertility.shards/1"
+DOC_TABLE = "train-docs.bin"
 # Names under which tokenizers spell "end of document", most specific first.
 _EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "[EOS]", "<|im_end|>")
 
@@ -98,6 +100,16 @@ class _Split:
             self.done.append(self.cur.close())
             self.cur = None
 
+    def doc_rows(self, rows: list[tuple[int, int, int, int]]) -> np.ndarray:
+        """Document-table rows (trainer/shards.py) for documents about to be added as one array:
+        they land in the current shard (a shard closes only after an add)."""
+        table = np.zeros((len(rows), 6), dtype=np.int64)
+        table[:, 2:] = np.array(rows, dtype=np.int64).reshape(-1, 4)
+        table[:, 0] = len(self.done)
+        offset = 0 if self.cur is None else self.cur.n_tokens
+        table[:, 1] = offset + np.concatenate([[0], np.cumsum(table[:-1, 2])])[:len(rows)]
+        return table
+
     def close(self) -> list[dict[str, Any]]:
         if self.cur is not None:
             self.done.append(self.cur.close())
@@ -144,6 +156,8 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
         encoded = ((b, [np.asarray(e.ids) for e in tokenizer.encode_batch([d.text for d in b])])
                    for b in batches)
 
+    doc_table = DocTableWriter(part / DOC_TABLE, tokenizer.fingerprint)
+    langs: dict[str, dict[str, int]] = {}  # per language of the training split, first seen first
     status = StatusLine(quiet)
     n_docs = n_tokens = 0
     t0 = time.monotonic()
@@ -152,6 +166,7 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
             for docs, ids_list in encoded:
                 parts: dict[str, list[np.ndarray]] = {"train": [], "heldout": []}
                 counts = {"train": 0, "heldout": 0}
+                rows: list[tuple[int, int, int, int]] = []  # (tokens, lang, chars, bytes)
                 for doc, ids in zip(docs, ids_list):
                     if len(ids) == 0:
                         continue  # an empty line adds nothing but a separator
@@ -159,6 +174,15 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
                                                      heldout_fraction) else "train")
                     parts[split] += [ids, sep_arr]
                     counts[split] += 1
+                    if split == "train":
+                        lang = langs.setdefault(doc.lang, {"lang": doc.lang, "docs": 0,
+                                                           "chars": 0, "bytes": 0, "tokens": 0})
+                        row = (len(ids) + len(sep_arr), list(langs).index(doc.lang),
+                               len(doc.text), len(doc.text.encode("utf-8")))
+                        rows.append(row)
+                        for key, value in zip(("docs", "tokens", "chars", "bytes"),
+                                              (1, row[0], row[2], row[3])):
+                            lang[key] += value
                     if split == "heldout":
                         held_f.write(json.dumps({"text": doc.text, "lang": doc.lang,
                                                  "source": doc.source, "line": doc.line},
@@ -171,6 +195,8 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
                             raise TrainingError(f"{tokenizer.spec}: produced token id "
                                                 f"{int(tokens.max())} outside its vocabulary "
                                                 f"(size {vocab})")
+                        if name == "train":
+                            doc_table.append(splits["train"].doc_rows(rows))
                         splits[name].add(tokens, counts[name])
                         n_tokens += len(tokens)
                 n_docs += len(docs)
@@ -181,6 +207,7 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
         if pool is not None:
             pool.terminate()
         status.close()
+        doc_table.close()
 
     index = {
         "schema": INDEX_SCHEMA,
@@ -192,6 +219,7 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
         "heldout_fraction": heldout_fraction,
         "train": splits["train"].close(),
         "heldout": splits["heldout"].close(),
+        "languages": list(langs.values()),
         "corpus": summary() if callable(summary) else summary,
     }
     if not index["train"]:
@@ -243,6 +271,12 @@ class TokenData:
     def __init__(self, paths: Sequence[str | Path], *, fingerprint: str, vocab_size: int) -> None:
         self.paths = [Path(p) for p in paths]
         self.tokens: list[np.ndarray] = []
+        # The training split's document table and per-language totals, when the folder has
+        # them (from_dir; folders built before they existed have neither: no mixture, no
+        # per-language counts).
+        self.docs: np.ndarray | None = None
+        self.languages: list[dict[str, Any]] = []  # index.json's per-language totals
+        self.separator: int | None = None
         for p in self.paths:
             h, arr = open_shard(p)
             if h.fingerprint != fingerprint:
@@ -262,8 +296,14 @@ class TokenData:
         index = read_index(data_dir)
         if index is None:
             raise TrainingError(f"{data_dir}: no token shards (index.json missing)")
-        return cls([Path(data_dir) / s["file"] for s in index[split]], fingerprint=fingerprint,
+        data = cls([Path(data_dir) / s["file"] for s in index[split]], fingerprint=fingerprint,
                    vocab_size=vocab_size)
+        if split == "train" and "languages" in index:
+            data.docs = open_doc_table(Path(data_dir) / DOC_TABLE, fingerprint=fingerprint,
+                                       n_tokens=data.n_tokens)
+            data.languages = index["languages"]
+        data.separator = index["separator"]
+        return data
 
     @property
     def n_tokens(self) -> int:
@@ -294,6 +334,7 @@ class Batches:
                                 f"{seq_len + 1} tokens, fewer than one batch "
                                 f"({micro_batch} x {world}); lower seq_len or micro_batch")
         self.epoch, self.position = 0, 0
+        self.last_batch = np.empty(0, np.int64)
         self._perm_epoch, self._perm = -1, np.empty(0, np.int64)
 
     def _permutation(self, epoch: int) -> np.ndarray:
@@ -308,15 +349,20 @@ class Batches:
         epoch, pos = self.epoch, self.position
         if pos + need > self.n_windows:
             epoch, pos = epoch + 1, 0
-        chosen = self._permutation(epoch)[pos + self.rank: pos + need: self.world]
+        batch = self._permutation(epoch)[pos: pos + need]
         if advance:
             self.epoch, self.position = epoch, pos + need
-        return chosen
+            self.last_batch = batch  # every rank's windows: what the run consumed (trainer.mix)
+        return batch[self.rank::self.world]
+
+    def window_starts(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(shard, token offset in it) where each window begins."""
+        shard = np.searchsorted(self._starts, indices, side="right") - 1
+        return shard, (indices - self._starts[shard]) * self.seq_len
 
     def windows(self, indices: np.ndarray) -> np.ndarray:
         """(len(indices), seq_len+1) int64 array of the windows' tokens."""
-        shard = np.searchsorted(self._starts, indices, side="right") - 1
-        offsets = (indices - self._starts[shard]) * self.seq_len
+        shard, offsets = self.window_starts(indices)
         rows = [self.data.tokens[s][o: o + self.seq_len + 1] for s, o in zip(shard, offsets)]
         return np.stack(rows).astype(np.int64)
 

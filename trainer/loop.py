@@ -7,7 +7,8 @@ them in a row roll the run back to the last checkpoint (weights, optimizer, RNG)
 data cursor stays where it is, so the batches that broke it are not read again.
 
 Every step appends one JSON line to RUN_DIR/metrics.jsonl: step, loss, lr, grad_norm, tokens
-(consumed so far), epoch (of the data order), tokens_per_s (all ranks), mfu (per device; null
+(consumed so far), epoch (of the data order), languages (per language: chars, bytes and
+tokens consumed so far; trainer/mix.py), tokens_per_s (all ranks), mfu (per device; null
 on the CPU), skipped, and on a skipped step nonfinite ("loss" or "grad_norm"; loss and
 grad_norm are then null). Events (resume, rollback) are lines with an "event" key.
 
@@ -33,7 +34,8 @@ from fertility.progress import StatusLine
 from trainer import checkpoint as ck
 from trainer import distributed as D
 from trainer.config import TrainConfig
-from trainer.data import Batches, TokenData
+from trainer.data import TokenData
+from trainer.mix import make_batches
 from trainer.model import ModelConfig, Transformer, lm_loss
 
 
@@ -92,8 +94,7 @@ class Trainer:
         self.model = torch.compile(wrapped) if cfg.compile else wrapped
         self.optimizer = make_optimizer(self.raw, cfg, self.device)
         self.amp = amp_dtype(cfg, self.device)
-        self.batches = Batches(data, cfg.seq_len, cfg.micro_batch, seed=cfg.seed,
-                               rank=self.env.rank, world=self.env.world_size)
+        self.batches = make_batches(data, cfg, rank=self.env.rank, world=self.env.world_size)
         self.accum = cfg.accum_steps(self.env.world_size)
         self.step_tokens = cfg.step_tokens(self.env.world_size)
         self.total_steps = cfg.total_steps(data.n_tokens, self.env.world_size)
@@ -260,7 +261,8 @@ class Trainer:
         self.tokens_seen += self.step_tokens
         record = {"step": step, "loss": loss if finite else None, "lr": lr,
                   "grad_norm": norm if math.isfinite(norm) else None, "tokens": self.tokens_seen,
-                  "skipped": not finite, "epoch": self.batches.epoch}
+                  "skipped": not finite, "epoch": self.batches.epoch,
+                  "languages": self.batches.consumed()}
         if not finite:
             record["nonfinite"] = "loss" if not math.isfinite(loss) else "grad_norm"
         return record
@@ -319,6 +321,7 @@ class Trainer:
                 "final_loss": self.last_loss, "skipped_steps": self.skipped,
                 "rollbacks": self.rollbacks, "elapsed_s": time.monotonic() - t0,
                 "checkpoint": str(path) if path else None,
+                "languages": self.batches.consumed(),
                 "params": self.raw.num_params()}
 
 

@@ -26,6 +26,7 @@ from fertility.errors import FertilityError, TrainingError
 from trainer import distributed as D
 from trainer.config import TrainConfig, load_config
 from trainer.data import TokenData, build_shards, read_index
+from trainer.mix import parse_mix, plan_for_run, record_consumed
 
 RUN_SCHEMA = "fertility.run/1"
 
@@ -136,6 +137,10 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
             gate_dict, forced = _run_gate(gate or _default_gate(policy, corpus_options, quiet),
                                           paths, tok, tok.spec, force, quiet, env)
         index = _prepare_data(paths, tok, run_dir, cfg, corpus_options, quiet, env)
+        mix_plan = plan_for_run(index, cfg, cfg.step_tokens(env.world_size) * cfg.total_steps(
+            sum(s["tokens"] for s in index["train"]), env.world_size),
+            say=(lambda m: None) if quiet else (lambda m: D.log(env, m)),
+            warn=lambda m: D.log(env, f"warning: {m}"))
         model_cfg = config_from_preset(cfg.preset, int(tok.vocab_size), cfg.model)
         if env.is_main:
             record = {"schema": RUN_SCHEMA, "tokenizer": _copy_tokenizer(tok, run_dir),
@@ -145,7 +150,7 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
                                "train_tokens": sum(s["tokens"] for s in index["train"]),
                                "heldout_tokens": sum(s["tokens"] for s in index["heldout"]),
                                "heldout_documents": sum(s["docs"] for s in index["heldout"])},
-                      "world_size": env.world_size,
+                      "world_size": env.world_size, "mix": mix_plan,
                       "created": (run_json or {}).get("created") or _now()}
             write_text_atomic(run_json_path, json.dumps(record, indent=1, ensure_ascii=False),
                               TrainingError)
@@ -158,6 +163,8 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
         summary = train(run_dir, cfg, model_cfg, data, fingerprint=tok.fingerprint,
                         special_ids=specials, env=env, quiet=quiet, callbacks=callbacks,
                         resume=resume)
+        if env.is_main and mix_plan is not None:
+            record_consumed(run_json_path, summary["languages"])
     finally:
         D.shutdown(env)
     return {**summary, "forced": forced, "preset": cfg.preset, "tokenizer": tok.spec,
@@ -230,11 +237,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--force", action="store_true")
     p.add_argument("--quiet", action="store_true")
+    mix = p.add_mutually_exclusive_group()
+    mix.add_argument("--mix", help="each language's share in characters: bn=0.6,en=0.4")
+    mix.add_argument("--mix-temperature", type=float, help="shares ∝ characters**T")
     a = p.parse_args(argv)
     try:
+        over = {"mix": parse_mix(a.mix) if a.mix else None,
+                "mix_temperature": a.mix_temperature}
         summary = pretrain(a.corpus, a.tokenizer, a.out, preset=a.preset, config_path=a.config,
                            steps=a.steps, tokens=a.tokens, device=a.device, resume=a.resume,
-                           force=a.force, quiet=a.quiet)
+                           force=a.force, quiet=a.quiet, overrides=over)
     except FertilityError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

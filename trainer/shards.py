@@ -125,3 +125,71 @@ def open_shard(path: str | Path) -> tuple[ShardHeader, np.ndarray]:
 
 
 # -- building ----------------------------------------------------------------------------
+
+
+# -- the document table beside a split's shards -------------------------------------------
+# One row per document, in the order the shards hold them, so that a mixture can sample by
+# language and count what was consumed in characters (trainer/mix.py). Layout: a header
+# (magic b"FERTDOC\0", version u32, fingerprint 64s, n_docs u64, n_tokens u64: the split's
+# total, checked against its shards) padded to HEADER_BYTES, then n_docs rows of six
+# little-endian int64: shard (index into the split's shard list), start (token offset in that
+# shard), tokens (including the separator after it), lang (index into index.json's
+# "languages"), chars (code points of its text), bytes (UTF-8).
+
+DOC_MAGIC = b"FERTDOC\0"
+DOC_HEADER = struct.Struct("<8sI64sQQ")
+DOC_COLUMNS = ("shard", "start", "tokens", "lang", "chars", "bytes")
+
+
+class DocTableWriter:
+    """Streams rows of the document table; the header is written on close."""
+
+    def __init__(self, path: Path, fingerprint: str) -> None:
+        self.path, self.fingerprint = path, fingerprint
+        self.n_docs = self.n_tokens = 0
+        self._f = open(path, "wb")
+        self._f.write(b"\0" * HEADER_BYTES)
+
+    def append(self, rows: np.ndarray) -> None:
+        rows = np.ascontiguousarray(rows, dtype="<i8").reshape(-1, len(DOC_COLUMNS))
+        self._f.write(rows.tobytes())
+        self.n_docs += len(rows)
+        self.n_tokens += int(rows[:, 2].sum())
+
+    def close(self) -> None:
+        self._f.seek(0)
+        self._f.write(DOC_HEADER.pack(DOC_MAGIC, VERSION, self.fingerprint.encode("ascii"),
+                                      self.n_docs, self.n_tokens).ljust(HEADER_BYTES, b"\0"))
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+
+
+def open_doc_table(path: str | Path, *, fingerprint: str, n_tokens: int) -> np.ndarray:
+    """The (n_docs, 6) int64 table, memory-mapped; refused when it does not match the shards."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(HEADER_BYTES)
+    except OSError as e:
+        raise TrainingError(f"{path}: cannot read document table ({e.strerror})") from None
+    if len(raw) < DOC_HEADER.size or raw[:8] != DOC_MAGIC:
+        raise TrainingError(f"{path}: not a fertility document table (bad magic)")
+    _, version, fp, n_docs, total = DOC_HEADER.unpack_from(raw)
+    if version != VERSION:
+        raise TrainingError(f"{path}: document table version {version}, this build reads "
+                            f"{VERSION}")
+    fp = fp.rstrip(b"\0").decode("ascii")
+    if fp != fingerprint:
+        raise TrainingError(f"{path}: document table was made by tokenizer {fp}, the shards' "
+                            f"is {fingerprint}")
+    if total != n_tokens:
+        raise TrainingError(f"{path}: document table covers {total} tokens, the shards hold "
+                            f"{n_tokens}")
+    size = os.path.getsize(path)
+    if size != HEADER_BYTES + n_docs * 8 * len(DOC_COLUMNS):
+        raise TrainingError(f"{path}: document table is {size} bytes, its header says "
+                            f"{n_docs} documents")
+    if n_docs == 0:
+        return np.zeros((0, len(DOC_COLUMNS)), dtype="<i8")
+    return np.memmap(path, dtype="<i8", mode="r", offset=HEADER_BYTES,
+                     shape=(n_docs, len(DOC_COLUMNS)))

@@ -1,4 +1,5 @@
-"""Exact resume: N steps straight == N/2 steps, SIGKILL, resume, the rest (bit for bit)."""
+"""Exact resume: N steps straight == N/2 steps, SIGKILL, resume, the rest (bit for bit),
+in the corpus's order and with a mix in characters (trainer/mix.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ N = 16
 SETTINGS = dict(seq_len=64, micro_batch=4, tokens_per_step=512, lr=3e-3, min_lr=3e-4,
                 warmup_steps=3, checkpoint_every=N // 4, keep_last=4, heldout_fraction=0.05,
                 device="cpu", steps=N)
+MIXED = {**SETTINGS, "mix": {"bn": 0.5, "en": 0.3, "zh": 0.2}}
 
 # The training process: runs until step N/2 + 2 (two steps past the N/2 checkpoint, so the
 # resumed run must redo them), says so, then waits to be killed.
@@ -45,10 +47,10 @@ pretrain(corpus, tok, out, quiet=True, overrides=settings, gate=lambda p, t: Pas
 """
 
 
-def _pretrain(tok, out, **kw):
+def _pretrain(tok, out, settings=SETTINGS, **kw):
     from trainer.run import pretrain
 
-    return pretrain(CORPUS, tok, out, quiet=True, overrides=SETTINGS,
+    return pretrain(CORPUS, tok, out, quiet=True, overrides=settings,
                     gate=lambda p, t: PassingGate(), **kw)
 
 
@@ -69,10 +71,10 @@ def _assert_same_state(a: Path, b: Path):
             assert torch.equal(value, sb["optimizer"]["state"][name][key]), (name, key)
 
 
-def _kill_after_half(tok, out, tmp_path):
+def _kill_after_half(tok, out, tmp_path, settings=SETTINGS):
     marker = tmp_path / "paused"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    args = json.dumps([CORPUS, tok, str(out), SETTINGS, N // 2 + 2, str(marker)])
+    args = json.dumps([CORPUS, tok, str(out), settings, N // 2 + 2, str(marker)])
     proc = subprocess.Popen([sys.executable, "-c", JOB, args], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
@@ -88,19 +90,20 @@ def _kill_after_half(tok, out, tmp_path):
     assert proc.returncode == -signal.SIGKILL
 
 
-def test_resume_after_sigkill_is_exact(tmp_path):
+@pytest.mark.parametrize("settings", [SETTINGS, MIXED], ids=["corpus-order", "mix"])
+def test_resume_after_sigkill_is_exact(tmp_path, settings):
     tok = train_tokenizer(tmp_path / "tokenizer.json")
     straight = tmp_path / "straight"
-    _pretrain(tok, straight)
+    _pretrain(tok, straight, settings)
 
     killed = tmp_path / "killed"
-    _kill_after_half(tok, killed, tmp_path)
+    _kill_after_half(tok, killed, tmp_path, settings)
     assert [s for s, _ in ck.list_checkpoints(killed)] == [N // 4, N // 2]
     assert _losses(killed)[-1][0] == N // 2 + 2  # steps past the checkpoint were logged
     backup = tmp_path / "killed-copy"
     shutil.copytree(killed, backup)
 
-    summary = _pretrain(tok, killed, resume=True)
+    summary = _pretrain(tok, killed, settings, resume=True)
     assert summary["steps"] == N
     _assert_same_state(ck.step_dir(straight, N), ck.step_dir(killed, N))
     assert _losses(killed) == _losses(straight)  # redone steps replace the killed run's lines
@@ -110,6 +113,6 @@ def test_resume_after_sigkill_is_exact(tmp_path):
     raw = bytearray(weights.read_bytes())
     raw[len(raw) // 2] ^= 0x40
     weights.write_bytes(bytes(raw))
-    _pretrain(tok, backup, resume=True)
+    _pretrain(tok, backup, settings, resume=True)
     _assert_same_state(ck.step_dir(straight, N), ck.step_dir(backup, N))
     assert _losses(backup) == _losses(straight)

@@ -1,0 +1,222 @@
+"""Mixtures in characters: shares met in characters, the corpus order kept without a mix, the
+temperature rule, the document table's refusals, and the `--mix` command line."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+import regex
+
+from fertility.corpus import Corpus
+from fertility.errors import TrainingError
+from fertility.tokenizers import load_tokenizer
+from tests.bpe import byte_level_bpe
+from tests.trainer.tokfixture import PassingGate
+from trainer.config import TrainConfig, load_config
+from trainer.data import Batches, TokenData, build_shards
+from trainer.mix import MixBatches, make_batches, parse_mix, plan_mix
+
+SEP = "<|endoftext|>"
+
+
+def _corpus(folder, rng, langs):
+    """One file per language; `langs` maps a label to (letters, number of distinct words).
+    Few distinct words compress well, many random ones badly."""
+    folder.mkdir()
+    texts = {}
+    for lang, (letters, n_words) in langs.items():
+        words = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 8)))
+                 for _ in range(n_words)]
+        texts[lang] = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 40)))
+                       for _ in range(300)]
+        (folder / f"{lang}.txt").write_text("\n".join(texts[lang]) + "\n", encoding="utf-8")
+    return texts
+
+
+@pytest.fixture(scope="module")
+def two_langs(tmp_path_factory):
+    """de compresses about 3x worse than fr (checked below with the tokenizer itself)."""
+    root = tmp_path_factory.mktemp("mix")
+    texts = _corpus(root / "corpus", random.Random(0),
+                    {"de": ("abcdefghijklm", 4000), "fr": ("nopqrstuvwxyz", 40)})
+    byte_level_bpe(texts["de"] + texts["fr"], 420, specials=[SEP], path=root / "tok.json")
+    tok = load_tokenizer(str(root / "tok.json"))
+    build_shards(Corpus([str(root / "corpus")]).documents(), tok, root / "data",
+                 heldout_fraction=0.0, quiet=True, workers=1)
+    data = TokenData.from_dir(root / "data", "train", fingerprint=tok.fingerprint,
+                              vocab_size=tok.vocab_size)
+    return root, tok, texts, data
+
+
+def _chars_per_token(tok, docs):
+    """A second method: the tokenizer's own encoding, the separator counted as one token."""
+    return sum(len(d) for d in docs) / sum(len(e.ids) + 1 for e in tok.encode_batch(docs))
+
+
+def _decoded_shares(tok, batches, n):
+    """Characters and tokens per language from the windows' decoded text: each window's
+    language read from its letters with `regex`, its characters counted in the decoded text."""
+    sep = tok.special_tokens[SEP]
+    chars, tokens = {"de": 0, "fr": 0}, {"de": 0, "fr": 0}
+    for _ in range(n):
+        _, targets = batches.next()
+        for row in targets.tolist():
+            text = b"".join(tok.token_bytes(i) for i in row if i != sep).decode("utf-8")
+            found = {"de" if regex.search("[a-m]", text) else None,
+                     "fr" if regex.search("[n-z]", text) else None} - {None}
+            assert len(found) == 1, text  # one language per window, never a silent crossing
+            lang = found.pop()
+            chars[lang] += len(text)
+            tokens[lang] += len(row)
+    return ({k: v / sum(chars.values()) for k, v in chars.items()},
+            {k: v / sum(tokens.values()) for k, v in tokens.items()})
+
+
+def test_mix_in_characters_meets_the_character_shares(two_langs):
+    _, tok, texts, data = two_langs
+    c_de, c_fr = _chars_per_token(tok, texts["de"]), _chars_per_token(tok, texts["fr"])
+    assert 2.5 < c_fr / c_de < 3.5  # the premise: de costs about 3x the tokens per character
+    cfg = TrainConfig(seq_len=32, micro_batch=8, mix={"de": 0.5, "fr": 0.5})
+    batches = make_batches(data, cfg)
+    assert isinstance(batches, MixBatches)
+    chars, tokens = _decoded_shares(tok, batches, 150)
+    assert chars["de"] == pytest.approx(0.5, abs=0.02)
+    # Hand-worked: equal characters need tokens in the ratio of the tokens per character.
+    expected_de = (0.5 / c_de) / (0.5 / c_de + 0.5 / c_fr)
+    assert 0.7 < expected_de < 0.8
+    assert tokens["de"] == pytest.approx(expected_de, abs=0.02)
+    # The run's own ledger says the same as the decoded text.
+    consumed = batches.consumed()
+    total = sum(v["chars"] for v in consumed.values())
+    assert consumed["de"]["chars"] / total == pytest.approx(chars["de"], abs=0.01)
+    assert sum(v["tokens"] for v in consumed.values()) == 150 * 8 * 32
+
+
+def test_without_a_mix_the_corpus_order_and_proportions_are_kept(two_langs):
+    _, tok, texts, data = two_langs
+    cfg = TrainConfig(seq_len=32, micro_batch=8)
+    counted, plain = make_batches(data, cfg), Batches(data, 32, 8, seed=cfg.seed)
+    n = plain.n_windows // 8  # one pass
+    for _ in range(n):
+        x, _ = counted.next()
+        assert np.array_equal(x.numpy(), plain.next()[0].numpy())  # today's batches exactly
+    consumed = counted.consumed()
+    tokens = {k: len(texts[k]) + sum(len(e.ids) for e in tok.encode_batch(texts[k]))
+              for k in texts}
+    chars = {k: sum(len(d) for d in texts[k]) for k in texts}
+    got_tok = consumed["de"]["tokens"] / sum(v["tokens"] for v in consumed.values())
+    got_chr = consumed["de"]["chars"] / sum(v["chars"] for v in consumed.values())
+    assert got_tok == pytest.approx(tokens["de"] / sum(tokens.values()), abs=0.01)
+    assert got_chr == pytest.approx(chars["de"] / sum(chars.values()), abs=0.01)
+
+
+def test_temperature_rule_on_three_languages(tmp_path):
+    texts = _corpus(tmp_path / "corpus", random.Random(1),
+                    {"de": ("abcdefgh", 3000), "fr": ("ijklmnop", 300), "it": ("qrstuvwx", 40)})
+    texts["fr"], texts["it"] = texts["fr"][:120], texts["it"][:30]  # unequal sizes
+    for lang in ("fr", "it"):
+        (tmp_path / "corpus" / f"{lang}.txt").write_text("\n".join(texts[lang]) + "\n")
+    byte_level_bpe([d for v in texts.values() for d in v], 400, specials=[SEP],
+                   path=tmp_path / "tok.json")
+    tok = load_tokenizer(str(tmp_path / "tok.json"))
+    index = build_shards(Corpus([str(tmp_path / "corpus")]).documents(), tok, tmp_path / "data",
+                         heldout_fraction=0.0, quiet=True, workers=1)
+    T = 0.3
+    n = {k: sum(len(d) for d in v) for k, v in texts.items()}
+    p = {k: n[k] ** T / sum(m ** T for m in n.values()) for k in n}
+    c = {k: _chars_per_token(tok, v) for k, v in texts.items()}
+    t = {k: (p[k] / c[k]) / sum(p[j] / c[j] for j in p) for k in p}
+    plan = plan_mix(index["languages"], {}, T, total_tokens=10**6)
+    for k in n:
+        got = plan["languages"][k]
+        assert got["available_chars"] == n[k]
+        assert got["char_share"] == pytest.approx(p[k], rel=1e-12)
+        assert got["token_share"] == pytest.approx(t[k], rel=1e-9)
+        assert got["passes"] == pytest.approx(t[k] * 10**6 / (n[k] / c[k]), rel=1e-9)
+    data = TokenData.from_dir(tmp_path / "data", "train", fingerprint=tok.fingerprint,
+                              vocab_size=tok.vocab_size)
+    batches = make_batches(data, TrainConfig(seq_len=16, micro_batch=8, mix_temperature=T))
+    for _ in range(100):
+        batches.next()
+    consumed = batches.consumed()
+    dealt = sum(v["tokens"] for v in consumed.values())
+    for k in n:  # windows are dealt within one window of the token shares
+        assert abs(consumed[k]["tokens"] - t[k] * dealt) <= 16
+
+
+def test_mix_resumes_from_its_cursor(two_langs):
+    _, _, _, data = two_langs
+    cfg = TrainConfig(seq_len=32, micro_batch=4, mix={"de": 0.3, "fr": 0.7})
+    straight = make_batches(data, cfg)
+    rows = [straight.next()[0].numpy() for _ in range(40)]
+    first = make_batches(data, cfg)
+    for _ in range(25):
+        first.next()
+    state = json.loads(json.dumps(first.state_dict()))  # what a checkpoint stores
+    again = make_batches(data, cfg)
+    again.load_state_dict(state)
+    for row in rows[25:]:
+        assert np.array_equal(again.next()[0].numpy(), row)
+    assert again.consumed() == straight.consumed()
+    other = make_batches(data, TrainConfig(seq_len=32, micro_batch=4, mix={"de": .5, "fr": .5}))
+    with pytest.raises(TrainingError, match="another mix"):
+        other.load_state_dict(state)
+
+
+def test_mix_under_two_ranks_reads_the_single_process_batch(two_langs):
+    _, _, _, data = two_langs
+    one = make_batches(data, TrainConfig(seq_len=32, micro_batch=4, mix={"de": .5, "fr": .5}))
+    ranks = [make_batches(data, TrainConfig(seq_len=32, micro_batch=2, mix={"de": .5, "fr": .5}),
+                          rank=r, world=2) for r in (0, 1)]
+    for _ in range(10):
+        whole = one.next()[0].numpy()
+        parts = [b.next()[0].numpy() for b in ranks]
+        assert np.array_equal(whole[0::2], parts[0]) and np.array_equal(whole[1::2], parts[1])
+
+
+@pytest.mark.parametrize("text, message", [
+    ("de=0.6,fr", "expected LANG=SHARE"), ("de=0.6,fr=0.6", "sum to 1.2"),
+    ("de=0.5,de=0.5", "given twice"), ("de=-1,fr=2", r"\(0, 1\]")])
+def test_bad_mix_is_one_line(text, message):
+    with pytest.raises(TrainingError, match=message):
+        parse_mix(text)
+
+
+def test_mix_in_config_file_and_refusals(two_langs, tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('mix = { de = 0.25, fr = 0.75 }\n')
+    assert load_config(path).mix == {"de": 0.25, "fr": 0.75}
+    path.write_text('mix = { de = 1.0 }\nmix_temperature = 0.3\n')
+    with pytest.raises(TrainingError, match="c.toml.*not both"):
+        load_config(path)
+    _, _, _, data = two_langs
+    with pytest.raises(TrainingError, match="ja = 0.5 names a language with no training text"):
+        plan_mix(data.languages, {"de": 0.5, "ja": 0.5}, None, 1000)
+    plan = plan_mix(data.languages, {"de": 1.0}, None, 10**7)
+    assert plan["languages"]["de"]["passes"] > 4  # warned about by the run (below)
+
+
+def test_pretrain_records_the_plan_and_what_was_consumed(two_langs, tmp_path, capsys):
+    from trainer.run import pretrain
+
+    root, _, _, _ = two_langs
+    out = tmp_path / "run"
+    settings = dict(seq_len=32, micro_batch=4, steps=6, warmup_steps=1, device="cpu",
+                    heldout_fraction=0.05, checkpoint_every=100, mix={"de": 0.9, "fr": 0.1},
+                    tokens=None)
+    pretrain([str(root / "corpus")], str(root / "tok.json"), out, overrides=settings,
+             gate=lambda p, t: PassingGate())
+    err = capsys.readouterr().err
+    assert "training mix (--mix" in err and "warning: mix: de" not in err
+    run = json.loads((out / "run.json").read_text())
+    mix = run["mix"]
+    assert mix["rule"] == "shares" and mix["total_tokens"] == 6 * 4 * 32
+    assert mix["languages"]["de"]["char_share"] == 0.9
+    rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    last = [r for r in rows if "event" not in r][-1]
+    assert sum(v["tokens"] for v in last["languages"].values()) == last["tokens"]
+    assert mix["consumed"] == last["languages"]
+    assert set(mix["consumed"]) == {"de", "fr"}
