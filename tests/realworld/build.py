@@ -83,7 +83,10 @@ class FetchError(Exception):
 # ---- fetching (cached under ROOT/.downloads) ---------------------------------------------
 
 def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    try:
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    except FileNotFoundError:  # no apt-get or dpkg-deb: not a Debian-based machine
+        raise FetchError(f"{' '.join(cmd)}: {cmd[0]} is not installed") from None
 
 
 def _last_line(proc: subprocess.CompletedProcess) -> str:
@@ -239,14 +242,15 @@ def fortunes(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").split("\n%\n")
 
 
-def documents(texts: list[str]) -> list[str]:
-    """Cleaned, deduplicated (first occurrence kept), only lines with a letter."""
-    seen: dict[str, None] = {}
-    for text in texts:
+def documents(texts: list[tuple[str, str]]) -> dict[str, str]:
+    """(package, text) pairs -> {document: package}: cleaned, deduplicated (the first
+    occurrence is kept, in order), only documents with a letter."""
+    seen: dict[str, str] = {}
+    for package, text in texts:
         doc = clean(_FLUENT_PLACEABLE.sub(" ", text))
         if _LETTER.search(doc):
-            seen.setdefault(doc, None)
-    return list(seen)
+            seen.setdefault(doc, package)
+    return seen
 
 
 # ---- licences ----------------------------------------------------------------------------
@@ -295,13 +299,13 @@ def read_member(archive: Path, member: str) -> bytes:
 def build(out: Path, downloads: Path) -> None:
     sources = []
     work = out / ".unpacked"
-    texts: dict[str, list[str]] = {lang: [] for lang in LANGS}
+    texts: dict[str, list[tuple[str, str]]] = {lang: [] for lang in LANGS}
 
     for lang, (ff, _) in LANGS.items():
         name = f"firefox-esr-l10n-{ff}"
         tree = unpack_deb(debian(name, FIREFOX, downloads), work / name)
         xpi = next(tree.glob("usr/lib/firefox-esr/browser/extensions/*.xpi"))
-        texts[lang] += langpack_texts(xpi)
+        texts[lang] += [(name, t) for t in langpack_texts(xpi)]
         lic, lic_file = deb_licence(tree, name)
         sources.append({"package": name, "registry": "debian", "version": FIREFOX,
                         "licence": lic, "licence_file": lic_file,
@@ -315,33 +319,39 @@ def build(out: Path, downloads: Path) -> None:
                         "licence": lic, "licence_file": lic_file, "files": [], "used_for": []})
     by_name = {s["package"]: s for s in sources}
 
-    def catalogue(domain: str, locale: str) -> Path | None:
+    def catalogue(domain: str, locale: str) -> tuple[str | None, Path | None]:
         for name, tree in trees.items():
             path = tree / "usr/share/locale" / locale / "LC_MESSAGES" / f"{domain}.mo"
             if path.is_file():
                 by_name[name]["files"].append(str(path.relative_to(tree)))
-                return path
-        return None
+                return name, path
+        return None, None
 
     catalogues = {}
     for lang, (_, locale) in LANGS.items():
         for domain in CATALOGUES:
-            path = catalogue(domain, locale) if locale else None
+            package, path = catalogue(domain, locale) if locale else (None, None)
             if path:
                 catalogues[(lang, domain)] = msgs = mo_messages(path)
-                texts[lang] += msgs.values()
-                texts["en"] += [msgid for _, msgid in msgs]
+                texts[lang] += [(package, t) for t in msgs.values()]
+                texts["en"] += [(package, msgid) for _, msgid in msgs]
     for name in FORTUNES_RU:
         rel = f"usr/share/games/fortunes/ru/{name}"
-        texts["ru"] += fortunes(trees["fortunes-ru"] / rel)
+        texts["ru"] += [("fortunes-ru", t) for t in fortunes(trees["fortunes-ru"] / rel)]
         by_name["fortunes-ru"]["files"].append(rel)
 
     (out / "text").mkdir()
-    for lang, lang_texts in texts.items():
-        (out / "text" / f"{lang}.txt").write_text("\n".join(documents(lang_texts)) + "\n",
-                                                  encoding="utf-8")
     for s in sources:
-        s["used_for"] = s["used_for"] or ["text/"]
+        s["lines"] = {}
+    for lang, lang_texts in texts.items():
+        docs = documents(lang_texts)
+        (out / "text" / f"{lang}.txt").write_text("".join(d + "\n" for d in docs),
+                                                  encoding="utf-8")
+        for package in docs.values():
+            by_name[package]["lines"][f"text/{lang}.txt"] = \
+                by_name[package]["lines"].get(f"text/{lang}.txt", 0) + 1
+    for s in sources:
+        s["used_for"] = s["used_for"] or sorted(s["lines"])
     write_parallel(out / "parallel", catalogues)
     by_name["libgtk-3-common"]["used_for"].append("parallel/")
 
@@ -393,18 +403,58 @@ def write_parallel(folder: Path, catalogues: dict) -> None:
                                             encoding="utf-8")
 
 
+EXCERPT_LINES = 40
+# Bengali YA with nukta written both ways (precomposed U+09DF, and U+09AF U+09BC): the
+# excerpt keeps a few of each so normalisation cases are testable without a build.
+_MUST_HAVE = {"bn": ["\u09df", "\u09af\u09bc"]}
+
+
+def write_excerpt(src: Path, folder: Path) -> None:
+    """About EXCERPT_LINES lines per language of src/text (evenly spaced) and SOURCES.md."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in sorted((src / "text").glob("*.txt")):
+        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if len(ln) < 300]
+        picked = lines[:: len(lines) // EXCERPT_LINES][:EXCERPT_LINES]
+        for needle in _MUST_HAVE.get(path.stem, []):
+            with_it = [ln for ln in lines if needle in ln]
+            picked += [ln for ln in with_it[:: max(1, len(with_it) // 3)][:3] if ln not in picked]
+        (folder / path.name).write_text("".join(ln + "\n" for ln in picked), encoding="utf-8")
+    sources = json.loads((src / "SOURCES.json").read_text(encoding="utf-8"))["sources"]
+    rows = [f"| {s['package']} | {s['version']} | {s['licence']} | "
+            f"{', '.join(sorted(Path(k).stem for k in s['lines']))} |"
+            for s in sources if s.get("lines")]
+    (folder / "SOURCES.md").write_text(
+        "# Sources of the excerpt\n\n"
+        "Lines sampled evenly from ROOT/text (written by `tests/realworld/build.py --excerpt`);\n"
+        "see that script for how messages are extracted. Code points are as the packages ship\n"
+        "them. Debian packages (bookworm), licence from each package's copyright file.\n\n"
+        "| package | version | licence | languages |\n|---|---|---|---|\n"
+        + "\n".join(rows) + "\n", encoding="utf-8")
+
+
 OUTPUTS = ["text", "parallel", "tokenizers", "SOURCES.json"]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=None, help="default: " + str(root()))
+    parser.add_argument("--excerpt", type=Path, metavar="DIR",
+                        help="after the build, write the committed excerpt to DIR")
     args = parser.parse_args(argv)
     dest = args.root or root()
     ready = dest / "READY"
-    if ready.is_file() and ready.read_text().strip() == BUILD_VERSION:
+    if not (ready.is_file() and ready.read_text().strip() == BUILD_VERSION):
+        code = _build_into(dest, ready)
+        if code:
+            return code
+    else:
         print(f"{dest}: up to date (build {BUILD_VERSION})")
-        return 0
+    if args.excerpt:
+        write_excerpt(dest, args.excerpt)
+    return 0
+
+
+def _build_into(dest: Path, ready: Path) -> int:
     dest.mkdir(parents=True, exist_ok=True)
     ready.unlink(missing_ok=True)
     tmp = dest / ".tmp"
@@ -415,12 +465,15 @@ def main(argv: list[str] | None = None) -> int:
     except FetchError as e:
         print(f"error: could not fetch {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"error: {e.filename or dest}: {e.strerror or e}", file=sys.stderr)
+        return 2
     for name in OUTPUTS:  # rename into place; READY last, so a reader never sees half a build
-        target = dest / name
-        if target.is_dir():
-            shutil.rmtree(target)
+        target, old = dest / name, tmp / f"{name}.old"
+        if target.exists():
+            target.replace(old)
         (tmp / name).replace(target)
-    tmp.rmdir()
+    shutil.rmtree(tmp)
     ready.write_text(BUILD_VERSION + "\n")
     print(f"{dest}: built (build {BUILD_VERSION})")
     return 0
