@@ -42,7 +42,7 @@ def _reloadable(paths, toks) -> bool:
     from fertility.corpus import Corpus
 
     return not isinstance(paths, Corpus) and all(
-        getattr(t, "kind", None) in ("hf", "sentencepiece", "tiktoken", "pretokenizer")
+        getattr(t, "kind", None) in ("hf", "sentencepiece", "tiktoken", "tekken", "pretokenizer")
         and isinstance(getattr(t, "spec", None), str) for t in toks)
 
 

@@ -116,3 +116,14 @@ def test_report_names_the_kind(tmp_path, run):
     assert code == 0 and entry["kind"] == "tekken" and entry["vocab_size"] == len(VOCAB) - 2 + 25
     row = next(r for r in entry["rows"] if r["group"] == "all")
     assert row["tokens"] == 2  # [বা][ the], as in test_cut_vocabulary_and_spans
+
+
+def test_workers_rebuild_it_from_its_spec(tmp_path):
+    """Processes that share the batches load the same Tekken file and count the same."""
+    from fertility.measure import analyze
+
+    path = tekken_file(tmp_path / "tekken.json")
+    (tmp_path / "bn.txt").write_text("বা the then\n" * 50 + "বাংলা\n" * 50, encoding="utf-8")
+    one, two = (analyze([str(tmp_path / "bn.txt")], [str(path)], workers=n) for n in (1, 2))
+    assert two.settings["workers"] == 2
+    assert one.frame.equals(two.frame)
