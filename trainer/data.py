@@ -3,8 +3,9 @@
 The shard file format is in trainer/shards.py. A data folder holds `train-00000.bin ...`,
 `heldout-00000.bin ...`, `heldout.jsonl` (the held-out documents, so evaluation can score each
 language), `train-docs.bin` (per training document: where it lies, its language, characters
-and bytes; trainer/mix.py samples and counts by it) and `index.json`, written last. The folder is built under `<name>.partial` and
-renamed, so a half-built one is never mistaken for a whole one.
+and bytes; trainer/mix.py samples and counts by it) and `index.json`, written last. The
+folder is built under `<name>.partial` and renamed, so a half-built one is never mistaken for a
+whole one.
 """
 
 from __future__ import annotations

@@ -242,7 +242,8 @@ class MixBatches:
             self.vstarts[g] = np.concatenate([[0], np.cumsum(docs[ids, 2])])
             self.lang_windows[g] = max(0, (int(self.vstarts[g][-1]) - 1) // seq_len)
             if self.lang_windows[g] == 0:
-                raise TrainingError(f"{data.paths[0].parent}: language {data.languages[g]['lang']} has "
+                name = data.languages[g]["lang"]
+                raise TrainingError(f"{data.paths[0].parent}: language {name} has "
                                     f"{int(self.vstarts[g][-1])} training tokens, fewer than "
                                     f"one window of {seq_len + 1}")
         self.n_windows = int(self.lang_windows.sum())

@@ -17,7 +17,7 @@ from tests.bpe import byte_level_bpe
 from tests.trainer.tokfixture import PassingGate
 from trainer.config import TrainConfig, load_config
 from trainer.data import Batches, TokenData, build_shards
-from trainer.mix import MixBatches, make_batches, parse_mix, plan_mix
+from trainer.mix import MixBatches, make_batches, parse_mix, plan_mix, plan_warnings
 
 SEP = "<|endoftext|>"
 
@@ -196,7 +196,9 @@ def test_mix_in_config_file_and_refusals(two_langs, tmp_path):
     with pytest.raises(TrainingError, match="ja = 0.5 names a language with no training text"):
         plan_mix(data.languages, {"de": 0.5, "ja": 0.5}, None, 1000)
     plan = plan_mix(data.languages, {"de": 1.0}, None, 10**7)
-    assert plan["languages"]["de"]["passes"] > 4  # warned about by the run (below)
+    passes = 10**7 / data.languages[0]["tokens"]  # every token goes to de
+    assert plan["languages"]["de"]["passes"] == pytest.approx(passes) and passes > 4
+    assert [w.split(" ")[1] for w in plan_warnings(plan)] == ["de's", "fr"]  # repeated; unused
 
 
 def test_pretrain_records_the_plan_and_what_was_consumed(two_langs, tmp_path, capsys):
@@ -220,3 +222,19 @@ def test_pretrain_records_the_plan_and_what_was_consumed(two_langs, tmp_path, ca
     assert sum(v["tokens"] for v in last["languages"].values()) == last["tokens"]
     assert mix["consumed"] == last["languages"]
     assert set(mix["consumed"]) == {"de", "fr"}
+
+
+def test_pretrain_command_refuses_a_bad_mix_in_one_line(two_langs, tmp_path, run):
+    root, _, _, _ = two_langs
+    base = ["pretrain", root / "corpus", "-t", root / "tok.json", "--out", tmp_path / "r",
+            "--device", "cpu", "--steps", "2", "--force"]
+    code, _, err = run(*base, "--mix", "de=0.6,fr")
+    assert code == 2 and err.strip().splitlines() == [
+        "error: --mix: 'fr': expected LANG=SHARE, e.g. bn=0.6,en=0.4"]
+    code, _, err = run(*base, "--mix", "de=1", "--mix-temperature", "0.3")
+    assert code == 2 and "not both" in err
+    code, _, err = run(*base, "--mix", "de=0.5,ja=0.5")
+    lines = [l for l in err.splitlines() if l.startswith("error:")]
+    assert code == 2 and "Traceback" not in err
+    assert lines == ["error: mix: ja = 0.5 names a language with no training text in the "
+                     "corpus (its languages: de, fr)"]
