@@ -77,7 +77,7 @@ class Thresholds:
     unk_rate: float = 0.001
     top_chars: int = 5
     grapheme_split_rate: float = 0.10
-    overrepresentation: float = 2.0        # token_share / char_share
+    overrepresentation: float = 2.0        # tokens per character against the rest
     flip_margin: float = 0.10              # relative gap both ways for a ranking flip
     premium: float = 2.0
     parity_min_lines: int = 10
@@ -419,40 +419,54 @@ def _grapheme_split(report: Report, t: Thresholds) -> Iterator[Finding]:
 
 
 def _balance(report: Report, t: Thresholds, premium_table: pd.DataFrame) -> Iterator[Finding]:
-    """Content is counted in characters; languages aligned line by line on parallel files
-    hold the same content, so their share of it is equal and the premiums tell the rest."""
+    """Content is counted in characters, never bytes (a Bengali character is 3 UTF-8 bytes, a
+    Latin one 1). A row's cost is its tokens per unit of content against the rest of the
+    tokenizer's corpus; languages aligned line by line on parallel files hold the same
+    content, so their premiums are that cost."""
     aligned: dict[str, dict[str, float]] = {}
     for p in premium_table.itertuples():
         aligned.setdefault(p.tokenizer, {p.reference: 1.0})[p.lang] = p.premium
     rows = _rows(report, t, groups=("script", "language"))
+    over: set[tuple[str, str]] = set()
     for _, r in rows.iterrows():
         prem = aligned.get(r["tokenizer"], {})
-        if r["group"] == "language" and r["key"] in prem:
-            share, tshare = 1 / len(prem), prem[r["key"]] / sum(prem.values())
-            unit = f"1/{len(prem)} of the aligned parallel content"
+        if r["group"] == "language" and r["key"] in prem and len(prem) > 1:
+            others = [v for k, v in prem.items() if k != r["key"]]
+            ratio = prem[r["key"]] / (sum(others) / len(others))
+            unit = "aligned lines"
+            said = (f"On the parallel files {r['key']} needs {ratio:.1f}x the tokens per line "
+                    f"of the other {len(others)} aligned languages on average")
         else:
             share, tshare = float(r["char_share"]), float(r["token_share"])
-            unit = f"{share:.1%} of the characters"
-        if not share > 0 or tshare / share < t.overrepresentation:
+            if not 0 < share < 1 or not 0 < tshare < 1:
+                continue  # the row is the whole corpus: there is no rest to compare with
+            ratio = (tshare / share) / ((1 - tshare) / (1 - share))
+            unit = "characters"
+            said = (f"{r['key']} is {share:.1%} of the characters but {tshare:.1%} of the "
+                    f"tokens: {ratio:.1f}x the tokens per character of the rest of the corpus")
+        if ratio < t.overrepresentation:
             continue
-        ratio = tshare / share
-        ev = {"token_share": _num(tshare), "char_share": _num(share), "ratio": _num(ratio),
-              "unit": "aligned lines" if r["key"] in prem and r["group"] == "language"
-              else "characters", "threshold": t.overrepresentation}
+        ev = {"token_share": _num(r["token_share"]), "char_share": _num(r["char_share"]),
+              "ratio": _num(ratio), "unit": unit, "threshold": t.overrepresentation}
+        if unit == "aligned lines":
+            ev["premiums"] = {k: _num(v) for k, v in prem.items()}
+        if r["group"] == "language":
+            over.add((r["tokenizer"], r["key"]))
         yield _finding("balance-inversion", "warning", r, ev,
-                       f"{r['key']} is {unit} but {tshare:.1%} of the tokens ({ratio:.1f}x): a "
-                       f"mixture set in tokens gives {r['key']} {ratio:.1f}x less text than "
-                       "its token share suggests.",
+                       f"{said}, so a mixture set in tokens gives {r['key']} {ratio:.1f}x "
+                       "less text per token than the rest.",
                        "Set and report data mixtures in characters, not tokens; a tokenizer "
                        f"that compresses {r['key']} better narrows the gap.")
+    # A flip (a has more characters, b more tokens) is named only for a language b found
+    # over-represented above, never between aligned languages (same content by construction).
     m = 1 + t.flip_margin
     for label, g in rows[rows["group"] == "language"].groupby("tokenizer"):
         prem = aligned.get(label, {})
         recs = list(g.itertuples())
         for a in recs:
             for b in recs:
-                if a.key in prem and b.key in prem:
-                    continue  # the same content by construction: the premiums compare them
+                if (label, b.key) not in over or (a.key in prem and b.key in prem):
+                    continue
                 if a.char_share > b.char_share * m and b.token_share > a.token_share * m:
                     ev = {"chars": {a.key: _num(a.char_share), b.key: _num(b.char_share)},
                           "tokens": {a.key: _num(a.token_share), b.key: _num(b.token_share)}}

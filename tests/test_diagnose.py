@@ -325,10 +325,13 @@ def test_balance_overrepresentation_and_ranking_flip_in_characters():
                        row("t", "en", group="language", tokens=3000)])
     found = rules(diagnose(rep), "balance-inversion")
     (over,) = [f for f in found if f.key == "en"]
-    assert over.evidence["ratio"] == pytest.approx(3.0) and over.evidence["unit"] == "characters"
+    # en: 3000 / 6000 = 0.5 tokens per character; the rest (bn): 1000 / 18000 -> 9x
+    assert over.evidence["ratio"] == pytest.approx(9.0) and over.evidence["unit"] == "characters"
     assert "25.0% of the characters but 75.0% of the tokens" in over.cause
+    assert "9.0x less text per token" in over.cause
     (pair,) = [f for f in found if f.key == "bn/en"]
     assert "fix the tokenizer" not in pair.fix.lower()
+    assert {f.key for f in found} == {"en", "bn/en"}  # bn, the language served best: nothing
 
 
 def test_balance_is_not_fooled_by_bytes():
@@ -341,15 +344,17 @@ def test_balance_is_not_fooled_by_bytes():
 
 
 def test_balance_on_parallel_files_is_line_aligned():
-    # bn and en hold the same 40 messages; bn has 3x the characters of en here and en 3x
-    # the tokens per line: in characters that would be a flip, line-aligned it is a
-    # premium of 1/3 (the parity rule's business), and no pair is reported
+    # bn and en hold the same 40 messages, en in 30 tokens a line and bn in 10 (a premium of
+    # 1/3). In characters (bn 18000, en 6000) en would cost 9x the tokens per character;
+    # line-aligned it costs 3x per line, and the pair is not reported (same content)
     en = np.full(40, 30)
     bn = np.full(40, 10)
     rep = make_report([row("t", "bn", group="language", chars=18000, tokens=400),
                        row("t", "en", group="language", tokens=1200)],
                       docs=parallel_docs("t", en, bn))
-    assert rules(diagnose(rep), "balance-inversion") == []
+    (f,) = rules(diagnose(rep), "balance-inversion")
+    assert (f.key, f.evidence["unit"]) == ("en", "aligned lines")
+    assert f.evidence["ratio"] == pytest.approx(3.0)
 
 
 def test_balance_silent_when_shares_agree():
