@@ -59,10 +59,11 @@ def test_llama4_by_name_matches_llama_models(rw, lines):  # noqa: F811
 
 def test_report_measures_all_three_by_kind(rw, run):
     toks = rw / "tokenizers"
-    code, out, err = run("report", rw / "text" / "bn.txt", "-t", toks / "tekken" / "tekken_240911.json",
+    code, out, err = run("report", rw / "text" / "bn.txt",
+                         "-t", toks / "tekken" / "tekken_240911.json",
                          "-t", f"whisper={toks / 'whisper-multilingual.tiktoken'}#gpt2",
                          "-t", f"llama4={toks / 'llama4' / 'tokenizer.model'}#llama4",
-                         "--format", "json", "--no-diagnose")
+                         "--format", "json", "--no-diagnose", "--max-docs", "300")
     assert code == 0, err
     kinds = {t["label"]: t["kind"] for t in json.loads(out)["tokenizers"]}
     assert kinds == {"tekken_240911": "tekken", "whisper": "tiktoken", "llama4": "tiktoken"}
