@@ -112,14 +112,12 @@ def plan_mix(languages: list[dict[str, Any]], mix: Mapping[str, float],
 
 
 def plan_warnings(plan: dict[str, Any]) -> list[str]:
-    out = []
-    for lang, p in plan["languages"].items():
-        if p["passes"] > MAX_PASSES:
-            out.append(f"mix: {lang}'s training text will be repeated {p['passes']:.1f} times; "
-                       f"returns fall off past about {MAX_PASSES} passes (add {lang} text or "
-                       "lower its share)")
-        elif p["char_share"] == 0:
-            out.append(f"mix: {lang} is in the corpus but not in the mix: not trained on")
+    out = [f"mix: {lang}'s training text will be repeated {p['passes']:.1f} times; returns "
+           f"fall off past about {MAX_PASSES} passes (add {lang} text or lower its share)"
+           for lang, p in plan["languages"].items() if p["passes"] > MAX_PASSES]
+    unused = [lang for lang, p in plan["languages"].items() if p["char_share"] == 0]
+    if unused:
+        out.append(f"mix: {', '.join(unused)} in the corpus but not in the mix: not trained on")
     return out
 
 
