@@ -121,9 +121,12 @@ def extend(base, paths, add, out_dir, langs, heldout, heldout_max, policy, **kw)
                    "bn=0.6,en=0.4 (default: the corpus's own proportions).")
 @click.option("--mix-temperature", type=float, default=None, metavar="T",
               help="Instead of --mix: shares ∝ characters(lang)^T (mT5, XLM-R: 0.3).")
+@click.option("--init-from", "init_from", default=None, metavar="MODEL_DIR",
+              help="Continue pretraining this Llama-architecture Hugging Face folder "
+                   "(config.json + model.safetensors); -t is its tokenizer or an extension.")
 @corpus_options
 def pretrain(paths, tokenizer, out_dir, preset, config_path, steps, tokens, device, resume,
-             force, policy, mix, mix_temperature, **kw) -> None:
+             force, policy, mix, mix_temperature, init_from, **kw) -> None:
     """Gate the tokenizer, then pretrain a decoder-only model on PATHS into --out."""
     if steps and tokens:
         raise click.UsageError("give --steps or --tokens, not both")
@@ -134,7 +137,8 @@ def pretrain(paths, tokenizer, out_dir, preset, config_path, steps, tokens, devi
     from trainer.run import pretrain as run_pretrain
 
     opts = corpus_kwargs(kw)
-    over = {"mix": parse_mix(mix) if mix else None, "mix_temperature": mix_temperature}
+    over = {"mix": parse_mix(mix) if mix else None, "mix_temperature": mix_temperature,
+            "init_from": init_from}
     summary = run_pretrain(paths, tokenizer, out_dir, preset=preset, config_path=config_path,
                            steps=steps, tokens=tokens, device=device, resume=resume,
                            force=force, quiet=kw["quiet"], corpus_options=opts, policy=policy,

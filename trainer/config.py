@@ -40,6 +40,8 @@ class TrainConfig:
     eps: float = 1e-8
     grad_clip: float = 1.0  # 0 disables clipping (the norm is still measured)
     seed: int = 0
+    # continued pretraining: a Llama-architecture Hugging Face folder (trainer/init.py)
+    init_from: str | None = None
     # hardware: dtype "auto" is bf16 autocast on CUDA and float32 on the CPU
     device: str = "auto"  # auto | cpu | cuda
     dtype: str = "auto"  # auto | fp32 | bf16

@@ -76,7 +76,7 @@ class Trainer:
     def __init__(self, run_dir: str | Path, cfg: TrainConfig, model_cfg: ModelConfig,
                  data: TokenData, *, fingerprint: str, special_ids: dict[str, int] | None = None,
                  env: D.DistEnv | None = None, quiet: bool = False,
-                 callbacks: Any = None) -> None:
+                 callbacks: Any = None, init: Any = None) -> None:
         self.run_dir, self.cfg, self.model_cfg = Path(run_dir), cfg, model_cfg
         self.env = env or D.DistEnv()
         self.device = self.env.device
@@ -88,6 +88,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
         self.raw = Transformer(model_cfg).to(self.device)
+        if init is not None:  # --init-from (trainer/init.py); a resume then loads its checkpoint
+            init(self.raw)
         self.fsdp = D.use_fsdp(cfg.fsdp, self.raw.num_params(), self.env)
         wrapped = D.wrap_model(self.raw, self.env, self.fsdp)
         self.ddp = wrapped if wrapped is not self.raw else None

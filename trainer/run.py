@@ -142,6 +142,12 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
             say=(lambda m: None) if quiet else (lambda m: D.log(env, m)),
             warn=lambda m: D.log(env, f"warning: {m}"))
         model_cfg = config_from_preset(cfg.preset, int(tok.vocab_size), cfg.model)
+        init = None
+        if cfg.init_from:  # continued pretraining: the base model's shapes and weights
+            from trainer import init as base_model
+
+            model_cfg = base_model.model_config(cfg.init_from, int(tok.vocab_size))
+            init = base_model.plan(cfg.init_from, tok)
         if env.is_main:
             record = {"schema": RUN_SCHEMA, "tokenizer": _copy_tokenizer(tok, run_dir),
                       "model": model_cfg.to_dict(), "train": cfg.to_dict(), "gate": gate_dict,
@@ -151,6 +157,7 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
                                "heldout_tokens": sum(s["tokens"] for s in index["heldout"]),
                                "heldout_documents": sum(s["docs"] for s in index["heldout"])},
                       "world_size": env.world_size, "mix": mix_plan,
+                      "init": base_model.public(init) if init else None,
                       "created": (run_json or {}).get("created") or _now()}
             write_text_atomic(run_json_path, json.dumps(record, indent=1, ensure_ascii=False),
                               TrainingError)
@@ -162,7 +169,8 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
             specials["<separator>"] = index["separator"]
         summary = train(run_dir, cfg, model_cfg, data, fingerprint=tok.fingerprint,
                         special_ids=specials, env=env, quiet=quiet, callbacks=callbacks,
-                        resume=resume)
+                        resume=resume,
+                        init=(lambda m: base_model.load_into(m, init)) if init else None)
         if env.is_main and mix_plan is not None:
             record_consumed(run_json_path, summary["languages"])
     finally:

@@ -31,7 +31,6 @@ from fertility.extend.bpe import ExtendError, from_tokenizer, hf_json, learn, ra
 from fertility.extend.pattern import widen_letters
 
 SCHEMA = "fertility.extend/1"
-IDS_SCHEMA = "fertility.extend-ids/1"
 BASE, EXTENDED = "base", "extended"
 
 
@@ -161,13 +160,13 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
         paths["pattern"] = str(out / "tokenizer.pattern.txt")
         write_text_atomic(out / "tokenizer.tiktoken", rank_file(bpe, learned.new), ExtendError)
         write_text_atomic(out / "tokenizer.pattern.txt", regex + "\n", ExtendError)
-    ids_map = rep.ids_map(bpe, learned, base)
+    ext = load_tokenizer(paths["tokenizer"], label=EXTENDED)
+    ids_map = rep.ids_map(bpe, learned, base, ext)
     write_text_atomic(out / "ids-map.json", json.dumps(ids_map, ensure_ascii=False, indent=1)
                       + "\n", ExtendError)
 
     say("extend: measuring base and extended on the held-out documents")
     t2 = time.perf_counter()
-    ext = load_tokenizer(paths["tokenizer"], label=EXTENDED)
     report = rep.measure(heldout_files, [base, ext], pol, seed)
     from fertility.gate import evaluate
 

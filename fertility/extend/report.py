@@ -114,9 +114,10 @@ def rows(report, before: str, after: str) -> list[dict]:
 
 # ---------------------------------------------------------------- the ids map
 
-def ids_map(bpe, learned, base) -> dict:
+def ids_map(bpe, learned, base, ext) -> dict:
     """ids-map.json: base ids unchanged, and per new id its bytes and the base ids it replaces
-    (the base tokens that spell it in the text it was learned from)."""
+    (the base tokens that spell it in the text it was learned from). `fingerprint` is the
+    extended tokenizer.json's, so `pretrain --init-from` can tell the map is for it."""
     def entry(i: int, b: bytes) -> dict:
         try:
             text = b.decode("utf-8")
@@ -124,7 +125,7 @@ def ids_map(bpe, learned, base) -> dict:
             text = None  # part of a character: only its bytes say what it is
         return {"id": i, "hex": b.hex(), "text": text, "base_ids": learned.spelling[i]}
 
-    return {"schema": "fertility.extend-ids/1",
+    return {"schema": "fertility.extend-ids/1", "fingerprint": ext.fingerprint,
             "base": {"spec": base.spec, "kind": base.kind, "fingerprint": base.fingerprint,
                      "vocab_size": int(base.vocab_size)},
             "unchanged_ids": [0, bpe.end], "special_tokens": bpe.specials,

@@ -1,0 +1,149 @@
+"""`pretrain --init-from`: continued pretraining of a Llama folder with an extended tokenizer.
+
+The base model is a tiny Llama trained here on English and exported (`fertility export`); its
+tokenizer is extended with Bengali (`fertility extend`). Expected values come from
+transformers' own LlamaForCausalLM on the exported folders.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+from eval.export import export_hf
+from fertility.extend import extend
+from tests.bpe import byte_level_bpe
+from trainer.run import pretrain
+
+transformers = pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[2] / "examples"
+EOT = "<|endoftext|>"
+ENGLISH = ("The river is wide and the boat is slow, so we reach the market after noon. "
+           "Prices of rice and fish went up this week.")
+TINY = {"preset": "tiny", "steps": 40, "device": "cpu", "force": True, "quiet": True}
+OVER = {"seq_len": 64, "micro_batch": 8, "warmup_steps": 5, "lr": 3e-3,
+        "checkpoint_every": 1000, "heldout_fraction": 0.1}
+
+
+def _lines(*files: Path) -> list[str]:
+    return [x for f in files for x in f.read_text(encoding="utf-8").splitlines() if x]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("init_from")
+    en = _lines(ROOT / "corpus" / "en.txt", ROOT / "bangla_trap" / "extra" / "en.txt")
+    bn = _lines(ROOT / "corpus" / "bn.txt", ROOT / "bangla_trap" / "extra" / "bn.txt")
+    (tmp / "en").mkdir()
+    (tmp / "en" / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    (tmp / "mix").mkdir()
+    (tmp / "mix" / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    (tmp / "mix" / "bn.txt").write_text("\n".join(bn) + "\n", encoding="utf-8")
+    byte_level_bpe(en, 512, specials=[EOT], path=tmp / "base-tok" / "tokenizer.json")
+    pretrain([tmp / "en"], str(tmp / "base-tok" / "tokenizer.json"), tmp / "run-base",
+             overrides=OVER, **TINY)
+    export_hf(tmp / "run-base", tmp / "base-model")
+    extend(str(tmp / "base-model"), [str(tmp / "mix")], tmp / "ext", 200, langs=["bn"])
+    seen = {}
+
+    class Capture:
+        def on_step_start(self, step, model):
+            if not seen:  # before the first update
+                ids = Tokenizer.from_file(str(tmp / "ext" / "tokenizer.json")).encode(
+                    ENGLISH, add_special_tokens=False).ids
+                with torch.no_grad():
+                    seen["logits"] = model(torch.tensor([ids])).double()
+                seen["ids"] = ids
+
+    summary = pretrain([tmp / "mix"], str(tmp / "ext" / "tokenizer.json"), tmp / "run-ext",
+                       overrides={**OVER, "init_from": str(tmp / "base-model")},
+                       callbacks=Capture(), **TINY)
+    export_hf(tmp / "run-ext", tmp / "ext-model")
+    return tmp, seen, summary
+
+
+def _hf(folder: Path):
+    return transformers.LlamaForCausalLM.from_pretrained(str(folder), torch_dtype=torch.float32)
+
+
+def test_step0_english_loss_is_the_base_models(world):
+    tmp, seen, _ = world
+    base = _hf(tmp / "base-model")
+    base_ids = Tokenizer.from_file(str(tmp / "base-model" / "tokenizer.json")).encode(
+        ENGLISH, add_special_tokens=False).ids
+    assert seen["ids"] == base_ids  # English keeps its ids
+    with torch.no_grad():
+        want = base(torch.tensor([base_ids])).logits.double()
+    v = want.shape[-1]
+    got = seen["logits"]
+    assert got.shape[-1] == v + 200  # the 200 new rows
+    assert torch.allclose(got[..., :v], want, atol=1e-4, rtol=1e-4)
+
+    def loss(logits):  # next-token loss over the base vocabulary, float64
+        lp = torch.log_softmax(logits[0, :-1, :v], -1)
+        return -lp.gather(-1, torch.tensor(base_ids[1:])[:, None]).mean().item()
+
+    assert loss(got) == pytest.approx(loss(want), abs=1e-6)
+
+
+def test_new_rows_are_the_mean_of_the_base_rows_that_spell_them(world):
+    tmp, _, _ = world
+    from safetensors.torch import load_file
+
+    base = load_file(str(tmp / "base-model" / "model.safetensors"))["model.embed_tokens.weight"]
+    ids_map = json.loads((tmp / "ext" / "ids-map.json").read_text(encoding="utf-8"))
+    from trainer.init import load_into, model_config, plan
+    from trainer.model import Transformer
+    from fertility.tokenizers import load_tokenizer
+
+    tok = load_tokenizer(str(tmp / "ext" / "tokenizer.json"))
+    model = Transformer(model_config(tmp / "base-model", tok.vocab_size))
+    load_into(model, plan(tmp / "base-model", tok))
+    emb = model.tok_embeddings.weight.detach()
+    assert torch.equal(emb[:base.shape[0]], base)
+    for e in ids_map["new"][:50]:
+        assert torch.allclose(emb[e["id"]], base[e["base_ids"]].double().mean(0).float(),
+                              atol=1e-6)
+
+
+def test_run_folder_records_the_base_and_the_extension(world):
+    tmp, _, _ = world
+    run = json.loads((tmp / "run-ext" / "run.json").read_text(encoding="utf-8"))
+    init = run["init"]
+    assert Path(init["model_dir"]) == (tmp / "base-model").resolve()
+    assert init["new_rows"] == 200 and init["spelled_rows"] == 200
+    assert init["ids_map"] == str(tmp / "ext" / "ids-map.json")
+    assert "mean" in init["rule"] and "base-model" in init["checked"]
+    assert run["train"]["init_from"] == str(tmp / "base-model")
+
+
+def _nll_per_char(model, tok: Tokenizer, texts: list[str], ctx: int) -> float:
+    """Summed next-token NLL (nats) of every token of every text, each text after <|endoftext|>,
+    in windows of `ctx` tokens, over the number of characters."""
+    eot = tok.token_to_id(EOT)
+    total, chars = 0.0, 0
+    for t in texts:
+        ids = [eot] + tok.encode(t, add_special_tokens=False).ids
+        for a in range(0, len(ids) - 1, ctx - 1):
+            w = torch.tensor([ids[a:a + ctx]])
+            with torch.no_grad():
+                lp = torch.log_softmax(model(w).logits.double(), -1)
+            total -= lp[0, :-1].gather(-1, w[0, 1:, None]).sum().item()
+        chars += len(t)
+    return total / chars
+
+
+def test_bengali_nll_per_character_falls_below_the_base_models(world):
+    tmp, _, _ = world
+    held = [json.loads(x) for x in (tmp / "run-ext" / "data" / "heldout.jsonl")
+            .read_text(encoding="utf-8").splitlines()]
+    bn = [r["text"] for r in held if r.get("lang") == "bn"][:20]
+    assert len(bn) >= 10
+    base = _nll_per_char(_hf(tmp / "base-model"),
+                         Tokenizer.from_file(str(tmp / "base-model" / "tokenizer.json")), bn, 64)
+    ext = _nll_per_char(_hf(tmp / "ext-model"),
+                        Tokenizer.from_file(str(tmp / "ext-model" / "tokenizer.json")), bn, 64)
+    assert ext < base, (ext, base)
