@@ -57,6 +57,9 @@ def parse_ranks(path: Path, data: bytes) -> dict[bytes, int]:
 
     A token written as padding alone (``= 50256``) is the empty token, as tiktoken's own
     loader reads it: Whisper's multilingual.tiktoken holds one. BPE never produces it.
+    Refused although tiktoken's loader reads them: characters outside base64 (it drops them,
+    so the token's bytes are wrong), a token listed twice (the last wins) and a missing single
+    byte (tiktoken panics on text holding it).
     """
     ranks: dict[bytes, int] = {}
     for lineno, line in enumerate(data.splitlines(), 1):
