@@ -83,8 +83,9 @@ def cli() -> None:
 @cli.command()
 @click.argument("paths", nargs=-1, required=True)
 @click.option("-t", "--tokenizer", "tokenizers", multiple=True, metavar="[LABEL=]SPEC",
-              help="tokenizer.json (or its folder), Tekken .json, SentencePiece .model, tiktoken rank file "
-                   "(SPEC#PATTERN names its split pattern), tiktoken:NAME or hf:ORG/NAME. "
+              help="tokenizer.json (or its folder), Tekken .json, SentencePiece .model, "
+                   "tiktoken rank file (SPEC#PATTERN names its split pattern), tiktoken:NAME "
+                   "or hf:ORG/NAME. "
                    "Repeatable.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "html"]),
               default="table", show_default=True)
