@@ -18,8 +18,8 @@ COUNTS = (
     "documents", "chars", "graphemes", "bytes", "words", "tokens", "continued_words",
     "unk_tokens", "byte_fallback_tokens", "mark_initial_tokens", "token_boundaries",
     "grapheme_split_boundaries", "roundtrip_checked", "roundtrip_failures", "pretoken_chars",
-    "pretokens", "nospace_chars", "word_tokens", "pretoken_mark_initial",
-    "pretoken_joiner_initial", "pretoken_words", "pretoken_cut_words",
+    "pretokens", "nospace_chars", "word_tokens", "pretoken_mark_initial", "pretoken_zwj_initial",
+    "pretoken_zwnj_initial", "pretoken_words", "pretoken_cut_words",
 )
 C = {name: i for i, name in enumerate(COUNTS)}
 NS = len(U.SCRIPTS)

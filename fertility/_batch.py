@@ -241,18 +241,19 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
 def _pretoken_counts(counts, tb, doc_lang, n_langs, detail, ps, pe) -> None:
     """Pre-token counts of the detail documents from the pre-tokens' global code-point
     spans (non-empty, in document order): pre-tokens, those whose first code point is a
-    combining mark or a joiner (the pre-tokenizer cut a word there), and the words of
+    combining mark, a ZWJ or a ZWNJ (the pre-tokenizer cut a word there), and the words of
     spaced scripts that two or more pre-tokens overlap (words the pre-tokenizer cuts)."""
     # A pre-token belongs to the script of its first character (a mark or joiner resolves
     # to the letter before it, fertility.unicode), so a cut Bengali word counts as Bengali.
     doc = tb.doc_of_char[ps]
     p_lang, p_script = doc_lang[doc], tb.script[ps]
     first = tb.cps[ps]
-    joiner = (first == 0x200C) | (first == 0x200D)
-    mark = U.is_mark_or_joiner(first) & ~joiner
+    zwj, zwnj = first == 0x200D, first == 0x200C
+    mark = U.is_mark_or_joiner(first) & ~zwj & ~zwnj
     counts.add("pretokens", *_table(p_lang, p_script, n_langs))
-    counts.add("pretoken_mark_initial", *_table(p_lang[mark], p_script[mark], n_langs))
-    counts.add("pretoken_joiner_initial", *_table(p_lang[joiner], p_script[joiner], n_langs))
+    for name, sel in (("pretoken_mark_initial", mark), ("pretoken_zwj_initial", zwj),
+                      ("pretoken_zwnj_initial", zwnj)):
+        counts.add(name, *_table(p_lang[sel], p_script[sel], n_langs))
     ws, we = tb.word_starts, tb.word_ends
     keep = detail[tb.doc_of_char[ws]] & ~NOSPACE[tb.script[ws]]
     ws, we = ws[keep], we[keep]

@@ -83,10 +83,12 @@ def _ratios(f: pd.DataFrame, total: np.ndarray) -> None:
     f["grapheme_split_rate"] = _div(f.grapheme_split_boundaries, f.token_boundaries)
     f["chars_per_pretoken"] = _div(f.pretoken_chars, f.pretokens)
     f["char_share"] = _div(f.chars, np.full(len(f), total[C["chars"]]))
-    # Pre-tokens that begin with a combining mark or a joiner: the pre-tokenizer itself cut a
-    # word there (mark_initial_rate counts tokens, which the vocabulary also decides).
+    # Pre-tokens that begin with a combining mark or a ZWJ: the pre-tokenizer itself cut inside
+    # a cluster (mark_initial_rate counts tokens, which the vocabulary also decides). A ZWNJ
+    # asks for the parts to stay apart, so a cut before it is kept separate.
     _rate(f, "pretoken_mark_initial_rate",
-          f.pretoken_mark_initial + f.pretoken_joiner_initial, f.pretokens)
+          f.pretoken_mark_initial + f.pretoken_zwj_initial, f.pretokens)
+    _rate(f, "pretoken_zwnj_initial_rate", f.pretoken_zwnj_initial, f.pretokens)
     _rate(f, "pretoken_cut_word_rate", f.pretoken_cut_words, f.pretoken_words)
 
 

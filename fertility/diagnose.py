@@ -160,11 +160,12 @@ _MARK_FIX = ("Use a pre-tokenizer whose letter class includes \\p{M} (and ZWJ/ZW
 
 def _mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
     """Decided by the tokenizer's own pre-tokens on this corpus (the detail pass): the share
-    that begin with a combining mark or a joiner. Tokens that begin with marks under a clean
-    pre-tokenizer are the vocabulary's doing (merge-starvation). The configuration's probe is
-    evidence beside the measurement, never the verdict."""
+    that begin with a combining mark or a ZWJ, a cut inside a cluster. A ZWNJ asks for the
+    parts around it to stay apart (a compound or loanword boundary: Telugu వెబ్‌సైట్, web|site),
+    so cuts before it are reported on their own, as info. Tokens that begin with marks under a
+    clean pre-tokenizer are the vocabulary's doing (merge-starvation). The configuration's
+    probe is evidence beside the measurement, never the verdict."""
     configs = _configs(report)
-    fam = _rows(report, t, pretokenizer=True)
     infos = {lab: inspect_config(d.get("config")) for lab, d in configs.items()}
     for _, r in _rows(report, t).iterrows():
         info = infos.get(r["tokenizer"]) or inspect_config(None)
@@ -172,16 +173,18 @@ def _mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
         lo, hi = wilson(float(r["mark_initial_tokens"]), float(r["tokens"]))
         n_pre = int(r.get("pretokens", 0) or 0)
         marks = int(r.get("pretoken_mark_initial", 0) or 0)
-        joins = int(r.get("pretoken_joiner_initial", 0) or 0)
-        pre_rate = (marks + joins) / n_pre if n_pre else None
-        pre_lo, pre_hi = wilson(marks + joins, n_pre) if n_pre else (None, None)
+        zwj = int(r.get("pretoken_zwj_initial", 0) or 0)
+        zwnj = int(r.get("pretoken_zwnj_initial", 0) or 0)
+        cuts = marks + zwj
+        pre_rate = cuts / n_pre if n_pre else None
+        pre_lo, pre_hi = wilson(cuts, n_pre) if n_pre else (None, None)
         words = int(r.get("pretoken_words", 0) or 0)
         cut = int(r.get("pretoken_cut_words", 0) or 0)
         cut_lo, cut_hi = wilson(cut, words) if words else (None, None)
         ev = {"mark_initial_rate": _num(rate), "lo": _num(lo), "hi": _num(hi),
               "mark_initial_tokens": int(r["mark_initial_tokens"]), "tokens": int(r["tokens"]),
-              "pretokens": n_pre, "pretoken_mark_initial": marks,
-              "pretoken_joiner_initial": joins, "pretoken_mark_initial_rate": _num(pre_rate),
+              "pretokens": n_pre, "pretoken_mark_initial": marks, "pretoken_zwj_initial": zwj,
+              "pretoken_zwnj_initial": zwnj, "pretoken_mark_initial_rate": _num(pre_rate),
               "pretoken_lo": _num(pre_lo), "pretoken_hi": _num(pre_hi),
               "pretoken_words": words, "pretoken_cut_words": cut,
               "pretoken_cut_word_rate": _num(cut / words) if words else None,
@@ -190,13 +193,14 @@ def _mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
               "config_cuts_marks": info.cuts_marks, "config_cuts_joiners": info.cuts_joiners,
               "letter_class_without_marks": info.letter_class_without_marks}
         key = r["key"]
+        cut_words = (f", and {cut / words:.0%} of {key} words are cut into two or more "
+                     "pre-tokens" if words else "")
         if pre_rate is not None and pre_rate >= t.mark_initial_rate:
-            what = (f"a combining mark ({marks}) or ZWJ/ZWNJ ({joins})" if marks and joins
-                    else "a combining mark (vowel sign, virama)" if marks else "ZWJ/ZWNJ")
-            measured = (f"{pre_rate:.1%} of its {key} pre-tokens ({marks + joins} of {n_pre}, "
+            what = (f"a combining mark ({marks}) or a ZWJ ({zwj})" if marks and zwj
+                    else "a combining mark (vowel sign, virama)" if marks else "a ZWJ")
+            measured = (f"{pre_rate:.1%} of its {key} pre-tokens ({cuts} of {n_pre}, "
                         f"95% interval {pre_lo:.1%}-{pre_hi:.1%}) begin with {what}"
-                        + (f", and {cut / words:.0%} of {key} words are cut into two or more "
-                           "pre-tokens" if words else ""))
+                        + cut_words)
             if pre_lo >= t.mark_initial_rate:
                 agree = (" The configuration's split cuts the probe words the same way."
                          if info.cuts_marks or info.cuts_joiners else "")
@@ -210,28 +214,41 @@ def _mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
                                f"{t.mark_initial_rate:.0%}: this corpus cannot tell whether "
                                f"the pre-tokenizer cuts {key} words.",
                                "Measure on more text in this script (--detail all).")
-        elif rate >= t.mark_initial_token_rate and pre_rate is not None:
+        elif n_pre and zwnj / n_pre >= t.mark_initial_rate:
+            yield _finding("mark-split", "info", r, ev,
+                           f"{zwnj / n_pre:.1%} of its {key} pre-tokens ({zwnj} of {n_pre}) begin "
+                           f"with a ZWNJ and {pre_rate:.2%} with a combining mark or ZWJ"
+                           f"{cut_words}: the pre-tokenizer cuts where the writer kept two "
+                           "parts of a word apart on purpose (a ZWNJ), not inside a cluster.",
+                           "Nothing to repair for the script; a split with ZWNJ in its letter "
+                           "class (mark_aware) would let BPE learn such words whole.")
+        if rate >= t.mark_initial_token_rate and (pre_rate is None or
+                                                  pre_rate < t.mark_initial_rate):
+            if pre_rate is None:
+                yield _finding("mark-split", "warning", r, ev,
+                               f"{rate:.0%} of {key} tokens begin with a combining mark or "
+                               "joiner, and no pre-tokens were checked: this corpus cannot tell "
+                               "whether the pre-tokenizer or the vocabulary cuts them.",
+                               "Measure with the per-document checks on (--detail N or all).")
+                continue
             yield _finding("merge-starvation", "warning", r, ev,
                            f"{rate:.0%} of {key} tokens begin with a combining mark or joiner "
-                           f"while only {pre_rate:.2%} of its pre-tokens do ({marks + joins} "
-                           f"of {n_pre}): the cuts are not the pre-tokenizer's, the "
-                           "vocabulary lacks the merges that join vowel signs to their "
-                           "consonants.",
+                           f"while only {(cuts + zwnj) / n_pre:.2%} of its pre-tokens do "
+                           f"({cuts + zwnj} of {n_pre}): the cuts are not the "
+                           "pre-tokenizer's, the vocabulary lacks the merges that join vowel "
+                           "signs to their consonants.",
                            "Train with more text in this script or a larger vocabulary; "
                            "check the mark-initial rate again.")
-        elif rate >= t.mark_initial_token_rate:
-            yield _finding("mark-split", "warning", r, ev,
-                           f"{rate:.0%} of {key} tokens begin with a combining mark or joiner, "
-                           "and no pre-tokens were checked: this corpus cannot tell whether "
-                           "the pre-tokenizer or the vocabulary cuts them.",
-                           "Measure with the per-document checks on (--detail N or all).")
-    for r in fam.itertuples():
-        if r.mark_initial_rate >= t.mark_initial_rate:
+    for r in _rows(report, t, pretokenizer=True).itertuples():
+        # its tokens are its pre-tokens; the pre-token counts tell a ZWNJ from a mark or ZWJ
+        fam_rate = ((r.pretoken_mark_initial + r.pretoken_zwj_initial) / r.pretokens
+                    if r.pretokens else 0.0)
+        if fam_rate >= t.mark_initial_rate:
             yield Finding("mark-split", "info", r.tokenizer, r.group, r.key,
-                          {"mark_initial_rate": _num(r.mark_initial_rate)},
+                          {"mark_initial_rate": _num(r.mark_initial_rate),
+                           "pretoken_mark_initial_rate": _num(fam_rate)},
                           f"The {r.tokenizer} pre-tokenizer would cut {r.key} words at combining "
-                          f"marks or joiners ({r.mark_initial_rate:.0%} of its pre-tokens begin "
-                          "with one).",
+                          f"marks or ZWJ ({fam_rate:.0%} of its pre-tokens begin with one).",
                           "Do not train a tokenizer for this script with this pre-tokenizer; "
                           "use one whose letter class includes \\p{M}.")
 

@@ -43,7 +43,7 @@ AWARE_CONFIG = hf_config(pre_tokenizers.Sequence([
 def row(tok, key, *, group="script", kind="hf", chars=6000, tokens=2000, nbytes=None,
         graphemes=None, documents=50, unk=0, fallback=0, mark=0, boundaries=None, gsplit=0,
         pretokens=None, rt_checked=None, rt_fail=0, vocab_used=400, spread=0.05,
-        pre_mark=0, pre_join=0, cut=0) -> dict:
+        pre_mark=0, pre_join=0, pre_zwnj=0, cut=0) -> dict:
     """One frame row from raw counts; ratios are sum-then-divide as METRICS.md defines them."""
     nbytes = chars * 3 if nbytes is None else nbytes
     graphemes = int(chars * 0.7) if graphemes is None else graphemes
@@ -65,8 +65,8 @@ def row(tok, key, *, group="script", kind="hf", chars=6000, tokens=2000, nbytes=
         roundtrip_failure_rate=rt_fail / rt_checked if rt_checked else float("nan"),
         chars_per_pretoken=chars / pretokens if pretokens else float("nan"),
         chars_per_token_lo=cpt * (1 - spread), chars_per_token_hi=cpt * (1 + spread),
-        vocab_used=vocab_used, pretoken_mark_initial=pre_mark, pretoken_joiner_initial=pre_join,
-        pretoken_words=chars // 5, pretoken_cut_words=cut)
+        vocab_used=vocab_used, pretoken_mark_initial=pre_mark, pretoken_zwj_initial=pre_join,
+        pretoken_zwnj_initial=pre_zwnj, pretoken_words=chars // 5, pretoken_cut_words=cut)
 
 
 def make_report(rows, *, configs=None, docs=None, **extra) -> Report:
@@ -163,6 +163,19 @@ def test_mark_split_warning_when_the_interval_cannot_tell():
     assert f.evidence["pretoken_lo"] == pytest.approx(0.0103, abs=1e-3)
 
 
+def test_zwj_cuts_are_errors_and_zwnj_cuts_only_info():
+    o200k = {"pattern": FAMILIES["o200k"]}
+    # 60 of 1000 pre-tokens begin with a ZWJ: 6%, Wilson [4.7%, 7.7%], a cut inside a cluster
+    zwj = make_report([row("t", "Mlym", pretokens=1000, pre_join=60)], configs={"t": o200k})
+    (f,) = rules(diagnose(zwj), "mark-split")
+    assert f.severity == "error" and "begin with a ZWJ" in f.cause
+    # 28 of 1000 begin with a ZWNJ (o200k on Telugu loanwords, వెబ్‌సైట్): where the writer
+    # kept the parts apart, so info, never an error
+    zwnj = make_report([row("t", "Telu", pretokens=1000, pre_zwnj=28)], configs={"t": o200k})
+    (f,) = rules(diagnose(zwnj), "mark-split")
+    assert f.severity == "info" and "2.8% of its Telu pre-tokens (28 of 1000)" in f.cause
+
+
 def test_mark_split_silent_when_the_corpus_has_no_marks():
     rep = make_report([row("naive", "Latn", mark=0, nbytes=6000)], configs={"naive": GPT2_CONFIG})
     assert rules(diagnose(rep), "mark-split") == []
@@ -176,7 +189,8 @@ def test_mark_initial_tokens_without_measured_pretokens_say_they_cannot_tell():
 
 
 def test_mark_split_info_for_a_pretokenizer_family():
-    rep = make_report([row("gpt2", "Beng", kind="pretokenizer", tokens=4000, mark=1700)])
+    rep = make_report([row("gpt2", "Beng", kind="pretokenizer", tokens=4000, mark=1700,
+                           pretokens=4000, pre_mark=1700)])
     found = rules(diagnose(rep), "mark-split")
     assert [(f.severity, f.tokenizer) for f in found] == [("info", "gpt2")]
 

@@ -110,7 +110,7 @@ def test_pretoken_counts_by_hand(corpus):
     bn = row(rep, "gpt2", "language", "bn")
     # the 13 GPT-2 pieces above, twice: 6 begin with a vowel sign or the virama, all 4 words
     # (আমি বাংলা গান ক্ষমা) are cut into two or more pieces
-    assert (bn.pretokens, bn.pretoken_mark_initial, bn.pretoken_joiner_initial) == (26, 12, 0)
+    assert (bn.pretokens, bn.pretoken_mark_initial, bn.pretoken_zwj_initial) == (26, 12, 0)
     assert (bn.pretoken_words, bn.pretoken_cut_words) == (8, 8)
     assert bn.pretoken_mark_initial_rate == pytest.approx(12 / 26)
     assert bn.pretoken_cut_word_rate == 1.0
@@ -121,15 +121,19 @@ def test_pretoken_counts_by_hand(corpus):
 
 
 def test_a_joiner_cut_by_o200k_by_hand(tmp_path):
-    # o200k's letter classes hold \p{M} but not ZWJ (a format character), so the conjunct
-    # ক্‍ষ is cut before the joiner: ক্ | ‍ষ | " ভাষা" -> 3 pre-tokens, 1 begins with a joiner,
-    # 1 of the 2 words is cut
-    (tmp_path / "bn.txt").write_text("\u0995\u09cd\u200d\u09b7 \u09ad\u09be\u09b7\u09be\n",
-                                     encoding="utf-8")
+    # o200k's letter classes hold \p{M} but not ZWJ or ZWNJ (format characters), so the
+    # conjunct ক্‍ষ is cut before its ZWJ and ওয়েব‌সাইট (web‌site) before its ZWNJ:
+    # ক্ | ‍ষ | " ভাষা" | " ওয়েব" | ‌সাইট -> 5 pre-tokens, 1 begins with a ZWJ, 1 with a ZWNJ,
+    # 2 of the 3 words are cut
+    text = ("\u0995\u09cd\u200d\u09b7 \u09ad\u09be\u09b7\u09be "
+            "\u0993\u09af\u09bc\u09c7\u09ac\u200c\u09b8\u09be\u0987\u099f")
+    (tmp_path / "bn.txt").write_text(text + "\n", encoding="utf-8")
     rep = analyze([tmp_path], pretokenizers=["o200k"])
     bn = row(rep, "o200k", "script", "Beng")
-    assert (bn.pretokens, bn.pretoken_mark_initial, bn.pretoken_joiner_initial) == (3, 0, 1)
-    assert (bn.pretoken_words, bn.pretoken_cut_words) == (2, 1)
+    assert (bn.pretokens, bn.pretoken_mark_initial) == (5, 0)
+    assert (bn.pretoken_zwj_initial, bn.pretoken_zwnj_initial) == (1, 1)
+    assert (bn.pretoken_words, bn.pretoken_cut_words) == (3, 2)
+    assert bn.pretoken_mark_initial_rate == pytest.approx(1 / 5)  # marks and ZWJ only
 
 
 def test_a_tokenizers_own_pretokens_agree_with_regex_over_the_text(tmp_path):
@@ -187,7 +191,8 @@ def test_new_counters_merge_exactly_across_processes(tmp_path):
     kw = dict(pretokenizers=["o200k"], batch_size=16, detail_docs=None, seed=1)
     one = analyze([tmp_path / "c"], [f"t={tmp_path / 'tok.json'}"], workers=1, **kw)
     two = analyze([tmp_path / "c"], [f"t={tmp_path / 'tok.json'}"], workers=2, **kw)
-    cols = ["pretokens", "pretoken_mark_initial", "pretoken_joiner_initial", "pretoken_words",
+    cols = ["pretokens", "pretoken_mark_initial", "pretoken_zwj_initial",
+            "pretoken_zwnj_initial", "pretoken_words",
             "pretoken_cut_words", "roundtrip_failures"]
     assert one.frame[cols].equals(two.frame[cols])
     assert one.roundtrip == two.roundtrip and one.roundtrip[("t", "bn")]["failures"] == 300
