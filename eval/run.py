@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from fertility.errors import EvalError, FertilityError
+from trainer.mix import mix_summary
 
 SCHEMA = "fertility.eval/1"
 # A random-initialised model predicts close to uniformly: NLL ~ ln(V) plus half the variance
@@ -191,6 +192,7 @@ def evaluate(run_dir: str | Path, corpus: str | Path | Sequence[str | Path] | No
             "tokenizer": {k: run.meta["tokenizer"].get(k)
                           for k in ("spec", "kind", "fingerprint", "vocab_size")},
             "model": model.cfg.to_dict(), "forced": bool(run.meta.get("forced", False)),
+            "mix": run.meta.get("mix"),  # the training mix per language (docs/TRAIN.md)
         },
         "reference": {"vocab_size": model.cfg.vocab_size, "ln_vocab": ln_v},
         "scoring": {"context": run.context, "separator": run.separator,
@@ -307,6 +309,8 @@ def render_text(result: dict[str, Any]) -> str:
            f"({tok.get('kind')}, {ref['vocab_size']:,} ids)"
            + ("  [trained on a tokenizer that failed the gate: --force]" if run["forced"]
               else "")]
+    if run.get("mix"):
+        out.append(mix_summary(run["mix"]))
     held = result.get("heldout")
     if held:
         out.append(f"held-out: {held['documents']:,} documents from {held['source']}, "

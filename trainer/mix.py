@@ -364,3 +364,17 @@ def plan_for_run(index: dict[str, Any], cfg: Any, total_tokens: int, say: Any,
     for message in plan_warnings(plan):
         warn(message)
     return plan
+
+
+def mix_summary(plan: dict[str, Any]) -> str:
+    """One line for `fertility eval`: each language's share of characters and tokens, and what
+    the run consumed when it finished."""
+    consumed = plan.get("consumed") or {}
+    total = sum(c["chars"] for c in consumed.values()) or 1
+    parts = []
+    for lang, p in plan["languages"].items():
+        if p["char_share"] == 0 and not consumed.get(lang, {}).get("tokens"):
+            continue
+        got = (f", consumed {consumed[lang]['chars'] / total:.1%}" if lang in consumed else "")
+        parts.append(f"{lang} {p['char_share']:.1%} (tokens {p['token_share']:.1%}{got})")
+    return f"training mix ({plan['rule']}; share of characters): " + ", ".join(parts)

@@ -201,7 +201,7 @@ def test_mix_in_config_file_and_refusals(two_langs, tmp_path):
     assert [w.split(" ")[1] for w in plan_warnings(plan)] == ["de's", "fr"]  # repeated; unused
 
 
-def test_pretrain_records_the_plan_and_what_was_consumed(two_langs, tmp_path, capsys):
+def test_pretrain_records_the_plan_and_what_was_consumed(two_langs, tmp_path, capsys, run):
     from trainer.run import pretrain
 
     root, _, _, _ = two_langs
@@ -213,8 +213,7 @@ def test_pretrain_records_the_plan_and_what_was_consumed(two_langs, tmp_path, ca
              gate=lambda p, t: PassingGate())
     err = capsys.readouterr().err
     assert "training mix (--mix" in err and "warning: mix: de" not in err
-    run = json.loads((out / "run.json").read_text())
-    mix = run["mix"]
+    mix = json.loads((out / "run.json").read_text())["mix"]
     assert mix["rule"] == "shares" and mix["total_tokens"] == 6 * 4 * 32
     assert mix["languages"]["de"]["char_share"] == 0.9
     rows = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
@@ -222,6 +221,12 @@ def test_pretrain_records_the_plan_and_what_was_consumed(two_langs, tmp_path, ca
     assert sum(v["tokens"] for v in last["languages"].values()) == last["tokens"]
     assert mix["consumed"] == last["languages"]
     assert set(mix["consumed"]) == {"de", "fr"}
+    # `fertility eval` prints the training mix beside its per-language results.
+    code, text, _ = run("eval", out, "--device", "cpu", "--bootstrap", "0")
+    de = mix["consumed"]["de"]["chars"] / sum(v["chars"] for v in mix["consumed"].values())
+    assert code == 0
+    assert (f"training mix (shares; share of characters): de 90.0% (tokens "
+            f"{mix['languages']['de']['token_share']:.1%}, consumed {de:.1%})") in text
 
 
 def test_pretrain_command_refuses_a_bad_mix_in_one_line(two_langs, tmp_path, run):
