@@ -20,6 +20,7 @@ script does nothing. A package that cannot be fetched ends it with one line and 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import gzip
 import html
 import json
@@ -454,32 +455,37 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dest = args.root or root()
     ready = dest / "READY"
-    if not (ready.is_file() and ready.read_text().strip() == BUILD_VERSION):
-        code = _build_into(dest, ready)
-        if code:
-            return code
-    else:
-        print(f"{dest}: up to date (build {BUILD_VERSION})")
+    dest.mkdir(parents=True, exist_ok=True)
+    with open(dest / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second build waits, then finds this one's READY
+        if not (ready.is_file() and ready.read_text().strip() == BUILD_VERSION):
+            code = _build_into(dest, ready)
+            if code:
+                return code
+        else:
+            print(f"{dest}: up to date (build {BUILD_VERSION})")
     if args.excerpt:
         write_excerpt(dest, args.excerpt)
     return 0
 
 
 def _build_into(dest: Path, ready: Path) -> int:
-    dest.mkdir(parents=True, exist_ok=True)
-    ready.unlink(missing_ok=True)
     tmp = dest / ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         build(tmp, dest / ".downloads")
-    except FetchError as e:
-        print(f"error: could not fetch {e}", file=sys.stderr)
+    except (FetchError, OSError) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, FetchError):
+            print(f"error: could not fetch {e}", file=sys.stderr)
+        else:
+            print(f"error: {e.filename or dest}: {e.strerror or e}", file=sys.stderr)
         return 2
-    except OSError as e:
-        print(f"error: {e.filename or dest}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    for name in OUTPUTS:  # rename into place; READY last, so a reader never sees half a build
+    # An older build stays readable until here; then READY goes, the outputs are swapped in
+    # by renames and READY comes back last, so a reader never sees half a build.
+    ready.unlink(missing_ok=True)
+    for name in OUTPUTS:
         target, old = dest / name, tmp / f"{name}.old"
         if target.exists():
             target.replace(old)
