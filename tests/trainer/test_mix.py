@@ -243,3 +243,41 @@ def test_pretrain_command_refuses_a_bad_mix_in_one_line(two_langs, tmp_path, run
     assert code == 2 and "Traceback" not in err
     assert lines == ["error: mix: ja = 0.5 names a language with no training text in the "
                      "corpus (its languages: de, fr)"]
+
+
+def test_document_table_must_match_its_shards(two_langs, tmp_path):
+    import shutil
+
+    root, tok, _, _ = two_langs
+    data_dir = tmp_path / "data"
+    shutil.copytree(root / "data", data_dir)
+    table = data_dir / "train-docs.bin"
+    raw = table.read_bytes()
+    table.write_bytes(raw[:-8])  # a row cut short
+    with pytest.raises(TrainingError, match="train-docs.bin: document table is"):
+        TokenData.from_dir(data_dir, "train", fingerprint=tok.fingerprint,
+                           vocab_size=tok.vocab_size)
+    table.write_bytes(raw[:12] + b"f" * 64 + raw[76:])  # another tokenizer's fingerprint
+    with pytest.raises(TrainingError, match="train-docs.bin: document table was made by"):
+        TokenData.from_dir(data_dir, "train", fingerprint=tok.fingerprint,
+                           vocab_size=tok.vocab_size)
+    # Shards built before the table existed: trained in corpus order, refused with a mix.
+    table.unlink()
+    index = json.loads((data_dir / "index.json").read_text())
+    del index["languages"]
+    (data_dir / "index.json").write_text(json.dumps(index))
+    old = TokenData.from_dir(data_dir, "train", fingerprint=tok.fingerprint,
+                             vocab_size=tok.vocab_size)
+    assert make_batches(old, TrainConfig(seq_len=32, micro_batch=8)).consumed() == {}
+    with pytest.raises(TrainingError, match="no document table"):
+        make_batches(old, TrainConfig(seq_len=32, micro_batch=8, mix={"de": 1.0}))
+
+
+def test_a_mix_needs_a_separator_between_documents(two_langs, tmp_path):
+    root, tok, _, _ = two_langs
+    build_shards(Corpus([str(root / "corpus")]).documents(), tok, tmp_path / "data",
+                 heldout_fraction=0.0, separator="none", quiet=True, workers=1)
+    data = TokenData.from_dir(tmp_path / "data", "train", fingerprint=tok.fingerprint,
+                              vocab_size=tok.vocab_size)
+    with pytest.raises(TrainingError, match="a mix needs a separator"):
+        make_batches(data, TrainConfig(seq_len=32, micro_batch=8, mix={"de": .5, "fr": .5}))
