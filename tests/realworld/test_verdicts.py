@@ -1,0 +1,228 @@
+"""Gate verdicts on real text and real tokenizer files (ROOT, tests/realworld/build.py).
+
+mark-split: GPT-2's split (r50k ranks, a BPE trained with it), cl100k's and Llama 3's cut
+Bengali words at vowel signs and get the error; o200k, Llama 4, Tekken and a BPE trained with
+o200k's split do not, in any script of ROOT/text. The pre-token evidence is checked against a
+second method: the tokenizer's own pattern run with `regex` over the same lines (tiktoken's
+and Meta's patterns, Tekken's file), or the `tokenizers` library's own pre-tokenizer. Balance
+is judged in characters (the GPT-2-split BPE's Bengali is flagged, though its byte share looks
+balanced) and line-aligned on ROOT/parallel; a WordPiece vocabulary that turns Thai into UNK
+cannot pass characters per token; `pretrain` refuses the GPT-2-split BPE and not o200k.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+
+import pytest
+import regex
+import tiktoken.load
+import tokenizers
+
+from fertility.diagnose import diagnose
+from fertility.diagnose import premiums as diagnose_premiums
+from fertility.gate import evaluate
+from fertility.measure import analyze
+from fertility.policy import default_policy
+from tests.realworld.test_counts import LLAMA3_PAT, LLAMA4_PAT, openai_pattern
+
+pytestmark = pytest.mark.realworld
+
+# label -> spec under ROOT/tokenizers (a #NAME gives a bare rank file its split pattern)
+CUTTING = {"bpe-gpt2": "bpe-gpt2/tokenizer.json", "r50k": "r50k_base.tiktoken#gpt2",
+           "cl100k": "cl100k_base.tiktoken", "llama3": "llama3/tokenizer.model#llama3"}
+CLEAN = {"o200k": "o200k_base.tiktoken", "llama4": "llama4/tokenizer.model#llama4",
+         "tekken": "tekken/tekken_240911.json", "bpe-o200k": "bpe-o200k/tokenizer.json"}
+BRAHMIC = ("Beng", "Deva", "Taml", "Telu")
+DETAIL = 200  # analyze()'s default detail pass: the first 200 documents of each language
+
+
+def specs(rw, table):
+    return [f"{label}={rw / 'tokenizers' / spec}" for label, spec in table.items()]
+
+
+def documents(path) -> list[str]:
+    """The documents of a .txt file as fertility.corpus defines them: non-blank lines."""
+    return [x for x in path.read_text(encoding="utf-8").split("\n") if x.strip()]
+
+
+@pytest.fixture(scope="module")
+def bn_en(rw):
+    """Every tokenizer on the full ROOT/text bn.txt + en.txt, as `fertility gate` measures."""
+    return analyze([rw / "text" / "bn.txt", rw / "text" / "en.txt"],
+                   specs(rw, {**CUTTING, **CLEAN}))
+
+
+@pytest.fixture(scope="module")
+def every_language(rw, tmp_path_factory):
+    """300 documents of every language of ROOT/text, spread evenly over each file (so every
+    source of the file is in it)."""
+    folder = tmp_path_factory.mktemp("langs")
+    for path in sorted((rw / "text").glob("*.txt")):
+        docs = documents(path)
+        sample = docs[:: max(1, len(docs) // 300)][:300]
+        (folder / path.name).write_text("\n".join(sample) + "\n", encoding="utf-8")
+    assert len(list(folder.iterdir())) >= 12
+    return analyze([folder], specs(rw, {**CUTTING, **CLEAN}))
+
+
+def blocking(report, label):
+    return {(f.rule, f.key) for f in evaluate(report, default_policy(), label=label).blocking}
+
+
+@pytest.mark.parametrize("label", list(CUTTING))
+def test_gpt2_and_cl100k_splits_get_the_mark_split_error_on_bengali(bn_en, label):
+    assert ("mark-split", "Beng") in blocking(bn_en, label)
+    (f,) = [f for f in diagnose(bn_en) if f.tokenizer == label and f.rule == "mark-split"
+            and f.key == "Beng"]
+    assert f.severity == "error" and f.evidence["pretoken_lo"] >= 0.02
+    assert f.evidence["pretoken_cut_word_rate"] > 0.5  # most Bengali words are cut
+
+
+@pytest.mark.parametrize("label", list(CLEAN))
+def test_o200k_style_splits_get_no_mark_split_error_on_bengali(bn_en, label):
+    assert not [k for r, k in blocking(bn_en, label) if r == "mark-split"]
+
+
+def test_no_mark_split_error_for_o200k_style_splits_in_any_script(every_language):
+    found = diagnose(every_language)
+    errors = {(f.tokenizer, f.key) for f in found
+              if f.rule == "mark-split" and f.severity == "error"}
+    assert not {e for e in errors if e[0] in CLEAN}, errors
+    # and the cutting splits get it on every Brahmic script of the corpus
+    for label in CUTTING:
+        assert {(label, s) for s in BRAHMIC} <= errors, (label, errors)
+    scripts = set(every_language.frame.query("group == 'script'")["key"])
+    assert len(scripts & {"Beng", "Deva", "Taml", "Telu", "Thai", "Arab", "Hebr", "Cyrl",
+                          "Hani", "Hang", "Grek", "Latn"}) == 12
+
+
+# ---------------------------------------------------------------- the pre-token evidence, twice
+
+def _regex_pieces(pattern):
+    return lambda line: [(m.start(), m.end()) for m in regex.finditer(pattern, line)]
+
+
+def _hf_pieces(path):
+    pre = tokenizers.Tokenizer.from_file(str(path)).pre_tokenizer
+    return lambda line: [span for _, span in pre.pre_tokenize_str(line)]
+
+
+def reference_pieces(rw, label, monkeypatch):
+    """The tokenizer's own split, without fertility: a function line -> [(start, end)]."""
+    root = rw / "tokenizers"
+    if label in ("o200k", "cl100k", "r50k"):
+        name = {"o200k": "o200k_base", "cl100k": "cl100k_base", "r50k": "r50k_base"}[label]
+        ranks = tiktoken.load.load_tiktoken_bpe(str(root / f"{name}.tiktoken"))
+        return _regex_pieces(openai_pattern(name, ranks, monkeypatch))
+    if label in ("llama3", "llama4"):
+        return _regex_pieces(LLAMA3_PAT if label == "llama3" else LLAMA4_PAT)
+    if label == "tekken":
+        config = json.loads((root / CLEAN["tekken"]).read_text(encoding="utf-8"))["config"]
+        return _regex_pieces(config["pattern"])
+    return _hf_pieces(root / {**CUTTING, **CLEAN}[label])
+
+
+@pytest.mark.parametrize("label", list(CUTTING) + list(CLEAN))
+def test_pretoken_counts_agree_with_the_tokenizers_own_split(rw, bn_en, monkeypatch, label):
+    f = bn_en.frame
+    for lang in ("bn", "en"):
+        pieces = reference_pieces(rw, label, monkeypatch)
+        n = marks = zwj = zwnj = 0
+        for line in documents(rw / "text" / f"{lang}.txt")[:DETAIL]:
+            for s, e in pieces(line):
+                if e <= s:
+                    continue
+                n += 1
+                c = line[s]
+                zwj += c == "\u200d"
+                zwnj += c == "\u200c"
+                marks += unicodedata.category(c).startswith("M")
+        row = f[(f.tokenizer == label) & (f.group == "language") & (f.key == lang)].iloc[0]
+        assert (row.pretokens, row.pretoken_mark_initial, row.pretoken_zwj_initial,
+                row.pretoken_zwnj_initial) == (n, marks, zwj, zwnj), (label, lang)
+        if lang == "bn":
+            assert (marks / n > 0.2) == (label in CUTTING), (label, marks, n)
+
+
+# ---------------------------------------------------------------- balance
+
+def test_published_case_is_flagged_in_characters_though_bytes_look_balanced(rw, bn_en):
+    bn, en = (documents(rw / "text" / f"{x}.txt") for x in ("bn", "en"))
+    chars = [sum(map(len, d)) for d in (bn, en)]
+    nbytes = [sum(len(x.encode("utf-8")) for x in d) for d in (bn, en)]
+    f = bn_en.frame
+    row = f[(f.tokenizer == "bpe-gpt2") & (f.group == "language") & (f.key == "bn")].iloc[0]
+    assert row.chars == chars[0] and row.char_share == pytest.approx(chars[0] / sum(chars))
+    # in bytes Bengali looks balanced: its token share is no more than its byte share
+    assert row.token_share <= nbytes[0] / sum(nbytes)
+    (flag,) = [x for x in diagnose(bn_en) if x.tokenizer == "bpe-gpt2" and x.key == "bn"
+               and x.rule == "balance-inversion"]
+    en_row = f[(f.tokenizer == "bpe-gpt2") & (f.group == "language") & (f.key == "en")].iloc[0]
+    by_hand = (row.tokens / chars[0]) / (en_row.tokens / chars[1])
+    assert flag.evidence["unit"] == "characters" and by_hand >= 2.0
+    assert flag.evidence["ratio"] == pytest.approx(by_hand, abs=1e-3)
+
+
+def test_balance_on_parallel_files_never_blames_the_best_served_language(rw):
+    toks = specs(rw, {**CUTTING, **CLEAN, "minilm": "minilm/tokenizer.json"})
+    report = analyze([rw / "parallel"], toks)
+    langs = {p.stem for p in (rw / "parallel").glob("*.txt")}
+    found = [f for f in diagnose(report) if f.rule == "balance-inversion"]
+    assert not [f for f in found if "fix the tokenizer" in (f.cause + f.fix).lower()]
+    for f in found:
+        if f.group == "language":
+            # every language holds the same messages: judged per aligned line, no pairs
+            assert "/" not in f.key and f.evidence["unit"] == "aligned lines", f
+    premiums = diagnose_premiums(report)
+    assert set(premiums["lang"]) == langs - {"en"}  # all files align with en.txt
+
+
+# ---------------------------------------------------------------- UNK
+
+def test_wordpiece_thai_cannot_pass_chars_per_token_with_its_unk_rate(rw):
+    path = rw / "tokenizers" / "minilm" / "tokenizer.json"
+    report = analyze([rw / "text" / "th.txt"], [f"minilm={path}"])
+    res = evaluate(report, default_policy(), label="minilm")
+    (unk,) = [c for c in res.checks if c.name == "unk_rate" and c.key == "Thai"]
+    (cpt,) = [c for c in res.checks if c.name == "chars_per_token" and c.key == "Thai"]
+    assert unk.verdict == "fail" and cpt.verdict != "pass" and "UNK" in cpt.note
+    # the UNK count against the tokenizers library's own encoding of the same documents
+    ref = tokenizers.Tokenizer.from_file(str(path))
+    ref.no_truncation()
+    ref.no_padding()
+    unk_id = ref.token_to_id("[UNK]")
+    encs = ref.encode_batch(documents(rw / "text" / "th.txt"), add_special_tokens=False)
+    f = report.frame
+    row = f[(f.group == "language") & (f.key == "th")].iloc[0]
+    lib_unk, lib_tokens = sum(e.ids.count(unk_id) for e in encs), sum(len(e.ids) for e in encs)
+    assert (row.unk_tokens, row.tokens) == (lib_unk, lib_tokens)
+    assert row.unk_rate == pytest.approx(lib_unk / lib_tokens)
+
+
+# ---------------------------------------------------------------- pretrain gates first
+
+class Reached(Exception):
+    """Raised in place of the training loop: the run got past the gate."""
+
+
+def test_pretrain_refuses_the_gpt2_split_bpe_and_not_o200k(rw, tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    import trainer.loop
+    from fertility.errors import TrainingError
+    from trainer.run import pretrain
+
+    monkeypatch.chdir(tmp_path)  # the built-in policy, not a working directory's
+    monkeypatch.setattr(trainer.loop, "train", lambda *a, **k: (_ for _ in ()).throw(Reached()))
+    paths = [rw / "text" / "bn.txt", rw / "text" / "en.txt"]
+    tokdir = rw / "tokenizers"
+    with pytest.raises(TrainingError, match="failed the gate"):
+        pretrain(paths, str(tokdir / CUTTING["bpe-gpt2"]), tmp_path / "gpt2", steps=1,
+                 device="cpu", quiet=True)
+    assert not (tmp_path / "gpt2" / "run.json").exists()
+    with pytest.raises(Reached):
+        pretrain(paths, str(tokdir / CLEAN["o200k"]), tmp_path / "o200k", steps=1,
+                 device="cpu", quiet=True)
+    meta = json.loads((tmp_path / "o200k" / "run.json").read_text(encoding="utf-8"))
+    assert meta["gate"]["passed"] is True and meta["forced"] is False
