@@ -464,7 +464,8 @@ def _balance(report: Report, t: Thresholds, premium_table: pd.DataFrame) -> Iter
         if ratio < t.overrepresentation:
             continue
         ev = {"token_share": _num(r["token_share"]), "char_share": _num(r["char_share"]),
-              "ratio": _num(ratio), "unit": unit, "threshold": t.overrepresentation}
+              "byte_share": _num(r["byte_share"]), "ratio": _num(ratio), "unit": unit,
+              "threshold": t.overrepresentation}
         if unit == "aligned lines":
             ev["premiums"] = {k: _num(v) for k, v in prem.items()}
         if r["group"] == "language":
@@ -486,7 +487,8 @@ def _balance(report: Report, t: Thresholds, premium_table: pd.DataFrame) -> Iter
                     continue
                 if a.char_share > b.char_share * m and b.token_share > a.token_share * m:
                     ev = {"chars": {a.key: _num(a.char_share), b.key: _num(b.char_share)},
-                          "tokens": {a.key: _num(a.token_share), b.key: _num(b.token_share)}}
+                          "tokens": {a.key: _num(a.token_share), b.key: _num(b.token_share)},
+                          "bytes": {a.key: _num(a.byte_share), b.key: _num(b.byte_share)}}
                     yield Finding("balance-inversion", "warning", str(label), "language",
                                   f"{a.key}/{b.key}", ev,
                                   f"{a.key} has more characters than {b.key} but fewer tokens: "
