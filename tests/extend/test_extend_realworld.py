@@ -25,7 +25,8 @@ TARGET = "bn"
 OTHERS = ("en", "ru", "zh", "ja", "ko", "el")
 MAX_LINES = 3000
 MARKED = regex.compile(r"[\p{M}\u200c\u200d]")
-BASES = {"cl100k": "tokenizers/cl100k_base.tiktoken", "gpt2-json": "tokenizers/bpe-gpt2/tokenizer.json"}
+BASES = {"cl100k": "tokenizers/cl100k_base.tiktoken",
+         "gpt2-json": "tokenizers/bpe-gpt2/tokenizer.json"}
 
 
 def _corpus(rw: Path, folder: Path) -> Path:

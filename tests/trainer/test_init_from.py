@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from tokenizers import Tokenizer
 
 from eval.export import export_hf
@@ -17,14 +18,13 @@ from fertility.extend import extend
 from tests.bpe import byte_level_bpe
 from trainer.run import pretrain
 
-transformers = pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parents[2] / "examples"
 EOT = "<|endoftext|>"
 ENGLISH = ("The river is wide and the boat is slow, so we reach the market after noon. "
            "Prices of rice and fish went up this week.")
-TINY = {"preset": "tiny", "steps": 40, "device": "cpu", "force": True, "quiet": True}
-OVER = {"seq_len": 64, "micro_batch": 8, "warmup_steps": 5, "lr": 3e-3,
+TINY = {"preset": "tiny", "steps": 20, "device": "cpu", "force": True, "quiet": True}
+OVER = {"seq_len": 64, "micro_batch": 4, "warmup_steps": 5, "lr": 3e-3,
         "checkpoint_every": 1000, "heldout_fraction": 0.1}
 
 
