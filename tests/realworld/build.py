@@ -156,9 +156,16 @@ _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 # GTK mnemonics: "(_F)" after a CJK label, or the one underscore of "Sa_ve". A message with
 # several underscores, or GDK_DEBUG-style names, is writing about identifiers: left alone.
 _MNEMONIC_PAREN = re.compile(r"\(_\w\)")
-_MNEMONIC = re.compile(r"^([^_]*?)(?<![A-Z])_(?=\w)(?![A-Z]_?[A-Z0-9])([^_]*)$", re.S)
+_MNEMONIC = re.compile(r"^([^_]*)_(\w[^_]*)$", re.S)
+_IDENTIFIER = re.compile(r"[A-Z]_[A-Z0-9]")
 _WS = re.compile(r"[ \t\r\n\f\v]+")  # ASCII only: NBSP, ZWNJ and ZWJ are text here
 _LETTER = re.compile(r"[^\W\d_]")
+_STRFTIME = re.compile(r"%[-_0^#]?[A-Za-z]")
+
+
+def has_text(doc: str) -> bool:
+    """A letter outside date formats: "%H:%M" or "%-e %b %Y" is not a document."""
+    return bool(_LETTER.search(_STRFTIME.sub("", doc)))
 
 
 def clean(text: str, mnemonics: bool = False) -> str:
@@ -167,7 +174,9 @@ def clean(text: str, mnemonics: bool = False) -> str:
     text = _PRINTF.sub(lambda m: "%" if m.group() == "%%" else " ", text)
     text = _NUMBERED.sub(" ", text)
     if mnemonics:
-        text = _MNEMONIC.sub(r"\1\2", _MNEMONIC_PAREN.sub("", text))
+        text = _MNEMONIC_PAREN.sub("", text)
+        if not _IDENTIFIER.search(text):
+            text = _MNEMONIC.sub(r"\1\2", text)
     text = html.unescape(text)
     return squeeze(text)
 
@@ -260,7 +269,7 @@ def documents(texts: list[tuple[str, str]]) -> dict[str, str]:
     is kept, in order), only documents with a letter."""
     seen: dict[str, str] = {}
     for package, doc in texts:
-        if _LETTER.search(doc):
+        if has_text(doc):
             seen.setdefault(doc, package)
     return seen
 
@@ -406,7 +415,7 @@ def write_parallel(folder: Path, catalogues: dict) -> None:
         row = {"en": clean(key[1], mnemonics=True)} | {
             lang: clean(catalogues[(lang, "gtk30")][key], mnemonics=True) for lang in langs}
         # A message must keep a letter in every language, and each English line appears once.
-        if all(_LETTER.search(v) for v in row.values()) and row["en"] not in seen:
+        if all(map(has_text, row.values())) and row["en"] not in seen:
             seen.add(row["en"])
             rows.append(row)
     folder.mkdir()
