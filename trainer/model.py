@@ -40,6 +40,10 @@ class ModelConfig:
     norm_eps: float = 1e-5
     tie_embeddings: bool = True
     init_std: float = 0.02
+    # The embedding and LM head get rows up to a multiple of this (tensor-core friendly
+    # matmul shapes); the extra rows are never an input and are cut from the logits, so
+    # they change no logit, no loss and no sample. vocab_size stays the real id count.
+    pad_vocab_to: int = 128
 
     def __post_init__(self) -> None:
         # Resolve the defaults here so to_dict(), the checkpoint manifest and the HF
@@ -50,7 +54,7 @@ class ModelConfig:
             hidden = int(8 * self.d_model / 3)
             self.d_ff = FF_MULTIPLE_OF * ((hidden + FF_MULTIPLE_OF - 1) // FF_MULTIPLE_OF)
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff",
-                     "max_seq_len"):
+                     "max_seq_len", "pad_vocab_to"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise TrainingError(
@@ -68,6 +72,12 @@ class ModelConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def padded_vocab_size(self) -> int:
+        """Rows of the embedding and LM head (vocab_size rounded up to pad_vocab_to)."""
+        m = self.pad_vocab_to
+        return m * ((self.vocab_size + m - 1) // m)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -119,7 +129,7 @@ class RMSNorm(nn.Module):
         # Statistics in float32 even under bf16 autocast, cast back *before* the weight
         # multiply: exactly Llama's order, so bf16 runs round the same way as HF.
         dtype = x.dtype
-        x = x.float()
+        x = x.to(torch.promote_types(dtype, torch.float32))  # float64 stays float64
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * x.to(dtype)
 
@@ -197,10 +207,10 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.tok_embeddings = nn.Embedding(cfg.padded_vocab_size, cfg.d_model)
         self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.padded_vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.tok_embeddings.weight
         self.reset_parameters()
@@ -220,7 +230,9 @@ class Transformer(nn.Module):
             else:
                 nn.init.normal_(p, 0.0, std)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits [B, T, vocab_size] (float32, or float64 for a float64 model); with
+        `targets`, the mean next-token loss instead (chunked_lm_loss: no full-batch logits)."""
         T = ids.shape[1]
         if T > self.cfg.max_seq_len:
             raise TrainingError(
@@ -229,22 +241,61 @@ class Transformer(nn.Module):
         x = self.tok_embeddings(ids)
         for layer in self.layers:
             x = layer(x, cos, sin)
-        return self.lm_head(self.norm(x)).float()
+        h = self.norm(x)
+        if targets is not None:
+            return chunked_lm_loss(h, self.lm_head.weight, targets, self.cfg.vocab_size)
+        return _widen(self.lm_head(h)[..., :self.cfg.vocab_size])
 
     def num_params(self, non_embedding: bool = False) -> int:
-        # parameters() yields a tied lm_head/embedding matrix once.
+        """Parameters, the padding rows of the embedding/LM head left out; a tied matrix
+        counts once (parameters() yields it once)."""
+        pad = (self.cfg.padded_vocab_size - self.cfg.vocab_size) * self.cfg.d_model
         n = sum(p.numel() for p in self.parameters())
+        n -= pad * (1 if self.cfg.tie_embeddings else 2)
         if non_embedding:
-            n -= self.tok_embeddings.weight.numel()
-            if not self.cfg.tie_embeddings:
-                n -= self.lm_head.weight.numel()
+            n -= self.cfg.vocab_size * self.cfg.d_model * (1 if self.cfg.tie_embeddings else 2)
         return n
+
+
+def _widen(logits: torch.Tensor) -> torch.Tensor:
+    """bf16/fp16 logits to float32 for the softmax; float32 and float64 stay as they are."""
+    return logits.float() if logits.dtype in (torch.bfloat16, torch.float16) else logits
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
     """Mean next-token cross-entropy in nats over the targets that are not ignore_index."""
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
+    return F.cross_entropy(_widen(logits).reshape(-1, logits.shape[-1]), targets.reshape(-1),
                            ignore_index=ignore_index)
+
+
+# Tokens per cross-entropy chunk: 8192 x a 32k vocabulary is 1 GiB of float32 logits at a
+# time, instead of 4 GiB for a 16 x 2048 batch (and 8 GiB at a 64k vocabulary).
+CE_CHUNK_TOKENS = 8192
+
+
+def _chunk_ce_sum(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                  vocab_size: int, ignore_index: int) -> torch.Tensor:
+    logits = _widen(F.linear(h, weight)[:, :vocab_size])
+    return F.cross_entropy(logits, targets, ignore_index=ignore_index, reduction="sum")
+
+
+def chunked_lm_loss(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                    vocab_size: int, ignore_index: int = -100,
+                    chunk: int = CE_CHUNK_TOKENS) -> torch.Tensor:
+    """lm_loss(h @ weight[:vocab_size].T, targets) without the whole batch's logits: each
+    chunk of tokens is projected, scored and dropped, and recomputed in the backward pass
+    (activation checkpointing), so at most one chunk's float32 logits exist at a time."""
+    from torch.utils.checkpoint import checkpoint
+
+    h, targets = h.reshape(-1, h.shape[-1]), targets.reshape(-1)
+    total = None
+    for i in range(0, h.shape[0], chunk):
+        args = (h[i:i + chunk], weight, targets[i:i + chunk], vocab_size, ignore_index)
+        part = (checkpoint(_chunk_ce_sum, *args, use_reentrant=False)
+                if h.shape[0] > chunk else _chunk_ce_sum(*args))
+        total = part if total is None else total + part
+    assert total is not None
+    return total / (targets != ignore_index).sum().clamp(min=1)
 
 
 _SDPA_BACKENDS = {
@@ -286,6 +337,8 @@ def hf_llama_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
     into safetensors, which refuses tensors that share storage."""
     out: dict[str, torch.Tensor] = {}
     for name, tensor in model.state_dict().items():
+        if name in ("tok_embeddings.weight", "lm_head.weight"):
+            tensor = tensor[:model.cfg.vocab_size]  # the padding rows are not part of the model
         if name == "lm_head.weight":
             if not model.cfg.tie_embeddings:
                 out[name] = tensor

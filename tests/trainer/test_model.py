@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from fertility.errors import TrainingError
 from trainer.model import (
@@ -238,3 +239,47 @@ def test_preset_counts_documented_in_model_py_are_current():
         for name, (total, non_emb) in doc.items():
             model = Transformer(config_from_preset(name, 32000))
             assert (model.num_params(), model.num_params(non_embedding=True)) == (total, non_emb)
+
+
+def test_padded_vocabulary_changes_no_logit_and_no_loss():
+    """A 101-id model has 128 embedding rows; against an unpadded twin with the same real
+    rows, logits and loss agree exactly and the padding rows get no gradient."""
+    torch.manual_seed(0)
+    padded = Transformer(config_from_preset("tiny", 101))
+    plain = Transformer(config_from_preset("tiny", 101, {"pad_vocab_to": 1}))
+    assert padded.tok_embeddings.weight.shape[0] == 128
+    assert padded.num_params() == plain.num_params()
+    state = {k: (v[:101] if k in ("tok_embeddings.weight", "lm_head.weight") else v)
+             for k, v in padded.state_dict().items()}
+    plain.load_state_dict(state)
+    ids = torch.randint(0, 101, (2, 16))
+    assert padded(ids).shape == (2, 16, 101)
+    torch.testing.assert_close(padded(ids), plain(ids), rtol=0, atol=0)
+    loss = padded(ids, ids)
+    torch.testing.assert_close(loss, lm_loss(plain(ids), ids), rtol=1e-6, atol=1e-6)
+    loss.backward()
+    assert not padded.tok_embeddings.weight.grad[101:].any()
+    assert hf_state_rows(padded) == 101
+
+
+def hf_state_rows(model):
+    from trainer.model import hf_llama_state_dict
+
+    return hf_llama_state_dict(model)["model.embed_tokens.weight"].shape[0]
+
+
+def test_chunked_loss_and_gradients_match_the_full_logits_in_float64():
+    from trainer.model import chunked_lm_loss
+
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(3, 10, 8, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(16, 8, dtype=torch.float64, generator=g, requires_grad=True)
+    t = torch.randint(0, 13, (3, 10), generator=g)
+    t[0, 0] = -100  # ignored targets count in neither
+    chunked = chunked_lm_loss(h, w, t, 13, chunk=7)  # 30 tokens: 5 chunks, the last short
+    gh, gw = torch.autograd.grad(chunked, [h, w])
+    full = F.cross_entropy((h @ w[:13].T).reshape(-1, 13), t.reshape(-1), ignore_index=-100)
+    fh, fw = torch.autograd.grad(full, [h, w])
+    torch.testing.assert_close(chunked, full)
+    torch.testing.assert_close(gh, fh)
+    torch.testing.assert_close(gw, fw)
