@@ -2,13 +2,19 @@
 parameter learns, and that the fast attention kernels (and torch.compile) compute the same
 gradients as the plain reference path.
 
-Two failure modes it exists for:
-  * a parameter silently cut out of the graph (a stray .detach(), a frozen copy, a hook
-    that zeroes or poisons its gradient): the loss still falls, the run looks healthy,
-    and part of the model never trains. check_gradient_flow finds it.
-  * a fused kernel whose backward is wrong for these shapes/dtypes (a dropped or
-    mis-scaled dq, say): nonzero, finite gradients that are simply wrong, invisible to the
-    first check. compare_paths finds it by redoing the step with the math attention.
+Three checks:
+  * check_gradient_flow: every trainable parameter gets a finite gradient that is not all
+    zeros (a stray .detach(), a hook that zeroes or poisons it). Frozen parameters are named.
+  * check_exact: every trainable parameter's gradient, in float64, against a directional
+    finite difference of the loss through the very same model, (L(p+hd) - L(p-hd)) / 2h
+    against <grad, d> for random directions d. It catches what keeps a gradient nonzero but
+    wrong: a custom autograd.Function that returns None for one use of a tied weight or for
+    its input, half of a weight's rows detached, a hook that scales a gradient by 1e-12.
+  * check_attention_kernels: each layer's fused attention gradients dq, dk, dv against the
+    math kernel in float64, per tensor and per position, judged against the noise the math
+    kernel itself shows in the run's dtype (so bf16's honest rounding, ~0.5%, is not a
+    failure and a dq scaled by 0.97 or a dv zeroed on a few positions is).
+compare_paths also compares whole-model gradients fast vs math and compiled vs eager.
 
 Everything here runs one forward+backward per path on a batch the caller supplies, and
 restores each parameter's .grad afterwards, so the model is left exactly as it was.
@@ -19,15 +25,16 @@ wrapper would all-reduce and wait for every rank.
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from fertility.errors import TrainingError, one_line
-from trainer.model import attention_backend, lm_loss
+from trainer.model import attention_backend
 
 # Path tolerances, on the max-normalised difference (see _rel_diff). The bugs we hunt move
 # a gradient by ~100% (dropped: exactly 1.0; halved: 0.5). Honest differences are rounding:
@@ -37,6 +44,14 @@ from trainer.model import attention_backend, lm_loss
 #            kernel and the fp32-accumulating math path differ by a few of those -> 5e-2.
 TOL_FP32 = 1e-2
 TOL_LOW_PRECISION = 5e-2
+# check_exact: honest float64 central differences (a step of 1e-3 of the parameter's rms)
+# agree with autograd to ~1e-4 at 0.4b widths (truncation ~h^2, rounding ~1e-14 * L / h); a
+# wrong gradient is off by ~100% (half the rows: ~70% in a random direction; 1e-12: 100%).
+TOL_EXACT = 1e-2
+EXACT_TOKENS = 64  # one sequence of at most this many tokens: 4 forward passes per parameter
+# check_attention_kernels: fused is judged against CALIBRATION x the math kernel's own error
+# (same dtype, against float64), never below one unit of the dtype's rounding.
+CALIBRATION = 4.0
 
 _PREFIXES = ("_orig_mod.", "module.")  # torch.compile and DDP wrappers
 
@@ -49,6 +64,17 @@ class ArbiterReport:
     path_diffs: dict[str, float] = field(default_factory=dict)  # name -> max relative diff
     tol: float | None = None  # the path tolerance the diffs were judged against
     notes: list[str] = field(default_factory=list)  # errors met while running a check
+    frozen: list[str] = field(default_factory=list)  # requires_grad=False: not checked
+    exact: dict[str, float] = field(default_factory=dict)  # name -> finite-difference error
+    kernels: dict[str, tuple[float, float]] = field(default_factory=dict)  # (error, tolerance)
+    skipped: list[str] = field(default_factory=list)  # checks that could not apply, and why
+
+    def exact_failures(self) -> list[tuple[str, float]]:
+        named = {name for name, _ in self.offenders}
+        return [(n, e) for n, e in self.exact.items() if not e <= TOL_EXACT and n not in named]
+
+    def kernel_failures(self) -> list[tuple[str, float, float]]:
+        return [(n, e, t) for n, (e, t) in self.kernels.items() if not e <= t]
 
     def path_failures(self) -> list[tuple[str, float]]:
         """Diffs beyond tol, leaving out parameters already named as offenders (a NaN
@@ -72,6 +98,15 @@ class ArbiterReport:
             parts.append(f"{n} gradient{'s differ' if n != 1 else ' differs'} between "
                          f"attention/compile paths beyond tol {self.tol:g}: "
                          + _listing([f"{name} ({d:.3g})" for name, d in bad]))
+        wrong = self.exact_failures()
+        if wrong:
+            parts.append(f"{len(wrong)} gradient{'s' if len(wrong) != 1 else ''} disagree with "
+                         f"a float64 finite difference beyond {TOL_EXACT:g}: "
+                         + _listing([f"{name} ({e:.3g})" for name, e in wrong]))
+        kern = self.kernel_failures()
+        if kern:
+            parts.append(f"fused attention gradients differ from the math kernel's: "
+                         + _listing([f"{name} ({e:.3g} > {t:.3g})" for name, e, t in kern]))
         parts.extend(self.notes)
         return "; ".join(parts)
 
@@ -87,6 +122,21 @@ class ArbiterReport:
                          f"{worst[0]} {worst[1]:.3g} (tol {tol})")
         for name, d in self.path_failures():
             lines.append(f"  path mismatch {name}: {d:.3g} > {tol}")
+        for name, e in self.exact_failures():
+            lines.append(f"  wrong gradient {name}: {e:.3g} from a float64 finite difference")
+        if self.exact:
+            lines.append(f"  exact check: {len(self.exact)} gradients against float64 finite "
+                         f"differences, worst {max(self.exact.values(), key=_sortable):.3g} "
+                         f"(tol {TOL_EXACT:g})")
+        for name, e, t in self.kernel_failures():
+            lines.append(f"  kernel mismatch {name}: {e:.3g} > {t:.3g}")
+        if self.kernels:
+            lines.append(f"  attention kernels: {len(self.kernels)} gradients (dq, dk, dv per "
+                         f"layer) against float64, calibrated on the math kernel's noise")
+        for name in self.frozen:
+            lines.append(f"  frozen (not checked) {name}")
+        for why in self.skipped:
+            lines.append(f"  skipped       {why}")
         for note in self.notes:
             lines.append(f"  error         {note}")
         return "\n".join(lines)
@@ -114,7 +164,14 @@ def _autocast(ids: torch.Tensor, amp_dtype: torch.dtype | None):
     return torch.autocast(ids.device.type, dtype=amp_dtype)
 
 
-def _gradients(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, loss_fn: Callable,
+def _loss(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor,
+          loss_fn: Callable | None) -> torch.Tensor:
+    """loss_fn(logits, targets), or the model's own loss (chunked, as the run computes it)."""
+    return model(ids, targets) if loss_fn is None else loss_fn(model(ids), targets)
+
+
+def _gradients(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor,
+               loss_fn: Callable | None,
                amp_dtype: torch.dtype | None) -> dict[str, torch.Tensor | None]:
     """One forward+backward; returns each trainable parameter's gradient and puts the
     parameters' previous .grad back (the caller's accumulated gradients survive)."""
@@ -124,7 +181,7 @@ def _gradients(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, loss_
         p.grad = None
     try:
         with _autocast(ids, amp_dtype):
-            loss = loss_fn(model(ids), targets)
+            loss = _loss(model, ids, targets, loss_fn)
         loss.backward()
         return {name: p.grad for name, p in params}
     finally:
@@ -143,13 +200,128 @@ def _classify(grad: torch.Tensor | None) -> str | None:
 
 
 def check_gradient_flow(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
-                        loss_fn: Callable = lm_loss,
+                        loss_fn: Callable | None = None,
                         amp_dtype: torch.dtype | None = None) -> ArbiterReport:
     """Every parameter with requires_grad must receive a finite gradient that is not all
     zeros. Tied parameters are one parameter (named once, by their first name)."""
     grads = _gradients(model, ids, targets, loss_fn, amp_dtype)
     offenders = [(name, kind) for name, g in grads.items() if (kind := _classify(g))]
-    return ArbiterReport(ok=not offenders, checked=len(grads), offenders=offenders)
+    frozen = [_clean(n) for n, p in model.named_parameters() if not p.requires_grad]
+    return ArbiterReport(ok=not offenders, checked=len(grads), offenders=offenders,
+                         frozen=frozen)
+
+
+def _sharded(model: nn.Module) -> bool:
+    return any(hasattr(p, "full_tensor") for p in model.parameters())  # FSDP2's DTensors
+
+
+@contextmanager
+def _as_float64(model: nn.Module):
+    """The model's own parameters in float64 for the duration (the same Parameter objects,
+    so hooks and patched forwards that hold them still apply), then exactly as they were."""
+    saved = [(p, p.data) for p in model.parameters()]
+    try:
+        for p, data in saved:
+            p.data = data.to(torch.float64)
+        yield
+    finally:
+        for p, data in saved:
+            p.data = data
+
+
+def check_exact(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
+                loss_fn: Callable | None = None, directions: int = 2, h: float = 1e-3,
+                tokens: int = EXACT_TOKENS, seed: int = 0) -> dict[str, float]:
+    """Per trainable parameter, the worst relative disagreement between autograd's
+    directional derivative <g, d> and the central difference (L(p+hd) - L(p-hd)) / 2h, in
+    float64 without autocast, on the first sequence cut to `tokens`; the step is h times the
+    parameter's rms. A shared (tied) weight
+    is perturbed once, so every use of it is counted. Error: |fd - ag| / max(|fd|, |ag|)."""
+    ids, targets = ids[:1, :tokens], targets[:1, :tokens]
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    out: dict[str, float] = {}
+    with _as_float64(model), torch.autocast(ids.device.type, enabled=False):
+        params = [(_clean(n), p) for n, p in model.named_parameters() if p.requires_grad]
+        loss = _loss(model, ids, targets, loss_fn)
+        grads = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
+        with torch.no_grad():
+            for (name, p), grad in zip(params, grads, strict=True):
+                worst = 0.0
+                step = h * max(float(p.pow(2).mean().sqrt()), 1e-3)
+                for _ in range(directions):
+                    d = torch.randn(p.shape, generator=g, dtype=torch.float64).to(p.device)
+                    p.add_(d, alpha=step)
+                    up = float(_loss(model, ids, targets, loss_fn))
+                    p.add_(d, alpha=-2 * step)
+                    down = float(_loss(model, ids, targets, loss_fn))
+                    p.add_(d, alpha=step)
+                    fd = (up - down) / (2 * step)
+                    ag = 0.0 if grad is None else float((grad * d).sum())
+                    scale = max(abs(fd), abs(ag), 1e-12)
+                    worst = max(worst, abs(fd - ag) / scale if math.isfinite(ag) else math.inf)
+                out[name] = worst
+    return out
+
+
+def _position_stats(g: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
+    """(worst per-position relative error, worst per-position scale bias |1 - <g,r>/<r,r>|)
+    of a [B, H, T, D] gradient against its float64 reference, positions with a reference
+    of (near) zero left out: dq at position 0 is exactly zero under a causal mask."""
+    g, ref = g.double().transpose(1, 2).flatten(2), ref.transpose(1, 2).flatten(2)  # B,T,HD
+    g, ref = g.reshape(-1, g.shape[-1]), ref.reshape(-1, ref.shape[-1])
+    rr = (ref * ref).sum(-1)
+    keep = rr > 1e-12 * rr.max()
+    if not keep.any():
+        return 0.0, 0.0
+    err = ((g - ref).norm(dim=-1)[keep] / rr[keep].sqrt()).max()
+    bias = (1 - (g * ref).sum(-1)[keep] / rr[keep]).abs().max()
+    return float(err), float(bias)
+
+
+def check_attention_kernels(model: nn.Module, ids: torch.Tensor, *, fast: str = "auto",
+                            reference: str = "math",
+                            amp_dtype: torch.dtype | None = None,
+                            seed: int = 0) -> dict[str, tuple[float, float]]:
+    """Each attention call's inputs are recorded in one forward pass over the first sequence;
+    then, per layer, the `fast` kernel's dq, dk, dv (in the inputs' dtype) and the `reference`
+    kernel's (same dtype) are compared with the reference in float64, for a random upstream
+    gradient. Returns {"<call>.dq": (error, tolerance), ...}: error is the fast kernel's worst
+    per-position relative error or scale bias, tolerance CALIBRATION x the reference kernel's
+    own (never below the dtype's eps). One layer's T x T matrices exist at a time."""
+    real = F.scaled_dot_product_attention
+    calls: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]] = []
+
+    def record(q, k, v, *args, **kw):
+        calls.append((q.detach(), k.detach(), v.detach(), kw))
+        return real(q, k, v, *args, **kw)
+
+    F.scaled_dot_product_attention = record
+    try:
+        with torch.no_grad(), _autocast(ids, amp_dtype):
+            model(ids[:1])
+    finally:
+        F.scaled_dot_product_attention = real
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    out: dict[str, tuple[float, float]] = {}
+    for i, (q, k, v, kw) in enumerate(calls):
+        up = torch.randn(q.shape[:-1] + v.shape[-1:], generator=g, dtype=torch.float64)
+        up = up.to(q.device)
+
+        def grads(backend: str, dtype: torch.dtype) -> list[torch.Tensor]:
+            leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
+            with attention_backend(backend):
+                y = real(*leaves, **kw)
+            return list(torch.autograd.grad(y, leaves, up.to(dtype)))
+
+        exact = grads(reference, torch.float64)
+        ref, fast_g = grads(reference, q.dtype), grads(fast, q.dtype)
+        floor = max(torch.finfo(q.dtype).eps, 1e-6)
+        for name, e, r, f in zip(("dq", "dk", "dv"), exact, ref, fast_g, strict=True):
+            noise = _position_stats(r, e)
+            seen = _position_stats(f, e)
+            ratios = [(s, CALIBRATION * n + floor) for s, n in zip(seen, noise)]
+            out[f"attention[{i}].{name}"] = max(ratios, key=lambda st: st[0] / st[1])
+    return out
 
 
 def _rel_diff(fast: torch.Tensor | None, ref: torch.Tensor | None, atol: float) -> float:
@@ -167,7 +339,7 @@ def _rel_diff(fast: torch.Tensor | None, ref: torch.Tensor | None, atol: float) 
 def compare_paths(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
                   reference: str = "math", fast: str = "auto",
                   compiled: bool | nn.Module = False, atol: float = 1e-12,
-                  loss_fn: Callable = lm_loss,
+                  loss_fn: Callable | None = None,
                   amp_dtype: torch.dtype | None = None) -> dict[str, float]:
     """Max relative gradient difference per parameter, max|g_fast - g_ref| / (max|g_ref| +
     atol), between the `fast` attention backend and the `reference` one. With `compiled`
@@ -181,12 +353,24 @@ def compare_paths(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
         fast_g = _gradients(model, ids, targets, loss_fn, amp_dtype)
     diffs = {name: _rel_diff(fast_g.get(name), g, atol) for name, g in ref.items()}
     if compiled is not False:
-        cmodel = torch.compile(model) if compiled is True else compiled
-        with attention_backend(fast):
-            comp = _gradients(cmodel, ids, targets, loss_fn, amp_dtype)
-        for name, g in fast_g.items():
-            diffs[f"compiled:{name}"] = _rel_diff(comp.get(name), g, atol)
+        diffs.update(compare_compiled(model, ids, targets, compiled=compiled, fast=fast,
+                                      atol=atol, loss_fn=loss_fn, amp_dtype=amp_dtype,
+                                      eager=fast_g))
     return diffs
+
+
+def compare_compiled(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
+                     compiled: bool | nn.Module = True, fast: str = "auto", atol: float = 1e-12,
+                     loss_fn: Callable | None = None, amp_dtype: torch.dtype | None = None,
+                     eager: dict | None = None) -> dict[str, float]:
+    """{"compiled:<name>": diff} of compiled against eager gradients on the fast backend."""
+    if eager is None:
+        with attention_backend(fast):
+            eager = _gradients(model, ids, targets, loss_fn, amp_dtype)
+    cmodel = torch.compile(model) if compiled is True else compiled
+    with attention_backend(fast):
+        comp = _gradients(cmodel, ids, targets, loss_fn, amp_dtype)
+    return {f"compiled:{name}": _rel_diff(comp.get(name), g, atol) for name, g in eager.items()}
 
 
 def _default_tol(model: nn.Module, ids: torch.Tensor, amp_dtype: torch.dtype | None) -> float:
@@ -201,7 +385,7 @@ def _default_tol(model: nn.Module, ids: torch.Tensor, amp_dtype: torch.dtype | N
 
 def run_arbiter(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
                 compiled: bool | nn.Module = False, tol: float | None = None,
-                loss_fn: Callable = lm_loss, amp_dtype: torch.dtype | None = None,
+                loss_fn: Callable | None = None, amp_dtype: torch.dtype | None = None,
                 reference: str = "math", fast: str = "auto") -> ArbiterReport:
     """Both checks. Raises nothing: an error inside a check becomes a note and ok=False;
     the caller decides (assert_arbiter raises)."""
@@ -212,15 +396,35 @@ def run_arbiter(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
         n = sum(1 for p in model.parameters() if p.requires_grad)
         report = ArbiterReport(ok=False, checked=n, notes=[f"forward/backward failed: {e}"])
     report.tol = tol
+    if _sharded(model):
+        report.skipped.append("float64 and kernel checks: the parameters are sharded (FSDP); "
+                              "an unsharded run of the same model checks them")
+    else:
+        try:
+            report.exact = check_exact(model, ids, targets, loss_fn=loss_fn)
+        except Exception as e:  # noqa: BLE001
+            report.notes.append(f"float64 finite-difference check failed: {one_line(e)}")
+        try:
+            report.kernels = check_attention_kernels(model, ids, fast=fast, reference=reference,
+                                                     amp_dtype=amp_dtype)
+        except Exception as e:  # noqa: BLE001
+            report.notes.append(f"attention kernel check ({fast} vs {reference}) failed: "
+                                f"{one_line(e)}")
     try:
-        report.path_diffs = compare_paths(model, ids, targets, reference=reference, fast=fast,
-                                          compiled=compiled, loss_fn=loss_fn,
-                                          amp_dtype=amp_dtype)
+        # Whole-model fast vs math on one sequence: the math kernel keeps every layer's
+        # T x T matrices (0.4b at 2048: ~13 GB per sequence), so not on the whole batch.
+        report.path_diffs = compare_paths(model, ids[:1], targets[:1], reference=reference,
+                                          fast=fast, loss_fn=loss_fn, amp_dtype=amp_dtype)
+        if compiled is not False:  # on the run's own batch shape: the run's one compilation
+            report.path_diffs.update(compare_compiled(model, ids, targets, compiled=compiled,
+                                                      fast=fast, loss_fn=loss_fn,
+                                                      amp_dtype=amp_dtype))
     except Exception as e:  # noqa: BLE001
         report.notes.append(f"path comparison ({fast} vs {reference}"
                             f"{', compiled' if compiled is not False else ''}) failed: "
                             f"{one_line(e)}")
-    report.ok = not report.offenders and not report.path_failures() and not report.notes
+    report.ok = not (report.offenders or report.path_failures() or report.notes
+                     or report.exact_failures() or report.kernel_failures())
     return report
 
 

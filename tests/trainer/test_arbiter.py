@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from fertility.errors import TrainingError
 from trainer.arbiter import (
     assert_arbiter,
+    check_attention_kernels,
     check_gradient_flow,
     compare_paths,
     run_arbiter,
@@ -28,11 +29,11 @@ def tiny(**over):
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_arbiter_passes_every_preset(preset):
-    """tiny and small run at full size. base and 0.4b keep their full width (d_model, heads,
-    d_ff) but are cut to n_layers=1; all run a 16-token sequence and a 2048-token vocab, so
-    the test fits two CPU cores and a few seconds. Every parameter kind of the full model
-    is present; the vocabulary size changes no code path."""
-    over = {} if preset in ("tiny", "small") else {"n_layers": 1}
+    """tiny runs at full size; the others keep their full width (d_model, heads, d_ff) but are
+    cut to n_layers=1 (the float64 finite-difference check runs 4 forward passes per
+    parameter); all run a 16-token sequence and a 2048-token vocab, so the test fits two CPU
+    cores. Every parameter kind of the full model is present."""
+    over = {} if preset == "tiny" else {"n_layers": 1}
     torch.manual_seed(0)
     model = Transformer(config_from_preset(preset, 2048, over))
     ids, targets = batch(2048)
@@ -72,6 +73,9 @@ def test_frozen_parameters_are_not_checked():
     model.layers[0].attn.q_proj.weight.requires_grad_(False)
     report = check_gradient_flow(model, *batch(101))
     assert report.ok and report.checked == 2 + 9 * 2 - 1
+    assert report.frozen == ["layers.0.attn.q_proj.weight"]  # excluded, but never silently
+    assert "frozen (not checked) layers.0.attn.q_proj.weight" in run_arbiter(
+        model, *batch(101)).format_text()
 
 
 def test_arbiter_leaves_existing_gradients_untouched():
@@ -158,3 +162,113 @@ def test_errors_inside_a_check_become_notes_not_exceptions():
     assert not report.ok and any("max_seq_len" in n for n in report.notes)
     with pytest.raises(TrainingError, match="max_seq_len"):
         assert_arbiter(model, ids, ids)
+
+
+# -- wrong but nonzero gradients: only the float64 finite difference sees them -------------
+
+class _NoGrad(torch.autograd.Function):
+    """Identity forward; backward returns no gradient at all (None)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None
+
+
+def _exact_failures(model, ids, targets):
+    assert check_gradient_flow(model, ids, targets).ok  # nonzero and finite: looks healthy
+    report = run_arbiter(model, ids, targets)
+    assert not report.ok
+    return {name for name, _ in report.exact_failures()}
+
+
+def test_tied_weight_that_loses_its_lm_head_gradient_is_caught(monkeypatch):
+    import trainer.model as M
+
+    model = tiny()
+    real = M.chunked_lm_loss
+    monkeypatch.setattr(M, "chunked_lm_loss",
+                        lambda h, w, *a, **k: real(h, _NoGrad.apply(w), *a, **k))
+    # The embedding use still gives the tied matrix a gradient; the LM-head use is lost.
+    assert "tok_embeddings.weight" in _exact_failures(model, *batch(101))
+
+
+def test_function_that_returns_no_input_gradient_is_caught(monkeypatch):
+    model = tiny()
+    up = model.layers[1].mlp.up_proj
+    monkeypatch.setattr(up, "forward", lambda x: F.linear(_NoGrad.apply(x), up.weight))
+    failing = _exact_failures(model, *batch(101))
+    # Everything below loses the up_proj path (gate_proj and the residual still carry some).
+    assert {"layers.0.attn.q_proj.weight", "layers.1.mlp_norm.weight"} <= failing
+    assert "layers.1.mlp.up_proj.weight" not in failing  # its own gradient is still right
+
+
+def test_half_the_rows_detached_is_caught(monkeypatch):
+    model = tiny()
+    up = model.layers[0].mlp.up_proj
+    half = up.weight.shape[0] // 2
+    monkeypatch.setattr(up, "forward", lambda x: F.linear(
+        x, torch.cat([up.weight[:half], up.weight[half:].detach()])))
+    assert _exact_failures(model, *batch(101)) == {"layers.0.mlp.up_proj.weight"}
+
+
+def test_gradient_scaled_by_1e_12_is_caught():
+    model = tiny()
+    model.layers[1].attn.k_proj.weight.register_hook(lambda g: g * 1e-12)
+    report = run_arbiter(model, *batch(101))
+    assert dict(report.exact_failures()).keys() == {"layers.1.attn.k_proj.weight"}
+    assert report.exact["layers.1.attn.k_proj.weight"] == pytest.approx(1.0, abs=1e-6)
+    assert "finite difference" in report.summary()
+
+
+# -- fused attention in bf16: judged against the math kernel's own bf16 noise --------------
+
+class _Fault(torch.autograd.Function):
+    """Identity forward; backward applies `fault` to the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx, x, fault):
+        ctx.fault = fault
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return ctx.fault(g), None
+
+
+def _fake_kernel(monkeypatch, on_q=None, on_v=None):
+    real = F.scaled_dot_product_attention
+
+    def sdpa(q, k, v, **kw):
+        if torch.backends.cuda.flash_sdp_enabled():  # the "fused" path only
+            q = _Fault.apply(q, on_q) if on_q else q
+            v = _Fault.apply(v, on_v) if on_v else v
+        return real(q, k, v, **kw)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", sdpa)
+
+
+def _zero_last_eighth(g):
+    g = g.clone()
+    g[..., -g.shape[-2] // 8:, :] = 0
+    return g
+
+
+@pytest.mark.parametrize("fault, tensor", [
+    (dict(on_q=lambda g: g * 0.97), "dq"),
+    (dict(on_v=_zero_last_eighth), "dv"),
+])
+def test_bf16_kernel_faults_beyond_honest_noise_are_caught(monkeypatch, fault, tensor):
+    model = tiny()
+    ids, targets = batch(101, B=2, T=64)
+    honest = check_attention_kernels(model, ids, amp_dtype=torch.bfloat16)
+    assert len(honest) == 3 * 2 and all(e <= t for e, t in honest.values()), honest
+    _fake_kernel(monkeypatch, **fault)
+    kernels = check_attention_kernels(model, ids, amp_dtype=torch.bfloat16)
+    bad = {name for name, (e, t) in kernels.items() if e > t}
+    assert bad == {f"attention[0].{tensor}", f"attention[1].{tensor}"}
+    report = run_arbiter(model, ids, targets, amp_dtype=torch.bfloat16)
+    assert not report.ok and f"attention[0].{tensor}" in report.summary()
