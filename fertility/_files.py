@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from fertility.errors import FertilityError
@@ -10,9 +11,32 @@ from fertility.errors import FertilityError
 
 def write_text_atomic(path: str | os.PathLike, text: str,
                       error: type[FertilityError] = FertilityError) -> None:
-    """Replace `path` with `text` in one rename: a reader, or a run killed midway, sees the
-    old file or the new one. An OSError becomes `error` naming the file (exit 2)."""
-    path = Path(path)
+    """Write `text` to `path` so that a reader, or a run killed midway, sees the old file or
+    the new one. An OSError becomes `error` naming the file (exit 2).
+
+    Only a regular file (or a new name) is replaced by a rename. A symlink is written through:
+    the rename happens beside its target, so the link stays a link and the target is fresh.
+    A character device, FIFO or socket (/dev/null, /dev/stdout, a pipe) is written to in place:
+    renaming over it would replace the device node with a file."""
+    if not os.fspath(path):
+        raise error("empty output file name")
+    try:
+        mode = os.stat(path).st_mode  # follows symlinks (and /dev/stdout's magic link)
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:
+        raise error(f"{path}: cannot write ({e.strerror or e})") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise error(f"{path}: is a folder, not a file")
+    if mode is not None and not stat.S_ISREG(mode):
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise error(f"{path}: cannot write ({e.strerror or e})") from None
+        return
+    path = Path(os.path.realpath(path))  # the rename happens where the file really is
+    remove_stale_partials(path)
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
         tmp.write_text(text, encoding="utf-8")
@@ -22,3 +46,26 @@ def write_text_atomic(path: str | os.PathLike, text: str,
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True  # exists but is not ours (or cannot be asked): leave its files alone
+    return True
+
+
+def remove_stale_partials(path: Path) -> None:
+    """Delete `.NAME.partial-PID` files beside `path` left by a run that was killed (SIGKILL
+    leaves no chance to clean up); a running writer's file (its PID alive) is kept."""
+    try:
+        leftovers = list(path.parent.glob(f".{path.name}.partial-*"))
+    except OSError:
+        return
+    for tmp in leftovers:
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            tmp.unlink(missing_ok=True)

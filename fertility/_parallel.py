@@ -16,7 +16,6 @@ import multiprocessing
 import os
 import queue
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
@@ -47,15 +46,9 @@ def _reloadable(paths, toks) -> bool:
 
 
 def _input_bytes(paths) -> int:
-    total = 0
-    for p in map(Path, paths):
-        if p.is_file():
-            total += p.stat().st_size
-        elif p.is_dir():
-            total += sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
-        if total >= MIN_BYTES:
-            break
-    return total
+    from fertility.corpus import Corpus  # its walk: no recursion limit on deep folders
+
+    return sum(Corpus(paths, on_warning=lambda m: None).sizes().values())
 
 
 def _spec(tok) -> tuple[str, str, str, str | None, str]:
@@ -84,12 +77,18 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
     from fertility._accumulate import TokenizerAccumulator
 
     options = {k: v for k, v in corpus_options.items() if k != "on_warning"}
+    # every worker reads each file up to the size it has now, even if it grows meanwhile
+    from fertility.corpus import Corpus
+
+    options["sizes"] = Corpus([str(p) for p in paths], **options,
+                              on_warning=lambda m: None).sizes()
     on_warning = corpus_options.get("on_warning")
     ctx = multiprocessing.get_context("spawn")
     messages = ctx.Queue()
     specs = [_spec(t) for t in toks]
     procs = [ctx.Process(target=_worker, daemon=True,
-                         args=(w, n_workers, [str(p) for p in paths], options, specs,
+                         args=(os.getpid(), w, n_workers, [str(p) for p in paths], options,
+                               specs,
                                (state.seed, state.detail_docs, state.keep_docs,
                                 state.bootstrap), batch_size, messages))
              for w in range(n_workers)]
@@ -140,7 +139,33 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
     return accs, state, first["summary"]
 
 
-def _worker(w, n_workers, paths, options, specs, settings, batch_size, messages) -> None:
+def _end_with_parent(parent: int) -> None:
+    """A worker must not outlive the run that started it, whatever signal ended that run
+    (SIGKILL leaves the parent no chance to terminate it). On Linux the kernel sends SIGKILL
+    when the parent dies (PR_SET_PDEATHSIG); elsewhere, and for a parent that died before
+    that was set, a thread notices the worker has been re-parented and exits."""
+    import signal
+    import threading
+    import time
+
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PDEATHSIG
+    except (OSError, AttributeError, TypeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _worker(parent, w, n_workers, paths, options, specs, settings, batch_size,
+            messages) -> None:
+    _end_with_parent(parent)
     # One tokenizer thread per process: the processes are the parallelism.
     os.environ["RAYON_NUM_THREADS"] = "1"
     os.environ["TOKENIZERS_PARALLELISM"] = "false"

@@ -27,6 +27,7 @@ from fertility.tokenizers import (
     ByteTable,
     Encoded,
     byte_piece_value,
+    check_max_id,
     concat_encoded,
     flat_from_id_lists,
     offsets_from_token_lengths,
@@ -131,6 +132,7 @@ class HFTokenizer(ByteTable):
         self._forms = sorted(set(norm))
 
         vocab = tok.get_vocab(with_added_tokens=True)
+        check_max_id(path, max(vocab.values(), default=-1))
         self.vocab_size = max(vocab.values(), default=-1) + 1
         unk = model.get("unk_token")
         self.unk_id = tok.token_to_id(unk) if isinstance(unk, str) else None

@@ -33,6 +33,7 @@ from fertility.patterns import (
 from fertility.tokenizers import (
     ByteTable,
     Encoded,
+    check_max_id,
     concat_encoded,
     flat_from_id_lists,
     offsets_from_token_lengths,
@@ -78,6 +79,7 @@ def parse_ranks(path: Path, data: bytes) -> dict[bytes, int]:
             ) from None
         if rank < 0:
             raise TokenizerError(f"{path}: line {lineno}: negative rank")
+        check_max_id(f"{path}: line {lineno}", rank)
         if token in ranks:
             raise TokenizerError(f"{path}: line {lineno}: token listed twice")
         ranks[token] = rank

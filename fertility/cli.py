@@ -1,7 +1,8 @@
 """The `fertility` command: a thin shell over the library.
 
-Exit codes: 0 success; 1 the gate said no; 2 bad input (any FertilityError, or a usage error);
-130 interrupted.
+Exit codes: 0 success; 1 the gate said no; 2 bad input (any FertilityError, a usage error, or
+any unexpected error: one line, the traceback with `fertility --debug`); 130 interrupted
+(Ctrl-C); 143 terminated (SIGTERM). docs/RELIABILITY.md lists the promises and their tests.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ def corpus_options(f):
                      help="Seed of --sample and of the bootstrap."),
         click.option("--strict", is_flag=True, help="Fail on invalid UTF-8 instead of "
                      "replacing and counting it."),
+        click.option("--max-doc-chars", type=click.IntRange(1), default=1_000_000,
+                     show_default=True, help="Refuse a longer document (measuring one costs "
+                     "about 115 bytes of memory per character)."),
+        click.option("--max-invalid-utf8", type=click.FloatRange(0, 1), default=0.25,
+                     show_default=True, metavar="SHARE", help="Skip a file as binary when "
+                     "more than this share of its first 8 KB is invalid UTF-8 (1: never)."),
         click.option("--quiet", "-q", is_flag=True, help="No progress on stderr."),
     ]
     for opt in reversed(opts):
@@ -46,6 +53,8 @@ def corpus_kwargs(kw: dict) -> dict:
     return {"text_field": kw.pop("text_field"), "lang_field": kw.pop("lang_field"),
             "whole_files": kw.pop("whole_files"), "sample": kw.pop("sample"),
             "max_docs": kw.pop("max_docs"), "seed": kw["seed"], "strict": kw.pop("strict"),
+            "max_doc_chars": kw.pop("max_doc_chars"),
+            "max_invalid_utf8": kw.pop("max_invalid_utf8"),
             "on_warning": _warn}  # --quiet silences progress, never a warning about the data
 
 
@@ -54,12 +63,35 @@ def _warn(message: str) -> None:
 
 
 def write_output(text: str, output: str | None) -> None:
-    if output is None:
-        click.echo(text, nl=False)
+    """`text` to stdout (no -o, or `-o -`) or to the file (fertility._files: a regular file is
+    replaced in one rename, a symlink written through, a device written in place)."""
+    if output is None or output == "-":
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()  # a full disk shows here, not at exit after the verdict
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            _silence_stdout()
+            raise FertilityError(f"stdout: cannot write ({e.strerror or e})") from None
         return
+    if not output.strip():
+        raise FertilityError("-o/--output: empty file name")
     from fertility._files import write_text_atomic
 
     write_text_atomic(output, text)  # a reader never sees a half-written report
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's own flush at exit (of what could not be
+    written) raises nothing more after our one line."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def parse_detail(value: str) -> int | None:
@@ -74,8 +106,17 @@ def parse_detail(value: str) -> int | None:
     return n
 
 
+_DEBUG = {"on": False}
+
+
+def _set_debug(ctx, param, value) -> None:
+    _DEBUG["on"] = _DEBUG["on"] or bool(value)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fertility")
+@click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
+              help="Show the traceback of an unexpected error (it still exits 2).")
 def cli() -> None:
     """Measure, diagnose and fix tokenizer fertility per Unicode script and language."""
 
@@ -204,28 +245,70 @@ def _diagnose(rep, policy_path, reference):
     return diagnose(rep, policy.thresholds, reference=reference or policy.reference)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: turn library errors into one line and a documented exit code."""
-    import fertility.cli_train  # noqa: F401  (registers fix, pretrain, eval, export)
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like Ctrl-C, so every `finally` runs (worker
+    processes terminated, temporary files removed, no partial output). Not a KeyboardInterrupt:
+    click would turn that into Abort (and print a blank line), losing which signal it was."""
 
+
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: turn every error into one line and a documented exit code (2 for any
+    error, expected or not: 1 is only the gate's "no"; 130 Ctrl-C, 143 SIGTERM)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    _DEBUG["on"] = False
     try:
+        import fertility.cli_train  # noqa: F401  (registers fix, pretrain, eval, export)
+
         cli.main(args=argv, prog_name="fertility", standalone_mode=False)
+        sys.stdout.flush()
     except FertilityError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+    except (Terminated, KeyboardInterrupt, click.exceptions.Abort) as exc:
+        terminated = isinstance(exc, Terminated)
+        click.echo("terminated" if terminated else "interrupted", err=True)
+        sys.exit(143 if terminated else 130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except BrokenPipeError:
+        _silence_stdout()
         sys.exit(0)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001  a bug, a Rust panic, MemoryError, ...
+        _unexpected(exc)
+
+
+def _unexpected(exc: BaseException) -> None:
+    """One line and exit 2 for what no check foresaw; the traceback only with --debug."""
+    from fertility.errors import one_line
+
+    if isinstance(exc, OSError) and getattr(exc, "filename", None):
+        what = f"{exc.filename}: {exc.strerror or one_line(exc)}"
+    elif isinstance(exc, MemoryError):
+        what = "out of memory"
+    elif isinstance(exc, RecursionError):
+        what = "input nested too deeply (recursion limit)"
+    else:
+        what = f"unexpected {type(exc).__name__}: {one_line(exc)}"
+    if _DEBUG["on"]:
+        import traceback
+
+        traceback.print_exception(exc)
+    click.echo(f"error: {what}" + ("" if _DEBUG["on"] else
+               " (rerun as `fertility --debug ...` for the traceback)"), err=True)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

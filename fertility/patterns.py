@@ -99,6 +99,16 @@ _VARIANTS: dict[str, str] = {
 
 RAW_PREFIX = "re:"
 
+# Letters, a mark, digits, punctuation, spaces and newlines: where a raw regex shows whether
+# it can match nothing.
+_PROBE = "Ab c\u09be 12 .!\n\n x"
+
+# A split pattern may backtrack catastrophically (`(a|a)+b` on a 36-character line runs for
+# minutes in `regex`); tiktoken's own engine gives up quickly. A real pattern cuts text at
+# megabytes per second, so this much time per call means the pattern, not the text.
+TIMEOUT_S = 2.0
+TIMEOUT_PER_CHAR_S = 1e-6
+
 
 def known_names() -> list[str]:
     """Every name `resolve_pattern` accepts, families first."""
@@ -127,7 +137,9 @@ def resolve_pattern(name_or_regex: str) -> tuple[str, str]:
         body = key[len(RAW_PREFIX):]
         if not body:
             raise TokenizerError("empty split pattern after 're:'")
-        compile_pattern(body)
+        if any(m.start() == m.end() for m in compile_pattern(body).finditer(_PROBE)):
+            # an empty piece is no token; tiktoken's Rust core panics on such a pattern
+            raise TokenizerError(f"split pattern {key!r} matches the empty string")
         return key, body
     lowered = key.lower()
     family = ALIASES.get(lowered, lowered)
@@ -175,4 +187,11 @@ def split_spans(pattern: str, text: str) -> list[tuple[int, int]]:
     """
     if pattern.startswith(RAW_PREFIX) or pattern.lower() in FAMILIES or pattern.lower() in ALIASES:
         pattern = resolve_pattern(pattern)[1]
-    return [m.span() for m in compile_pattern(pattern).finditer(text)]
+    limit = TIMEOUT_S + TIMEOUT_PER_CHAR_S * len(text)
+    try:
+        return [m.span() for m in compile_pattern(pattern).finditer(text, timeout=limit)]
+    except TimeoutError:
+        raise TokenizerError(
+            f"split pattern {pattern!r} took over {limit:.0f} s on one document of "
+            f"{len(text):,} characters (catastrophic backtracking): simplify it"
+        ) from None

@@ -211,6 +211,8 @@ def _load_path(
                 break
         else:
             raise TokenizerError(f"{shown}: folder holds no tokenizer.json (nor tokenizer.model)")
+    if not path.is_file():  # /dev/zero would be read until memory ran out, a FIFO forever
+        raise TokenizerError(f"{shown}: not a regular file")
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -239,6 +241,17 @@ def _load_path(
     return _tok_tiktoken.from_rank_file(path, data, full_spec, label, pattern)
 
 
+# Real vocabularies hold at most a few hundred thousand tokens; tables are built per id, so
+# an id of two billion (a typo, or a hostile file) would take gigabytes before any text is read.
+MAX_TOKEN_ID = (1 << 24) - 1
+
+
+def check_max_id(path, max_id: int) -> None:
+    if max_id > MAX_TOKEN_ID:
+        raise TokenizerError(f"{path}: token id {max_id:,} is beyond any real vocabulary "
+                             f"(at most {MAX_TOKEN_ID:,})")
+
+
 # "=" alone is the empty token (Whisper's multilingual.tiktoken ends with one)
 _RANK_LINE = re.compile(rb"(?:[A-Za-z0-9+/]+={0,2}|=) [0-9]+\r?")
 
@@ -254,6 +267,8 @@ def sniff(data: bytes, path: Path) -> tuple[str, dict | None]:
             obj = json.loads(data)
         except (ValueError, UnicodeDecodeError) as e:
             raise TokenizerError(f"{path}: not valid JSON ({one_line(e)})") from None
+        except RecursionError:
+            raise TokenizerError(f"{path}: JSON nested too deeply to be a tokenizer") from None
         if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
             return "hf", obj
         from fertility import _tok_tekken
