@@ -15,6 +15,7 @@ import json
 import lzma
 import re
 import shutil
+import sys
 import tempfile
 import zlib
 from dataclasses import dataclass
@@ -30,6 +31,17 @@ FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".parquet": "parquet"}
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".xz": "xz", ".bz2": "bzip2"}
 BINARY_PROBE = 8192  # a NUL byte in this many leading (decompressed) bytes: a binary file
 PARQUET_BATCH = 1024  # rows per pyarrow batch: memory stays flat on any file size
+# Measuring a document costs about 115x its size in memory (the tokenizer's offsets, the
+# per-character arrays), so one longer than this is refused: a 1M-character line peaks near
+# 120 MB, a 10M-character one near 1.2 GB. --max-doc-chars raises it.
+MAX_DOC_CHARS = 1_000_000
+# A file whose first BINARY_PROBE bytes are more than this share invalid UTF-8 is not text
+# (random bytes: about 47%; Latin-1 French or German: 1-3%); --max-invalid-utf8 raises it.
+MAX_INVALID_SHARE = 0.25
+MIN_SHARE_BYTES = 512  # a shorter head is too small to judge by its share
+# Byte order marks of the encodings we do not read; UTF-32 first (its LE mark starts as UTF-16's).
+_FOREIGN_BOMS = ((b"\xff\xfe\0\0", "UTF-32LE"), (b"\0\0\xfe\xff", "UTF-32BE"),
+                 (b"\xff\xfe", "UTF-16LE"), (b"\xfe\xff", "UTF-16BE"))
 
 # What a broken stream raises while we decompress or read it.
 STREAM_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, zstandard.ZstdError)
@@ -52,9 +64,10 @@ _BOM = b"\xef\xbb\xbf"
 class BinaryFile(Exception):
     """A NUL byte was met at `offset` (decompressed bytes): the file is not text."""
 
-    def __init__(self, offset: int):
+    def __init__(self, offset: int, why: str | None = None):
         super().__init__(offset)
         self.offset = offset
+        self.why = why or f"NUL byte at byte {offset}"
 
 
 @dataclass
@@ -64,6 +77,39 @@ class FileStats:
     invalid_utf8: int = 0  # U+FFFD inserted (one per maximal invalid byte sequence)
     first_bad_offset: int | None = None  # byte offset (0-based, decompressed) of the first
     empty_records: int = 0  # .jsonl/.parquet records whose text is empty or whitespace
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a file may hold and still be read as text (Corpus options of the same names)."""
+
+    max_doc_chars: int = MAX_DOC_CHARS
+    max_invalid_utf8: float = MAX_INVALID_SHARE
+
+
+def too_long(path: str, where: str, limits: Limits) -> CorpusError:
+    return CorpusError(f"{path}: {where} is longer than --max-doc-chars "
+                       f"({limits.max_doc_chars} characters); raise it or split the document")
+
+
+def check_head(head: bytes, path: str, limits: Limits) -> int:
+    """Bytes to skip at the start (a UTF-8 byte order mark). Raises CorpusError for a UTF-16
+    or UTF-32 byte order mark (text we do not decode) and BinaryFile for a NUL byte or a
+    share of invalid UTF-8 above the limit."""
+    for bom, name in _FOREIGN_BOMS:
+        if head.startswith(bom):
+            raise CorpusError(f"{path}: {name} text (byte order mark); fertility reads UTF-8: "
+                              f"convert it first, e.g. iconv -f {name[:6]} -t UTF-8")
+    if b"\0" in head:
+        raise BinaryFile(head.index(b"\0"))
+    if len(head) >= MIN_SHARE_BYTES and limits.max_invalid_utf8 < 1:
+        text = head.decode("utf-8", "replace")
+        bad = text.count("\ufffd") - head.count("\ufffd".encode())
+        if bad > limits.max_invalid_utf8 * len(head):
+            raise BinaryFile(0, f"{bad / len(head):.0%} of its first {len(head)} bytes are "
+                                f"invalid UTF-8, over --max-invalid-utf8 "
+                                f"{limits.max_invalid_utf8:g}")
+    return len(_BOM) if head.startswith(_BOM) else 0
 
 
 def split_name(name: str) -> tuple[str, str | None, str | None]:
@@ -93,21 +139,46 @@ def open_decompressed(raw: BinaryIO, compression: str | None) -> BinaryIO:
         return raw
     if compression == "gzip":
         return gzip.GzipFile(fileobj=raw, mode="rb")
-    if compression == "bzip2":
-        return bz2.BZ2File(raw, mode="rb")
-    if compression == "xz":
-        return lzma.LZMAFile(raw, mode="rb")
-    return io.BufferedReader(_ZstdReader(raw), buffer_size=1 << 16)
+    # bz2.BZ2File and lzma.LZMAFile stop without a word at a corrupt second stream or at
+    # trailing garbage (documents lost, exit 0); this reader makes every stream count.
+    new = {"bzip2": bz2.BZ2Decompressor, "xz": lzma.LZMADecompressor,
+           "zstd": zstandard.ZstdDecompressor().decompressobj}[compression]
+    return io.BufferedReader(_StreamsReader(raw, new), buffer_size=1 << 16)
 
 
-class _ZstdReader(io.RawIOBase):
-    """Streaming zstd (several frames allowed). zstandard's own stream_reader ends silently
-    on a truncated frame, which would pass a cut download off as a short corpus."""
+class UpTo(io.RawIOBase):
+    """The first `size` bytes of `raw`: a file that grows while it is read gives the same
+    bytes to every reader. One that ends short of `size` shrank: an error, not a short read."""
 
-    def __init__(self, raw: BinaryIO):
-        self._raw = raw
-        self._dctx = zstandard.ZstdDecompressor()
-        self._obj = self._dctx.decompressobj()
+    def __init__(self, raw: BinaryIO, size: int, path: str):
+        self._raw, self._left, self._path = raw, size, path
+        self.grew = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._left == 0:
+            self.grew = bool(self._raw.read(1))
+            return 0
+        data = self._raw.read(min(len(buffer), self._left))
+        if not data:
+            raise CorpusError(f"{self._path}: shrank while it was read "
+                              f"({self._left} bytes short of its size when opened)")
+        buffer[: len(data)] = data
+        self._left -= len(data)
+        return len(data)
+
+
+class _StreamsReader(io.RawIOBase):
+    """Streaming decompression of one or more concatenated streams (frames), each one made
+    by `new()`: anything after a stream's end must be a whole further stream. zstandard's
+    own stream_reader ends silently on a truncated frame, as the standard library's bz2 and
+    lzma files do on trailing data: either would pass a cut download off as a short corpus."""
+
+    def __init__(self, raw: BinaryIO, new):
+        self._raw, self._new = raw, new
+        self._obj = new()
         self._fed = False  # input was given to the current frame
         self._out, self._pos = b"", 0
 
@@ -119,7 +190,7 @@ class _ZstdReader(io.RawIOBase):
             chunk = self._raw.read(1 << 16)
             if not chunk:
                 if self._fed and not self._obj.eof:
-                    raise zstandard.ZstdError("truncated zstd frame")
+                    raise EOFError("the last stream is truncated")
                 return 0
             self._out, self._pos = self._decompress(chunk), 0
         n = min(len(buffer), len(self._out) - self._pos)
@@ -130,8 +201,8 @@ class _ZstdReader(io.RawIOBase):
     def _decompress(self, data: bytes) -> bytes:
         parts = []
         while data:
-            if self._obj.eof:  # the previous frame ended: the rest starts a new one
-                self._obj = self._dctx.decompressobj()
+            if self._obj.eof:  # the previous stream ended: the rest starts a new one
+                self._obj = self._new()
             parts.append(self._obj.decompress(data))
             self._fed = True
             data = self._obj.unused_data if self._obj.eof else b""
@@ -157,24 +228,32 @@ def decode(raw: bytes, offset: int, path: str, strict: bool, stats: FileStats) -
 READ_BLOCK = 1 << 18  # bytes read at a time (memory stays a few times this, any file size)
 
 
-def _line_blocks(stream: BinaryIO) -> Iterator[tuple[int, bytes]]:
+def _line_blocks(stream: BinaryIO, path: str, limits: Limits, max_line: int,
+                 cr: bool = False) -> Iterator[tuple[int, bytes]]:
     """(byte offset, block) for consecutive blocks of whole lines, each line with its \\n
     (the file's last line may lack one). Reading whole blocks lets a caller decode and split
-    many lines in one call. A leading UTF-8 byte order mark is dropped. NUL bytes raise
+    many lines in one call. The head is checked first (check_head). NUL bytes raise
     BinaryFile: one in the first BINARY_PROBE bytes before anything is given out, a later one
-    after the lines before the NUL's line."""
+    after the lines before the NUL's line. A line over `max_line` bytes raises before it is
+    held whole (memory stays bounded); with `cr` a lone \\r ends a line too, so a file of
+    \\r-ended lines is cut there instead."""
     head = stream.read(BINARY_PROBE)
-    if b"\0" in head:
-        raise BinaryFile(head.index(b"\0"))
-    offset = len(_BOM) if head.startswith(_BOM) else 0
+    offset = check_head(head, path, limits)
     pending: list[bytes] = []  # read but not given out: the start of an unfinished line
+    held = 0  # bytes in pending
     block = head[offset:]
     while True:
         cut = block.rfind(b"\n") + 1 if block else 0  # an empty block: end of file
+        if block and cut == 0 and cr:  # not before a final \r: a \n may follow it
+            cut = block.rfind(b"\r", 0, len(block) - 1) + 1
         if block and cut == 0:  # one line longer than a block: read on
             pending.append(block)
+            held += len(block)
+            if held > max_line:
+                raise too_long(path, f"the line at byte {offset}", limits)
             block = stream.read(READ_BLOCK)
             continue
+        held = len(block) - cut
         chunk = b"".join([*pending, block[:cut]])
         pending = [block[cut:]]
         nul = chunk.find(b"\0")
@@ -200,13 +279,17 @@ def _raw_lines(block: bytes, offset: int) -> Iterator[tuple[int, bytes]]:
         offset += len(raw) + 1
 
 
-def read_txt(stream: BinaryIO, path: str, strict: bool, stats: FileStats) -> Iterator[Record]:
+def read_txt(stream: BinaryIO, path: str, strict: bool, stats: FileStats,
+             limits: Limits = Limits()) -> Iterator[Record]:
     """Lines of a .txt file; terminators \\n, \\r\\n and a lone \\r. A whitespace-only line is
     no document but keeps its number."""
     number = 0
-    for offset, block in _line_blocks(stream):
+    # a UTF-8 character is at most 4 bytes: a longer line holds more than max_doc_chars
+    for offset, block in _line_blocks(stream, path, limits, 4 * limits.max_doc_chars, cr=True):
         lines = _txt_lines(block, offset, path, strict, stats)
         for number, text in enumerate(lines, number + 1):
+            if len(text) > limits.max_doc_chars:
+                raise too_long(path, f"line {number}", limits)
             if text and not text.isspace():
                 yield number, text, None
 
@@ -232,25 +315,34 @@ def _txt_lines(block: bytes, offset: int, path: str, strict: bool, stats: FileSt
     return [part for line in lines for part in line.removesuffix("\r").split("\r")]
 
 
-def read_whole(stream: BinaryIO, path: str, strict: bool, stats: FileStats) -> Iterator[Record]:
-    data = stream.read()
+def read_whole(stream: BinaryIO, path: str, strict: bool, stats: FileStats,
+               limits: Limits = Limits()) -> Iterator[Record]:
+    # read no more than can hold max_doc_chars (+ a line end): a huge file is refused unread
+    data = stream.read(4 * limits.max_doc_chars + 3)
+    start = check_head(data[:BINARY_PROBE], path, limits)
     if b"\0" in data:
         raise BinaryFile(data.index(b"\0"))
-    start = len(_BOM) if data.startswith(_BOM) else 0
     end = len(data) - (2 if data.endswith(b"\r\n") else 1 if data.endswith((b"\n", b"\r")) else 0)
+    if end - start > 4 * limits.max_doc_chars:
+        raise too_long(path, "the file (--whole-files)", limits)
     text = decode(data[start:end], start, path, strict, stats)
+    if len(text) > limits.max_doc_chars:
+        raise too_long(path, "the file (--whole-files)", limits)
     if text.strip():
         yield 1, text, None
 
 
 def read_jsonl(
     stream: BinaryIO, path: str, text_field: str, lang_field: str | None, strict: bool,
-    stats: FileStats,
+    stats: FileStats, limits: Limits = Limits(),
 ) -> Iterator[Record]:
     # Errors cite the physical line (to find it in an editor); documents carry the record
     # number (blank lines are not records), as the Document contract says.
     record_no = 0
-    lines = (line for offset, block in _line_blocks(stream) for line in _raw_lines(block, offset))
+    # A character takes at most 12 bytes in JSON (a surrogate pair of \\u escapes): a longer
+    # record cannot fit within max_doc_chars unless other fields fill it; refused either way.
+    blocks = _line_blocks(stream, path, limits, 12 * limits.max_doc_chars)
+    lines = (line for offset, block in blocks for line in _raw_lines(block, offset))
     for number, (start, raw) in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -260,6 +352,11 @@ def read_jsonl(
             record = json.loads(line)
         except json.JSONDecodeError as e:
             raise CorpusError(f"{path}: line {number}: not valid JSON ({e.msg})") from None
+        except RecursionError:
+            raise CorpusError(f"{path}: line {number}: JSON nested too deeply to read") from None
+        except ValueError:  # Python refuses to convert an integer of over 4300 digits
+            raise CorpusError(f"{path}: line {number}: JSON number with too many digits "
+                              f"(over {sys.get_int_max_str_digits()})") from None
         if not isinstance(record, dict):
             raise CorpusError(f"{path}: line {number}: not a JSON object")
         if text_field not in record:
@@ -269,6 +366,8 @@ def read_jsonl(
             kind = type(text).__name__ if text is not None else "null"
             raise CorpusError(
                 f"{path}: line {number}: field '{text_field}' is {kind}, not a string")
+        if len(text) > limits.max_doc_chars:
+            raise too_long(path, f"line {number}", limits)
         # A \ud800-style escape decodes to a lone surrogate, which no UTF-8 text can hold.
         if "\\u" in line and _SURROGATE.search(text):
             if strict:
@@ -286,13 +385,13 @@ def read_jsonl(
 
 def read_parquet(
     stream: BinaryIO, compressed: bool, path: str, text_field: str, lang_field: str | None,
-    stats: FileStats,
+    stats: FileStats, limits: Limits = Limits(),
 ) -> Iterator[Record]:
     if compressed:  # parquet needs to seek: spill the decompressed bytes to disk, not memory
         with tempfile.TemporaryFile() as spool:
             shutil.copyfileobj(stream, spool, 1 << 20)
             spool.seek(0)
-            yield from read_parquet(spool, False, path, text_field, lang_field, stats)
+            yield from read_parquet(spool, False, path, text_field, lang_field, stats, limits)
         return
     try:
         parquet = pq.ParquetFile(stream)
@@ -302,6 +401,8 @@ def read_parquet(
     if text_field not in schema.names:
         raise CorpusError(f"{path}: no column '{text_field}' (columns: {', '.join(schema.names)})")
     kind = schema.field(text_field).type
+    if pa.types.is_dictionary(kind):  # categorical strings: to_pylist gives the values
+        kind = kind.value_type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         raise CorpusError(f"{path}: column '{text_field}' is {kind}, not a string column")
     columns = [text_field] + ([lang_field] if lang_field and lang_field in schema.names else [])
@@ -315,6 +416,8 @@ def read_parquet(
                 if text is None or not text.strip():
                     stats.empty_records += 1
                     continue
+                if len(text) > limits.max_doc_chars:
+                    raise too_long(path, f"row {number}", limits)
                 yield number, text, lang if isinstance(lang, str) and lang else None
     except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
         raise CorpusError(

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import os
 import warnings
 from collections import Counter
@@ -86,6 +87,8 @@ class CorpusFile:
     format: str  # "txt" | "jsonl" | "parquet"
     compression: str | None  # "gzip" | "zstd" | "xz" | "bzip2" | None
     lang: str | None  # label from the file name or a folder; None when they say nothing
+    size: int = 0  # bytes when the corpus was opened: all that is read of it
+    fs_path: str | None = None  # the name to open, when `path` had to be made printable
 
 
 class CorpusWarning(UserWarning):
@@ -124,6 +127,9 @@ class Corpus:
         max_docs: int | None = None,
         seed: int = 0,
         strict: bool = False,
+        max_doc_chars: int = fmt.MAX_DOC_CHARS,
+        max_invalid_utf8: float = fmt.MAX_INVALID_SHARE,
+        sizes: dict[str, int] | None = None,
         on_warning: Callable[[str], None] | None = None,
     ):
         if sample is not None and (isinstance(sample, bool) or not 0 < sample <= 1):
@@ -131,6 +137,13 @@ class Corpus:
         if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int)
                                      or max_docs < 1):
             raise CorpusError(f"max_docs={max_docs!r}: must be a whole number >= 1")
+        if isinstance(max_doc_chars, bool) or not isinstance(max_doc_chars, int) \
+                or max_doc_chars < 1:
+            raise CorpusError(f"max_doc_chars={max_doc_chars!r}: must be a whole number >= 1")
+        if not 0 <= max_invalid_utf8 <= 1:
+            raise CorpusError(f"max_invalid_utf8={max_invalid_utf8!r}: must be in [0, 1]")
+        self.limits = fmt.Limits(max_doc_chars, max_invalid_utf8)
+        self._sizes = sizes or {}  # path -> size fixed by whoever opened the corpus first
         if isinstance(paths, (str, os.PathLike)):  # one path, not an iterable of characters
             paths = [paths]
         self.paths = [os.fspath(p) for p in paths]
@@ -146,7 +159,7 @@ class Corpus:
         for path in self.paths:
             self._resolve(path)
         if not self.files:
-            raise CorpusError(f"{', '.join(self.paths) or '(no paths)'}: no corpus files "
+            raise CorpusError(f"{', '.join(map(shown, self.paths)) or '(no paths)'}: no corpus files "
                               f"({self._skip_counts(self._skipped) or 'nothing found'})")
         self._pass = _Pass()
 
@@ -157,31 +170,39 @@ class Corpus:
             before = len(self._skipped)
             self._walk(path, (), [os.path.basename(os.path.abspath(path))])
             if skipped := self._skipped[before:]:
-                self._warn(f"{path}: skipped {len(skipped)} file(s) "
+                self._warn(f"{shown(path)}: skipped {len(skipped)} file(s) "
                            f"({self._skip_counts(skipped)}); see summary skipped_files")
         elif os.path.isfile(path):
             parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
             if reason := self._add(path, os.path.basename(path), [parent]):
-                self._warn(f"{path}: skipped ({reason})")
+                self._warn(f"{shown(path)}: skipped ({reason})")
         elif os.path.islink(path):
-            raise CorpusError(f"{path}: broken symbolic link (its target does not exist)")
+            raise CorpusError(f"{shown(path)}: broken symbolic link (its target does not exist)")
         elif os.path.lexists(path):
             self._skip(path, "not a regular file")
-            self._warn(f"{path}: skipped (not a regular file)")
+            self._warn(f"{shown(path)}: skipped (not a regular file)")
         else:
-            raise CorpusError(f"{path}: no such file or directory")
+            raise CorpusError(f"{shown(path)}: no such file or directory")
 
-    def _walk(self, folder: str, rel: tuple[str, ...], folders: list[str]) -> None:
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError as e:
-            raise CorpusError(f"{folder}: cannot list folder ({e.strerror or e})") from None
-        for entry in entries:
+    def _walk(self, top: str, rel: tuple[str, ...], folders: list[str]) -> None:
+        # A stack, not recursion: a folder nested 1,100 deep is read, not a RecursionError.
+        # Each folder's entries go on in reverse, so the walk keeps sorted depth-first order.
+        stack: list = [(top, rel, folders, None)]
+        while stack:
+            folder, rel, folders, entry = stack.pop()
+            if entry is None:
+                try:
+                    entries = sorted(os.scandir(folder), key=lambda e: e.name)
+                except OSError as e:
+                    raise CorpusError(f"{shown(folder)}: cannot list folder "
+                                      f"({e.strerror or e})") from None
+                stack.extend((folder, rel, folders, e) for e in reversed(entries))
+                continue
             path = os.path.join(folder, entry.name)
             if entry.name.startswith("."):
                 self._skip(path, "hidden")
             elif entry.is_dir(follow_symlinks=False):
-                self._walk(path, rel + (entry.name,), [entry.name] + folders)
+                stack.append((path, rel + (entry.name,), [entry.name] + folders, None))
             elif entry.is_dir():
                 self._skip(path, "symbolic link to a folder (not followed)")
             elif entry.is_file():
@@ -199,17 +220,23 @@ class Corpus:
             suffix = PurePath(stem).suffix + (PurePath(path).suffix if compression else "")
             reason = f"unsupported format ({suffix or 'no extension'})"
         elif real in self._real:
-            reason = f"same file as {self._real[real]}"
+            reason = f"same file as {shown(self._real[real])}"
         else:
             self._real[real] = path
             lang = fmt.lang_label(stem) or next(filter(None, map(fmt.lang_label, folders)), None)
-            self.files.append(CorpusFile(path, rel, format_, compression, lang))
+            try:
+                size = self._sizes[path] if path in self._sizes else os.stat(path).st_size
+            except OSError as e:
+                raise CorpusError(f"{shown(path)}: cannot read ({e.strerror or e})") from None
+            name = shown(path)
+            self.files.append(CorpusFile(name, rel, format_, compression, lang, size,
+                                         None if name == path else path))
             return None
         self._skip(path, reason)
         return reason
 
     def _skip(self, path: str, reason: str) -> None:
-        self._skipped.append({"path": path, "reason": reason})
+        self._skipped.append({"path": shown(path), "reason": reason})
 
     @staticmethod
     def _skip_counts(skipped: list[dict]) -> str:
@@ -244,7 +271,7 @@ class Corpus:
                         entry["langs"][doc.lang] = entry["langs"].get(doc.lang, 0) + 1
                         yield doc
                 except fmt.BinaryFile as binary:
-                    self._binary(cf, binary.offset, entry, run)
+                    self._binary(cf, binary, entry, run)
             if stats.invalid_utf8:
                 run.invalid_utf8[cf.path] = stats.invalid_utf8
                 self._warn(f"{cf.path}: {stats.invalid_utf8} invalid UTF-8 sequence(s) replaced "
@@ -261,45 +288,59 @@ class Corpus:
             raise CorpusError(f"batch size {size}: must be >= 1")
         return batched(self.documents(), size)
 
+    def sizes(self) -> dict[str, int]:
+        """{path to open: bytes read of it}: hand to another Corpus (a worker process) so it
+        reads exactly the same bytes of a file that grows meanwhile."""
+        return {cf.fs_path or cf.path: cf.size for cf in self.files}
+
     def _records(self, cf: CorpusFile, stats: fmt.FileStats) -> Iterator[fmt.Record]:
         try:
-            raw = open(cf.path, "rb")
+            raw = open(cf.fs_path or cf.path, "rb")
         except OSError as e:
             raise CorpusError(f"{cf.path}: cannot open ({e.strerror or e})") from None
         with raw:
+            # Parquet is read through its footer, which an append cannot move; the others
+            # stop at the size the file had when the corpus was opened.
+            upto = None if cf.format == "parquet" and not cf.compression else \
+                fmt.UpTo(raw, cf.size, cf.path)
+            limits = self.limits
             try:
-                stream = fmt.open_decompressed(raw, cf.compression)
+                stream = fmt.open_decompressed(
+                    raw if upto is None else io.BufferedReader(upto, 1 << 16), cf.compression)
                 if cf.format == "parquet":
                     yield from fmt.read_parquet(stream, cf.compression is not None, cf.path,
-                                                self.text_field, self.lang_field, stats)
+                                                self.text_field, self.lang_field, stats, limits)
                 elif cf.format == "jsonl":
                     yield from fmt.read_jsonl(stream, cf.path, self.text_field, self.lang_field,
-                                              self.strict, stats)
+                                              self.strict, stats, limits)
                 elif self.whole_files:
-                    yield from fmt.read_whole(stream, cf.path, self.strict, stats)
+                    yield from fmt.read_whole(stream, cf.path, self.strict, stats, limits)
                 else:
-                    yield from fmt.read_txt(stream, cf.path, self.strict, stats)
+                    yield from fmt.read_txt(stream, cf.path, self.strict, stats, limits)
             except fmt.STREAM_ERRORS as e:
                 what = (f"corrupt or truncated {cf.compression} data" if cf.compression
                         else "read error")
                 raise CorpusError(f"{cf.path}: {what} ({one_line(e)})") from None
+            if upto is not None and upto.grew:
+                self._warn(f"{cf.path}: grew while it was read; read its first {cf.size} "
+                           "bytes (its size when the corpus was opened)")
 
     def _sampled(self, rel: str, number: int) -> bool:
         key = f"{self.seed}\0{rel}\0{number}".encode("utf-8", "surrogateescape")
         digest = hashlib.blake2b(key, digest_size=8).digest()
         return int.from_bytes(digest, "big") < self._threshold
 
-    def _binary(self, cf: CorpusFile, offset: int, entry: dict, run: _Pass) -> None:
-        run.binary_files.append({"path": cf.path, "offset": offset})
+    def _binary(self, cf: CorpusFile, binary: fmt.BinaryFile, entry: dict, run: _Pass) -> None:
+        run.binary_files.append({"path": cf.path, "offset": binary.offset, "why": binary.why})
         if entry["documents"] == 0:
             run.files.remove(entry)
-            self._warn(f"{cf.path}: skipped (binary: NUL byte at byte {offset})")
+            self._warn(f"{cf.path}: skipped (binary: {binary.why})")
         else:
-            self._warn(f"{cf.path}: NUL byte at byte {offset}; kept the {entry['documents']} "
+            self._warn(f"{cf.path}: {binary.why}; kept the {entry['documents']} "
                        "document(s) before it, skipped the rest as binary")
 
     def _why_empty(self, run: _Pass) -> str:
-        where = ", ".join(self.paths)
+        where = ", ".join(map(shown, self.paths))
         if run.seen:
             return f"{where}: sample={self.sample} kept none of the {run.seen} documents"
         details = [f"{len(run.files)} file(s) read", f"{len(self._skipped)} skipped",
@@ -319,7 +360,7 @@ class Corpus:
         """
         run = self._pass
         return copy.deepcopy({
-            "paths": self.paths,
+            "paths": [shown(p) for p in self.paths],
             "files": run.files,
             "documents": run.documents,
             "documents_seen": run.seen,
@@ -338,8 +379,20 @@ class Corpus:
             "lang_field": self.lang_field,
             "whole_files": self.whole_files,
             "strict": self.strict,
+            "max_doc_chars": self.limits.max_doc_chars,
+            "max_invalid_utf8": self.limits.max_invalid_utf8,
             "complete": run.complete,
         })
+
+
+def shown(path: str) -> str:
+    """`path` as it can be printed and written to JSON: bytes of a file name that are not
+    UTF-8 (kept by Python as lone surrogates) become \\xNN."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def batched(items: Iterable, size: int) -> Iterator[list]:

@@ -316,8 +316,9 @@ def test_binary_files_skipped_early_and_late(tmp_path):
     write(tmp_path / "c/c.txt.gz", gzip.compress(b"x" * 9000 + b"\nlate\n\x00"))
     docs, summary, warnings = read(tmp_path / "c")
     assert texts(docs) == ["text", "x" * 9000, "late"]
-    assert summary["binary_files"] == [{"path": str(tmp_path / "c/b.txt"), "offset": 5},
-                                       {"path": str(tmp_path / "c/c.txt.gz"), "offset": 9006}]
+    assert summary["binary_files"] == [
+        {"path": str(tmp_path / "c/b.txt"), "offset": 5, "why": "NUL byte at byte 5"},
+        {"path": str(tmp_path / "c/c.txt.gz"), "offset": 9006, "why": "NUL byte at byte 9006"}]
     assert [f["path"] for f in summary["files"]] == [str(tmp_path / "c/a.txt"),
                                                      str(tmp_path / "c/c.txt.gz")]
     assert len(warnings) == 2
@@ -417,7 +418,7 @@ def test_documents_arrive_before_the_file_is_read(tmp_path):
     # which a reader that loads the file first could not do.
     data = gzip.compress(b"first line\n" + b"abcdefghij" * 5_000_000 + b"\n", compresslevel=1)
     path = write(tmp_path / "big.txt.gz", data[: len(data) // 2])
-    docs = Corpus([str(path)]).documents()
+    docs = Corpus([str(path)], max_doc_chars=60_000_000).documents()  # a 50M-char line
     assert next(docs).text == "first line"
     with pytest.raises(CorpusError, match="truncated"):
         next(docs)
