@@ -231,8 +231,9 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
             if len(norm["examples"]) < 5:
                 norm["examples"].append({**_roundtrip.diff_example(text, after),
                                          "order": (index, i)})
-    cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64))  # noqa: E731
-    _pretoken_counts(counts, tb, doc_lang, n_langs, detail, cat(pre_s), cat(pre_e))
+    none = [np.zeros(0, np.int64)]  # words are counted even if no pre-token came back
+    _pretoken_counts(counts, tb, doc_lang, n_langs, detail, np.concatenate(pre_s or none),
+                     np.concatenate(pre_e or none))
     counts.add("roundtrip_checked", *_table(doc_lang[docs], dominant[docs], n_langs))
     fail = np.asarray(rt_fail, dtype=np.int64)
     counts.add("roundtrip_failures", *_table(doc_lang[fail], dominant[fail], n_langs))
