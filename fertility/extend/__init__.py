@@ -1,9 +1,10 @@
 """`fertility extend`: add a script to an existing tokenizer, every base id kept.
 
 The run, in order (docs/EXTEND.md has every field of what it writes):
-1. load the base (any spec `fertility` loads) and read it as a byte-level BPE
-   (`fertility.extend.bpe`; other kinds are refused with one line);
-2. widen its split where it cuts combining marks (`fertility.extend.pattern`);
+1. load the base (any spec `fertility` loads): a byte-level BPE (`fertility.extend.bpe`) or a
+   SentencePiece BPE/Unigram model (`fertility.extend.sentencepiece`); other kinds are refused
+   with one line;
+2. widen a byte-level BPE's split where it cuts combining marks (`fertility.extend.pattern`);
 3. hold out documents per language exactly as `fertility fix` does (`fertility._sampling`),
    writing them to ``DIR/heldout/<lang>.jsonl``;
 4. pick the target languages: ``langs``, else every language the gate fails on the base
@@ -11,7 +12,7 @@ The run, in order (docs/EXTEND.md has every field of what it writes):
 5. learn ``add`` new tokens on the target languages' training text (base merges first, then new
    merges over the base tokens), ids from the first id after the base's;
 6. write ``tokenizer.json`` (and, for a rank-file base, ``tokenizer.tiktoken`` and
-   ``tokenizer.pattern.txt``), ``ids-map.json``;
+   ``tokenizer.pattern.txt``) or, for SentencePiece, ``tokenizer.model``; ``ids-map.json``;
 7. measure base and extended side by side on the held-out documents, gate the extended one,
    check that every held-out document of the other languages keeps its base ids, and write
    ``extend-report.json`` (schema "fertility.extend/1").
@@ -22,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -84,8 +84,9 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
         raise ExtendError(f"--add {add!r}: must be a whole number >= 1")
     t0 = time.perf_counter()
     base = load_tokenizer_arg(base_spec, label=BASE)
-    bpe = from_tokenizer(base)
-    regex = widen_letters(bpe.regex)
+    # SentencePiece has no split regex to widen: it never cuts a word at its vowel signs
+    bpe = None if base.kind == "sentencepiece" else from_tokenizer(base)
+    regex = widen_letters(bpe.regex) if bpe is not None else None
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ExtendError(f"{out}: exists and is not a folder")
@@ -137,31 +138,19 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
     want = {scan.names.index(x) for x in targets}
     train = [base.normalize(d.text) for d, h, g in zip(docs, held.tolist(), scan.groups.tolist())
              if not h and g in want]
-    counts = rep.target_pieces(train, regex, scripts)
-    if not counts:
-        raise ExtendError(f"{', '.join(corpus.paths)}: no training text in {', '.join(scripts)} "
-                          f"for {', '.join(targets)}")
-    from tokenizers import Tokenizer
-
-    patched = Tokenizer.from_str(json.dumps(hf_json(bpe, regex, {}, [])))
-    pieces = list(counts)
-    base_ids = {p: e.ids for p, e in zip(pieces, patched.encode_batch(pieces,
-                                                                       add_special_tokens=False))}
-    learned = learn(bpe, base_ids, counts, add)
-    timings = {"scan_s": t1 - t0, "learn_s": time.perf_counter() - t1}
-
-    paths = {"tokenizer": str(out / "tokenizer.json"), "ids_map": str(out / "ids-map.json"),
+    if not train:
+        raise ExtendError(f"{', '.join(corpus.paths)}: no training documents in "
+                          f"{', '.join(targets)}")
+    paths = {"ids_map": str(out / "ids-map.json"),
              "extend_report": str(out / "extend-report.json"), "heldout": str(out / "heldout")}
-    obj = hf_json(bpe, regex, learned.new, learned.merges)
-    write_text_atomic(out / "tokenizer.json", json.dumps(obj, ensure_ascii=False) + "\n",
-                      ExtendError)
-    if bpe.source == "tiktoken":
-        paths["tiktoken"] = str(out / "tokenizer.tiktoken")
-        paths["pattern"] = str(out / "tokenizer.pattern.txt")
-        write_text_atomic(out / "tokenizer.tiktoken", rank_file(bpe, learned.new), ExtendError)
-        write_text_atomic(out / "tokenizer.pattern.txt", regex + "\n", ExtendError)
+    if bpe is None:
+        made = _sentencepiece(base, train, add, scripts, out, paths)
+    else:
+        made = _byte_level(bpe, regex, base, train, add, scripts, out, paths)
+    timings = {"scan_s": t1 - t0, "learn_s": time.perf_counter() - t1}
     ext = load_tokenizer(paths["tokenizer"], label=EXTENDED)
-    ids_map = rep.ids_map(bpe, learned, base, ext)
+    ids_map = rep.ids_map(made["first_new_id"], made["special_tokens"], made["spelling"],
+                          base, ext)
     write_text_atomic(out / "ids-map.json", json.dumps(ids_map, ensure_ascii=False, indent=1)
                       + "\n", ExtendError)
 
@@ -179,13 +168,13 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
     result = ExtendResult(
         paths=paths,
         base={"spec": base.spec, "kind": base.kind, "vocab_size": int(base.vocab_size),
-              "fingerprint": base.fingerprint, "bpe_tokens": len(bpe.tokens),
-              "merges": len(bpe.merges), "special_tokens": bpe.specials},
+              "fingerprint": base.fingerprint, **made["base"],
+              "special_tokens": made["special_tokens"]},
         tokenizer={"kind": ext.kind, "vocab_size": int(ext.vocab_size),
-                   "fingerprint": ext.fingerprint, "first_new_id": bpe.end,
-                   "requested": add, "added": len(learned.new),
-                   "merges_added": len(learned.merges), "learned_from_pieces": learned.pieces},
-        pattern={"base": bpe.regex, "extended": regex, "changed": regex != bpe.regex},
+                   "fingerprint": ext.fingerprint, "first_new_id": made["first_new_id"],
+                   "requested": add, "added": len(made["spelling"]), **made["tokenizer"]},
+        pattern={"base": bpe and bpe.regex, "extended": regex,
+                 "changed": bpe is not None and regex != bpe.regex},
         langs=targets, langs_from=langs_from, scripts=scripts,
         rows=rep.rows(report, BASE, EXTENDED), unchanged=unchanged, gate=gate, split=split,
         timings=timings, report=report)
@@ -193,3 +182,52 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
                       json.dumps(result.to_dict(), ensure_ascii=False, indent=2,
                                  allow_nan=False, default=rep.json_default) + "\n", ExtendError)
     return result
+
+
+def _byte_level(bpe, regex: str, base, train: list[str], add: int, scripts: list[str],
+                out: Path, paths: dict) -> dict:
+    """Learn and write a byte-level BPE extension (fertility.extend.bpe)."""
+    from tokenizers import Tokenizer
+
+    from fertility._files import write_text_atomic
+    from fertility.extend import report as rep
+
+    counts = rep.target_pieces(train, regex, scripts)
+    if not counts:
+        raise ExtendError(f"no training text in {', '.join(scripts)} to learn from")
+    patched = Tokenizer.from_str(json.dumps(hf_json(bpe, regex, {}, [])))
+    pieces = list(counts)
+    base_ids = {p: e.ids for p, e in zip(pieces, patched.encode_batch(
+        pieces, add_special_tokens=False))}
+    learned = learn(bpe, base_ids, counts, add)
+    paths["tokenizer"] = str(out / "tokenizer.json")
+    obj = hf_json(bpe, regex, learned.new, learned.merges)
+    write_text_atomic(out / "tokenizer.json", json.dumps(obj, ensure_ascii=False) + "\n",
+                      ExtendError)
+    (out / "tokenizer.model").unlink(missing_ok=True)  # an earlier run's: not this tokenizer
+    if bpe.source == "tiktoken":
+        paths["tiktoken"] = str(out / "tokenizer.tiktoken")
+        paths["pattern"] = str(out / "tokenizer.pattern.txt")
+        write_text_atomic(out / "tokenizer.tiktoken", rank_file(bpe, learned.new), ExtendError)
+        write_text_atomic(out / "tokenizer.pattern.txt", regex + "\n", ExtendError)
+    return {"first_new_id": bpe.end, "special_tokens": bpe.specials,
+            "spelling": learned.spelling,
+            "base": {"bpe_tokens": len(bpe.tokens), "merges": len(bpe.merges)},
+            "tokenizer": {"merges_added": len(learned.merges),
+                          "learned_from_pieces": learned.pieces}}
+
+
+def _sentencepiece(base, train: list[str], add: int, scripts: list[str], out: Path,
+                   paths: dict) -> dict:
+    """Learn and write a SentencePiece extension (fertility.extend.sentencepiece)."""
+    from fertility.extend import sentencepiece as sp
+
+    learned = sp.learn(base, train, add, scripts)
+    final, tmp = out / "tokenizer.model", out / f".tokenizer.model.partial-{os.getpid()}"
+    tmp.write_bytes(learned.model)
+    os.replace(tmp, final)
+    (out / "tokenizer.json").unlink(missing_ok=True)  # a folder spec would load it first
+    paths["tokenizer"] = str(final)
+    return {"first_new_id": int(base.vocab_size), "special_tokens": dict(base.special_tokens),
+            "spelling": learned.spelling, "base": {"model": base.config()["model"]},
+            "tokenizer": {"learned_from_pieces": learned.pieces}}

@@ -114,22 +114,23 @@ def rows(report, before: str, after: str) -> list[dict]:
 
 # ---------------------------------------------------------------- the ids map
 
-def ids_map(bpe, learned, base, ext) -> dict:
-    """ids-map.json: base ids unchanged, and per new id its bytes and the base ids it replaces
-    (the base tokens that spell it in the text it was learned from). `fingerprint` is the
-    extended tokenizer.json's, so `pretrain --init-from` can tell the map is for it."""
-    def entry(i: int, b: bytes) -> dict:
+def ids_map(first: int, specials: dict, spelling: dict[int, list[int]], base, ext) -> dict:
+    """ids-map.json: ids below `first` are the base's, unchanged; per new id its bytes (as the
+    extended tokenizer decodes it) and the base ids it replaces (`spelling`). `fingerprint` is
+    the extended tokenizer's, so `pretrain --init-from` can tell the map is for it."""
+    def entry(i: int) -> dict:
+        b = ext.token_bytes(i)
         try:
             text = b.decode("utf-8")
         except UnicodeDecodeError:
             text = None  # part of a character: only its bytes say what it is
-        return {"id": i, "hex": b.hex(), "text": text, "base_ids": learned.spelling[i]}
+        return {"id": i, "hex": b.hex(), "text": text, "base_ids": spelling[i]}
 
     return {"schema": "fertility.extend-ids/1", "fingerprint": ext.fingerprint,
             "base": {"spec": base.spec, "kind": base.kind, "fingerprint": base.fingerprint,
                      "vocab_size": int(base.vocab_size)},
-            "unchanged_ids": [0, bpe.end], "special_tokens": bpe.specials,
-            "new": [entry(i, b) for i, b in sorted(learned.new.items())]}
+            "unchanged_ids": [0, first], "special_tokens": specials,
+            "new": [entry(i) for i in sorted(spelling)]}
 
 
 def json_default(x):
@@ -160,8 +161,11 @@ def format_text(r) -> str:
     if t["added"] < t["requested"]:
         lines.append(f"only {t['added']:,} of {t['requested']:,} requested: the target text "
                      "offers no more merges")
-    lines.append(f"split pattern {'widened' if r.pattern['changed'] else 'unchanged'}: "
-                 f"{r.pattern['extended']}")
+    if r.pattern["extended"] is None:
+        lines.append("split: SentencePiece's own (no regex; it never cuts a word at its marks)")
+    else:
+        lines.append(f"split pattern {'widened' if r.pattern['changed'] else 'unchanged'}: "
+                     f"{r.pattern['extended']}")
     lines.append(f"held out: {r.split['heldout_documents']:,} documents; every figure below "
                  "is measured on them only")
     lines.append(f"{'':<19}{'chars/token base':>20}  {'extended':>20}  {'change':>7}  "

@@ -55,14 +55,33 @@ def _one_line_error(code, err, *words):
         assert w in lines[0]
 
 
-def test_sentencepiece_base_is_refused_in_one_line(run, tmp_path):
+def test_wordpiece_base_is_refused_in_one_line(run, tmp_path):
+    from tokenizers import models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(_lines("en"), trainers.WordPieceTrainer(
+        vocab_size=300, special_tokens=["[UNK]"], show_progress=False))
+    tok.save(str(tmp_path / "wp.json"))
+    code, _, err = run("extend", tmp_path / "wp.json", CORPUS, "--add", "10",
+                       "--out", tmp_path / "x", "--langs", "bn")
+    _one_line_error(code, err, "wordpiece", "not supported")
+
+
+def test_sentencepiece_base_gets_pieces_after_its_own(run, tmp_path):
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(sentence_iterator=iter(_lines("en") * 3), model_writer=buf,
                                    vocab_size=300, minloglevel=2)
     (tmp_path / "sp.model").write_bytes(buf.getvalue())
-    code, _, err = run("extend", tmp_path / "sp.model", CORPUS, "--add", "10",
-                       "--out", tmp_path / "x", "--langs", "bn")
-    _one_line_error(code, err, "SentencePiece", "not supported")
+    code, out, err = run("extend", tmp_path / "sp.model", CORPUS, "--add", "100",
+                         "--out", tmp_path / "x", "--langs", "bn", "--heldout", "0.2")
+    assert code in (0, 1), err
+    base = spm.SentencePieceProcessor(model_proto=buf.getvalue())
+    ext = spm.SentencePieceProcessor(model_file=str(tmp_path / "x" / "tokenizer.model"))
+    assert ext.get_piece_size() > 300
+    assert [ext.id_to_piece(i) for i in range(300)] == [base.id_to_piece(i) for i in range(300)]
+    assert ext.encode(_lines("en")) == base.encode(_lines("en"))
+    assert not (tmp_path / "x" / "tokenizer.json").exists()
 
 
 def test_bad_input_is_one_line_exit_2(run, base, tmp_path):

@@ -133,6 +133,8 @@ def test_bengali_reaches_a_from_scratch_tokenizer_of_the_same_size(extended):
     base_cpt = chars / sum(len(x) for x in _base_encoder(name, base)(held))
     assert ext_cpt >= 0.9 * scratch_cpt, (ext_cpt, scratch_cpt)
     assert ext_cpt > base_cpt
+    print(f"{name} bn chars/token: base {base_cpt:.3f} extended {ext_cpt:.3f} "
+          f"scratch {scratch_cpt:.3f}")
     # the report states the same figure for the held-out Bengali documents
     row = next(r for r in result.rows if r["group"] == "language" and r["key"] == TARGET)
     assert row["extended"]["chars_per_token"] == pytest.approx(ext_cpt)
@@ -143,3 +145,50 @@ def test_round_trip_on_every_heldout_document(extended):
     tok, ext = _json_encoder(out / "tokenizer.json")
     texts = [t for f in sorted((out / "heldout").glob("*.jsonl")) for t in _heldout(out, f.stem)]
     assert [tok.decode(ids) for ids in ext(texts)] == texts
+
+
+SP_BASE = "tokenizers/mistral/mistral_instruct_tokenizer_240323.model.v3"
+
+
+@pytest.fixture(scope="module")
+def extended_sp(rw, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sp")
+    corpus = _corpus(rw, tmp / "corpus")
+    result = extend(str(rw / SP_BASE), [str(corpus)], tmp / "out", ADD, langs=[TARGET])
+    return rw / SP_BASE, corpus, tmp / "out", result
+
+
+def test_sentencepiece_keeps_every_piece_and_every_plain_document(extended_sp):
+    import sentencepiece as spm
+
+    base_path, corpus, out, result = extended_sp
+    base = spm.SentencePieceProcessor(model_file=str(base_path))
+    ext = spm.SentencePieceProcessor(model_file=str(out / "tokenizer.model"))
+    n = base.get_piece_size()
+    assert [ext.id_to_piece(i) for i in range(n)] == [base.id_to_piece(i) for i in range(n)]
+    assert ext.get_piece_size() == n + result.tokenizer["added"] > n + ADD // 2
+    texts = [t for f in sorted(corpus.glob("*.txt")) if f.stem != TARGET
+             for t in f.read_text(encoding="utf-8").splitlines() if t and not MARKED.search(t)]
+    assert len(texts) > 100
+    assert ext.encode(texts) == base.encode(texts)
+    held = _heldout(out, TARGET)
+    assert ext.decode(ext.encode(held)) == held
+    lines = [t for t in (corpus / f"{TARGET}.txt").read_text(encoding="utf-8").splitlines() if t]
+    train = [t for t in lines if t not in set(held)]
+    import io
+
+    # from scratch: the same type (BPE), as many pieces as were added, on top of the 256 byte
+    # pieces and the UNK its byte fallback needs (the base has its own)
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(train), model_writer=buf,
+                                   model_type="bpe",
+                                   vocab_size=result.tokenizer["added"] + 256 + 1,
+                                   character_coverage=1.0, byte_fallback=True,
+                                   hard_vocab_limit=False, minloglevel=2)
+    scratch = spm.SentencePieceProcessor(model_proto=buf.getvalue())
+    chars = sum(len(t) for t in held)
+    ext_cpt = chars / sum(map(len, ext.encode(held)))
+    scratch_cpt = chars / sum(map(len, scratch.encode(held)))
+    assert ext_cpt >= 0.9 * scratch_cpt, (ext_cpt, scratch_cpt)
+    assert ext_cpt > chars / sum(map(len, base.encode(held)))
+    print(f"sentencepiece bn chars/token: extended {ext_cpt:.3f} scratch {scratch_cpt:.3f}")
