@@ -13,9 +13,11 @@ What is scored (docs/EVAL.md says the same for users)
     is exactly what the model saw in training). Every token of S after the first is scored: with
     a separator that is every token of the document; without one the document's first token
     has no context and is not scored, and its characters and bytes leave the denominators.
-    A sequence longer than the context C is cut into disjoint windows of C predictions: window
-    k feeds S[kC : kC+C] and scores S[kC+1 : kC+C+1], so every scored token is scored exactly
-    once, and a window's first token is context only (it was scored by the window before).
+    A sequence longer than the context C is cut into windows of C predictions: window k feeds
+    S[kC : kC+C] and scores S[kC+1 : kC+C+1], and the last window, which has fewer than C
+    tokens left to score, is the full window that ends at the document's end (it feeds the C
+    tokens before the last and scores only the tokens not yet scored). Every scored token is
+    scored exactly once; these are lm-evaluation-harness's rolling windows (context_len 1).
 
 Attribution of text to tokens
     Token i owns the characters from the end of everything the tokens before it covered up to
@@ -106,6 +108,7 @@ class Prepared:
 
     context: int
     windows: list[np.ndarray]  # token sequences fed to the model, <= context + 1 long
+    skips: list[int]           # leading predictions of each window already scored before
     doc: np.ndarray            # int64 document index of each scored token (flat, in order)
     script: np.ndarray         # uint8 index into fertility.unicode.SCRIPTS
     nbytes: np.ndarray         # int64 UTF-8 bytes owned by each scored token
@@ -136,6 +139,7 @@ def prepare(texts: Sequence[str], tokenizer, context: int, prefix_id: int | None
     if context < 1:
         raise ValueError("context must be at least 1 token")
     windows: list[np.ndarray] = []
+    skips: list[int] = []
     parts: dict[str, list[np.ndarray]] = {"doc": [], "script": [], "nbytes": [], "nchars": []}
     windowed = unscored = 0
     prefix = np.array([] if prefix_id is None else [prefix_id], dtype=np.int64)
@@ -162,11 +166,15 @@ def prepare(texts: Sequence[str], tokenizer, context: int, prefix_id: int | None
             parts["nbytes"].append(cum_bytes[off + hi[sel]] - cum_bytes[off + lo[sel]])
             parts["nchars"].append(hi[sel] - lo[sel])
             seq = np.concatenate((prefix, ids))
-            n_win = -(-(len(seq) - 1) // context)
+            n = len(seq) - 1  # predictions
+            n_win = -(-n // context)
             windowed += n_win > 1
-            windows.extend(seq[w * context: w * context + context + 1] for w in range(n_win))
+            windows.extend(seq[w * context: w * context + context + 1] for w in range(n_win - 1))
+            last = max(0, n - context)  # the last window ends at the document's end
+            windows.append(seq[last:])
+            skips.extend([0] * (n_win - 1) + [(n_win - 1) * context - last])
     cat = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in parts.items()}
-    return Prepared(context=context, windows=windows, doc=cat["doc"],
+    return Prepared(context=context, windows=windows, skips=skips, doc=cat["doc"],
                     script=cat["script"].astype(np.uint8), nbytes=cat["nbytes"],
                     nchars=cat["nchars"], n_docs=len(texts), windowed_docs=int(windowed),
                     unscored_docs=int(unscored))
@@ -180,7 +188,8 @@ def score(model: torch.nn.Module, prepared: Prepared, *, batch_tokens: int | Non
                          f"{model.cfg.max_seq_len}")
     logps = token_logprobs(model, prepared.windows, batch_tokens=batch_tokens,
                            on_batch=on_batch)
-    nll = -np.concatenate(logps) if logps else np.zeros(0)
+    scored = [lp[k:] for lp, k in zip(logps, prepared.skips)]
+    nll = -np.concatenate(scored) if scored else np.zeros(0)
     assert len(nll) == prepared.n_tokens  # windows are in document order, disjoint
     return nll
 

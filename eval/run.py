@@ -316,7 +316,7 @@ def render_text(result: dict[str, Any]) -> str:
         out.append(f"held-out: {held['documents']:,} documents from {held['source']}, "
                    f"{held['tokens']:,} tokens scored; context {sc['context']} tokens; "
                    f"{held['windowed_documents']:,} documents longer than the context scored "
-                   f"in disjoint windows; {sc['first_token']}")
+                   f"in rolling windows; {sc['first_token']}")
         if held["unscored_documents"]:
             out.append(f"  {held['unscored_documents']:,} documents had no token to score")
         out.append("")

@@ -1,6 +1,7 @@
-"""Held-out NLL: windows score every token once and match a plain forward pass; bytes and
-characters are attributed so bits per byte recounted from the text agrees; scripts follow
-fertility.unicode; the random twin sits at ln(V); intervals behave."""
+"""Held-out NLL: windows score every token once, as lm-evaluation-harness's rolling windows
+scored with a plain forward pass do; bytes and characters are attributed so bits per byte
+recounted from the text agrees; scripts follow fertility.unicode; the random twin sits at
+ln(V); intervals behave."""
 
 import math
 from pathlib import Path
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tokenizers import Tokenizer
 
 from eval import nll
@@ -53,14 +55,15 @@ def random_model(vocab, seed=0, max_seq_len=128):
 
 
 def reference_nll(model, seq, context):
-    """NLL of seq[1:] scored window by window with a plain forward pass each."""
+    """NLL of seq[1:] scored in lm-evaluation-harness's rolling windows (its own window code,
+    context_len 1), seq[0] as the prefix token, one plain forward pass per window."""
     out = []
-    for s in range(0, len(seq) - 1, context):
-        inp = torch.tensor(seq[s: s + context])[None]
-        tgt = torch.tensor(seq[s + 1: s + context + 1])
+    for ctx, pred in map(make_disjoint_window,
+                         get_rolling_token_windows(seq[1:], seq[0], context, 1)):
+        inp = torch.tensor((ctx + pred)[:-1])[None]
         with torch.no_grad():
-            logits = model(inp[:, : len(tgt)])[0]
-        out.append(F.cross_entropy(logits, tgt, reduction="none").double().numpy())
+            logits = model(inp)[0, -len(pred):]
+        out.append(F.cross_entropy(logits, torch.tensor(pred), reduction="none").double().numpy())
     return np.concatenate(out)
 
 
@@ -189,7 +192,7 @@ def test_random_twin_is_seeded_leaves_the_global_rng_alone_and_sits_at_ln_v(tok,
 def test_intervals_hold_the_estimate_and_the_paired_difference_is_exact():
     # Documents whose tokens have known NLLs: the model at 1.0 per token, the twin at 3.0,
     # except the second language, where they swap.
-    prep = nll.Prepared(context=8, windows=[],
+    prep = nll.Prepared(context=8, windows=[], skips=[],
                         doc=np.repeat(np.arange(6), [3, 4, 5, 3, 4, 5]),
                         script=np.full(24, nll.U.SCRIPT_INDEX["Latn"], np.uint8),
                         nbytes=np.full(24, 2), nchars=np.ones(24, np.int64),
