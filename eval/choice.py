@@ -7,14 +7,17 @@ Scoring a choice (ModelScorer)
     The text context + choice is encoded once, as the model would see it in running text, and
     the tokens whose span ends after the context's last character are the choice's tokens (a
     token that straddles the boundary belongs to the choice, so every character of the choice
-    is inside a scored token). The sequence is preceded by the run's document separator when
-    it has one; without one, a token at position 0 has no context and is not scored. A
+    is inside a scored token). As lm-evaluation-harness conditions (docs/EVAL.md), a non-empty
+    context is given as it stands, and an empty one is the run's document separator alone
+    (without a separator, a token at position 0 has no context and is not scored). A
     sequence longer than the model's context keeps its last context + 1 tokens.
 
 Metrics (`score_task`)
     acc              argmax of the summed log-likelihood is the label (first index wins ties)
     acc_norm_chars   argmax of log-likelihood / the choice's length in characters (code points)
     acc_norm_bytes   argmax of log-likelihood / the choice's length in UTF-8 bytes
+                     (both lengths without the choice's leading whitespace: lm-eval's target
+                     delimiter, which it leaves out of the length it divides by)
     chance           mean over items of 1 / number of choices
     ci95             Wilson score interval of acc over items (binomial, 95%)
     verdict          from acc's interval against chance (VERDICTS)
@@ -32,10 +35,10 @@ import numpy as np
 from fertility._stats import wilson
 from fertility.errors import EvalError
 
-# An interval wider than this on either side of acc cannot tell "at chance" from a model that
-# is well above it: the verdict is then "too few items to tell".
-MAX_HALF_WIDTH = 0.15
-VERDICTS = ("above chance", "at chance", "below chance", "too few items to tell")
+# A verdict is one of these; the last is followed by the item count, "(40 items)": an
+# interval that includes chance says only that these items cannot tell, not that the model
+# is at chance.
+VERDICTS = ("above chance", "below chance", "not distinguishable from chance")
 
 
 @dataclass(frozen=True)
@@ -126,9 +129,9 @@ class ModelScorer:
         from eval import nll  # torch: loading and checking task files must not need it
 
         encs = self.tokenizer.encode_batch([c + x for c, x in pairs])
-        prefix = [] if self.prefix_id is None else [self.prefix_id]
         seqs, masks = [], []
         for (ctx, _), enc in zip(pairs, encs):
+            prefix = [] if ctx or self.prefix_id is None else [self.prefix_id]
             ids = np.concatenate((np.array(prefix, np.int64), np.asarray(enc.ids, np.int64)))
             mask = np.concatenate((np.zeros(len(prefix), bool),
                                    np.asarray(enc.ends) > len(ctx)))
@@ -144,12 +147,10 @@ class ModelScorer:
 def verdict(ci: tuple[float, float], chance: float, n: int) -> str:
     lo, hi = ci
     if n > 0 and lo > chance:
-        return "above chance"
+        return VERDICTS[0]
     if n > 0 and hi < chance:
-        return "below chance"
-    if n == 0 or (hi - lo) / 2 > MAX_HALF_WIDTH:
-        return "too few items to tell"
-    return "at chance"
+        return VERDICTS[1]
+    return f"{VERDICTS[2]} ({n} items)"
 
 
 def score_task(items: Sequence[Item], scorer: Scorer, name: str = "task") -> dict:
@@ -167,8 +168,11 @@ def score_task(items: Sequence[Item], scorer: Scorer, name: str = "task") -> dic
     for i, it in enumerate(items):
         m = len(it.choices)
         LL[i, :m] = ll[pos: pos + m]
-        chars[i, :m] = [len(c) for c in it.choices]
-        nbytes[i, :m] = [len(c.encode("utf-8")) for c in it.choices]
+        # lengths without the leading whitespace: lm-eval's target delimiter, which it puts
+        # before each choice and leaves out of the length (an all-space choice keeps its own)
+        bare = [c.lstrip() or c for c in it.choices]
+        chars[i, :m] = [len(c) for c in bare]
+        nbytes[i, :m] = [len(c.encode("utf-8")) for c in bare]
         pos += m
     labels = np.array([it.label for it in items])
     n = len(items)

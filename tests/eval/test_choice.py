@@ -1,6 +1,7 @@
 """Multiple choice: task files are validated line by line; acc, acc_norm by characters and by
-bytes, chance, the Wilson interval and the verdict are right on hand-made items; the model
-scorer sums exactly the choice's tokens; a random model is at chance on the example tasks."""
+bytes (without the leading delimiter, as lm-eval), chance, the Wilson interval and the
+verdict are right on hand-made items; the model scorer sums exactly the choice's tokens; a
+random model cannot be told from chance on the example tasks."""
 
 import json
 from pathlib import Path
@@ -98,6 +99,15 @@ def test_acc_norm_by_characters_and_by_bytes_disagree_where_they_must():
     assert stub.seen == [("ctx", latin), ("ctx", bengali)]
 
 
+def test_acc_norm_divides_by_the_choice_without_its_leading_delimiter():
+    # lm-eval divides by len(choice) of the choice without its target delimiter " ":
+    # " ab" counts 2 characters, " abcd" 4. With the space counted, -2/3 > -3.5/5 would
+    # pick " ab"; without it, -2/2 < -3.5/4 picks " abcd", the label. Bytes likewise.
+    it = item("ctx", [" ab", " abcd"], label=1)
+    row = choice.score_task([it], Stub({("ctx", " ab"): -2.0, ("ctx", " abcd"): -3.5}))
+    assert (row["acc"], row["acc_norm_chars"], row["acc_norm_bytes"]) == (0.0, 1.0, 1.0)
+
+
 def test_accuracy_chance_and_interval_on_hand_made_items():
     items = [item("a", ["x", "y"], 0), item("b", ["x", "y", "z"], 2),
              item("c", ["x", "yy", "z", "w"], 1)]
@@ -114,7 +124,7 @@ def test_accuracy_chance_and_interval_on_hand_made_items():
     p, z, n = 1 / 3, 1.959963984540054, 3
     for bound in (lo, hi):  # the Wilson bounds solve (p - b)^2 = z^2 b (1 - b) / n
         assert (p - bound) ** 2 == pytest.approx(z * z * bound * (1 - bound) / n)
-    assert row["verdict"] == "too few items to tell"
+    assert row["verdict"] == "not distinguishable from chance (3 items)"
 
 
 def test_wilson_matches_published_values():
@@ -124,8 +134,10 @@ def test_wilson_matches_published_values():
 
 
 @pytest.mark.parametrize("right, n, expected", [
-    (30, 40, "above chance"), (10, 40, "at chance"), (12, 40, "at chance"),
-    (0, 40, "below chance"), (2, 6, "too few items to tell"), (400, 1000, "above chance"),
+    (30, 40, "above chance"), (10, 40, "not distinguishable from chance (40 items)"),
+    (12, 40, "not distinguishable from chance (40 items)"), (0, 40, "below chance"),
+    (2, 6, "not distinguishable from chance (6 items)"), (400, 1000, "above chance"),
+    (220, 1000, "below chance"),
 ])
 def test_verdict(right, n, expected):
     items = [item("c", ["r", "w", "v", "u"], 0) for _ in range(n)]
@@ -164,12 +176,18 @@ def test_model_scorer_sums_the_tokens_that_reach_into_the_choice():
     tok = PairTokenizer()
     scorer = choice.ModelScorer(model, tok, context=32, prefix_id=0)
     ctx, cont = "abcde", "fghi"  # tokens ab cd ef gh i: "ef" straddles, 3 choice tokens
-    (got,) = scorer.loglikelihoods([(ctx, cont)])
-    ids = [0] + tok.encode_batch([ctx + cont])[0].ids.tolist()
+    (got, empty) = scorer.loglikelihoods([(ctx, cont), ("", "abcd")])
+    # a non-empty context is given as it stands (no separator in front), as lm-eval does
+    ids = tok.encode_batch([ctx + cont])[0].ids.tolist()
     with torch.no_grad():
         logp = F.log_softmax(model(torch.tensor([ids[:-1]])), -1)[0]
-    want = sum(logp[t - 1, ids[t]].item() for t in (3, 4, 5))
+    want = sum(logp[t - 1, ids[t]].item() for t in (2, 3, 4))
     assert got == pytest.approx(want, abs=1e-5)
+    # an empty context is the separator alone: every token of the choice is scored
+    ids = [0] + tok.encode_batch(["abcd"])[0].ids.tolist()
+    with torch.no_grad():
+        logp = F.log_softmax(model(torch.tensor([ids[:-1]])), -1)[0]
+    assert empty == pytest.approx(logp[0, ids[1]].item() + logp[1, ids[2]].item(), abs=1e-5)
     # no separator: position 0 is never predicted, so a choice starting there loses it
     bare = choice.ModelScorer(model, tok, context=32, prefix_id=None)
     (got0,) = bare.loglikelihoods([("", "abcd")])
@@ -192,7 +210,7 @@ def test_model_scorer_keeps_the_last_context_tokens_of_a_long_item():
     assert scorer.truncated == 1
 
 
-def test_a_random_model_is_at_chance_on_the_example_tasks(tmp_path):
+def test_a_random_model_is_not_distinguishable_from_chance_on_the_example_tasks(tmp_path):
     lines = [x for g in ("en", "bn") for x in
              (EXAMPLES / "corpus" / f"{g}.txt").read_text("utf-8").splitlines() if x.strip()]
     byte_level_bpe(lines, 400, specials=["<|endoftext|>"], path=tmp_path / "tok.json")
@@ -205,7 +223,7 @@ def test_a_random_model_is_at_chance_on_the_example_tasks(tmp_path):
         for key in ("ci95", "ci95_norm_chars", "ci95_norm_bytes"):
             lo, hi = row[key]
             assert lo <= 0.25 <= hi, (path.name, key, row)
-        assert row["verdict"] == "at chance"
+        assert row["verdict"] == "not distinguishable from chance (40 items)"
 
 
 # -- converting lm-evaluation-harness records -----------------------------------------------------
