@@ -19,10 +19,14 @@ The tokenizer, by the run's tokenizer kind:
                    LlamaTokenizer with add_bos_token/add_eos_token false; no tokenizer.json is
                    written (transformers converts the .model on load, which needs the
                    `sentencepiece` and `protobuf` packages).
-The model was trained on documents preceded by the run's separator (the tokenizer's EOS, e.g.
-<|endoftext|>), so when the run has one the exported tokenizer.json prepends it the way Llama's
-tokenizer prepends BOS: `tokenizer(text)` gives [separator, ids...], exactly what `fertility
-eval` scores; `tokenizer(text, add_special_tokens=False)` gives the bare ids.
+The run's document separator (the tokenizer's end-of-text token, or the id the trainer reserved
+past the vocabulary when the tokenizer has none, written here as the special token
+SEPARATOR_TOKEN) is bos_token and eos_token, and the tokenizer adds nothing: `tokenizer(text)`
+gives the bare ids. Evaluators put the separator in front themselves: lm-evaluation-harness
+takes bos_token_id as its prefix token, so its rolling log-likelihood of a document is exactly
+`fertility eval`'s (docs/EVAL.md); a tokenizer that prepended it too would have lm-eval
+score the separator as a token of every document. max_position_embeddings is the run's training context, which
+lm-evaluation-harness and generation tools read as the model's context length.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ from fertility.errors import EvalError
 # runs of spaces, a ZWJ and an emoji, so byte-level and regex-split differences show.
 PROBE = ("The river rose 12 cm  overnight;  it's   rising!\n বর্ষার বৃষ্টিতে নদী ভরে উঠল। "
          "र‍्य नमस्ते  дождь 雨が降る ฝนตก 😀 ১২৩")
+# The text of a separator the trainer reserved past the vocabulary (the tokenizer has no
+# end-of-text token of its own): the name GPT-2 and tiktoken give a document separator.
+SEPARATOR_TOKEN = "<|endoftext|>"
 
 
 def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = None,
@@ -56,7 +63,7 @@ def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = No
                         "(choose another or remove it)")
     run = open_run(run_dir, step=step, device="cpu")
     tok, cfg = run.tokenizer, run.model.cfg
-    sep_token = _token_text(tok, run.separator)
+    sep_token = _separator_text(tok, run.separator)
 
     tmp = out_dir.resolve().with_name(out_dir.resolve().name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -67,7 +74,7 @@ def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = No
         save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         config = hf_llama_config(cfg)
         config.update({"bos_token_id": run.separator, "eos_token_id": run.separator,
-                       "pad_token_id": None})
+                       "pad_token_id": None, "max_position_embeddings": run.context})
         _write_json(tmp / "config.json", config)
         _write_json(tmp / "generation_config.json",
                     {"bos_token_id": run.separator, "eos_token_id": run.separator})
@@ -105,11 +112,18 @@ def _token_text(tok, token_id: int | None) -> str | None:
     return tok.token_bytes(token_id).decode("utf-8", "replace") or None
 
 
-def _special_map(tok, sep_token: str | None) -> dict[str, str]:
-    """bos/eos/unk for tokenizer_config.json, only for tokens the vocabulary marks special
+def _separator_text(tok, sep_id: int | None) -> str | None:
+    """The separator's text: a special token's own, SEPARATOR_TOKEN for a reserved id."""
+    if sep_id is not None and sep_id == tok.vocab_size:
+        return SEPARATOR_TOKEN
+    return _token_text(tok, sep_id)
+
+
+def _special_map(tok, sep_token: str | None, reserved: bool) -> dict[str, str]:
+    """bos/eos/unk for tokenizer_config.json, only for tokens the tokenizer marks special
     (naming any other string there would make transformers add it as a new token)."""
     out = {}
-    if sep_token is not None and sep_token in tok.special_tokens:
+    if sep_token is not None and (reserved or sep_token in tok.special_tokens):
         out["bos_token"] = out["eos_token"] = sep_token
     unk = _token_text(tok, tok.unk_id)
     if unk is not None and (unk in tok.special_tokens or tok.kind == "sentencepiece"):
@@ -117,24 +131,36 @@ def _special_map(tok, sep_token: str | None) -> dict[str, str]:
     return out
 
 
+def _added(token_id: int, content: str) -> dict[str, Any]:
+    return {"id": token_id, "content": content, "single_word": False, "lstrip": False,
+            "rstrip": False, "normalized": False, "special": True}
+
+
 def _write_tokenizer(tok, src: Path, out: Path, sep_id: int | None, context: int,
                      probes: list[str]) -> str:
-    sep_token = _token_text(tok, sep_id)
-    specials = _special_map(tok, sep_token)
+    sep_token = _separator_text(tok, sep_id)
+    reserved = sep_id is not None and sep_id == tok.vocab_size
+    if reserved and sep_token in _vocab_strings(tok):
+        raise EvalError(f"{src}: {sep_token!r}, the name for the reserved separator "
+                        f"id {sep_id}, is already a token of the vocabulary")
+    specials = _special_map(tok, sep_token, reserved)
     common = {"model_max_length": context, "clean_up_tokenization_spaces": False, **specials}
     if tok.kind == "sentencepiece":
         obj = sentencepiece_to_hf(tok, src)
         bad = _mismatches(tok, obj, probes) if obj is not None else -1
         if bad:
             shutil.copyfile(src, out / "tokenizer.model")
+            extra = {"added_tokens_decoder": {str(sep_id): _added(sep_id, sep_token)}
+                     } if reserved else {}
             _write_json(out / "tokenizer_config.json", {
                 "tokenizer_class": "LlamaTokenizer", "add_bos_token": False,
-                "add_eos_token": False, "legacy": True, **common})
+                "add_eos_token": False, "legacy": True, **common, **extra})
             _write_json(out / "special_tokens_map.json", specials)
             why = ("its settings have no tokenizer.json equivalent" if bad < 0 else
                    f"the conversion encoded {bad} of {len(probes)} check texts differently")
             return (f"sentencepiece: tokenizer.model copied, no tokenizer.json written ({why}); "
-                    "tokenizer_config.json names LlamaTokenizer with no BOS added")
+                    "tokenizer_config.json names LlamaTokenizer with no BOS added"
+                    + _separator_note(sep_token, reserved))
         note = (f"sentencepiece: converted to tokenizer.json, same ids on {len(probes)} check "
                 "texts")
     elif tok.kind == "hf":
@@ -155,35 +181,33 @@ def _write_tokenizer(tok, src: Path, out: Path, sep_id: int | None, context: int
         raise EvalError(f"{src}: cannot export a {tok.kind!r} tokenizer")
     obj["truncation"] = None
     obj["padding"] = None
-    obj["post_processor"] = _bos_processor(sep_token, sep_id)
+    # The run's own post-processor is dropped and none added: training and `fertility eval`
+    # never add specials ([CLS]/[SEP] templates would change what the model sees), and the
+    # separator is the evaluator's prefix to add (bos_token), not the tokenizer's.
+    obj["post_processor"] = None
+    if reserved:
+        obj["added_tokens"] = [*(obj.get("added_tokens") or []), _added(sep_id, sep_token)]
     text = json.dumps(obj, ensure_ascii=False)
     (out / "tokenizer.json").write_text(text, encoding="utf-8")
     _write_json(out / "tokenizer_config.json",
                 {"tokenizer_class": "PreTrainedTokenizerFast", **common})
     _write_json(out / "special_tokens_map.json", specials)
-    if sep_token is not None:
-        note += f"; prepends {sep_token} (the run's document separator) as BOS"
-    return note
+    return note + _separator_note(sep_token, reserved)
 
 
-def _bos_processor(sep_token: str | None, sep_id: int | None) -> dict | None:
-    """A post-processor that only prepends the separator (or nothing without one).
+def _separator_note(sep_token: str | None, reserved: bool) -> str:
+    if sep_token is None:
+        return ("; the run has no document separator (separator = \"none\"): no bos/eos "
+                "token, so lm-evaluation-harness, which needs a prefix token, cannot score it")
+    added = " (added: the trainer reserved its id)" if reserved else ""
+    return (f"; {sep_token}{added}, the run's document separator, is bos/eos and is not "
+            "added by the tokenizer")
 
-    The run's own post-processor is dropped: training and `fertility eval` never add
-    specials, so a template adding [CLS]/[SEP] would change what the model sees; ByteLevel
-    offset trimming changes no ids and is dropped with it.
-    """
-    if sep_token is None or sep_id is None:
-        return None
-    return {"type": "TemplateProcessing",
-            "single": [{"SpecialToken": {"id": sep_token, "type_id": 0}},
-                       {"Sequence": {"id": "A", "type_id": 0}}],
-            "pair": [{"SpecialToken": {"id": sep_token, "type_id": 0}},
-                     {"Sequence": {"id": "A", "type_id": 0}},
-                     {"SpecialToken": {"id": sep_token, "type_id": 1}},
-                     {"Sequence": {"id": "B", "type_id": 1}}],
-            "special_tokens": {sep_token: {"id": sep_token, "ids": [sep_id],
-                                           "tokens": [sep_token]}}}
+
+def _vocab_strings(tok) -> set[str]:
+    """Every token's text as the tokenizer spells it, to keep a new token's name unique."""
+    return {tok.token_bytes(i).decode("utf-8", "replace") for i in range(tok.vocab_size)} | set(
+        tok.special_tokens)
 
 
 # -- tiktoken -> tokenizer.json -------------------------------------------------------------

@@ -124,9 +124,11 @@ def test_transformers_loads_the_export_and_its_logits_match_ours(tmp_path, tie):
              "Дождь 雨 and ১২৩ mixed", PROBE]
     for text in texts:
         ids = ours_tok.encode_batch([text])[0].ids.tolist()
-        # transformers' tokenizer adds the separator as BOS, as our evaluation does
-        assert hf_tok(text)["input_ids"] == [sep] + ids
+        # the tokenizer adds nothing: the separator is bos_token, for the evaluator to put in
+        # front (lm-eval's prefix token), as `fertility eval` does
+        assert hf_tok(text)["input_ids"] == ids
         assert hf_tok(text, add_special_tokens=False)["input_ids"] == ids
+        assert hf_tok.bos_token_id == hf_tok.eos_token_id == sep
         x = torch.tensor([([sep] + ids)[:64]])
         with torch.no_grad():
             a = ours(x)
@@ -191,8 +193,9 @@ def test_sentencepiece_run_converts_to_a_tokenizer_json_that_encodes_identically
         PROBE, "  lead and trail  ", "a\tb\nc", "x  \u3000 y", "ｆｕｌｌ width ①", ""]
     for text, enc in zip(texts, ours.encode_batch(texts)):
         assert hf.encode(text, add_special_tokens=False).ids == enc.ids.tolist(), text
-    sep = ours.special_tokens["</s>"]
-    assert hf.encode("hello").ids[0] == sep  # the run's separator, prepended as BOS
+    assert hf.encode("hello").ids == hf.encode("hello", add_special_tokens=False).ids
+    conf = json.loads((out / "tokenizer_config.json").read_text())
+    assert conf["bos_token"] == conf["eos_token"] == "</s>"  # the run's separator
 
 
 def test_sentencepiece_without_an_equivalent_is_copied_and_says_so(tmp_path):
