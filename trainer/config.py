@@ -25,7 +25,7 @@ class TrainConfig:
     model: dict[str, Any] = field(default_factory=dict)  # ModelConfig overrides
     # batch: micro_batch sequences of seq_len tokens per device per forward pass; gradients
     # are accumulated until tokens_per_step tokens (all devices together) have been seen.
-    seq_len: int = 256
+    seq_len: int | None = None  # None: the model's max_seq_len (the preset's, or [model]'s)
     micro_batch: int = 8
     tokens_per_step: int | None = None  # None: one micro-batch per device, no accumulation
     # length: `steps` wins over `tokens`; neither means one pass over the training shards
@@ -45,7 +45,7 @@ class TrainConfig:
     # hardware: dtype "auto" is bf16 autocast on CUDA and float32 on the CPU
     device: str = "auto"  # auto | cpu | cuda
     dtype: str = "auto"  # auto | fp32 | bf16
-    compile: bool = False
+    compile: bool | str = "auto"  # True | False | "auto" (on for CUDA, off on the CPU)
     fsdp: bool | str = "auto"  # True | False | "auto" (shard when one device cannot hold it)
     # checkpoints and recovery
     checkpoint_every: int = 500
@@ -63,10 +63,20 @@ class TrainConfig:
     mix: dict[str, float] = field(default_factory=dict)
     mix_temperature: float | None = None
     # logging
-    log_every: int = 10  # progress-bar refresh; metrics.jsonl gets every step
+    log_every: int = 10  # progress line, and loss/grad norm read from the device (a sync)
+    eval_every: int = 100  # held-out loss every N steps in metrics.jsonl (0: never)
+    eval_windows: int = 64  # held-out windows of seq_len tokens scored each time
 
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)  # type: ignore[assignment]  # TOML gives a list
+        if self.seq_len is None:  # every preset runs with its own defaults
+            self.seq_len = self.model_max_seq_len() or 256
+
+    def model_max_seq_len(self) -> int | None:
+        """The model's max_seq_len: [model]'s override, else the preset's (None: unknown)."""
+        from trainer.model import PRESETS
+
+        return self.model.get("max_seq_len", PRESETS.get(self.preset, {}).get("max_seq_len"))
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -82,9 +92,15 @@ class TrainConfig:
             return TrainingError(f"{source}: {key} = {getattr(self, key)!r}: {why}")
 
         for key in ("seq_len", "micro_batch", "keep_last", "log_every", "shard_tokens",
-                    "tokenize_batch", "max_bad_steps", "checkpoint_every"):
+                    "tokenize_batch", "max_bad_steps", "checkpoint_every", "eval_windows"):
             if getattr(self, key) < 1:
                 raise bad(key, "must be at least 1")
+        if self.eval_every < 0:
+            raise bad("eval_every", "must be >= 0 (0: no held-out loss)")
+        top = self.model_max_seq_len()
+        if isinstance(top, int) and self.seq_len > top:  # refused before anything is written
+            raise bad("seq_len", f"exceeds the model's max_seq_len {top} (preset "
+                                 f"{self.preset}); lower seq_len or set [model] max_seq_len")
         for key in ("steps", "tokens", "tokens_per_step"):
             v = getattr(self, key)
             if v is not None and v < 1:
@@ -97,8 +113,9 @@ class TrainConfig:
             raise bad("device", "expected auto, cpu or cuda")
         if self.dtype not in ("auto", "fp32", "bf16"):
             raise bad("dtype", "expected auto, fp32 or bf16")
-        if self.fsdp not in (True, False, "auto"):
-            raise bad("fsdp", 'expected true, false or "auto"')
+        for key in ("fsdp", "compile"):
+            if getattr(self, key) not in (True, False, "auto"):
+                raise bad(key, 'expected true, false or "auto"')
         if not (isinstance(self.separator, int) or self.separator in ("auto", "none")):
             raise bad("separator", 'expected "auto", "none" or a token id')
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -112,6 +129,9 @@ class TrainConfig:
         return self
 
     # -- derived quantities ------------------------------------------------------------
+    def use_compile(self, device_type: str) -> bool:
+        return self.compile is True or (self.compile == "auto" and device_type == "cuda")
+
     def accum_steps(self, world_size: int = 1) -> int:
         """Micro-batches per device per optimizer step (rounded up to reach tokens_per_step)."""
         per_micro = self.micro_batch * self.seq_len * world_size
@@ -141,13 +161,15 @@ def _check_type(key: str, value: Any, source: str) -> Any:
         ok = isinstance(value, dict)
     elif key == "betas":
         ok = isinstance(value, (list, tuple)) and all(isinstance(b, (int, float)) for b in value)
-    elif key == "fsdp":
+    elif key in ("fsdp", "compile"):
         ok = isinstance(value, bool) or value == "auto"
+    elif key == "init_from":  # None (a preset) or a path: run.json stores the None
+        ok = value is None or isinstance(value, str)
     elif key == "mix_temperature":
         ok = value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
     elif key == "separator":
         ok = (isinstance(value, int) and not isinstance(value, bool)) or value in ("auto", "none")
-    elif key in ("tokens_per_step", "steps", "tokens"):
+    elif key in ("tokens_per_step", "steps", "tokens", "seq_len"):
         ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
     elif isinstance(default, bool):
         ok = isinstance(value, bool)

@@ -32,11 +32,13 @@ DOC_TABLE = "train-docs.bin"
 _EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "[EOS]", "<|im_end|>")
 
 
-def choose_separator(special_tokens: dict[str, int], setting: int | str) -> int | None:
+def choose_separator(special_tokens: dict[str, int], setting: int | str,
+                     vocab_size: int | None = None) -> int | None:
     """The id put between documents: the tokenizer's end-of-text token when it has one.
 
-    With "none" (or "auto" and no such token) documents are simply concatenated: no id is
-    reserved, so the model never sees an id the tokenizer cannot produce.
+    With "auto" and no such token (any tiktoken rank file, say) the id just past the
+    tokenizer's vocabulary, `vocab_size`, is reserved for it: documents glued together would
+    teach the model to continue one text with another. Only an explicit "none" concatenates.
     """
     if isinstance(setting, int) and not isinstance(setting, bool):
         return setting
@@ -48,7 +50,7 @@ def choose_separator(special_tokens: dict[str, int], setting: int | str) -> int 
     for name, idx in sorted(special_tokens.items()):
         if "eos" in name.lower() or "endoftext" in name.lower():
             return int(idx)
-    return None
+    return vocab_size
 
 
 def is_heldout(seed: int, source: str, line: int, fraction: float) -> bool:
@@ -135,10 +137,11 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
     shutil.rmtree(part, ignore_errors=True)
     part.mkdir(parents=True)
     vocab = int(tokenizer.vocab_size)
-    sep = choose_separator(dict(tokenizer.special_tokens), separator)
-    if sep is not None and not 0 <= sep < vocab:
+    sep = choose_separator(dict(tokenizer.special_tokens), separator, vocab)
+    if sep is not None and not 0 <= sep <= vocab:
         raise TrainingError(f"separator id {sep} is outside the tokenizer's vocabulary "
-                            f"(size {vocab})")
+                            f"(size {vocab}; {vocab} itself reserves a new id)")
+    vocab += sep == vocab  # a reserved separator: the shards hold one id more
     meta = {"vocab_size": vocab, "fingerprint": tokenizer.fingerprint, "separator": sep}
     splits = {name: _Split(part, name, meta, shard_tokens) for name in ("train", "heldout")}
     sep_arr = np.array([] if sep is None else [sep], dtype=np.int64)

@@ -25,7 +25,7 @@ from fertility._files import write_text_atomic
 from fertility.errors import FertilityError, TrainingError
 from trainer import distributed as D
 from trainer.config import TrainConfig, load_config
-from trainer.data import TokenData, build_shards, read_index
+from trainer.data import TokenData, build_shards, choose_separator, read_index
 from trainer.mix import parse_mix, plan_for_run, record_consumed
 
 RUN_SCHEMA = "fertility.run/1"
@@ -116,7 +116,11 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
     paths = [str(corpus_paths)] if isinstance(corpus_paths, (str, Path)) else \
         [str(p) for p in corpus_paths]
     run_json = None
-    if run_json_path.is_file():
+    if run_json_path.is_file() and not _has_checkpoint(run_dir):
+        # It failed before its first checkpoint: nothing to continue, nothing to protect.
+        D.log(D.DistEnv(rank=int(os.environ.get("RANK", 0))),
+              f"warning: {run_dir} holds a run that never reached a checkpoint; starting afresh")
+    elif run_json_path.is_file():
         if not resume:
             raise TrainingError(f"{run_json_path}: {run_dir} already holds a run; pass --resume "
                                 "to continue it or choose another --out")
@@ -126,6 +130,19 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
                           D.DistEnv(rank=int(os.environ.get("RANK", 0))))
 
     tok = load_tokenizer_arg(str(tokenizer_spec))
+    # The model config before anything is written: a config that cannot run stops here.
+    separator = choose_separator(dict(tok.special_tokens), cfg.separator, int(tok.vocab_size))
+    n_ids = int(tok.vocab_size) + (separator == int(tok.vocab_size))
+    model_cfg = config_from_preset(cfg.preset, n_ids, cfg.model)
+    init = None
+    if cfg.init_from:  # continued pretraining: the base model's shapes and weights
+        from trainer import init as base_model
+
+        model_cfg = base_model.model_config(cfg.init_from, n_ids)
+        init = base_model.plan(cfg.init_from, tok)
+    if cfg.seq_len > model_cfg.max_seq_len:
+        raise TrainingError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len "
+                            f"{model_cfg.max_seq_len} (preset {cfg.preset})")
     env = D.init_distributed(cfg.device)
     try:
         if run_json is not None and run_json["tokenizer"]["fingerprint"] != tok.fingerprint:
@@ -136,23 +153,19 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
         if run_json is None:
             gate_dict, forced = _run_gate(gate or _default_gate(policy, corpus_options, quiet),
                                           paths, tok, tok.spec, force, quiet, env)
-        index = _prepare_data(paths, tok, run_dir, cfg, corpus_options, quiet, env)
+        index = _prepare_data(paths, tok, run_dir, cfg, corpus_options, quiet, env,
+                              separator, fresh=run_json is None)
         mix_plan = plan_for_run(index, cfg, cfg.step_tokens(env.world_size) * cfg.total_steps(
             sum(s["tokens"] for s in index["train"]), env.world_size),
             say=(lambda m: None) if quiet else (lambda m: D.log(env, m)),
             warn=lambda m: D.log(env, f"warning: {m}"))
-        model_cfg = config_from_preset(cfg.preset, int(tok.vocab_size), cfg.model)
-        init = None
-        if cfg.init_from:  # continued pretraining: the base model's shapes and weights
-            from trainer import init as base_model
-
-            model_cfg = base_model.model_config(cfg.init_from, int(tok.vocab_size))
-            init = base_model.plan(cfg.init_from, tok)
         if env.is_main:
             record = {"schema": RUN_SCHEMA, "tokenizer": _copy_tokenizer(tok, run_dir),
                       "model": model_cfg.to_dict(), "train": cfg.to_dict(), "gate": gate_dict,
                       "forced": forced, "corpus": index.get("corpus"),
-                      "data": {"separator": index["separator"], "dtype": index["dtype"],
+                      "data": {"separator": index["separator"],
+                               "separator_reserved": index["separator"] == int(tok.vocab_size),
+                               "dtype": index["dtype"],
                                "train_tokens": sum(s["tokens"] for s in index["train"]),
                                "heldout_tokens": sum(s["tokens"] for s in index["heldout"]),
                                "heldout_documents": sum(s["docs"] for s in index["heldout"])},
@@ -164,12 +177,15 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
         D.barrier(env)
         data = TokenData.from_dir(run_dir / "data", "train", fingerprint=tok.fingerprint,
                                   vocab_size=model_cfg.vocab_size)
+        heldout = (TokenData.from_dir(run_dir / "data", "heldout", fingerprint=tok.fingerprint,
+                                      vocab_size=model_cfg.vocab_size)
+                   if index["heldout"] else None)
         specials = dict(tok.special_tokens)
         if index["separator"] is not None:
             specials["<separator>"] = index["separator"]
         summary = train(run_dir, cfg, model_cfg, data, fingerprint=tok.fingerprint,
                         special_ids=specials, env=env, quiet=quiet, callbacks=callbacks,
-                        resume=resume,
+                        resume=resume and run_json is not None, heldout=heldout,
                         init=(lambda m: base_model.load_into(m, init)) if init else None)
         if env.is_main and mix_plan is not None:
             record_consumed(run_json_path, summary["languages"])
@@ -201,14 +217,26 @@ def _run_gate(gate: Callable, paths: list[str], tok: Any, spec: str, force: bool
     return result.to_dict(), not result.passed
 
 
+def _has_checkpoint(run_dir: Path) -> bool:
+    from trainer.checkpoint import list_checkpoints
+
+    return bool(list_checkpoints(run_dir))
+
+
 def _prepare_data(paths: list[str], tok: Any, run_dir: Path, cfg: TrainConfig,
-                  corpus_options: dict | None, quiet: bool, env: D.DistEnv) -> dict[str, Any]:
-    """Reuse the run's shards when they exist (they must match the tokenizer), else build."""
+                  corpus_options: dict | None, quiet: bool, env: D.DistEnv,
+                  separator: int | None, fresh: bool) -> dict[str, Any]:
+    """Reuse the run's shards when they exist (they must match the tokenizer), else build.
+    A fresh start rebuilds shards made with another separator, seed or held-out share."""
     data_dir = run_dir / "data"
     ok, message = True, ""
     if env.is_main:
         try:
             index = read_index(data_dir)
+            if index is not None and fresh and (
+                    index["separator"], index["seed"], index["heldout_fraction"]) != (
+                    separator, cfg.seed, cfg.heldout_fraction):
+                index = None
             if index is None:
                 from fertility.corpus import Corpus
 

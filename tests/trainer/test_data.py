@@ -169,7 +169,8 @@ def test_shard_size_limit_splits_without_changing_the_stream(tmp_path):
 def test_separator_choice():
     assert choose_separator({"<|endoftext|>": 5, "<pad>": 0}, "auto") == 5
     assert choose_separator({"</s>": 2, "<s>": 1}, "auto") == 2
-    assert choose_separator({"[PAD]": 0}, "auto") is None
+    assert choose_separator({"[PAD]": 0}, "auto") is None  # no vocabulary size: no id to reserve
+    assert choose_separator({"[PAD]": 0}, "auto", 300) == 300  # the id past the vocabulary
     assert choose_separator({"</s>": 2}, "none") is None
     assert choose_separator({}, 7) == 7
 
@@ -256,7 +257,10 @@ def test_parallel_tokenization_gives_the_same_shards(tmp_path):
     build_shards(docs, tok, tmp_path / "two", workers=2, batch_size=50, quiet=True)
     for split in ("train", "heldout"):
         assert np.array_equal(_concat(tmp_path / "one", split), _concat(tmp_path / "two", split))
-    expected = np.concatenate([e.ids for e in tok.encode_batch([d.text for d in docs])])
+    encoded = [list(e.ids) for e in tok.encode_batch([d.text for d in docs])]
+    # No EOS in this tokenizer: the id just past its vocabulary ends every document.
+    V = int(tok.vocab_size)
+    expected = np.concatenate(encoded + [[V] * sum(1 for ids in encoded if ids)])
     both = np.concatenate([_concat(tmp_path / "one", "train"),
                            _concat(tmp_path / "one", "heldout")])
-    assert sorted(both.tolist()) == sorted(expected.tolist())  # no separator: it has no EOS
+    assert sorted(both.tolist()) == sorted(expected.tolist())

@@ -217,3 +217,69 @@ def test_examples_tiny_config_loads_and_its_commented_defaults_are_current():
     assert len(shown) >= 7
     for key, value in shown.items():
         assert TrainConfig.from_dict({key: value}) == TrainConfig(), key
+
+
+def _pretrain_raw(*args, **kw):
+    """pretrain with only the given overrides: the preset's own defaults otherwise."""
+    from trainer.run import pretrain
+
+    return pretrain(*args, quiet=True, gate=gate(True), device="cpu", **kw)
+
+
+def test_every_preset_default_seq_len_fits_its_model():
+    from trainer.model import PRESETS
+
+    for name, preset in PRESETS.items():
+        assert TrainConfig(preset=name).validate().seq_len == preset["max_seq_len"]
+
+
+def test_tiny_preset_runs_with_its_own_defaults(tmp_path):
+    tok = train_tokenizer(tmp_path / "tok.json")
+    summary = _pretrain_raw(CORPUS, tok, tmp_path / "run", preset="tiny", steps=2)
+    run = json.loads((tmp_path / "run/run.json").read_text())
+    assert summary["steps"] == 2 and run["train"]["seq_len"] == 128 == run["model"]["max_seq_len"]
+
+
+def test_config_that_cannot_run_is_refused_before_anything_is_written(tmp_path):
+    tok = train_tokenizer(tmp_path / "tok.json")
+    with pytest.raises(TrainingError, match=r"seq_len = 256.*max_seq_len 128"):
+        _pretrain_raw(CORPUS, tok, tmp_path / "run", preset="tiny", steps=2,
+                      overrides={"seq_len": 256})
+    assert not (tmp_path / "run").exists()
+
+
+class _Crash:
+    def on_step_start(self, step, model):
+        if step == 2:
+            raise RuntimeError("killed")
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_run_that_failed_before_its_first_checkpoint_can_be_rerun(tmp_path, resume):
+    tok = train_tokenizer(tmp_path / "tok.json")
+    with pytest.raises(RuntimeError, match="killed"):
+        pretrain_(CORPUS, tok, tmp_path / "run", steps=3, gate=gate(True), callbacks=_Crash())
+    assert (tmp_path / "run/run.json").is_file()  # left behind, with no checkpoint
+    summary = pretrain_(CORPUS, tok, tmp_path / "run", steps=3, gate=gate(True), resume=resume)
+    assert summary["steps"] == 3 and (tmp_path / "run/checkpoints").is_dir()
+
+
+def test_tokenizer_without_end_of_text_gets_a_reserved_separator(tmp_path):
+    from tests.bpe import byte_level_bpe
+    from fertility.tokenizers import load_tokenizer
+
+    text = [l for f in CORPUS for l in Path(f).read_text("utf-8").splitlines()]
+    path = tmp_path / "noeos.json"
+    byte_level_bpe(text, 384, specials=[], path=path)
+    tok = load_tokenizer(str(path))
+    assert not tok.special_tokens
+    pretrain_(CORPUS, str(path), tmp_path / "run", steps=2, gate=gate(True))
+    run = json.loads((tmp_path / "run/run.json").read_text())
+    V = int(tok.vocab_size)
+    assert run["data"]["separator"] == V and run["data"]["separator_reserved"] is True
+    assert run["model"]["vocab_size"] == V + 1 and run["tokenizer"]["vocab_size"] == V
+    # One separator after every training document: count them against the documents.
+    index = json.loads((tmp_path / "run/data/index.json").read_text())
+    seps = sum(int((open_shard(tmp_path / "run/data" / s["file"])[1] == V).sum())
+               for s in index["train"])
+    assert seps == sum(s["docs"] for s in index["train"]) > 0
