@@ -386,9 +386,12 @@ def _default_tol(model: nn.Module, ids: torch.Tensor, amp_dtype: torch.dtype | N
 def run_arbiter(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
                 compiled: bool | nn.Module = False, tol: float | None = None,
                 loss_fn: Callable | None = None, amp_dtype: torch.dtype | None = None,
-                reference: str = "math", fast: str = "auto") -> ArbiterReport:
-    """Both checks. Raises nothing: an error inside a check becomes a note and ok=False;
-    the caller decides (assert_arbiter raises)."""
+                reference: str = "math", fast: str = "auto",
+                exact_on: nn.Module | None = None) -> ArbiterReport:
+    """Every check. Raises nothing: an error inside a check becomes a note and ok=False;
+    the caller decides (assert_arbiter raises). `exact_on`: a copy of `model` to run the
+    float64 check on, for a model inside DistributedDataParallel, whose gradient hooks a
+    parameter's change of dtype would detach (the run would then stop all-reducing)."""
     tol = _default_tol(model, ids, amp_dtype) if tol is None else tol
     try:
         report = check_gradient_flow(model, ids, targets, loss_fn=loss_fn, amp_dtype=amp_dtype)
@@ -401,7 +404,8 @@ def run_arbiter(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
                               "an unsharded run of the same model checks them")
     else:
         try:
-            report.exact = check_exact(model, ids, targets, loss_fn=loss_fn)
+            report.exact = check_exact(model if exact_on is None else exact_on, ids, targets,
+                                       loss_fn=loss_fn)
         except Exception as e:  # noqa: BLE001
             report.notes.append(f"float64 finite-difference check failed: {one_line(e)}")
         try:

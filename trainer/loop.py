@@ -10,7 +10,12 @@ Every step appends one JSON line to RUN_DIR/metrics.jsonl: step, loss, lr, grad_
 (consumed so far), epoch (of the data order), languages (per language: chars, bytes and
 tokens consumed so far; trainer/mix.py), tokens_per_s (all ranks), mfu (per device; null
 on the CPU), skipped, and on a skipped step nonfinite ("loss" or "grad_norm"; loss and
-grad_norm are then null). Events (resume, rollback) are lines with an "event" key.
+grad_norm are then null). Events (resume, rollback, heldout) are lines with an "event" key;
+{"event": "heldout", "step", "loss", "tokens"} is the held-out loss every eval_every steps.
+
+On CUDA nothing reads the device per step: loss and gradient norm stay on the GPU and are
+read every log_every steps (`sync_every`), a non-finite step is kept from the optimizer on
+the device (fused AdamW's found_inf), and the lines are written when they are read.
 
 `callbacks` (tests use them to poison or pause a run) may define on_step_start(step, model)
 and on_step_end(step, record).
@@ -18,6 +23,7 @@ and on_step_end(step, record).
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import time
@@ -36,7 +42,7 @@ from trainer import distributed as D
 from trainer.config import TrainConfig
 from trainer.data import TokenData
 from trainer.mix import make_batches
-from trainer.model import ModelConfig, Transformer, lm_loss
+from trainer.model import ModelConfig, Transformer
 
 
 def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
@@ -53,8 +59,8 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig,
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
-                             fused=device.type == "cuda")
+    # Fused on the CPU too: one kernel on both, and found_inf (a skip on the device) works.
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=True)
 
 
 def amp_dtype(cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
@@ -76,7 +82,8 @@ class Trainer:
     def __init__(self, run_dir: str | Path, cfg: TrainConfig, model_cfg: ModelConfig,
                  data: TokenData, *, fingerprint: str, special_ids: dict[str, int] | None = None,
                  env: D.DistEnv | None = None, quiet: bool = False,
-                 callbacks: Any = None, init: Any = None) -> None:
+                 callbacks: Any = None, heldout: TokenData | None = None,
+                 init: Any = None) -> None:
         self.run_dir, self.cfg, self.model_cfg = Path(run_dir), cfg, model_cfg
         self.env = env or D.DistEnv()
         self.device = self.env.device
@@ -93,7 +100,8 @@ class Trainer:
         self.fsdp = D.use_fsdp(cfg.fsdp, self.raw.num_params(), self.env)
         wrapped = D.wrap_model(self.raw, self.env, self.fsdp)
         self.ddp = wrapped if wrapped is not self.raw else None
-        self.model = torch.compile(wrapped) if cfg.compile else wrapped
+        self.compiled = cfg.use_compile(self.device.type)
+        self.model = torch.compile(wrapped) if self.compiled else wrapped
         self.optimizer = make_optimizer(self.raw, cfg, self.device)
         self.amp = amp_dtype(cfg, self.device)
         self.batches = make_batches(data, cfg, rank=self.env.rank, world=self.env.world_size)
@@ -108,6 +116,10 @@ class Trainer:
         self.rollbacks = 0
         self.last_loss: float | None = None
         self.metrics_path = self.run_dir / "metrics.jsonl"
+        self.heldout = heldout
+        # Reading a CPU tensor costs nothing; reading a GPU one waits for the queue to drain.
+        self.sync_every = 1 if self.device.type == "cpu" else cfg.log_every
+        self._pending: list[dict[str, Any]] = []  # steps whose loss is still on the device
 
     # -- callbacks, logging ---------------------------------------------------------------
     def _call(self, name: str, *args: Any) -> None:
@@ -221,9 +233,10 @@ class Trainer:
             # The raw module: the arbiter's backward must not trigger DDP's all-reduce. Without
             # a DDP wrapper the run's compiled module wraps that very module: compare it (and
             # reuse its compilation) rather than compile a second copy.
-            compiled = self.model if self.cfg.compile and self.ddp is None else self.cfg.compile
+            compiled = self.model if self.compiled and self.ddp is None else self.compiled
+            exact_on = copy.deepcopy(self.raw) if self.ddp is not None else None
             assert_arbiter(self.raw, x.to(self.device), y.to(self.device),
-                           compiled=compiled, amp_dtype=self.amp)
+                           compiled=compiled, amp_dtype=self.amp, exact_on=exact_on)
         except TrainingError as e:
             ok, message = False, str(e)
         torch.set_rng_state(rng)
@@ -241,12 +254,14 @@ class Trainer:
                     else nullcontext())
         loss_sum = torch.zeros((), device=self.device)
         for micro in range(self.accum):
-            x, y = self.batches.next()
-            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-            if self.ddp is not None:  # all-reduce on the last micro-batch's backward only
-                self.ddp.require_backward_grad_sync = micro == self.accum - 1
+            x, y = (self._to_device(t) for t in self.batches.next())
+            last = micro == self.accum - 1  # gradients are reduced on the last backward only
+            if self.ddp is not None:
+                self.ddp.require_backward_grad_sync = last
+            elif self.fsdp:
+                self.raw.set_requires_gradient_sync(last)
             with autocast:
-                loss = lm_loss(self.model(x), y)
+                loss = self.model(x, y)
             (loss / self.accum).backward()
             loss_sum += loss.detach()
         loss_t = D.all_reduce_mean(loss_sum / self.accum, self.env)
@@ -254,20 +269,91 @@ class Trainer:
         norm_t = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), clip)
         if hasattr(norm_t, "full_tensor"):  # FSDP: a DTensor
             norm_t = norm_t.full_tensor()
-        loss, norm = float(loss_t), float(norm_t)
-        finite = math.isfinite(loss) and math.isfinite(norm)
-        if finite:
-            self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
         self.step = step
         self.tokens_seen += self.step_tokens
-        record = {"step": step, "loss": loss if finite else None, "lr": lr,
-                  "grad_norm": norm if math.isfinite(norm) else None, "tokens": self.tokens_seen,
-                  "skipped": not finite, "epoch": self.batches.epoch,
+        record = {"step": step, "loss": loss_t, "lr": lr, "grad_norm": norm_t,
+                  "tokens": self.tokens_seen, "epoch": self.batches.epoch,
                   "languages": self.batches.consumed()}
+        if self.sync_every == 1:
+            if not self._read(record)["skipped"]:
+                self.optimizer.step()
+        else:  # the optimizer skips a non-finite step on the device; nothing waits
+            bad = ~(torch.isfinite(loss_t) & torch.isfinite(norm_t))
+            self.optimizer.found_inf = bad.float().reshape(())
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return record
+
+    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
+        if self.device.type != "cuda":
+            return t.to(self.device)
+        # Pinned, so the copy runs asynchronously while the previous step still computes.
+        return t.pin_memory().to(self.device, non_blocking=True)
+
+    @staticmethod
+    def _read(record: dict[str, Any]) -> dict[str, Any]:
+        """A step record's device tensors as numbers (one transfer for both)."""
+        loss, norm = (float(v) for v in torch.stack(
+            [record["loss"].float(), record["grad_norm"].float()]).cpu())
+        finite = math.isfinite(loss) and math.isfinite(norm)
+        record.update({"loss": loss if finite else None,
+                       "grad_norm": norm if math.isfinite(norm) else None,
+                       "skipped": not finite})
         if not finite:
             record["nonfinite"] = "loss" if not math.isfinite(loss) else "grad_norm"
         return record
+
+    @torch.no_grad()
+    def heldout_loss(self) -> tuple[float, int] | None:
+        """(mean loss, tokens) over the first eval_windows held-out windows, the same ones
+        every time. The eager module: the compiled one would compile again for no_grad."""
+        if self.heldout is None:
+            return None
+        n, T = self.cfg.eval_windows, self.cfg.seq_len
+        rows = [arr[o: o + T + 1] for arr in self.heldout.tokens
+                for o in range(0, len(arr) - T, T)][:n]
+        if not rows:
+            return None
+        w = torch.from_numpy(np.stack(rows).astype(np.int64))
+        autocast = (torch.autocast(self.device.type, dtype=self.amp) if self.amp
+                    else nullcontext())
+        total = torch.zeros((), device=self.device, dtype=torch.float64)
+        for i in range(0, len(w), self.cfg.micro_batch):
+            chunk = self._to_device(w[i: i + self.cfg.micro_batch])
+            with autocast:
+                total += self.raw(chunk[:, :-1], chunk[:, 1:]).double() * len(chunk)
+        return float(total) / len(w), len(w) * T
+
+    def _flush(self, meter: Any, local_tokens: int, status: StatusLine) -> bool:
+        """Read and write the pending steps' lines; True when they forced a rollback."""
+        pending, self._pending = self._pending, []
+        speed = meter.step(local_tokens * len(pending))  # one interval, one sync
+        for record in pending:
+            if "skipped" not in record:
+                self._read(record)
+            record["tokens_per_s"] = speed["tokens_per_s"] * self.env.world_size
+            record["mfu"] = speed["mfu"]
+            self._write(record)
+            self._call("on_step_end", record["step"], record)
+            if record["skipped"]:
+                self.skipped += 1
+                self.bad_in_row += 1
+                self._warn(f"step {record['step']}: non-finite {record['nonfinite']}; step "
+                           f"skipped ({self.bad_in_row} in a row)")
+                if self.bad_in_row >= self.cfg.max_bad_steps:
+                    self.rollback(record["step"])
+                    return True
+                continue
+            self.bad_in_row = 0
+            self.last_loss = record["loss"]
+        last = pending[-1]
+        if not last["skipped"] and (self.step % self.cfg.log_every == 0
+                                    or self.step == self.total_steps):
+            mfu = "" if last["mfu"] is None else f"  mfu {last['mfu']:.1%}"
+            status.update(f"step {self.step}/{self.total_steps}  loss {last['loss']:.4f}  "
+                          f"lr {last['lr']:.2e}  {last['tokens_per_s']:,.0f} tok/s{mfu}",
+                          force=True)
+        return False
 
     # -- the run --------------------------------------------------------------------------
     def run(self, resume: bool = False) -> dict[str, Any]:
@@ -290,27 +376,16 @@ class Trainer:
         path = None
         try:
             while self.step < self.total_steps:
-                record = self.train_step()
-                speed = meter.step(local_tokens)
-                record["tokens_per_s"] = speed["tokens_per_s"] * self.env.world_size
-                record["mfu"] = speed["mfu"]
-                self._write(record)
-                self._call("on_step_end", self.step, record)
-                if record["skipped"]:
-                    self.skipped += 1
-                    self.bad_in_row += 1
-                    self._warn(f"step {self.step}: non-finite {record['nonfinite']}; step skipped "
-                               f"({self.bad_in_row} in a row)")
-                    if self.bad_in_row >= self.cfg.max_bad_steps:
-                        self.rollback(self.step)
-                    continue
-                self.bad_in_row = 0
-                self.last_loss = record["loss"]
-                if self.step % self.cfg.log_every == 0 or self.step == self.total_steps:
-                    mfu = "" if record["mfu"] is None else f"  mfu {record['mfu']:.1%}"
-                    status.update(f"step {self.step}/{self.total_steps}  loss "
-                                  f"{record['loss']:.4f}  lr {record['lr']:.2e}  "
-                                  f"{record['tokens_per_s']:,.0f} tok/s{mfu}", force=True)
+                self._pending.append(self.train_step())
+                due = (self.step % self.sync_every == 0 or self.step == self.total_steps
+                       or self.step % self.cfg.checkpoint_every == 0)
+                if due and self._flush(meter, local_tokens, status):
+                    continue  # rolled back: the run goes on from the checkpoint's step
+                if self.cfg.eval_every and self.step % self.cfg.eval_every == 0:
+                    held = self.heldout_loss()
+                    if held is not None:
+                        self._write({"event": "heldout", "step": self.step, "loss": held[0],
+                                     "tokens": held[1]})
                 if self.step % self.cfg.checkpoint_every == 0:
                     path = self.save()
             if self.saved_step != self.step:  # the final weights, whatever the period

@@ -194,3 +194,55 @@ def test_arbiter_stops_a_model_that_cannot_learn(tmp_path, data):
     t.raw.layers[1].mlp.down_proj.register_forward_hook(lambda m, a, out: out.detach())
     with pytest.raises(TrainingError, match=r"layers\.1\.mlp\.down_proj"):
         t.run()
+
+
+def test_device_side_skip_path_matches_the_per_step_path(tmp_path, data):
+    """The CUDA path (losses read every few steps, a non-finite step kept from the optimizer
+    by found_inf) gives the same weights and lines as reading every step."""
+    runs = []
+    for sync_every in (1, 4):
+        t = _trainer(tmp_path / str(sync_every), data, steps=4, checkpoint_every=8)
+        t.sync_every = sync_every
+        t.run()
+        runs.append((t, _metrics(tmp_path / str(sync_every))))
+    (a, ma), (b, mb) = runs
+    assert [r["loss"] for r in ma] == [r["loss"] for r in mb]
+    for pa, pb in zip(a.raw.parameters(), b.raw.parameters()):
+        assert torch.equal(pa, pb)
+
+
+def test_nonfinite_step_is_skipped_on_the_device(tmp_path, data):
+    t = _trainer(tmp_path, data, steps=4, checkpoint_every=8, max_bad_steps=5)
+    t.sync_every = 4
+    before = None
+
+    class Poison:
+        def on_step_start(self, step, model):
+            nonlocal before
+            if step == 3:
+                before = [p.detach().clone() for p in model.parameters()]
+                with torch.no_grad():
+                    model.layers[0].attn.q_proj.weight[0, 0] = float("inf")
+
+    t.callbacks = Poison()
+    t.run()
+    rows = _metrics(tmp_path)
+    assert [r["skipped"] for r in rows] == [False, False, True, True]
+    assert rows[2]["nonfinite"] in ("loss", "grad_norm") and rows[2]["loss"] is None
+
+
+def test_heldout_loss_every_eval_every_steps(tmp_path, data):
+    t = Trainer(tmp_path / "run", _cfg(steps=6, eval_every=3, eval_windows=4),
+                config_from_preset("tiny", VOCAB), data, fingerprint=FP, quiet=True,
+                heldout=data)
+    t.run()
+    held = [r for r in _metrics(tmp_path) if r.get("event") == "heldout"]
+    assert [r["step"] for r in held] == [3, 6] and all(r["tokens"] == 4 * 32 for r in held)
+    # Second method: the same four windows scored through the logits.
+    from trainer.model import lm_loss
+
+    w = torch.from_numpy(np.stack([data.tokens[0][o: o + 33] for o in range(0, 128, 32)])
+                         .astype(np.int64))
+    with torch.no_grad():
+        want = float(lm_loss(t.raw(w[:, :-1]), w[:, 1:]))
+    assert held[-1]["loss"] == pytest.approx(want, rel=1e-5)
