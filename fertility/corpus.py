@@ -44,9 +44,24 @@ Bad input
     CorpusError with its byte offset (0-based, in the decompressed content). A file holding a
     NUL byte is binary: checked in its first 8 KB before any document is given out, and on
     every later line; it is skipped (or, for a NUL met later, the rest of it is) with a
-    warning and listed in `binary_files`. A missing path, an unreadable or corrupt file, a
-    corrupt compressed stream, a missing parquet column, or a corpus with no documents
-    raises CorpusError with one line naming the file.
+    warning and listed in `binary_files` (with `why`). So is a file whose first 8 KB (when it
+    has at least 512 bytes) hold more than `max_invalid_utf8` (default 0.25) U+FFFD
+    replacements per byte: random bytes give about 0.47, Latin-1 French or German 0.01-0.03;
+    1 turns the check off. A UTF-16 or UTF-32 byte order mark raises CorpusError (convert
+    the file to UTF-8). A missing path, an unreadable or corrupt file, a corrupt compressed
+    stream (in every format a second stream must be whole and nothing may follow the last),
+    a missing parquet column, JSON nested too deeply or holding a number of over 4300
+    digits, or a corpus with no documents raises CorpusError with one line naming the file.
+    A file name that is not UTF-8 is read; it is shown with its bad bytes as `\\xNN`.
+
+Limits
+    A document longer than `max_doc_chars` (default 1,000,000) raises CorpusError naming its
+    line: measuring costs about 115 bytes per character, so this bounds memory. A `.txt` line
+    over 4x that many bytes (a `.jsonl` line over 12x) is refused while it is read, before
+    it is held whole. Each file is read up to its size when the Corpus was made (`sizes`
+    fixes those sizes, so a worker process reads the same bytes as its parent): what a
+    writer appends meanwhile is left out, with a warning; a file that shrank is an error.
+    Uncompressed parquet is read through its footer and is not cut.
 
 Sampling
     `sample=f` keeps a document when a hash of (seed, path relative to its argument, line)

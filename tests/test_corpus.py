@@ -531,3 +531,59 @@ def test_jsonl_across_read_blocks(monkeypatch):
     assert (stats.invalid_utf8, stats.first_bad_offset) == (1, 58)
     with pytest.raises(CorpusError, match=r"f\.jsonl: invalid UTF-8 at byte 58$"):
         list(fmt.read_jsonl(io.BytesIO(raw), "f.jsonl", "text", None, True, fmt.FileStats()))
+
+
+# -- files that change while read, lines that never end --------------------------------------
+
+
+@pytest.mark.parametrize("name, pack", [("en.txt", bytes), ("en.txt.gz", gzip.compress)])
+def test_a_file_is_read_to_its_size_when_the_corpus_was_made(tmp_path, name, pack):
+    path = write(tmp_path / name, pack(b"one\ntwo\n"))
+    size = path.stat().st_size
+    warnings: list[str] = []
+    corpus = Corpus([str(path)], on_warning=warnings.append)
+    with open(path, "ab") as f:  # a writer appends after the corpus was opened
+        f.write(pack(b"three\n"))
+    assert texts(corpus.documents()) == ["one", "two"]
+    assert warnings == [f"{path}: grew while it was read; read its first {size} bytes (its "
+                        "size when the corpus was opened)"]
+    # a second reader (a worker process) handed the first one's sizes reads the same bytes
+    with open(path, "ab") as f:
+        f.write(pack(b"four\n"))
+    worker = Corpus([str(path)], sizes=corpus.sizes(), on_warning=lambda m: None)
+    assert texts(worker.documents()) == ["one", "two"]
+
+
+def test_a_file_that_shrinks_while_read_is_an_error(tmp_path):
+    path = write(tmp_path / "en.txt", b"one\ntwo\nthree\n")
+    corpus = Corpus([str(path)], on_warning=lambda m: None)
+    write(path, b"one\n")
+    with pytest.raises(CorpusError, match="shrank while it was read"):
+        list(corpus.documents())
+
+
+class Endless(io.RawIOBase):
+    """A stream of 'x' that never ends and never holds a newline."""
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        buffer[:] = b"x" * len(buffer)
+        return len(buffer)
+
+
+@pytest.mark.parametrize("reader", ["txt", "jsonl"])
+def test_a_line_that_never_ends_is_refused_in_bounded_memory(reader):
+    stream = io.BufferedReader(Endless())
+    limits = fmt.Limits(max_doc_chars=100_000)
+    tracemalloc.start()
+    with pytest.raises(CorpusError, match="longer than --max-doc-chars"):
+        if reader == "txt":
+            list(fmt.read_txt(stream, "f.txt", False, fmt.FileStats(), limits))
+        else:
+            list(fmt.read_jsonl(stream, "f.jsonl", "text", None, False, fmt.FileStats(), limits))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # what is held: at most the bytes of the limit (4x or 12x the characters) plus a block
+    assert peak < 3 * (12 * 100_000 + fmt.READ_BLOCK)
