@@ -25,8 +25,9 @@ SEPARATOR_TOKEN) is bos_token and eos_token, and the tokenizer adds nothing: `to
 gives the bare ids. Evaluators put the separator in front themselves: lm-evaluation-harness
 takes bos_token_id as its prefix token, so its rolling log-likelihood of a document is exactly
 `fertility eval`'s (docs/EVAL.md); a tokenizer that prepended it too would have lm-eval
-score the separator as a token of every document. max_position_embeddings is the run's training context, which
-lm-evaluation-harness and generation tools read as the model's context length.
+score the separator as a token of every document. max_position_embeddings is the run's
+training context, which lm-evaluation-harness and generation tools read as the model's
+context length.
 """
 
 from __future__ import annotations
