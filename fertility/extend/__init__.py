@@ -205,6 +205,12 @@ def _byte_level(bpe, regex: str, base, train: list[str], add: int, scripts: list
     write_text_atomic(out / "tokenizer.json", json.dumps(obj, ensure_ascii=False) + "\n",
                       ExtendError)
     (out / "tokenizer.model").unlink(missing_ok=True)  # an earlier run's: not this tokenizer
+    if bpe.source == "tekken":
+        from fertility.extend.bpe import tekken_json
+
+        paths["tekken"] = str(out / "tekken.json")
+        write_text_atomic(out / "tekken.json", json.dumps(tekken_json(
+            base.path, bpe, learned.new), ensure_ascii=False) + "\n", ExtendError)
     if bpe.source == "tiktoken":
         paths["tiktoken"] = str(out / "tokenizer.tiktoken")
         paths["pattern"] = str(out / "tokenizer.pattern.txt")

@@ -71,7 +71,7 @@ class ByteBPE:
 def from_tokenizer(tok) -> ByteBPE:
     """The base as a ByteBPE; ExtendError naming what is not supported otherwise."""
     cfg = tok.config() or {}
-    if tok.kind == "tiktoken":
+    if tok.kind in ("tiktoken", "tekken"):  # Tekken: tiktoken ranks after its specials
         return _from_ranks(tok, cfg)
     if tok.kind == "hf" and cfg.get("model") in ("bpe", "BPE") and cfg.get("byte_level"):
         return _from_hf(tok)
@@ -88,7 +88,7 @@ def _from_ranks(tok, cfg: dict) -> ByteBPE:
     if not specials:
         specials = dict(KNOWN_SPECIALS.get((cfg.get("pattern"), len(ranks)), {}))
     return ByteBPE(dict((i, b) for b, i in ranks.items()), merges_from_ranks(ranks), specials,
-                   cfg["pattern_regex"], "tiktoken")
+                   cfg["pattern_regex"], tok.kind)
 
 
 def merges_from_ranks(ranks: dict[bytes, int], tokens: Iterable[bytes] | None = None
@@ -240,6 +240,32 @@ def _patched_pre(pre: dict | None, regex: str) -> dict | None:
         return {**pre, "pretokenizers": [_patched_pre(p, regex)
                                           for p in pre.get("pretokenizers") or []]}
     return pre
+
+
+def tekken_json(path, bpe: ByteBPE, new: dict[int, bytes]) -> dict:
+    """The base's Tekken file with the new tokens as vocab entries after the ones in use.
+
+    mistral-common reads the first ``default_vocab_size - default_num_special_tokens``
+    entries as ranks (id = rank + specials); the entries past them, unused, are dropped so the
+    new ranks follow the used ones, and ``default_vocab_size`` grows by the new tokens."""
+    obj = json.loads(path.read_text(encoding="utf-8"))
+    cfg = obj["config"]
+    k = int(cfg["default_num_special_tokens"])
+    used = int(cfg["default_vocab_size"]) - k
+    vocab = obj["vocab"][:used]
+    for i, b in sorted(new.items()):
+        vocab.append({"rank": i - k, "token_bytes": base64.b64encode(b).decode(),
+                      "token_str": b.decode("utf-8") if _whole(b) else None})
+    obj["vocab"] = vocab
+    cfg["default_vocab_size"] = used + k + len(new)
+    cfg["num_vocab_tokens"] = len(vocab)
+    return obj
+
+
+def _whole(b: bytes) -> bool:
+    from fertility.tokenizers import whole_chars
+
+    return whole_chars(b)
 
 
 def rank_file(bpe: ByteBPE, new: dict[int, bytes]) -> str:

@@ -192,3 +192,24 @@ def test_sentencepiece_keeps_every_piece_and_every_plain_document(extended_sp):
     assert ext_cpt >= 0.9 * scratch_cpt, (ext_cpt, scratch_cpt)
     assert ext_cpt > chars / sum(map(len, base.encode(held)))
     print(f"sentencepiece bn chars/token: extended {ext_cpt:.3f} scratch {scratch_cpt:.3f}")
+
+
+def test_tekken_keeps_mistral_commons_ids_and_writes_its_own_format(rw, tmp_path):
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+    base_path = rw / "tokenizers" / "tekken" / "tekken_240911.json"
+    corpus = _corpus(rw, tmp_path / "corpus")
+    result = extend(str(base_path), [str(corpus)], tmp_path / "out", ADD, langs=[TARGET])
+    base = Tekkenizer.from_file(str(base_path))
+    ext = Tekkenizer.from_file(str(tmp_path / "out" / "tekken.json"))
+    assert ext.n_words == base.n_words + result.tokenizer["added"]
+    assert result.tokenizer["first_new_id"] == base.n_words
+    texts = [t for f in sorted(corpus.glob("*.txt")) if f.stem != TARGET
+             for t in f.read_text(encoding="utf-8").splitlines() if t and not MARKED.search(t)]
+    for t in texts:
+        assert ext.encode(t, bos=False, eos=False) == base.encode(t, bos=False, eos=False)
+    held = _heldout(tmp_path / "out", TARGET)
+    _, hf = _json_encoder(tmp_path / "out" / "tokenizer.json")
+    got = [ext.encode(t, bos=False, eos=False) for t in held]
+    assert got == hf(held)  # the tokenizer.json written beside it agrees
+    assert sum(map(len, got)) < sum(len(base.encode(t, bos=False, eos=False)) for t in held)
