@@ -31,9 +31,9 @@ FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".parquet": "parquet"}
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".xz": "xz", ".bz2": "bzip2"}
 BINARY_PROBE = 8192  # a NUL byte in this many leading (decompressed) bytes: a binary file
 PARQUET_BATCH = 1024  # rows per pyarrow batch: memory stays flat on any file size
-# Measuring a document costs about 115x its size in memory (the tokenizer's offsets, the
-# per-character arrays), so one longer than this is refused: a 1M-character line peaks near
-# 120 MB, a 10M-character one near 1.2 GB. --max-doc-chars raises it.
+# Measuring a document costs about 75-115 bytes per character (the tokenizer's offsets, the
+# per-character arrays; a 50M-character line: 3.7 GB), so one longer than this is refused:
+# a 1M-character one stays near 120 MB. --max-doc-chars raises it.
 MAX_DOC_CHARS = 1_000_000
 # A file whose first BINARY_PROBE bytes are more than this share invalid UTF-8 is not text
 # (random bytes: about 47%; Latin-1 French or German: 1-3%); --max-invalid-utf8 raises it.

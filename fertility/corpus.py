@@ -56,7 +56,7 @@ Bad input
 
 Limits
     A document longer than `max_doc_chars` (default 1,000,000) raises CorpusError naming its
-    line: measuring costs about 115 bytes per character, so this bounds memory. A `.txt` line
+    line: measuring costs about 75-115 bytes per character, so this bounds memory. A `.txt` line
     over 4x that many bytes (a `.jsonl` line over 12x) is refused while it is read, before
     it is held whole. Each file is read up to its size when the Corpus was made (`sizes`
     fixes those sizes, so a worker process reads the same bytes as its parent): what a
