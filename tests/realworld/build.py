@@ -127,7 +127,15 @@ def debian(name: str, version: str, downloads: Path) -> Path:
         proc = _run(["apt-get", "download", "-q", f"{name}={version}"], folder)
     found = [p for p in folder.glob(f"{name}_*.deb") if _deb_version(p) == version]
     if proc.returncode or not found:
-        raise FetchError(f"Debian package {name}={version}: {_last_line(proc)}")
+        # Debian drops superseded versions (Firefox ESR every few weeks): take the version the
+        # archive serves now and record it, rather than leave a new machine with no fixtures.
+        pinned = _last_line(proc)
+        proc = _run(["apt-get", "download", "-q", name], folder)
+        found = sorted(folder.glob(f"{name}_*.deb"), key=lambda p: p.stat().st_mtime)[-1:]
+        if proc.returncode or not found:
+            raise FetchError(f"Debian package {name}={version}: {pinned}")
+        print(f"note: {name}={version} is no longer served; using {_deb_version(found[0])}",
+              file=sys.stderr)
     return found[0]
 
 
@@ -324,19 +332,21 @@ def build(out: Path, downloads: Path) -> None:
 
     for lang, (ff, _) in LANGS.items():
         name = f"firefox-esr-l10n-{ff}"
-        tree = unpack_deb(debian(name, FIREFOX, downloads), work / name)
+        deb = debian(name, FIREFOX, downloads)
+        tree = unpack_deb(deb, work / name)
         xpi = next(tree.glob("usr/lib/firefox-esr/browser/extensions/*.xpi"))
         texts[lang] += [(name, t) for t in langpack_texts(xpi)]
         lic, lic_file = deb_licence(tree, name)
-        sources.append({"package": name, "registry": "debian", "version": FIREFOX,
+        sources.append({"package": name, "registry": "debian", "version": _deb_version(deb),
                         "licence": lic, "licence_file": lic_file,
                         "files": [str(xpi.relative_to(tree))], "used_for": [f"text/{lang}.txt"]})
 
     trees = {}
     for name, version in DEBIAN.items():
-        trees[name] = unpack_deb(debian(name, version, downloads), work / name)
+        deb = debian(name, version, downloads)
+        trees[name] = unpack_deb(deb, work / name)
         lic, lic_file = deb_licence(trees[name], name)
-        sources.append({"package": name, "registry": "debian", "version": version,
+        sources.append({"package": name, "registry": "debian", "version": _deb_version(deb),
                         "licence": lic, "licence_file": lic_file, "files": [], "used_for": []})
     by_name = {s["package"]: s for s in sources}
 
