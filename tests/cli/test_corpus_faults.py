@@ -200,3 +200,29 @@ def test_lines_ended_by_a_lone_cr_are_not_one_long_line(run, tmp_path):
     path.write_bytes(b"".join(b"old mac line %d\r" % i for i in range(2000)))
     code, rep, _ = report(run, path, "--max-doc-chars", 100)
     assert code == 0 and rep["corpus"]["documents"] == 2000
+
+
+def test_a_file_that_grows_gives_every_worker_the_same_bytes(run, tmp_path, monkeypatch):
+    # The file grows right after the parent fixed the sizes, before the two workers open
+    # it: the corpus object and the rows the workers measured must both count the first part.
+    from fertility.corpus import Corpus
+
+    path = tmp_path / "en.txt"
+    path.write_bytes(GOOD)
+    sizes = Corpus.sizes
+
+    def sizes_then_grow(self):
+        fixed = sizes(self)
+        with open(path, "ab") as f:
+            f.write(GOOD * 50)
+        return fixed
+
+    monkeypatch.setattr(Corpus, "sizes", sizes_then_grow)
+    code, out, err = run("report", path, "-q", "--workers", "2", "--format", "json")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["corpus"]["documents"] == len(LINES)
+    for tok in rep["tokenizers"]:
+        (en,) = [r for r in tok["rows"] if r["group"] == "language" and r["key"] == "en"]
+        assert en["documents"] == len(LINES)
+    assert f"warning: {path}: grew while it was read" in err
