@@ -545,8 +545,8 @@ def test_a_file_is_read_to_its_size_when_the_corpus_was_made(tmp_path, name, pac
     with open(path, "ab") as f:  # a writer appends after the corpus was opened
         f.write(pack(b"three\n"))
     assert texts(corpus.documents()) == ["one", "two"]
-    assert warnings == [f"{path}: grew while it was read; read its first {size} bytes (its "
-                        "size when the corpus was opened)"]
+    assert warnings == [(f"{path}: grew while it was read; read its first {size} bytes (its "
+                         "size when the corpus was opened)")]
     # a second reader (a worker process) handed the first one's sizes reads the same bytes
     with open(path, "ab") as f:
         f.write(pack(b"four\n"))
