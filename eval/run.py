@@ -119,8 +119,11 @@ def open_run(run_dir: str | Path, *, step: int | None = None, device: str = "cpu
     data = meta.get("data")
     if isinstance(data, dict) and "separator" in data:  # what the shards were built with
         sep = data["separator"]
-    else:  # a run folder assembled by hand: the rule the trainer would have applied
-        sep = choose_separator(dict(tok.special_tokens), train.get("separator", "auto"))
+    else:  # a run folder assembled by hand: the rule the trainer would have applied (an
+        # id reserved past the vocabulary only if the model has a row for it)
+        reserve = tok.vocab_size if model.cfg.vocab_size > tok.vocab_size else None
+        sep = choose_separator(dict(tok.special_tokens), train.get("separator", "auto"),
+                               reserve)
     seq_len = int(train.get("seq_len") or model.cfg.max_seq_len)
     ctx = min(context or seq_len, model.cfg.max_seq_len)
     return Run(run_dir, meta, model, manifest, tok, tok_path, sep, ctx)
