@@ -142,10 +142,12 @@ def cli() -> None:
               help="Reference language of the parity premium (default: the policy's, en).")
 @click.option("--policy", default=None, help="Gate policy TOML (thresholds of the findings).")
 @click.option("--no-diagnose", is_flag=True, help="Measurements only, no findings.")
+@click.option("-v", "--verbose", is_flag=True, help="Table: every column, and every finding "
+              "with its evidence, cause and fix (default: one line per rule and tokenizer).")
 @workers_option
 @corpus_options
 def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, policy,
-           no_diagnose, workers, **kw) -> None:
+           no_diagnose, verbose, workers, **kw) -> None:
     """Measure PATHS (files or folders) with one or more tokenizers."""
     from fertility.config import configured_tokenizers
     from fertility.measure import analyze
@@ -160,8 +162,9 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
                   detail_docs=parse_detail(detail), seed=kw["seed"], progress=progress,
                   workers=workers)
     progress.close()
+    pol = _policy(policy, reference)
     if not no_diagnose:
-        rep.findings = _diagnose(rep, policy, reference)
+        rep.findings = _diagnose(rep, pol)
     if fmt == "json":
         write_output(rep.to_json() + "\n", output)
     elif fmt == "csv":
@@ -175,7 +178,7 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
     else:
         from fertility.report import render_table
 
-        text = render_table(rep)
+        text = render_table(rep, policy=pol, verbose=verbose, verdicts=not no_diagnose)
         if not specs:
             text += ("\nno tokenizer named: this profiles the corpus and the ceilings of the "
                      "standard pre-tokenizers.\nname one with -t [LABEL=]SPEC, or list them "
@@ -237,12 +240,19 @@ def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html
     sys.exit(result.exit_code)
 
 
-def _diagnose(rep, policy_path, reference):
-    from fertility.diagnose import diagnose
+def _policy(policy_path, reference):
+    import dataclasses
+
     from fertility.policy import load_policy
 
     policy = load_policy(policy_path)
-    return diagnose(rep, policy.thresholds, reference=reference or policy.reference)
+    return dataclasses.replace(policy, reference=reference) if reference else policy
+
+
+def _diagnose(rep, policy):
+    from fertility.diagnose import diagnose
+
+    return diagnose(rep, policy.thresholds, reference=policy.reference)
 
 
 class Terminated(BaseException):

@@ -1,29 +1,45 @@
-"""Renderers of a measured Report: a terminal table and CSV here, JSON on the Report itself,
-HTML in fertility.report.html. They only format what the frame holds; nothing recounts."""
+"""Renderers of a measured Report: the terminal report and CSV here, JSON on the Report itself,
+HTML in fertility.report.html. They only format what the frame holds; nothing recounts.
+
+The terminal report reads top to bottom: the verdict of each tokenizer (fertility.report.summary),
+one table with the tokenizers side by side, the findings one line per (rule, tokenizer).
+The table fits the terminal's width: it drops its less useful columns first and, when even the
+few it keeps are too wide, wraps tokenizers onto further tables. A number is never cut.
+"""
 
 from __future__ import annotations
 
 import io
 import math
+import shutil
 
 import pandas as pd
 
-_TABLE_COLUMNS = [
-    # (header, column, format)
-    ("docs", "documents", "{:d}"),
+from fertility.report import summary as S
+
+# (header, column, format), most useful first: the default table keeps as many as fit.
+_COLUMNS = [
     ("chars/tok", "chars_per_token", "{:.2f}"),
     ("95% CI", None, None),
-    ("graph/tok", "graphemes_per_token", "{:.2f}"),
-    ("bytes/tok", "bytes_per_token", "{:.2f}"),
-    ("tok/word", "tokens_per_word", "{:.2f}"),
-    ("split words", "continued_word_rate", "{:.1%}"),
-    ("byte-fb", "byte_fallback_rate", "{:.2%}"),
-    ("unk", "unk_rate", "{:.2%}"),
     ("tok share", "token_share", "{:.1%}"),
-    ("byte share", "byte_share", "{:.1%}"),
+    ("byte-fb", "byte_fallback_rate", "{:.2%}"),
     ("ceiling", "chars_per_pretoken", "{:.2f}"),
     ("rt fail", "roundtrip_failure_rate", "{:.1%}"),
+    ("tok/word", "tokens_per_word", "{:.2f}"),
+    ("split words", "continued_word_rate", "{:.1%}"),
+    ("graph/tok", "graphemes_per_token", "{:.2f}"),
+    ("bytes/tok", "bytes_per_token", "{:.2f}"),
+    ("unk", "unk_rate", "{:.2%}"),
 ]
+_MIN_COLUMNS = 2  # chars/token and its interval: what the table is for
+# the same for every tokenizer (they all read the same documents): shown once, left
+_SHARED = [("docs", "documents", "{:d}"), ("char share", "char_share", "{:.1%}")]
+_GAP = "  "
+
+
+def terminal_width() -> int:
+    """COLUMNS, else the terminal's width, else 120 (output to a file or a pipe)."""
+    return shutil.get_terminal_size((120, 40)).columns
 
 
 def _fmt(value, spec: str) -> str:
@@ -32,17 +48,45 @@ def _fmt(value, spec: str) -> str:
     return spec.format(int(value) if spec == "{:d}" else value)
 
 
-def _grid(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(  # noqa: E731
-        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+def _cell(r: dict | None, col: str | None, spec: str | None) -> str:
+    if r is None:
+        return "-"
+    if col is None:  # the interval
+        lo, hi = r.get("chars_per_token_lo"), r.get("chars_per_token_hi")
+        if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+            return "-"
+        return f"{lo:.2f}-{hi:.2f}"
+    return _fmt(r.get(col), spec)
+
+
+def _grid(headers: list[str], rows: list[list[str]], spans: list[tuple[str, int]] | None = None
+          ) -> list[str]:
+    """Left-aligned first column, right-aligned numbers. `spans`: a title over each run of
+    columns (the tokenizer's label over its own columns), widened to hold the title."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    out = []
+    if spans:
+        pos, titles = 0, []
+        for title, n in spans:
+            inner = sum(widths[pos:pos + n]) + len(_GAP) * (n - 1)
+            if len(title) > inner:  # widen the run's last column so the label fits whole
+                widths[pos + n - 1] += len(title) - inner
+                inner = len(title)
+            titles.append(title.center(inner) if n > 1 else title.rjust(inner))
+            pos += n
+        out.append(_GAP.join(titles).rstrip())
+
+    def line(cells):
+        return _GAP.join(c.ljust(w) if i == 0 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    out += [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
+    return out
 
 
 def corpus_lines(corpus: dict) -> list[str]:
-    out = [f"corpus: {corpus['documents']} documents, {corpus['chars']:,} chars, "
-           f"{corpus['bytes']:,} bytes from {len(corpus['files'])} files"]
+    out = [(f"corpus: {corpus['documents']} documents, {corpus['chars']:,} chars, "
+            f"{corpus['bytes']:,} bytes from {len(corpus['files'])} files")]
     if corpus.get("sample") is not None or corpus.get("max_docs") is not None:
         out.append(f"  subset: sample={corpus.get('sample')} max_docs={corpus.get('max_docs')} "
                    f"seed={corpus.get('seed')}: read {corpus['documents']} of "
@@ -59,31 +103,177 @@ def corpus_lines(corpus: dict) -> list[str]:
     return out
 
 
-def render_table(report) -> str:
-    parts = corpus_lines(report.corpus)
+# ---------------------------------------------------------------- the side-by-side table
+
+def _rows(frame: pd.DataFrame, labels: list[str], min_share: float):
+    """Row keys in order (all, languages, scripts) and the scripts folded into "other
+    scripts": those under `min_share` of the characters (the gate skips them too)."""
+    first = frame[frame["tokenizer"] == labels[0]]
+    langs = sorted(first.loc[first["group"] == "language", "key"].astype(str))
+    scripts = first[first["group"] == "script"]
+    total = float(scripts["chars"].sum()) or 1.0
+    small = sorted(str(k) for k, c in zip(scripts["key"], scripts["chars"])
+                   if c / total < min_share)
+    big = sorted(str(k) for k in scripts["key"] if str(k) not in small)
+    keys = [("all", str(k)) for k in first.loc[first["group"] == "all", "key"]]
+    return keys + [("language", k) for k in langs] + [("script", k) for k in big], small
+
+
+def _folded(frame: pd.DataFrame, label: str, small: list[str]) -> dict:
+    """The "other scripts" row of one tokenizer: counts summed, then divided (as the frame's
+    own ratios are); no interval (it is no single script's)."""
+    sub = frame[(frame["tokenizer"] == label) & (frame["group"] == "script")
+                & frame["key"].astype(str).isin(small)]
+    allrow = frame[(frame["tokenizer"] == label) & (frame["group"] == "all")]
+    c = sub[["documents", "chars", "tokens", "bytes", "byte_fallback_tokens", "unk_tokens"]].sum()
+    tot = allrow.iloc[0] if len(allrow) else None
+    per = (lambda n, d: n / d if d else float("nan"))
+    return {"documents": int(c["documents"]), "chars_per_token": per(c["chars"], c["tokens"]),
+            "bytes_per_token": per(c["bytes"], c["tokens"]),
+            "byte_fallback_rate": per(c["byte_fallback_tokens"], c["tokens"]),
+            "unk_rate": per(c["unk_tokens"], c["tokens"]),
+            "token_share": per(c["tokens"], tot["tokens"]) if tot is not None else None,
+            "char_share": per(c["chars"], tot["chars"]) if tot is not None else None}
+
+
+def _chunks(labels: list[str], ncols: int, fixed: int, widths: dict, width: int):
+    """Split the (tokenizer, column) cells into tables that each fit `width` after the
+    `fixed` columns. A tokenizer's columns stay together unless they alone are too wide;
+    a table holds at least one cell, so nothing is ever cut."""
+    chunks, cur, used = [], [], fixed
+    for lab in labels:
+        cols = [(lab, j) for j in range(ncols)]
+        block = max(sum(widths[j] + len(_GAP) for j in range(ncols)), len(lab) + len(_GAP))
+        if used + block <= width or not cur and block > width - fixed:
+            if block <= width - fixed:
+                cur, used = cur + cols, used + block
+                continue
+            for cell in cols:  # one tokenizer wider than the terminal: its columns wrap
+                w = widths[cell[1]] + len(_GAP)
+                if cur and used + w > width:
+                    chunks.append(cur)
+                    cur, used = [], fixed
+                cur.append(cell)
+                used += w
+            continue
+        chunks.append(cur)
+        cur, used = cols, fixed + block
+    return chunks + [cur] * bool(cur)
+
+
+def table_lines(report, *, min_share: float = 0.0, width: int | None = None,
+                verbose: bool = False) -> list[str]:
+    """The tokenizers side by side, one row per language and script. Default: the most
+    useful columns that fit `width` for every tokenizer at once (at least chars/token and its
+    interval); verbose: every column. What does not fit wraps onto another table."""
+    width = width or terminal_width()
     frame = report.frame
-    for t in report.tokenizers:
-        sub = frame[frame["tokenizer"] == t["label"]]
-        title = (f"\n{t['label']}  ({t['kind']}, vocab {t['vocab_size']})"
-                 if t["kind"] != "pretokenizer"
-                 else f"\n{t['label']}  (pre-tokenizer ceiling: each pre-token counted as a token)")
-        rows = []
-        for r in sub.to_dict(orient="records"):
-            cells = [f"{r['group']}:{r['key']}" if r["group"] != "all" else "all"]
-            for header, col, spec in _TABLE_COLUMNS:
-                if header == "95% CI":
-                    lo, hi = r["chars_per_token_lo"], r["chars_per_token_hi"]
-                    cells.append("-" if math.isnan(lo) else f"{lo:.2f}-{hi:.2f}")
-                else:
-                    cells.append(_fmt(r[col], spec))
-            rows.append(cells)
-        parts += [title, _grid(["group"] + [h for h, _, _ in _TABLE_COLUMNS], rows)]
-    if report.findings:
-        parts.append("\nfindings:")
-        for f in report.findings:
-            parts.append(f"  [{f.severity}] {f.rule} {f.tokenizer} {f.group}:{f.key}: {f.cause}")
-            parts.append(f"      fix: {f.fix}")
+    labels = [t["label"] for t in report.tokenizers]
+    if not labels or frame.empty:
+        return []
+    keys, small = _rows(frame, labels, min_share)
+    by = {(str(r["tokenizer"]), r["group"], str(r["key"])): r
+          for r in frame.to_dict(orient="records")}
+    folded = {lab: _folded(frame, lab, small) for lab in labels} if small else {}
+    names = [("all" if g == "all" else f"{g}:{k}") for g, k in keys]
+    if small:
+        names.append(f"other scripts ({len(small)})")
+
+    def rec(lab, g, k):
+        return by.get((lab, g, k))
+
+    def records(lab):
+        return [rec(lab, g, k) for g, k in keys] + ([folded[lab]] if small else [])
+
+    shared = [[_cell(r, col, spec) for _, col, spec in _SHARED] for r in records(labels[0])]
+    cells = {lab: [[_cell(r, col, spec) for _, col, spec in _COLUMNS] for r in records(lab)]
+             for lab in labels}
+    widths = {j: max([len(_COLUMNS[j][0])] + [len(c[j]) for lab in labels for c in cells[lab]])
+              for j in range(len(_COLUMNS))}
+    fixed = max(len(n) for n in names + ["group"]) + sum(
+        len(_GAP) + max(len(h), *(len(s[i]) for s in shared)) for i, (h, _, _) in
+        enumerate(_SHARED))
+    ncols = len(_COLUMNS)
+    if not verbose:  # drop low-value columns until every tokenizer fits in one table
+        while ncols > _MIN_COLUMNS and len(_chunks(labels, ncols, fixed, widths, width)) > 1:
+            ncols -= 1
+    out = []
+    for chunk in _chunks(labels, ncols, fixed, widths, width):
+        spans: list[list] = [["", 1 + len(_SHARED)]]
+        for lab, _ in chunk:
+            if spans[-1][0] == lab and len(spans) > 1:
+                spans[-1][1] += 1
+            else:
+                spans.append([lab, 1])
+        headers = ["group"] + [h for h, _, _ in _SHARED] + [_COLUMNS[j][0] for _, j in chunk]
+        rows = [[names[i]] + shared[i] + [cells[lab][i][j] for lab, j in chunk]
+                for i in range(len(names))]
+        out += ([""] if out else []) + _grid(headers, rows, [tuple(s) for s in spans])
+    if small:
+        out.append(f"other scripts: {' '.join(small)} (each under {min_share:.0%} of the "
+                   "characters; every row is in --format json/csv)")
+    return out
+
+
+# ---------------------------------------------------------------- the whole report
+
+def render_table(report, *, policy=None, width: int | None = None, verbose: bool = False,
+                 verdicts: bool = True) -> str:
+    """The terminal report. `policy` (a fertility.policy.Policy) gives the verdicts and the
+    folding threshold; without one, the built-in policy. verdicts=False (--no-diagnose: no
+    findings to weigh) leaves the summary out."""
+    from fertility.policy import default_policy
+
+    policy = policy or default_policy()
+    width = width or terminal_width()
+    parts = corpus_lines(report.corpus)
+    real = [t["label"] for t in report.tokenizers if t["kind"] != "pretokenizer"]
+    families = [t["label"] for t in report.tokenizers if t["kind"] == "pretokenizer"]
+    if real:
+        parts.append("tokenizers: " + "; ".join(
+            f"{t['label']} ({t['kind']}, vocab {t['vocab_size']:,})"
+            for t in report.tokenizers if t["kind"] != "pretokenizer"))
+    if real and verdicts:
+        parts += [""] + summary_lines(report, policy, width)
+    if families:
+        parts.append(f"pre-tokenizer ceilings ({', '.join(families)}): each pre-token "
+                     "counted as a token")
+    parts += [""] + table_lines(report, min_share=policy.min_share, width=width, verbose=verbose)
+    parts += findings_lines(report.findings, [t["label"] for t in report.tokenizers], width,
+                            verbose)
     return "\n".join(parts) + "\n"
+
+
+def summary_lines(report, policy, width: int) -> list[str]:
+    """The gate's verdict per tokenizer, one line each, and which one to prefer."""
+    from fertility.gate import evaluate
+
+    result = evaluate(report, policy, findings=report.findings)
+    vs = S.verdicts(report, result)
+    lines = _grid(S.SUMMARY_HEADERS, [S.verdict_cells(v) for v in vs])
+    if max(len(x) for x in lines) > width:  # the figures stay; the findings counts wrap
+        lines = _grid(S.SUMMARY_HEADERS[:-1], [S.verdict_cells(v)[:-1] for v in vs])
+    pref = S.preference(vs)
+    return lines + ([pref] if pref else [])
+
+
+def findings_lines(findings: list, labels: list[str], width: int, verbose: bool) -> list[str]:
+    if not findings:
+        return []
+    if verbose:
+        out = ["", f"findings ({len(findings)}):"]
+        for f in findings:
+            out.append(f"  [{f.severity}] {f.rule} {f.tokenizer} {f.group}:{f.key}: {f.cause}")
+            ev = "; ".join(f"{k}={v}" for k, v in f.evidence.items() if v not in (None, "", []))
+            out.append(f"      evidence: {ev}")
+            out.append(f"      fix: {f.fix}")
+        return out
+    groups = S.group_findings(findings, labels)
+    n = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
+    out = ["", (f"findings: {n['error']} errors, {n['warning']} warnings, {n['info']} info; "
+                "one line per rule and tokenizer (-v: each with its evidence, cause and fix)")]
+    tw = max(len(g.tokenizer) for g in groups)
+    return out + [S.group_line(g, width, tw) for g in groups]
 
 
 def render_csv(report) -> str:

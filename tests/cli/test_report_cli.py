@@ -29,7 +29,7 @@ def corpus(tmp_path):
 def test_table_json_and_csv(run, corpus, tok_path):
     vocab = Tokenizer.from_file(str(tok_path)).get_vocab_size()
     code, out, _ = run("report", str(corpus), "-t", f"bpe={tok_path}", "-q")
-    assert code == 0 and f"bpe  (hf, vocab {vocab})" in out and "language:bn" in out
+    assert code == 0 and f"bpe (hf, vocab {vocab})" in out and "language:bn" in out
     code, out, _ = run("report", str(corpus), "-t", f"bpe={tok_path}", "--format",
                        "json", "-q")
     data = json.loads(out)

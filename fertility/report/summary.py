@@ -1,0 +1,179 @@
+"""What a reader needs first: one verdict per tokenizer with the figures that decide it, and
+the findings grouped one line per (rule, tokenizer). The terminal report, the gate's text and
+the HTML page all start from these; the full findings stay in -v, JSON and the HTML details.
+
+Verdicts are the gate's (fertility.gate.evaluate with the same policy), never a second rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fertility.diagnose import RULES, SEVERITY_ORDER
+
+# rule -> (evidence key, "max" or "min" is worse, how the worst value reads)
+_WORST = {
+    "mark-split": ("pretoken_mark_initial_rate", "max", "{:.1%} of pre-tokens start at a mark"),
+    "pretokenizer-ceiling": ("chars_per_pretoken", "min", "ceiling {:.2f} chars/pre-token"),
+    "merge-starvation": ("graphemes_per_token", "min", "{:.2f} graphemes/token"),
+    "byte-fallback": ("byte_fallback_rate", "max", "{:.1%} byte pieces"),
+    "unk": ("unk_rate", "max", "{:.2%} UNK"),
+    "normalization": ("changed_docs", "max", "{:d} documents changed"),
+    "roundtrip": ("roundtrip_failures", "max", "{:d} documents changed"),
+    "grapheme-split": ("grapheme_split_rate", "max", "{:.1%} of boundaries inside a grapheme"),
+    "balance-inversion": ("ratio", "max", "{:.1f}x the tokens/char of the rest"),
+    "parity": ("premium", "max", "{:.2f}x the tokens of the reference"),
+}
+
+
+@dataclass
+class Verdict:
+    label: str
+    verdict: str                  # "PASS" | "PASS, LOSSY" | "FAIL" | "UNCERTAIN"
+    failed: int                   # failed checks
+    uncertain: int
+    passed: int
+    worst: Any                    # the chars_per_token script check furthest under its floor
+    below: int                    # scripts whose interval lies under their floor
+    floored: int                  # scripts checked against a floor
+    premium: Any                  # the premium check with the highest premium, or None
+    rt_failures: int
+    rt_checked: int
+    errors: int
+    warnings: int
+
+    @property
+    def rank(self) -> tuple:
+        """Smaller is better: passing first, then fewer failed checks, then the worst
+        script closest to (or furthest above) its floor."""
+        order = {"PASS": 0, "PASS, LOSSY": 1, "UNCERTAIN": 2, "FAIL": 3}[self.verdict]
+        margin = self.worst.value / self.worst.threshold if self.worst else 0.0
+        return (order, self.failed, -margin)
+
+
+def verdicts(report: Any, result: Any) -> list[Verdict]:
+    """One Verdict per gated tokenizer of a GateResult (in the report's order)."""
+    policy = result.policy
+    labels = list(dict.fromkeys(c.tokenizer for c in result.checks))
+    order = [d["label"] for d in report.tokenizers if d["label"] in labels]
+    out = []
+    frame = report.frame
+    for lab in order:
+        checks = [c for c in result.checks if c.tokenizer == lab]
+        n = {v: sum(c.verdict == v for c in checks) for v in ("fail", "uncertain", "pass")}
+        blocking = [f for f in result.blocking if f.tokenizer == lab]
+        cpt = [c for c in checks if c.name == "chars_per_token" and c.group == "script"
+               and c.value is not None and c.threshold]
+        worst = min(cpt, key=lambda c: c.value / c.threshold, default=None)
+        prem = [c for c in checks if c.name == "premium" and c.value is not None]
+        top = max(prem, key=lambda c: c.value, default=None)
+        row = frame[(frame["tokenizer"] == lab) & (frame["group"] == "all")]
+        rt_f = int(row["roundtrip_failures"].sum()) if len(row) else 0
+        rt_n = int(row["roundtrip_checked"].sum()) if len(row) else 0
+        if n["fail"] or blocking:
+            word = "FAIL"
+        elif n["uncertain"] and policy.get("uncertain", "fail") == "fail":
+            word = "UNCERTAIN"
+        else:  # a tokenizer that changes text passes only where the policy allows it
+            word = "PASS, LOSSY" if rt_f else "PASS"
+        mine = [f for f in result.findings if f.tokenizer == lab]
+        out.append(Verdict(lab, word, n["fail"], n["uncertain"], n["pass"], worst,
+                           sum(c.verdict == "fail" for c in cpt), len(cpt), top, rt_f, rt_n,
+                           sum(f.severity == "error" for f in mine),
+                           sum(f.severity == "warning" for f in mine)))
+    return out
+
+
+def verdict_cells(v: Verdict) -> list[str]:
+    """The summary row of one tokenizer, as the cells of `SUMMARY_HEADERS`."""
+    if v.worst is not None:
+        w = v.worst
+        rel = ">=" if w.value >= w.threshold else "<"
+        worst = f"{w.key} {w.value:.2f} {rel} {w.threshold:g}"
+        below = f"{v.below} of {v.floored} scripts"
+    else:
+        worst, below = "-", "-"
+    if v.premium is not None:
+        p = v.premium
+        rel = "<=" if p.value <= p.threshold else ">"
+        prem = f"{p.key} {p.value:.2f}x {rel} {p.threshold:g}"
+    else:
+        prem = "-"
+    rt = f"{v.rt_failures:,} of {v.rt_checked:,}" if v.rt_checked else "-"
+    found = f"{v.failed} failed, {v.errors} errors"
+    return [v.verdict, v.label, worst, below, prem, rt, found]
+
+
+SUMMARY_HEADERS = ["verdict", "tokenizer", "worst script vs floor", "under floor",
+                   "max premium", "round trip fails", "gate"]
+
+
+def preference(vs: list[Verdict]) -> str | None:
+    """One sentence naming the tokenizer to prefer, with the figures behind it."""
+    if len(vs) < 2:
+        return None
+    ranked = sorted(vs, key=lambda v: v.rank)
+    best, nxt = ranked[0], ranked[1]
+    if best.rank == nxt.rank:
+        return "no tokenizer is ahead on the gate's checks"
+    why = []
+    if best.verdict != nxt.verdict:
+        why.append(f"{best.verdict} against {nxt.verdict}")
+    if best.failed != nxt.failed:
+        why.append(f"{best.failed} failed checks against {nxt.failed}")
+    if best.worst is not None and nxt.worst is not None:
+        why.append(f"worst script {best.worst.key} {best.worst.value:.2f} chars/token against "
+                   f"{nxt.worst.key} {nxt.worst.value:.2f}")
+    return f"prefer {best.label}: " + "; ".join(why)
+
+
+# ---------------------------------------------------------------- findings, grouped
+
+@dataclass
+class Group:
+    severity: str
+    rule: str
+    tokenizer: str
+    keys: list[str]
+    worst_key: str | None
+    worst: str | None         # the worst value, as a phrase
+
+
+def group_findings(findings: list, labels: list[str] | None = None) -> list[Group]:
+    """One Group per (severity, rule, tokenizer), errors first, then the tokenizers in
+    report order, then the rules in diagnose's order."""
+    groups: dict[tuple, list] = {}
+    for f in findings:
+        groups.setdefault((f.severity, f.rule, f.tokenizer), []).append(f)
+    tok_order = {lab: i for i, lab in enumerate(labels or [])}
+    out = []
+    for (sev, rule, tok), fs in groups.items():
+        key, way, phrase = _WORST.get(rule, (None, "max", ""))
+        scored = [(f.evidence.get(key), f) for f in fs
+                  if key and isinstance(f.evidence.get(key), (int, float))]
+        worst_key = worst = None
+        if scored:
+            val, f = (max if way == "max" else min)(scored, key=lambda p: p[0])
+            worst_key = f.key
+            worst = phrase.format(int(val) if "{:d}" in phrase else val)
+        out.append(Group(sev, rule, tok, [f.key for f in fs], worst_key, worst))
+    out.sort(key=lambda g: (SEVERITY_ORDER.get(g.severity, 9), tok_order.get(g.tokenizer, 99),
+                            RULES.index(g.rule) if g.rule in RULES else 99))
+    return out
+
+
+def group_line(g: Group, width: int, tok_width: int = 0) -> str:
+    """`severity rule tokenizer  N rows: KEYS (worst KEY: value)`, the key list shortened to
+    the width with "+N more" (a name left out, never a number cut)."""
+    n = len(g.keys)
+    head = f"{g.severity:<7} {g.rule:<20} {g.tokenizer:<{tok_width}}  {n}: "
+    tail = f"  (worst {g.worst_key}: {g.worst})" if g.worst else ""
+    room = width - len(head) - len(tail)
+    shown = []
+    for i, k in enumerate(g.keys):
+        more = f" +{n - i - 1} more" if i < n - 1 else ""
+        if shown and len(" ".join(shown + [k]) + more) > room:
+            return head + " ".join(shown) + f" +{n - i} more" + tail
+        shown.append(k)
+    return head + " ".join(shown) + tail
