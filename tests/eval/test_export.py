@@ -27,19 +27,20 @@ def corpus_lines(langs=("en", "bn", "hi", "ru", "zh")):
             if l.strip()]
 
 
-def train_bpe(path: Path, vocab: int = 400) -> Path:
-    byte_level_bpe(corpus_lines(), vocab, specials=[SEP], path=path)
+def train_bpe(path: Path, vocab: int = 400, specials=(SEP,)) -> Path:
+    byte_level_bpe(corpus_lines(), vocab, specials=list(specials), path=path)
     return path
 
 
-def make_run(root: Path, tok_file: Path, *, tie: bool = True, pattern: str | None = None) -> Path:
+def make_run(root: Path, tok_file: Path, *, tie: bool = True, pattern: str | None = None,
+             extra_ids: int = 0) -> Path:
     """A run folder in the layout `fertility pretrain` writes, with random weights made
     large enough that the logits are far from uniform (a weak comparison otherwise)."""
     run = root / "run"
     (run / "tokenizer").mkdir(parents=True)
     shutil.copyfile(tok_file, run / "tokenizer" / tok_file.name)
     tok = load_tokenizer(str(run / "tokenizer" / tok_file.name), pattern=pattern)
-    cfg = config_from_preset("tiny", tok.vocab_size,
+    cfg = config_from_preset("tiny", tok.vocab_size + extra_ids,
                              {"max_seq_len": 64, "tie_embeddings": tie, "n_kv_heads": 2})
     torch.manual_seed(1)
     model = Transformer(cfg)
@@ -136,6 +137,30 @@ def test_transformers_loads_the_export_and_its_logits_match_ours(tmp_path, tie):
         assert a.std() > 0.5  # far from uniform: the comparison means something
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-4)
     assert hf_model.config.tie_word_embeddings is tie
+
+
+def test_a_separator_reserved_past_the_vocabulary_is_exported_as_a_token(tmp_path):
+    AutoTokenizer, LlamaForCausalLM = _transformers()
+    # no end-of-text token: the model has one id more, the trainer's reserved separator
+    run = make_run(tmp_path, train_bpe(tmp_path / "tokenizer.json", specials=()), extra_ids=1)
+    out = tmp_path / "hf"
+    summary = export_hf(run, out)
+    assert "<|endoftext|> (added: the trainer reserved its id)" in summary["tokenizer"]
+    ours_tok = load_tokenizer(str(run / "tokenizer" / "tokenizer.json"))
+    sep = ours_tok.vocab_size
+    hf_tok = AutoTokenizer.from_pretrained(str(out), local_files_only=True)
+    assert len(hf_tok) == sep + 1 and hf_tok.bos_token_id == hf_tok.eos_token_id == sep
+    assert hf_tok.convert_ids_to_tokens(sep) == "<|endoftext|>"
+    hf_model = LlamaForCausalLM.from_pretrained(str(out), local_files_only=True,
+                                                dtype=torch.float32).eval()
+    from trainer.checkpoint import load_model
+
+    ours, _ = load_model(run)
+    ids = ours_tok.encode_batch([PROBE])[0].ids.tolist()
+    assert hf_tok(PROBE)["input_ids"] == ids
+    x = torch.tensor([([sep] + ids)[:64]])
+    with torch.no_grad():
+        torch.testing.assert_close(hf_model(x).logits, ours(x), rtol=1e-4, atol=1e-4)
 
 
 def _rank_file_from_bpe(bpe_json: Path, out: Path) -> Path:
