@@ -59,8 +59,9 @@ Limits
     line: measuring costs about 75-115 bytes per character, so this bounds memory. A `.txt` line
     over 4x that many bytes (a `.jsonl` line over 12x) is refused while it is read, before
     it is held whole. Each file is read up to its size when the Corpus was made (`sizes`
-    fixes those sizes, so a worker process reads the same bytes as its parent): what a
-    writer appends meanwhile is left out, with a warning; a file that shrank is an error.
+    fixes those sizes, so a worker process reads the same bytes as its parent, and skips a
+    file its parent did not see): what a writer appends meanwhile is left out, with a
+    warning; a file that shrank is an error.
     Uncompressed parquet is read through its footer and is not cut.
 
 Sampling
@@ -158,7 +159,7 @@ class Corpus:
         if not 0 <= max_invalid_utf8 <= 1:
             raise CorpusError(f"max_invalid_utf8={max_invalid_utf8!r}: must be in [0, 1]")
         self.limits = fmt.Limits(max_doc_chars, max_invalid_utf8)
-        self._sizes = sizes or {}  # path -> size fixed by whoever opened the corpus first
+        self._sizes = sizes  # path -> size fixed by whoever opened the corpus first
         if isinstance(paths, (str, os.PathLike)):  # one path, not an iterable of characters
             paths = [paths]
         self.paths = [os.fspath(p) for p in paths]
@@ -236,11 +237,13 @@ class Corpus:
             reason = f"unsupported format ({suffix or 'no extension'})"
         elif real in self._real:
             reason = f"same file as {shown(self._real[real])}"
+        elif self._sizes is not None and path not in self._sizes:
+            reason = "appeared after the corpus was opened"  # so the other readers lack it
         else:
             self._real[real] = path
             lang = fmt.lang_label(stem) or next(filter(None, map(fmt.lang_label, folders)), None)
             try:
-                size = self._sizes[path] if path in self._sizes else os.stat(path).st_size
+                size = os.stat(path).st_size if self._sizes is None else self._sizes[path]
             except OSError as e:
                 raise CorpusError(f"{shown(path)}: cannot read ({e.strerror or e})") from None
             name = shown(path)

@@ -587,3 +587,13 @@ def test_a_line_that_never_ends_is_refused_in_bounded_memory(reader):
     tracemalloc.stop()
     # what is held: at most the bytes of the limit (4x or 12x the characters) plus a block
     assert peak < 3 * (12 * 100_000 + fmt.READ_BLOCK)
+
+
+def test_a_reader_given_sizes_skips_a_file_that_appeared_since(tmp_path):
+    write(tmp_path / "c/a.txt", "one\n")
+    first = Corpus([str(tmp_path / "c")])
+    write(tmp_path / "c/b.txt", "two\n")  # created after the first reader walked the folder
+    docs, summary, _ = read(tmp_path / "c", sizes=first.sizes())
+    assert texts(docs) == ["one"]
+    assert summary["skipped_files"] == [{"path": str(tmp_path / "c/b.txt"),
+                                         "reason": "appeared after the corpus was opened"}]
