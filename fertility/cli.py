@@ -32,7 +32,7 @@ def corpus_options(f):
                      "replacing and counting it."),
         click.option("--max-doc-chars", type=click.IntRange(1), default=1_000_000,
                      show_default=True, help="Refuse a longer document (measuring one costs "
-                     "about 115 bytes of memory per character)."),
+                     "about 75-115 bytes of memory per character)."),
         click.option("--max-invalid-utf8", type=click.FloatRange(0, 1), default=0.25,
                      show_default=True, metavar="SHARE", help="Skip a file as binary when "
                      "more than this share of its first 8 KB is invalid UTF-8 (1: never)."),
