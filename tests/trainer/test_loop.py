@@ -246,3 +246,29 @@ def test_heldout_loss_every_eval_every_steps(tmp_path, data):
     with torch.no_grad():
         want = float(lm_loss(t.raw(w[:, :-1]), w[:, 1:]))
     assert held[-1]["loss"] == pytest.approx(want, rel=1e-5)
+
+
+def test_one_compilation_for_the_arbiter_and_the_run(tmp_path, data, monkeypatch):
+    """The arbiter compares the compiled module on the run's own batch shape, and the
+    held-out loss runs eager: a run compiles exactly the graphs one training call needs."""
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: real(m, backend=counting))
+    torch._dynamo.reset()
+    t = _trainer(tmp_path, data, steps=3, compile=True, eval_every=2)
+    t.heldout = data
+    t.run()
+    in_run = len(graphs)
+    # Second method: a fresh compiled twin called once, forward and backward, on that shape.
+    torch._dynamo.reset()
+    graphs.clear()
+    twin = torch.compile(Trainer(tmp_path / "twin", _cfg(steps=1), config_from_preset(
+        "tiny", VOCAB), data, fingerprint=FP, quiet=True).raw)
+    x, y = t.batches.next()
+    twin(x, y).backward()
+    assert in_run == len(graphs) > 0
