@@ -186,7 +186,7 @@ def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant,
 
     _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per_doc,
                    t_script, tok_doc, gs, ge, index)
-    _take_samples(acc, texts, dominant, starts, ends, per_doc, index)
+    _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index)
     return pds_tokens
 
 
@@ -267,7 +267,7 @@ def _pretoken_counts(counts, tb, doc_lang, n_langs, detail, ps, pe) -> None:
     counts.add("pretoken_cut_words", *_table(w_lang[cut], w_script[cut], n_langs))
 
 
-def _take_samples(acc, texts, dominant, starts, ends, per_doc, index) -> None:
+def _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index) -> None:
     wanted = [s for s in np.unique(dominant).tolist()
               if len(acc.samples.get(s, ())) < acc.samples_per_script]
     if not wanted:  # the usual case after the first batches
@@ -282,6 +282,7 @@ def _take_samples(acc, texts, dominant, starts, ends, per_doc, index) -> None:
         keep = s < cut
         spans = np.stack([s[keep], np.minimum(e[keep], cut)], axis=1).tolist()
         have.append({"text": texts[i][:cut], "truncated": cut < len(texts[i]), "spans": spans,
+                     "ids": ids[bounds[i]:bounds[i + 1]][keep].tolist(),  # the HTML's hover
                      "order": (index, i)})
 
 

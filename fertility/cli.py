@@ -174,7 +174,7 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
     elif fmt == "html":
         from fertility.report.html import render_html
 
-        write_output(render_html(rep, rep.findings), output)
+        write_output(render_html(rep, rep.findings, policy=pol), output)
     else:
         from fertility.report import render_table
 

@@ -4,7 +4,9 @@ headless browser without a JavaScript error."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import struct
 import subprocess
 import zlib
@@ -12,11 +14,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import regex
 
 from fertility.diagnose import Finding, diagnose
 from fertility.gate import evaluate
 from fertility.measure import analyze
 from fertility.policy import default_policy
+from fertility.report import html as html_mod
 from fertility.report.html import render_html, tokens_html
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +84,7 @@ def test_corpus_text_and_labels_are_escaped(evil_report):
     assert not [(t, a) for t, a in p.tags if "src" in a or "href" in a]
     assert {t for t, _ in p.tags} <= {"html", "head", "meta", "title", "style", "script", "body",
                                       "h1", "h2", "h3", "h4", "p", "div", "span", "table",
-                                      "tr", "th", "td", "b", "br"}
+                                      "tr", "th", "td", "b", "br", "details", "summary"}
     # our scripts only: plotly.js, one JSON block per chart, the initialiser
     kinds = [a.get("type", "js") for a, _ in p.scripts]
     assert kinds.count("application/json") == 3 and kinds.count("js") == 2
@@ -106,15 +110,21 @@ def test_report_is_self_contained(evil_report):
 
 
 def test_token_boundaries_are_drawn():
-    # "বাংলা" under the GPT-2 split: ব | াং | ল | া  (by hand)
+    # "বাংলা" under the GPT-2 split: ব | াং | ল | া  (by hand); UTF-8 of U+09AC is e0 a6 ac
     out = tokens_html("বাংলা", [(0, 1), (1, 3), (3, 4), (4, 5)])
-    assert out == ('<span class="t0">ব</span><span class="t1 mi">াং</span>'
-                   '<span class="t0">ল</span><span class="t1 mi">া</span>')
-    # byte pieces: two tokens share the first character, a gap is left as plain text
-    out = tokens_html("ক খ", [(0, 1), (0, 1), (2, 3)])
-    assert out == ('<span class="t0">ক</span><span class="t1 cont"></span> '
-                   '<span class="t0">খ</span>')
-    assert tokens_html("<b>", [(0, 3)]) == '<span class="t0">&lt;b&gt;</span>'
+    assert out == ('<span class="t0" title="bytes e0 a6 ac">ব</span>'
+                   '<span class="t1 mi" title="bytes e0 a6 be e0 a6 82">াং</span>'
+                   '<span class="t0" title="bytes e0 a6 b2">ল</span>'
+                   '<span class="t1 mi" title="bytes e0 a6 be">া</span>')
+    # byte pieces: two tokens share the first character and are drawn as one span with both
+    # ids (half a character cannot be drawn); a gap is left as plain text
+    out = tokens_html("ক খ", [(0, 1), (0, 1), (2, 3)], [5, 6, 7])
+    assert out == ('<span class="t0 bp" title="tokens 5, 6; text bytes e0 a6 95">ক</span> '
+                   '<span class="t1" title="token 7; text bytes e0 a6 96">খ</span>')
+    pieces = {5: b"\xe0\xa6", 6: b"\x95", 7: b"\xe0\xa6\x96"}
+    out = tokens_html("ক খ", [(0, 1), (0, 1), (2, 3)], [5, 6, 7], pieces.__getitem__)
+    assert 'title="token 5: bytes e0 a6; token 6: bytes 95"' in out
+    assert tokens_html("<b>", [(0, 3)]) == '<span class="t0" title="bytes 3c 62 3e">&lt;b&gt;</span>'
 
 
 def test_tokenizers_side_by_side_with_interval_bars(evil_report):
@@ -138,24 +148,39 @@ def test_tokenizers_side_by_side_with_interval_bars(evil_report):
             assert y - down == pytest.approx(r.chars_per_token_lo)
 
 
-def test_gate_verdict_and_findings_table():
+def test_gate_verdict_summary_first_and_findings_grouped():
     from tests.test_diagnose import GPT2_CONFIG, make_report, row
 
     rep = make_report([row("t", "Beng", mark=600, pre_mark=500)], configs={"t": GPT2_CONFIG})
     res = evaluate(rep, default_policy())
     assert not res.passed  # mark-split is an error
-    extra = Finding("grapheme-split", "warning", "t", "script", "Beng", {"rate": 0.3},
-                    "cuts <vowel> signs", "use \\p{M}")
-    html = render_html(rep, res.findings + [extra], res)
+    extra = [Finding("grapheme-split", "warning", "t", "script", key, {"grapheme_split_rate": r},
+                     f"cuts <vowel> signs in {key}", "use \\p{M}")
+             for key, r in (("Beng", 0.3), ("Deva", 0.4))]
+    html = render_html(rep, res.findings + extra, res)
     p = Tags()
     p.feed(html)
     text = "".join(p.text)
-    assert "cuts <vowel> signs" in text and "Gate FAIL" in text
-    # a row per check (its verdict badge; one more badge in the heading), a row per finding
+    assert "cuts <vowel> signs in Deva" in text and "Gate FAIL" in text
+    # the heading's badge, one per tokenizer in the summary, then one per check
     badges = [a["class"] for t, a in p.tags if t == "span" and "verdict" in a.get("class", "")]
-    assert badges == ["verdict fail"] + [f"verdict {c.verdict}" for c in res.checks]
-    severities = [t for t, a in p.tags if t == "td" and a.get("class") == "sev"]
-    assert len(severities) == len(res.findings) + 1 and len(res.checks) == 3
+    assert badges == ["verdict fail", "verdict fail"] + [f"verdict {c.verdict}"
+                                                         for c in res.checks]
+    assert html.index("<h2>Gate ") < html.index("id=\"plot-") < html.index("<h2>Findings")
+    # one collapsible group per (severity, rule, tokenizer), errors first, every finding inside
+    summaries = [x for x in re.findall(r"<summary>(.*?)</summary>", html) if "class=sev" in x]
+    assert len(summaries) == 2 and ">error<" in summaries[0] and "grapheme-split" in summaries[1]
+    assert "2: Beng Deva" in summaries[1] and "worst Deva: 40.0%" in summaries[1]
+
+
+def test_lossy_tokenizer_is_not_a_plain_pass():
+    from tests.test_diagnose import make_report, row
+
+    rep = make_report([row("t", "Latn", tokens=1500),
+                       row("t", "en", group="language", tokens=1500, rt_checked=10, rt_fail=3)])
+    res = evaluate(rep, dataclasses.replace(default_policy(), allow_lossy=True))
+    html = render_html(rep, res.findings, res)
+    assert res.passed and "Gate <span class=\"verdict lossy\">PASS, LOSSY</span>" in html
 
 
 # ---------------------------------------------------------------- headless chromium
@@ -174,6 +199,35 @@ var __ce = console.error;
 console.error = function () { __note('console.error', Array.from(arguments).join(' '));
                               __ce.apply(console, arguments); };
 window.alert = function (m) { __note('alert', m); };
+</script>"""
+
+
+# Runs after the charts are drawn: where the first chart and the first finding sit, and for
+# each sample the width of its text drawn as token spans against the same text drawn plain.
+# Equal widths mean the spans left shaping alone (a broken Bengali syllable is wider: its
+# vowel sign sits on a dotted circle).
+PROBE = """<script>
+(function () {
+  var y = function (el) { return el ? el.getBoundingClientRect().top + window.scrollY : -1; };
+  var widths = [], styles = [];
+  document.querySelectorAll('.toks').forEach(function (el) {
+    var spans = document.createElement('span'), plain = document.createElement('span');
+    spans.innerHTML = el.innerHTML; plain.textContent = el.textContent;
+    [spans, plain].forEach(function (x) { x.style.whiteSpace = 'nowrap'; el.appendChild(x); });
+    widths.push([spans.getBoundingClientRect().width, plain.getBoundingClientRect().width,
+                 el.getAttribute('dir'), el.textContent.slice(0, 20)]);
+    spans.remove(); plain.remove();
+    el.querySelectorAll('span').forEach(function (t) {
+      var c = getComputedStyle(t);
+      styles.push([c.display, c.paddingLeft, c.borderLeftWidth, c.marginLeft].join(' '));
+    });
+  });
+  var out = document.createElement('pre'); out.id = '__probe';
+  out.textContent = JSON.stringify({chart: y(document.getElementById('plot-cpt')),
+    finding: y(document.querySelector('details')), widths: widths,
+    styles: Array.from(new Set(styles))});
+  document.body.appendChild(out);
+})();
 </script>"""
 
 
@@ -204,7 +258,8 @@ def test_report_renders_in_headless_chromium(evil_report, tmp_path):
     _, _, html = evil_report
     # the report with an error hook that runs before any other script
     page = tmp_path / "report.html"
-    page.write_text(html.replace("<head>", "<head>" + HOOK, 1), encoding="utf-8")
+    page.write_text(html.replace("<head>", "<head>" + HOOK, 1)
+                    .replace("</body>", PROBE + "</body>"), encoding="utf-8")
     shot = tmp_path / "shot.png"
     run = chromium(["--dump-dom", f"--screenshot={shot}", page.as_uri()], tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -216,3 +271,29 @@ def test_report_renders_in_headless_chromium(evil_report, tmp_path):
     # the charts really ran: plotly drew its SVG into each plot div
     assert run.stdout.count('class="main-svg"') >= 3
     assert shot.exists() and shot.stat().st_size > 20_000 and png_pixels_vary(shot) > 50
+    probe = json.loads(re.search(r'<pre id="__probe">(.*?)</pre>', run.stdout, re.DOTALL).group(1)
+                       .replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
+                       .replace("&gt;", ">"))
+    assert 0 < probe["chart"] < probe["finding"]  # the first chart above the first finding
+    # tokens are plain inline spans: no box, padding, border or margin around any of them
+    assert probe["styles"] == ["inline 0px 0px 0px"]
+    bengali = [w for w in probe["widths"] if regex.search(r"\p{Bengali}", w[3])]
+    # (sub-pixel kerning across spans moves a line by under a pixel; one dotted circle is ~10 px)
+    widths = probe["widths"]
+    assert bengali and all(abs(a - b) < 1 + b / 1000 for a, b, _, _ in widths), widths
+
+
+def test_right_to_left_samples_and_token_ids_on_hover():
+    from types import SimpleNamespace
+
+    samples = {("t", "Arab"): [{"text": "سلام عليكم", "spans": [[0, 4], [4, 10]],
+                                "ids": [11, 12]}],
+               ("t", "Latn"): [{"text": "hello", "spans": [[0, 5]], "ids": [13]}]}
+    rep = SimpleNamespace(samples=samples, tokenizers=[{"label": "t", "kind": "hf"}])
+    found = [Finding("byte-fallback", "warning", "t", "script", k, {}, "c", "f")
+             for k in ("Arab", "Latn")]
+    out = html_mod._samples_section(rep, found, ["t"])
+    arab, latn = out.index('id="sample-Arab"'), out.index('id="sample-Latn"')
+    assert '<div class=toks dir="rtl">' in out[arab:latn]
+    assert '<div class=toks dir="ltr">' in out[latn:]
+    assert 'title="token 11; text bytes d8 b3 d9 84 d8 a7 d9 85"' in out  # UTF-8 of سلام

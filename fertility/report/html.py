@@ -1,4 +1,6 @@
-"""One self-contained HTML report: charts, findings and sample documents with their tokens.
+"""One self-contained HTML report, in the order a reader wants: the verdict of each tokenizer,
+the charts, the side-by-side table, the findings grouped (collapsed), sample documents with
+their tokens.
 
 Opens offline: plotly.js is embedded once, each chart's data sits in a
 `<script type="application/json">` block that a single inline script reads with JSON.parse.
@@ -19,13 +21,15 @@ import plotly.offline
 from plotly.utils import PlotlyJSONEncoder
 
 from fertility import unicode as U
+from fertility.report import summary as S
 
 _SEV_COLOR = {"error": "#b91c1c", "warning": "#b45309", "info": "#1d4ed8"}
 _PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f",
             "#be185d"]
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans","Noto Sans Bengali",
-"Noto Sans Devanagari","Noto Sans Tamil","Noto Sans Thai","Noto Sans CJK SC",sans-serif;
+"Noto Sans Devanagari","Noto Sans Tamil","Noto Sans Telugu","Noto Sans Thai","Noto Sans Arabic",
+"Noto Sans Hebrew","Noto Sans CJK SC","Noto Sans CJK JP","Noto Sans CJK KR",sans-serif;
 margin:2rem auto;max-width:1200px;padding:0 1rem;color:#111;line-height:1.45}
 h1{font-size:1.6rem}h2{margin-top:2.2rem;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.6rem 0;font-size:.9rem}
@@ -33,16 +37,15 @@ th,td{border:1px solid #ddd;padding:.25rem .5rem;vertical-align:top;text-align:l
 th{background:#f5f5f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .sev{font-weight:600;text-transform:uppercase;font-size:.8rem}
 .verdict{display:inline-block;padding:.2rem .7rem;border-radius:4px;color:#fff;font-weight:700}
-.pass{background:#15803d}.fail{background:#b91c1c}.uncertain{background:#b45309}
+.pass{background:#15803d}.fail{background:#b91c1c}.uncertain,.lossy{background:#b45309}
+details{margin:.3rem 0}summary{cursor:pointer}
 .cmp{display:grid;gap:.8rem;margin:.8rem 0}
 .cmp>div{border:1px solid #ddd;border-radius:4px;padding:.5rem;min-width:0}
 .cmp h4{margin:0 0 .3rem;font-size:.85rem;color:#444}
 .toks{font-size:1.15rem;line-height:2.1;word-wrap:break-word;white-space:pre-wrap}
-.toks span{display:inline-block;border-radius:2px;padding:0 1px;margin:0 1px 3px 0}
 .t0{background:#dbeafe}.t1{background:#fef3c7}
-.mi{box-shadow:inset 3px 0 0 #dc2626}.cont{background:#fecaca}
-.cont:empty::before{content:"\\00b7";color:#b91c1c}
-.legend span{padding:0 .4rem;margin-right:.6rem}
+.mi{text-decoration:underline 2px #dc2626;text-underline-offset:4px}.bp{background:#fecaca}
+.legend span{margin-right:.8rem}
 .muted{color:#666;font-size:.85rem}
 """
 _INIT = """
@@ -74,33 +77,42 @@ def _fmt(x: Any, digits: int = 2) -> str:
     return "" if math.isnan(v) else f"{v:.{digits}f}"
 
 
-def render_html(report: Any, findings: list, gate_result: Any = None) -> str:
-    """The whole report as one HTML string."""
+def render_html(report: Any, findings: list, gate_result: Any = None, *,
+                policy: Any = None) -> str:
+    """The whole report as one HTML string. gate_result: the gate's own verdict (`fertility
+    gate --html`, `fertility fix`); else the verdicts come from evaluating `policy` (default:
+    the built-in one) on the report, as `fertility report` prints them."""
     frame = report.frame
     tokd = {d["label"]: d for d in getattr(report, "tokenizers", [])}
     labels = [d["label"] for d in tokd.values() if d.get("kind") != "pretokenizer"]
     families = [d["label"] for d in tokd.values() if d.get("kind") == "pretokenizer"]
     shown = labels or families  # with no tokenizer, the corpus profile shows the families
     scripts = _order_keys(frame, "script")
-    parts = [f"<h1>Tokenizer fertility report</h1>{_overview(report, tokd)}"]
-    if gate_result is not None:
-        parts.append(_gate_section(gate_result))
-    parts.append(_findings_section(findings))
+    result = gate_result
+    if result is None and labels:
+        from fertility.gate import evaluate
+        from fertility.policy import default_policy
+
+        result = evaluate(report, policy or default_policy(), findings=findings)
+    parts = ["<h1>Tokenizer fertility report</h1>",
+             _verdict_section(report, result, gated=gate_result is not None),
+             _overview(report, tokd)]
     figs = [("cpt", "Characters per token, by script (95% interval)",
              _fig_cpt(frame, shown, scripts)),
-            ("share", "Share of tokens against share of bytes, by language",
+            ("share", "Share of tokens against share of characters, by language",
              _fig_share(frame, shown)),
             ("ceiling", "Pre-tokenizer ceiling against what the tokenizer reaches",
              _fig_ceiling(frame, labels, families, scripts))]
-    plots = []
     for name, title, fig in figs:
         if fig is None:
             continue
-        plots.append(f"<h2>{esc(title)}</h2><div id=\"plot-{name}\" class=\"plot\"></div>"
+        parts.append(f"<h2>{esc(title)}</h2><div id=\"plot-{name}\" class=\"plot\"></div>"
                      f"<script type=\"application/json\" data-plot=\"plot-{name}\">"
                      f"{_json(fig.to_plotly_json())}</script>")
-    parts.extend(plots)
     parts.append(_table_section(frame, shown, scripts))
+    if gate_result is not None:
+        parts.append(_gate_section(gate_result))
+    parts.append(_findings_section(findings, shown))
     parts.append(_samples_section(report, findings, labels + families))
     body = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -108,6 +120,34 @@ def render_html(report: Any, findings: list, gate_result: Any = None) -> str:
             f"<title>fertility report</title><style>{_CSS}</style>"
             f"<script>{plotly.offline.get_plotlyjs()}</script></head>\n<body>\n{body}\n"
             f"<script>{_INIT}</script>\n</body></html>\n")
+
+
+_BADGE = {"PASS": "pass", "PASS, LOSSY": "lossy", "FAIL": "fail", "UNCERTAIN": "uncertain"}
+
+
+def _badge(word: str) -> str:
+    return f"<span class=\"verdict {_BADGE.get(word, 'uncertain')}\">{esc(word)}</span>"
+
+
+def _verdict_section(report: Any, result: Any, *, gated: bool) -> str:
+    """The answer first: one row per tokenizer with the figures that decide it. A tokenizer
+    whose text does not round-trip is never shown as a plain PASS."""
+    if result is None:
+        return ("<p>Corpus profile: no tokenizer named, so no verdict; the charts show the "
+                "ceilings of the standard pre-tokenizers.</p>")
+    vs = S.verdicts(report, result)
+    head = ("PASS, LOSSY" if result.passed and any(v.verdict == "PASS, LOSSY" for v in vs)
+            else "PASS" if result.passed else "FAIL")
+    title = f"<h2>Gate {_badge(head)}</h2>" if gated else "<h2>Verdict</h2>"
+    rows = []
+    for v in vs:
+        cells = S.verdict_cells(v)
+        rows.append(f"<tr><td>{_badge(cells[0])}</td>"
+                    + "".join(f"<td>{esc(c)}</td>" for c in cells[1:]) + "</tr>")
+    pref = S.preference(vs)
+    return (title + "<table class=summary><tr>"
+            + "".join(f"<th>{esc(h)}</th>" for h in S.SUMMARY_HEADERS) + "</tr>"
+            + "".join(rows) + "</table>" + (f"<p><b>{esc(pref)}</b></p>" if pref else ""))
 
 
 # ---------------------------------------------------------------- sections
@@ -145,10 +185,12 @@ def _gate_section(g: Any) -> str:
                     f"<td class=num>{esc(iv)}</td><td>{esc(thr)}</td><td>{esc(c.note)}</td></tr>")
     need = ("<p>uncertain: need more text (an interval straddles its threshold)</p>"
             if any(c.verdict == "uncertain" for c in g.checks) else "")
-    return (f"<h2>Gate <span class=\"verdict {head}\">{head.upper()}</span></h2>{need}"
+    fails = sum(c.verdict != "pass" for c in g.checks)
+    return (f"<h2>Gate checks</h2><details{' open' if head == 'fail' else ''}><summary>"
+            f"{len(g.checks)} checks, {fails} not passed</summary>{need}"
             "<table><tr><th>verdict</th><th>tokenizer</th><th>check</th><th>row</th>"
             "<th>value</th><th>95% interval</th><th>threshold</th><th>note</th></tr>"
-            + "".join(rows) + "</table>")
+            + "".join(rows) + "</table></details>")
 
 
 def _evidence(ev: dict) -> str:
@@ -167,16 +209,29 @@ def _evidence(ev: dict) -> str:
     return "<br>".join(items)
 
 
-def _findings_section(findings: list) -> str:
+def _findings_section(findings: list, labels: list[str]) -> str:
+    """One collapsed <details> per (severity, rule, tokenizer), errors first; inside, a row
+    per finding with its cause, fix and evidence."""
     if not findings:
         return "<h2>Findings</h2><p>No findings.</p>"
-    rows = "".join(
-        f"<tr><td class=sev style=\"color:{_SEV_COLOR.get(f.severity, '#111')}\">"
-        f"{esc(f.severity)}</td><td>{esc(f.rule)}</td><td>{esc(f.tokenizer)}</td>"
-        f"<td>{esc(f.group)}={esc(f.key)}</td><td>{esc(f.cause)}</td><td>{esc(f.fix)}</td>"
-        f"<td class=muted>{_evidence(f.evidence)}</td></tr>" for f in findings)
-    return ("<h2>Findings</h2><table><tr><th>severity</th><th>rule</th><th>tokenizer</th>"
-            "<th>row</th><th>cause</th><th>fix</th><th>evidence</th></tr>" + rows + "</table>")
+    groups = S.group_findings(findings, labels)
+    by: dict[tuple, list] = {}
+    for f in findings:
+        by.setdefault((f.severity, f.rule, f.tokenizer), []).append(f)
+    parts = [f"<h2>Findings ({len(findings)})</h2>"]
+    for g in groups:
+        worst = f" \u00b7 worst {g.worst_key}: {g.worst}" if g.worst else ""
+        rows = "".join(
+            f"<tr><td>{esc(f.group)}={esc(f.key)}</td><td>{esc(f.cause)}</td>"
+            f"<td>{esc(f.fix)}</td><td class=muted>{_evidence(f.evidence)}</td></tr>"
+            for f in by[(g.severity, g.rule, g.tokenizer)])
+        parts.append(
+            f"<details><summary><span class=sev style=\"color:"
+            f"{_SEV_COLOR.get(g.severity, '#111')}\">{esc(g.severity)}</span> "
+            f"<b>{esc(g.rule)}</b> {esc(g.tokenizer)} \u00b7 {len(g.keys)}: "
+            f"{esc(' '.join(g.keys))}{esc(worst)}</summary><table><tr><th>row</th>"
+            f"<th>cause</th><th>fix</th><th>evidence</th></tr>{rows}</table></details>")
+    return "\n".join(parts)
 
 
 def _table_section(frame, labels: list[str], scripts: list[str]) -> str:
@@ -231,16 +286,16 @@ def _fig_share(frame, labels: list[str]):
     if rows.empty:
         return None
     fig = go.Figure()
-    top = float(max(rows["byte_share"].max(), rows["token_share"].max(), 0.01)) * 1.05
-    fig.add_scatter(x=[0, top], y=[0, top], mode="lines", name="tokens = bytes",
+    top = float(max(rows["char_share"].max(), rows["token_share"].max(), 0.01)) * 1.05
+    fig.add_scatter(x=[0, top], y=[0, top], mode="lines", name="tokens = characters",
                     line=dict(color="#999", dash="dot"))
     for i, lab in enumerate(labels):
         r = rows[rows["tokenizer"] == lab]
-        fig.add_scatter(x=r["byte_share"].tolist(), y=r["token_share"].tolist(),
+        fig.add_scatter(x=r["char_share"].tolist(), y=r["token_share"].tolist(),
                         mode="markers+text", name=esc(lab), text=[esc(k) for k in r["key"]],
                         textposition="top center", marker=dict(size=10,
                                                                color=_PALETTE[i % len(_PALETTE)]))
-    fig.update_layout(**_layout("share of tokens", xaxis_title="share of bytes"))
+    fig.update_layout(**_layout("share of tokens", xaxis_title="share of characters"))
     return fig
 
 
@@ -271,33 +326,56 @@ def _fig_ceiling(frame, labels: list[str], families: list[str], scripts: list[st
 
 # ---------------------------------------------------------------- samples
 
-def tokens_html(text: str, spans: list) -> str:
-    """The text with one <span> per token, backgrounds alternating; escaped throughout.
+_RTL = {"Arab", "Hebr", "Syrc", "Thaa", "Nkoo", "Adlm", "Samr", "Mand", "Rohg", "Yezi"}
 
-    Each token is an inline block, so the browser shapes it on its own: a vowel sign cut
-    from its consonant shows as a sign on a dotted circle instead of being drawn back into
-    the syllable. A token that begins with a combining mark gets class "mi" (a red bar); one
-    that shares characters with the token before it (a byte piece) gets class "cont" and
-    holds only its new characters.
+
+def tokens_html(text: str, spans: list, ids: list | None = None, token_bytes=None) -> str:
+    """The text with one plain inline <span> per token, backgrounds alternating, escaped
+    throughout; the token's id and bytes in its title (shown on hover).
+
+    No box, padding, border or inline-block: any of them makes the browser shape each token
+    on its own, so a Bengali vowel sign cut from its consonant would sit on a dotted circle
+    and conjuncts would fall apart. A background does not break shaping, so the word reads
+    as written. A token that begins with a combining mark is underlined in red ("mi");
+    tokens that share a character (byte pieces) or cover none are drawn as one span with all
+    their ids ("bp"), since half a character cannot be drawn.
+    token_bytes: the tokenizer's id -> bytes; without it the title gives the text's UTF-8.
     """
     marks = U.is_mark_or_joiner(U.code_points(text))  # the frame's mark_initial definition
-    out, cursor = [], 0
+    groups: list[list] = []  # [start, end, token indices]
+    cursor = 0
     for k, (s, e) in enumerate(spans):
         s, e = int(s), int(e)
-        start = max(s, cursor)
-        if start > cursor:
-            out.append(esc(text[cursor:start]))
-        piece = text[start:e] if e > start else ""
-        cls = f"t{k % 2}"
-        if s < cursor or e <= s:
-            cls += " cont"
-        elif piece and marks[start]:
+        if groups and (s < cursor or e <= s):
+            groups[-1][1] = max(groups[-1][1], e)
+            groups[-1][2].append(k)
+        else:
+            groups.append([max(s, cursor), e, [k]])
+        cursor = max(cursor, e)
+    out, cursor = [], 0
+    for n, (s, e, ks) in enumerate(groups):
+        if s > cursor:
+            out.append(esc(text[cursor:s]))
+        piece = text[s:e] if e > s else ""
+        cls = f"t{n % 2}" + (" bp" if len(ks) > 1 else "")
+        if piece and marks[s]:
             cls += " mi"
-        out.append(f"<span class=\"{cls}\">{esc(piece)}</span>")
+        out.append(f"<span class=\"{cls}\" title=\"{esc(_title(piece, ks, ids, token_bytes))}"
+                   f"\">{esc(piece)}</span>")
         cursor = max(cursor, e)
     if cursor < len(text):
         out.append(esc(text[cursor:]))
     return "".join(out)
+
+
+def _title(piece: str, ks: list[int], ids: list | None, token_bytes) -> str:
+    if ids is None:
+        return f"bytes {piece.encode('utf-8').hex(' ')}"
+    tid = [int(ids[k]) for k in ks]
+    if token_bytes is None:
+        return (f"token{'s' if len(tid) > 1 else ''} {', '.join(map(str, tid))}; text bytes "
+                f"{piece.encode('utf-8').hex(' ')}")
+    return "; ".join(f"token {t}: bytes {token_bytes(t).hex(' ')}" for t in tid)
 
 
 def _flagged_scripts(findings: list, samples: dict) -> list[str]:
@@ -316,12 +394,18 @@ def _samples_section(report: Any, findings: list, labels: list[str]) -> str:
         return "<h2>Samples</h2><p class=muted>No script was flagged.</p>"
     legend = ("<p class=legend><span class=t0>token</span><span class=t1>next token</span>"
               "<span class=\"t0 mi\">begins with a combining mark</span>"
-              "<span class=cont>byte piece of the character before</span></p>")
-    parts = ["<h2>Samples of flagged scripts, token by token</h2>", legend]
+              "<span class=bp>a character spelled in byte pieces (several tokens)</span> "
+              "<span class=muted>(hover a token for its id and bytes)</span></p>")
+    parts = ["<h2 id=samples>Samples of flagged scripts, token by token</h2>", legend]
+    # the loaded tokenizers (a measured report holds them) spell each id's bytes
+    live = {d["label"]: d["tokenizer"].token_bytes for d in getattr(report, "tokenizers", [])
+            if d.get("kind") != "pretokenizer" and d.get("tokenizer") is not None}
+    real = {d["label"] for d in getattr(report, "tokenizers", []) if d.get("kind") != "pretokenizer"}
     for script in flagged:
         cols = [lab for lab in labels if samples.get((lab, script))]
         n = max(len(samples[(lab, script)]) for lab in cols)
-        parts.append(f"<h3>{esc(script)}</h3>")
+        direction = "rtl" if script in _RTL else "ltr"
+        parts.append(f"<h3 id=\"sample-{esc(script)}\">{esc(script)}</h3>")
         for i in range(n):
             cells = []
             for lab in cols:
@@ -331,9 +415,10 @@ def _samples_section(report: Any, findings: list, labels: list[str]) -> str:
                     continue
                 d = docs[i]
                 more = " \u2026" if d.get("truncated") else ""
+                toks = tokens_html(d["text"], d["spans"], d.get("ids") if lab in real else
+                                   None, live.get(lab))
                 cells.append(f"<div><h4>{esc(lab)} \u00b7 {len(d['spans'])} tokens</h4>"
-                             f"<div class=toks>{tokens_html(d['text'], d['spans'])}{more}"
-                             "</div></div>")
+                             f"<div class=toks dir=\"{direction}\">{toks}{more}</div></div>")
             parts.append(f"<div class=cmp style=\"grid-template-columns:repeat({len(cols)},"
                          f"minmax(0,1fr))\">{''.join(cells)}</div>")
     return "\n".join(parts)
