@@ -6,12 +6,13 @@ summed counts (sum, then divide). Memory is fixed by the number of groups, not b
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
 
 from fertility import unicode as U
-from fertility._stats import percentile_interval
+from fertility._stats import Z95
 
 # Raw counts, in the order of the columns of the measurement frame.
 COUNTS = (
@@ -54,45 +55,59 @@ class GroupCounts:
 
 
 class Bootstrap:
-    """Poisson bootstrap over documents, streamed: each document gets B Poisson(1) weights,
-    and weighted sums of chars and tokens are kept per group, so the 95% interval of
-    chars_per_token needs no per-document storage. The same weights serve every tokenizer."""
+    """The 95% interval of chars/token per group from streamed per-document sums.
 
-    def __init__(self, replicates: int) -> None:
-        self.B = replicates
-        shape = lambda n: np.zeros((n, replicates))  # noqa: E731
-        self.lang_chars, self.lang_tokens = shape(0), shape(0)
-        self.script_chars, self.script_tokens = shape(NS), shape(NS)
+    The ratio R = C/T (summed chars over summed tokens of a group's documents) is linearised,
+    the delta method: Var(R) ~ sum_i (c_i - R t_i)^2 / T^2 * n / (n - 1). That needs six sums
+    per group (documents, C, T, sum c^2, sum c*t, sum t^2), added batch by batch in int64:
+    exact, merged across processes by addition, and the same whatever the batch size. It
+    replaced a streamed 200-replicate Poisson bootstrap (same coverage, tests/test_interval.py)
+    whose weights and products were a third of the measuring time. A document counts in a
+    script group with the characters and tokens it has in that script. (int64 holds the squares
+    while max document chars x corpus chars < 9e18, e.g. 10^6-character documents in 9 TB.)
+    """
 
-    def add(self, W: np.ndarray, doc_lang: np.ndarray, n_langs: int,
-            per_doc_script_chars: np.ndarray, per_doc_script_tokens: np.ndarray,
-            present: np.ndarray) -> None:
-        """per_doc_*: (documents x k) counts; column j is the global script present[j]."""
-        self.lang_chars = grow_rows(self.lang_chars, n_langs)
-        self.lang_tokens = grow_rows(self.lang_tokens, n_langs)
-        # Only the languages and scripts present in the batch: small dense products.
-        langs, inverse = np.unique(doc_lang, return_inverse=True)
-        onehot = np.zeros((len(langs), len(doc_lang)))
-        onehot[inverse, np.arange(len(doc_lang))] = 1.0
-        self.lang_chars[langs] += (onehot * per_doc_script_chars.sum(axis=1)) @ W
-        self.lang_tokens[langs] += (onehot * per_doc_script_tokens.sum(axis=1)) @ W
-        self.script_chars[present] += per_doc_script_chars.T @ W
-        self.script_tokens[present] += per_doc_script_tokens.T @ W
+    FIELDS = 6  # documents, chars, tokens, chars^2, chars*tokens, tokens^2
+
+    def __init__(self) -> None:
+        self.lang = np.zeros((0, self.FIELDS), np.int64)
+        self.script = np.zeros((NS, self.FIELDS), np.int64)
 
     @staticmethod
-    def interval(chars: np.ndarray, tokens: np.ndarray) -> tuple[float, float]:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ci = percentile_interval(chars / tokens)
-        return ci if ci is not None else (float("nan"), float("nan"))
+    def sums(chars: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """The six sums over documents with `chars` and `tokens` (per-document int64 arrays;
+        along axis 0, so (documents x groups) matrices give one row per group)."""
+        return np.stack([(chars > 0).sum(0), chars.sum(0), tokens.sum(0), (chars * chars).sum(0),
+                         (chars * tokens).sum(0), (tokens * tokens).sum(0)], axis=-1)
+
+    def add(self, doc_lang: np.ndarray, n_langs: int, per_doc_script_chars: np.ndarray,
+            per_doc_script_tokens: np.ndarray, present: np.ndarray) -> None:
+        """per_doc_*: (documents x k) counts; column j is the global script present[j]."""
+        self.lang = grow_rows(self.lang, n_langs)
+        c, t = per_doc_script_chars.sum(axis=1), per_doc_script_tokens.sum(axis=1)
+        per_doc = np.stack([np.ones_like(c), c, t, c * c, c * t, t * t], axis=1)
+        np.add.at(self.lang, doc_lang, per_doc)
+        self.script[present] += self.sums(per_doc_script_chars, per_doc_script_tokens)
+
+    @staticmethod
+    def interval(sums) -> tuple[float, float]:
+        """R -/+ 1.96 standard errors; NaN for fewer than two documents or no tokens."""
+        n, c, t, cc, ct, tt = (int(x) for x in sums)  # Python ints: exact products below
+        if n < 2 or t <= 0:
+            return (float("nan"), float("nan"))
+        # T^2 * sum (c_i - R t_i)^2, without the cancellation of float sums
+        resid = cc * t * t - 2 * c * t * ct + c * c * tt
+        se = math.sqrt(resid * n / (n - 1)) / (t * t)
+        return (c / t - Z95 * se, c / t + Z95 * se)
 
 
 class TokenizerAccumulator:
     """Everything measured for one tokenizer, across all batches."""
 
-    def __init__(self, tok, bootstrap: int, samples_per_script: int = 3) -> None:
+    def __init__(self, tok, samples_per_script: int = 3) -> None:
         self.tok = tok
         self.counts = GroupCounts()
-        self.boot = Bootstrap(bootstrap)
+        self.boot = Bootstrap()
         size = max(int(getattr(tok, "vocab_size", 0) or 0), 0)
         self.track_vocab = tok.kind != "pretokenizer" and size > 0
         self.vocab_lang: dict[int, np.ndarray] = {}

@@ -7,7 +7,6 @@ import numpy as np
 from fertility import _roundtrip
 from fertility import unicode as U
 from fertility._accumulate import C, COUNTS, NOSPACE, NS
-from fertility._stats import poisson1
 from fertility.tokenizers import concat_encoded
 
 SAMPLE_CHARS = 600  # longest stretch of a document kept as a sample with token boundaries
@@ -92,14 +91,12 @@ def measure_batch(batch, texts, encoded, accs, state, index: int = 0) -> None:
     dominant = present[pds_chars.argmax(axis=1)] if len(present) else np.zeros(n, np.int64)
     base_lang, base_script, doc_graphemes, doc_bytes = _base_counts(
         tb, doc_lang, n_langs, char_key, pds_chars, present)
-    # Bootstrap weights from (seed, batch number): the same whichever process measures it.
-    W = poisson1(np.random.default_rng([state.seed, index]), (n, state.bootstrap))
     doc_tokens = {}
     for acc, enc in zip(accs, encoded):
         acc.counts.add_table(base_lang, base_script)
         pds_tokens = _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail,
                                         dominant, present, cscript, index)
-        acc.boot.add(W, doc_lang, n_langs, pds_chars, pds_tokens, present)
+        acc.boot.add(doc_lang, n_langs, pds_chars, pds_tokens, present)
         doc_tokens[acc.tok.label] = pds_tokens.sum(axis=1)
     if keep:
         state.doc_rows.append({

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from fertility import unicode as U
-from fertility._accumulate import COUNTS, Bootstrap, C
+from fertility._accumulate import COUNTS, Bootstrap, C, grow_rows
 from fertility._stats import wilson
 
 # Share of a row's characters in scripts written without spaces above which a word count
@@ -29,25 +29,24 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
         n = len(lang_names)
         lang_tab = acc.counts.lang[:n]
         total = lang_tab.sum(axis=0)
-        boot = acc.boot
+        boot_lang = grow_rows(acc.boot.lang, n)  # a language with no batch measured here
 
-        def add(group, key, counts, b_chars, b_tokens, vocab):
+        def add(group, key, counts, sums, vocab):
             groups.append(group)
             keys.append(key)
             rows.append(counts)
-            a, z = Bootstrap.interval(b_chars, b_tokens)
+            a, z = Bootstrap.interval(sums)
             lo.append(a)
             hi.append(z)
             used.append(int(vocab.sum()) if vocab is not None else np.nan)
 
-        add("all", "all", total, boot.lang_chars[:n].sum(0), boot.lang_tokens[:n].sum(0),
+        add("all", "all", total, boot_lang[:n].sum(0),
             acc.vocab_all if acc.track_vocab else None)
         for i, name in enumerate(lang_names):
-            add("language", name, lang_tab[i], boot.lang_chars[i], boot.lang_tokens[i],
+            add("language", name, lang_tab[i], boot_lang[i],
                 acc.vocab_lang.get(i, np.zeros(0, bool)) if acc.track_vocab else None)
         for s in np.flatnonzero(acc.counts.script[:, C["chars"]]):
-            add("script", U.SCRIPTS[s], acc.counts.script[s], boot.script_chars[s],
-                boot.script_tokens[s],
+            add("script", U.SCRIPTS[s], acc.counts.script[s], acc.boot.script[s],
                 acc.vocab_script.get(int(s), np.zeros(0, bool)) if acc.track_vocab else None)
         f = pd.DataFrame(np.array(rows, dtype=np.int64).reshape(-1, len(COUNTS)),
                          columns=list(COUNTS))

@@ -5,7 +5,7 @@ numpy measuring compete for the interpreter and the cores, and about a fifth of 
 idle. Worker processes each run the tokenizer on one thread (RAYON_NUM_THREADS=1) and measure
 their own batches; every worker reads the whole corpus so that everything that depends on
 corpus order (language ids, the first documents per language that get the detail checks, the
-position in the per-document table, the bootstrap weights of batch i) comes out exactly as in
+position in the per-document table) comes out exactly as in
 one process. The parent adds the counters up. The result equals the single-process one
 (tests/test_parallel.py).
 """
@@ -89,8 +89,8 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
     procs = [ctx.Process(target=_worker, daemon=True,
                          args=(os.getpid(), w, n_workers, [str(p) for p in paths], options,
                                specs,
-                               (state.seed, state.detail_docs, state.keep_docs,
-                                state.bootstrap), batch_size, messages))
+                               (state.seed, state.detail_docs, state.keep_docs),
+                               batch_size, messages))
              for w in range(n_workers)]
     for p in procs:
         p.start()
@@ -127,7 +127,7 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
             if p.is_alive():
                 p.terminate()
             p.join()
-    accs = [TokenizerAccumulator(t, state.bootstrap) for t in toks]
+    accs = [TokenizerAccumulator(t) for t in toks]
     for w in range(n_workers):
         part = results[w]
         for acc, exported in zip(accs, part["accs"]):
@@ -178,7 +178,7 @@ def _worker(parent, w, n_workers, paths, options, specs, settings, batch_size,
         corpus = Corpus(paths, **options, on_warning=warn)
         toks = [_rebuild(*s) for s in specs]
         state = _State(*settings)
-        accs = [TokenizerAccumulator(t, state.bootstrap) for t in toks]
+        accs = [TokenizerAccumulator(t) for t in toks]
 
         def progress(docs, nbytes):
             messages.put(("progress", w, (docs, nbytes)))
@@ -200,8 +200,7 @@ def _worker(parent, w, n_workers, paths, options, specs, settings, batch_size,
 def _export(acc) -> dict:
     """What the parent needs from an accumulator (everything but the tokenizer object)."""
     return {"lang": acc.counts.lang, "script": acc.counts.script,
-            "boot": (acc.boot.lang_chars, acc.boot.lang_tokens, acc.boot.script_chars,
-                     acc.boot.script_tokens),
+            "boot": (acc.boot.lang, acc.boot.script),
             "vocab_all": acc.vocab_all, "vocab_lang": acc.vocab_lang,
             "vocab_script": acc.vocab_script, "byte_fallback_chars": acc.byte_fallback_chars,
             "unk_chars": acc.unk_chars, "samples": acc.samples,
@@ -216,12 +215,9 @@ def _add_rows(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
 
 def _merge(acc, part: dict) -> None:
     acc.counts.add_table(part["lang"], part["script"])
-    boot = acc.boot
-    lc, lt, sc, st = part["boot"]
-    boot.lang_chars = _add_rows(boot.lang_chars, lc)
-    boot.lang_tokens = _add_rows(boot.lang_tokens, lt)
-    boot.script_chars += sc
-    boot.script_tokens += st
+    lang, script = part["boot"]
+    acc.boot.lang = _add_rows(acc.boot.lang, lang)
+    acc.boot.script += script
     if acc.track_vocab:
         acc.vocab_all |= part["vocab_all"]
         for mine, theirs in ((acc.vocab_lang, part["vocab_lang"]),

@@ -4,7 +4,7 @@ Statistics rule. Every numeric check compares an interval with its threshold:
     the interval lies wholly on the right side   -> "pass"
     the interval lies wholly on the wrong side   -> "fail"
     the interval straddles the threshold         -> "uncertain" (need more text)
-Intervals: chars per token from the frame (`chars_per_token_lo/hi`, bootstrap over
+Intervals: chars per token from the frame (`chars_per_token_lo/hi`, delta method over
 documents); byte-fallback and UNK rates a 95% Wilson interval on token counts (tokens are
 treated as independent, which narrows it when errors cluster in a few documents); the premium
 and the baseline comparison a bootstrap over aligned lines / shared documents.

@@ -117,7 +117,6 @@ def analyze(
     pretokenizers: Iterable[str] | None = None,
     corpus_options: dict | None = None,
     detail_docs: int | None = 200,
-    bootstrap: int = 200,
     keep_docs: int = 200_000,
     batch_size: int = 512,
     seed: int = 0,
@@ -143,7 +142,7 @@ def analyze(
 
         raise TokenizerError(f"two tokenizers share a label: {labels}; name them LABEL=SPEC")
 
-    state = _State(seed, detail_docs, keep_docs, bootstrap)
+    state = _State(seed, detail_docs, keep_docs)
     n_workers = _parallel.choose_workers(workers, paths, toks)
     if n_workers > 1:
         accs, state, summary = _parallel.run(paths, corpus_options or {}, toks, state,
@@ -151,7 +150,7 @@ def analyze(
     else:
         corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths),
                                                                 **(corpus_options or {}))
-        accs = [TokenizerAccumulator(t, bootstrap) for t in toks]
+        accs = [TokenizerAccumulator(t) for t in toks]
         run_pass(corpus, toks, accs, state, batch_size, progress=progress)
         summary = corpus.summary()
     summary["docs_table_full"] = state.docs_table_full
@@ -172,7 +171,7 @@ def analyze(
                        for a in accs if a.tok.kind != "pretokenizer"},
         roundtrip={(a.tok.label, lang_names[k]): {**v, "examples": _in_order(v["examples"])}
                    for a in accs for k, v in a.roundtrip.items()},
-        settings={"detail_docs": detail_docs, "bootstrap": bootstrap, "seed": seed,
+        settings={"detail_docs": detail_docs, "seed": seed,
                   "keep_docs": keep_docs, "workers": n_workers},
     )
 
@@ -253,11 +252,10 @@ def _describe(tok) -> dict:
 class _State:
     """Cross-batch bookkeeping shared by all tokenizers."""
 
-    def __init__(self, seed: int, detail_docs: int | None, keep_docs: int, bootstrap: int):
+    def __init__(self, seed: int, detail_docs: int | None, keep_docs: int):
         self.seed = seed
         self.detail_docs = detail_docs
         self.keep_docs = keep_docs
-        self.bootstrap = bootstrap
         self.langs: dict[str, int] = {}
         self.detail_seen: dict[int, int] = {}
         self.docs_done = 0  # documents passed, measured here or not (corpus position)
