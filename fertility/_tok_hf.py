@@ -11,6 +11,7 @@ binding's offsets, so both paths give the same spans.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import unicodedata
@@ -303,18 +304,44 @@ def download(spec: str) -> Path:
         ) from None
 
     offline = _offline()
+    # Without a reachable hub the library retries each request five times with back-off
+    # (47 s and 23 log lines before its error): ask the network once, quickly, and otherwise
+    # read only the cache.
+    reachable = not offline and _hub_reachable()
     first: Exception | None = None
-    for filename in ("tokenizer.json", "tokenizer.model"):
-        try:
-            path = huggingface_hub.hf_hub_download(
-                repo, filename, revision=revision or None, local_files_only=offline
-            )
-            return Path(path)
-        except Exception as e:  # hub, HTTP and OS errors all end as one line below
-            first = first or e
-            if not isinstance(e, getattr(hub_errors, "EntryNotFoundError", ())):
-                break
+    quiet = logging.getLogger("huggingface_hub")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # its retry warnings; what failed is our one line
+    try:
+        for filename in ("tokenizer.json", "tokenizer.model"):
+            try:
+                path = huggingface_hub.hf_hub_download(
+                    repo, filename, revision=revision or None, local_files_only=not reachable
+                )
+                return Path(path)
+            except Exception as e:  # hub, HTTP and OS errors all end as one line below
+                first = first or e
+                if not isinstance(e, getattr(hub_errors, "EntryNotFoundError", ())):
+                    break  # (the cache's "not here" is an EntryNotFoundError too)
+    finally:
+        quiet.setLevel(level)
     raise TokenizerError(f"{spec}: {_hub_reason(first, offline, hub_errors)}")
+
+
+def _hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether a TCP connection to the hub's host (HF_ENDPOINT) opens within `timeout_s`."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    url = urlsplit(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 def _hub_reason(e: Exception | None, offline: bool, E) -> str:
