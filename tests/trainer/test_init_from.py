@@ -147,3 +147,22 @@ def test_bengali_nll_per_character_falls_below_the_base_models(world):
     ext = _nll_per_char(_hf(tmp / "ext-model"),
                         Tokenizer.from_file(str(tmp / "ext-model" / "tokenizer.json")), bn, 64)
     assert ext < base, (ext, base)
+
+
+def test_a_tokenizer_that_is_not_the_models_is_refused(world, tmp_path):
+    from fertility.errors import TrainingError
+    from fertility.tokenizers import load_tokenizer
+    from trainer.init import plan
+
+    tmp, _, _ = world
+    other = byte_level_bpe(_lines(ROOT / "corpus" / "es.txt"), 900, specials=[EOT],
+                           path=tmp_path / "other" / "tokenizer.json")
+    assert other.get_vocab_size() > 512
+    with pytest.raises(TrainingError, match="the model's tokenizer"):
+        plan(tmp / "base-model", load_tokenizer(str(tmp_path / "other" / "tokenizer.json")))
+    # the extension without its ids map: the new rows would have no rule
+    lone = tmp_path / "lone" / "tokenizer.json"
+    lone.parent.mkdir()
+    lone.write_bytes((tmp / "ext" / "tokenizer.json").read_bytes())
+    with pytest.raises(TrainingError, match="no ids-map.json"):
+        plan(tmp / "base-model", load_tokenizer(str(lone)))
