@@ -29,9 +29,11 @@ setup-test: $(VENV)/.test
 
 # The main job on the bundled example: train a naive GPT-2-style tokenizer and a mark-aware
 # one on examples/corpus, then measure both side by side.
+# Quiet commands: what the demo prints is the report (the command itself is in its first line).
 demo: $(VENV)/.core
-	$(PY) examples/make_tokenizers.py out/tokenizers
-	$(VENV)/bin/fertility report examples/corpus \
+	@$(PY) examples/make_tokenizers.py out/tokenizers
+	@echo "fertility report examples/corpus -t naive=... -t mark_aware=..."
+	@$(VENV)/bin/fertility report examples/corpus \
 		-t naive=out/tokenizers/naive-gpt2/tokenizer.json \
 		-t mark_aware=out/tokenizers/mark-aware/tokenizer.json
 

@@ -48,10 +48,12 @@ def main() -> None:
         pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
-    for name, pre in (("naive-gpt2", naive), ("mark-aware", aware)):
+    names = ("naive-gpt2", "mark-aware")
+    for name, pre in zip(names, (naive, aware)):
         (args.out / name).mkdir(parents=True, exist_ok=True)
         train(pre, args.vocab_size).save(str(args.out / name / "tokenizer.json"))
-        print(f"wrote {args.out / name / 'tokenizer.json'}")
+    print(f"trained {' and '.join(names)} ({args.vocab_size:,} tokens each) into "
+          f"{args.out}/*/tokenizer.json")
 
 
 if __name__ == "__main__":
