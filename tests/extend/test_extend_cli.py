@@ -95,3 +95,20 @@ def test_bad_input_is_one_line_exit_2(run, base, tmp_path):
     code, _, err = run("extend", base, CORPUS, "--add", "10", "--out", tmp_path / "file",
                        "--langs", "bn")
     _one_line_error(code, err, "not a folder")
+
+
+def test_without_langs_the_languages_the_gate_fails_are_extended(run, base, tmp_path):
+    code, out, err = run("extend", base, CORPUS, "--add", "50", "--out", tmp_path / "x",
+                         "--heldout", "0.2")
+    assert code in (0, 1), err
+    rep = json.loads((tmp_path / "x" / "extend-report.json").read_text(encoding="utf-8"))
+    assert rep["langs_from"] == "gate"
+    # `fertility gate` on the base, over the same held-out documents, fails each of them
+    code, gate_out, _ = run("gate", tmp_path / "x" / "heldout", "--lang-field", "lang",
+                            "-t", base, "--format", "json")
+    assert code == 1
+    checks = json.loads(gate_out)["checks"]
+    failed = {c["key"] for c in checks if c["verdict"] == "fail" and c["group"] == "language"}
+    scripts = {c["key"] for c in checks if c["verdict"] == "fail" and c["group"] == "script"}
+    assert "Beng" in scripts and "Beng" in rep["scripts"]
+    assert "bn" in rep["langs"] and failed <= set(rep["langs"])
