@@ -55,15 +55,20 @@ _WORD_RE = regex.compile(r"\w+")  # regex's \w includes marks, digits and ZWJ/ZW
 _APOSTROPHES = {0x27, 0x2019}
 
 
+_SCRIPT_RE: regex.Pattern | None = None  # one alternation of every script: one scan
+
+
 def _classify(new: np.ndarray) -> None:
-    """Fill the tables for code points never seen before (a few thousand per corpus)."""
+    """Fill the tables for code points never seen before (a few thousand per corpus, in
+    dozens of batches: one compiled pattern, not one per script per call)."""
+    global _SCRIPT_RE
+    if _SCRIPT_RE is None:
+        _SCRIPT_RE = regex.compile("|".join(rf"(?P<{code}>\p{{sc={code}}}+)"
+                                            for code in SCRIPTS[1:] if code != "Zzzz"))
     chars = "".join(map(chr, new.tolist()))
     scripts = np.full(len(new), ZZZZ, dtype=np.uint8)
-    for code in SCRIPTS[1:]:
-        if code == "Zzzz":
-            continue
-        for m in regex.finditer(rf"\p{{sc={code}}}+", chars):
-            scripts[m.start():m.end()] = SCRIPT_INDEX[code]
+    for m in _SCRIPT_RE.finditer(chars):
+        scripts[m.start():m.end()] = SCRIPT_INDEX[m.lastgroup]
     flags = np.full(len(new), _DONE, dtype=np.uint8)
     for pattern, bit in ((_MARK_RE, _MARK), (_WORD_RE, _WORD)):
         for m in pattern.finditer(chars):
