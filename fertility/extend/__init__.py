@@ -219,7 +219,7 @@ def _byte_level(bpe, regex: str, base, train: list[str], add: int, scripts: list
     return {"first_new_id": bpe.end, "special_tokens": bpe.specials,
             "spelling": learned.spelling,
             "base": {"bpe_tokens": len(bpe.tokens), "merges": len(bpe.merges)},
-            "tokenizer": {"merges_added": len(learned.merges),
+            "tokenizer": {"merges_added": len(obj["model"]["merges"]) - len(bpe.merges),
                           "learned_from_pieces": learned.pieces}}
 
 
