@@ -203,6 +203,8 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
 @click.option("--html", "html_out", default=None, metavar="FILE", help="Also write the HTML "
               "report.")
 @click.option("--detail", default="200", show_default=True, metavar="N|all")
+@click.option("-v", "--verbose", is_flag=True, help="Every blocking finding with its cause "
+              "and fix, and every check's note (default: one line per rule).")
 @workers_option
 @corpus_options
 def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html_out, detail,
@@ -227,8 +229,13 @@ def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html
     progress.close()
     labels = [t["label"] for t in rep.tokenizers]
     result = evaluate(rep, pol, label=labels[0], baseline_label=labels[1] if baseline else None)
-    text = (json.dumps(result.to_dict(), ensure_ascii=False, indent=2, allow_nan=False) + "\n"
-            if fmt == "json" else result.format_text())
+    if fmt == "json":
+        text = json.dumps(result.to_dict(), ensure_ascii=False, indent=2, allow_nan=False)
+    else:
+        from fertility.report import terminal_width
+        from fertility.report.summary import gate_lines
+
+        text = "\n".join(gate_lines(rep, result, terminal_width(), verbose))
     write_output(text if text.endswith("\n") else text + "\n", output)
     if junit:
         write_output(result.to_junit(), junit)

@@ -177,3 +177,64 @@ def group_line(g: Group, width: int, tok_width: int = 0) -> str:
             return head + " ".join(shown) + f" +{n - i} more" + tail
         shown.append(k)
     return head + " ".join(shown) + tail
+
+
+# ---------------------------------------------------------------- the gate's text
+
+_VERDICT_ORDER = {"fail": 0, "uncertain": 1, "pass": 2}
+
+
+def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> list[str]:
+    """What `fertility gate` prints: the verdict and the deciding figures first, then every
+    check (failed first), then the blocking findings one line per rule (-v: in full), and the
+    verdict again last (scripts read the last line)."""
+    from fertility.report import _grid  # the one table layout
+
+    head = "PASS" if result.passed else "FAIL"
+    vs = verdicts(report, result)
+    if result.passed and any(v.verdict == "PASS, LOSSY" for v in vs):
+        head = "PASS, LOSSY"
+    labels = ", ".join(v.label for v in vs) or "no tokenizer"
+    lines = [f"fertility gate: {head} ({labels}; policy: {result.policy.get('source', '?')})"]
+    table = _grid(SUMMARY_HEADERS, [verdict_cells(v) for v in vs])
+    if max(len(x) for x in table) > width:
+        table = _grid(SUMMARY_HEADERS[:-1], [verdict_cells(v)[:-1] for v in vs])
+    lines += table
+    many = len({c.tokenizer for c in result.checks}) > 1
+    rows = []
+    for c in sorted(result.checks, key=lambda c: _VERDICT_ORDER.get(c.verdict, 3)):
+        rows.append([c.verdict.upper()] + ([c.tokenizer] if many else [])
+                    + [c.name, f"{c.group}={c.key}",
+                       "n/a" if c.value is None else f"{c.value:.3f}",
+                       "" if c.lo is None else f"[{c.lo:.3f}, {c.hi:.3f}]",
+                       "" if c.threshold is None else f"{c.direction} {c.threshold:g}", c.note])
+    headers = ["verdict"] + (["tokenizer"] if many else []) + [
+        "check", "row", "value", "95% interval", "threshold", "note"]
+    checks = _grid(headers, rows)
+    if not verbose and max(len(x) for x in checks) > width:  # notes are words, not numbers
+        checks = _grid(headers[:-1], [r[:-1] for r in rows])
+    lines += ["", f"checks ({len(result.checks)}):"] + checks
+    lines += [f"skipped {s['tokenizer']} {s['group']}={s['key']}: {s['reason']}"
+              for s in result.skipped]
+    # a failed round trip is explained by its finding (which code points change, why)
+    lossy = {(c.tokenizer, c.key) for c in result.checks
+             if c.name == "roundtrip" and c.verdict == "fail"}
+    explain = [f for f in result.findings if f.rule == "roundtrip"
+               and (f.tokenizer, f.key) in lossy and f not in result.blocking]
+    if result.blocking and not verbose:
+        lines += ["", (f"blocking findings ({len(result.blocking)}): one line per rule "
+                       "(-v: each with its cause and fix)")]
+        lines += [group_line(g, width) for g in group_findings(result.blocking)]
+    for f in (result.blocking if verbose else []) + explain:
+        lines.append(f"{f.severity.upper()} {f.tokenizer} {f.rule} {f.group}={f.key}: "
+                     f"{f.cause} Fix: {f.fix}")
+    n = {v: sum(c.verdict == v for c in result.checks) for v in ("fail", "uncertain", "pass")}
+    lines.append(f"verdict: {head} ({n['fail']} failed, {n['uncertain']} uncertain, "
+                 f"{n['pass']} passed, {len(result.blocking)} blocking findings)")
+    if result.uncertain:
+        from fertility.gate import NEED_MORE
+
+        lines.append(f"{NEED_MORE}: {len(result.uncertain)} checks straddle their threshold;")
+        lines.append("add documents in those scripts to decide (policy: uncertain = "
+                     f"\"{result.policy.get('uncertain', 'fail')}\").")
+    return lines

@@ -64,3 +64,21 @@ def test_bad_policy_is_exit_2(run, bn_en, naive, tmp_path_factory):
     policy.write_text("no_such_key = 3\n")
     code, _, err = run("gate", str(bn_en), "-t", str(naive), "--policy", str(policy))
     assert code == 2 and "bad.toml" in err and "no_such_key" in err
+
+
+def test_text_is_verdict_first_fits_the_terminal_and_groups_findings(run, bn_en, naive,
+                                                                     monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, _ = run("gate", str(bn_en), "-t", f"naive={naive}", "-q")
+    lines = out.splitlines()
+    assert code == 1 and max(len(x) for x in lines) <= 100
+    assert lines[0].startswith("fertility gate: FAIL (naive;")
+    assert lines[1].split()[:2] == ["verdict", "tokenizer"] and lines[3].split()[:2] == [
+        "FAIL", "naive"]
+    # the GPT-2 split cuts Bengali vowel signs: one line for the rule, naming the script
+    (ms,) = [x for x in lines if x.split()[:3] == ["error", "mark-split", "naive"]]
+    assert "Beng" in ms
+    assert [x for x in lines if x.startswith("verdict: FAIL")]
+    code, full, _ = run("gate", str(bn_en), "-t", f"naive={naive}", "-q", "-v")
+    (line,) = [x for x in full.splitlines() if x.startswith("ERROR naive mark-split script=Beng")]
+    assert "Fix: " in line and "\\p{M}" in line
