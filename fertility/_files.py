@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -69,3 +70,29 @@ def remove_stale_partials(path: Path) -> None:
         pid = tmp.name.rsplit("-", 1)[-1]
         if pid.isdigit() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def locked_folder(folder: Path, error: type[FertilityError], what: str):
+    """Hold an exclusive lock on `folder` (flock on the folder itself: no lock file to leave
+    behind; the kernel drops it when the process dies, however it dies). A second writer gets
+    `error` at once. Under the lock no one else can be writing, so every `.*.partial-*` file
+    in the folder and its subfolders is a killed run's leftover and is removed."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): run unlocked
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise error(f"{folder}: another {what} is writing this folder; wait for it to "
+                        "end or choose another one") from None
+        for tmp in folder.rglob(".*.partial-*"):
+            if tmp.is_file():
+                tmp.unlink(missing_ok=True)
+        yield
+    finally:
+        os.close(fd)

@@ -55,7 +55,7 @@ import numpy as np
 from fertility import _fix_normalize, _sampling
 from fertility.corpus import Corpus
 from fertility._fix_train import BYTES, _train
-from fertility._files import write_text_atomic
+from fertility._files import locked_folder, write_text_atomic
 from fertility.errors import FixError
 
 SCHEMA = "fertility.fix/1"
@@ -151,10 +151,20 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
     from_tokenizer: "[LABEL=]SPEC" of the tokenizer being replaced (its special tokens are kept;
     it is measured beside the new one). policy: a Policy, a policy file or None (as `fertility
     gate`). progress: called with one-line status messages (the CLI prints them on stderr).
+    One run at a time writes `out_dir` (a second one is refused: FixError); a killed run's
+    temporary files there are removed by the next one.
     """
+    config.validate()
+    out = _prepare_dir(Path(out_dir))
+    with locked_folder(out, FixError, "`fertility fix`"):
+        return _fix(corpus_paths, out, config, from_tokenizer=from_tokenizer,
+                    corpus_options=corpus_options, policy=policy, progress=progress)
+
+
+def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corpus_options,
+         policy, progress) -> FixResult:
     from fertility.patterns import resolve_pattern
 
-    config.validate()
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     pattern_name, pattern_regex = resolve_pattern(config.pattern)
@@ -169,7 +179,7 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
         raise FixError(f"--vocab-size {config.vocab_size}: smaller than the base alphabet "
                        f"({BYTES} bytes) plus {len(specials)} special tokens "
                        f"= {BYTES + len(specials)}")
-    out = _prepare_dir(Path(out_dir))
+    out = out_dir
 
     opts = dict(corpus_options or {})
     corpus = Corpus(corpus_paths, **opts)

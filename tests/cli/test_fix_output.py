@@ -1,0 +1,57 @@
+"""`fertility fix --out DIR`: one run at a time writes DIR, and what a killed run left there
+(its temporary `.partial-PID` files) is removed by the next run, which ends consistent."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tokenizers import Tokenizer
+
+from tests.test_fix import write_corpus
+
+
+def _partials(folder):
+    return sorted(p.name for p in folder.rglob(".*.partial-*"))
+
+
+def test_second_run_is_refused_and_a_killed_runs_leftovers_are_removed(run, tmp_path):
+    corpus = write_corpus(tmp_path / "corpus", lines=40_000, words=400)
+    out = tmp_path / "out"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "fertility.cli", "fix", str(corpus), "--vocab-size", "3000",
+         "--out", str(out), "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out.exists() and _partials(out)) and time.monotonic() < deadline:
+            assert first.poll() is None, "the first run ended before it wrote anything"
+            time.sleep(0.05)
+        assert _partials(out), "the first run never started writing"
+
+        code, _, err = run("fix", corpus, "--vocab-size", "300", "--out", out, "-q")
+        assert code == 2 and err.strip().splitlines() == [
+            f"error: {out}: another `fertility fix` is writing this folder; wait for it to "
+            "end or choose another one"]
+        assert first.poll() is None  # the refused run did not disturb the running one
+
+        first.send_signal(signal.SIGKILL)  # no chance to clean up
+        first.wait(timeout=10)
+        left = _partials(out)
+        assert left and all(name.endswith(f"-{first.pid}") for name in left)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        first.wait(timeout=10)
+
+    code, out_text, err = run("fix", corpus, "--vocab-size", "300", "--out", out, "-q")
+    assert code in (0, 1), err  # 1: the gate said no; the folder is complete either way
+    assert _partials(out) == []
+    report = json.loads((out / "fix-report.json").read_text())
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    assert tok.get_vocab_size() == report["tokenizer"]["vocab_size"] <= 300
+    held = {p.name for p in (out / "heldout").iterdir()}
+    assert held == {"bn.jsonl", "en.jsonl"}
+    assert os.path.getsize(out / "report.html") > 0
