@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from fertility import unicode as U
 from fertility._accumulate import COUNTS, Bootstrap, C, grow_rows
 from fertility._stats import wilson
+
+if TYPE_CHECKING:  # pandas is imported when a frame is built: measuring processes never need it
+    import pandas as pd
 
 # Share of a row's characters in scripts written without spaces above which a word count
 # would be invented, so tokens_per_word and continued_word_rate are null (docs/METRICS.md).
@@ -21,6 +25,8 @@ def _div(a, b):
 
 
 def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
+    import pandas as pd
+
     lang_names = sorted(langs, key=langs.get)
     frames = []
     for acc in accs:
@@ -102,6 +108,8 @@ def _rate(f: pd.DataFrame, name: str, k, n) -> None:
 
 def docs_frame(state) -> pd.DataFrame:
     """One row per (tokenizer, document) for the documents kept (parity, bootstrap checks)."""
+    import pandas as pd
+
     parts = []
     for chunk in sorted(state.doc_rows, key=lambda c: c["order"]):
         for label, tokens in chunk["tokens"].items():

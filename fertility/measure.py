@@ -12,10 +12,9 @@ import os
 import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
 from fertility import _parallel
 from fertility import unicode as U
@@ -24,6 +23,9 @@ from fertility._batch import encode_flat, measure_batch
 from fertility._frame import build_frame, docs_frame
 from fertility.corpus import Corpus
 from fertility.tokenizers import load_tokenizer_arg
+
+if TYPE_CHECKING:  # the frame is built with pandas at the end; measuring needs only numpy
+    import pandas as pd
 
 SCHEMA = "fertility.report/1"
 
