@@ -59,7 +59,7 @@ def _cell(r: dict | None, col: str | None, spec: str | None) -> str:
     return _fmt(r.get(col), spec)
 
 
-def _grid(headers: list[str], rows: list[list[str]], spans: list[tuple[str, int]] | None = None
+def grid(headers: list[str], rows: list[list[str]], spans: list[tuple[str, int]] | None = None
           ) -> list[str]:
     """Left-aligned first column, right-aligned numbers. `spans`: a title over each run of
     columns (the tokenizer's label over its own columns), widened to hold the title."""
@@ -208,7 +208,7 @@ def table_lines(report, *, min_share: float = 0.0, width: int | None = None,
         headers = ["group"] + [h for h, _, _ in _SHARED] + [_COLUMNS[j][0] for _, j in chunk]
         rows = [[names[i]] + shared[i] + [cells[lab][i][j] for lab, j in chunk]
                 for i in range(len(names))]
-        out += ([""] if out else []) + _grid(headers, rows, [tuple(s) for s in spans])
+        out += ([""] if out else []) + grid(headers, rows, [tuple(s) for s in spans])
     if small:
         out.append(f"other scripts: {' '.join(small)} (each under {min_share:.0%} of the "
                    "characters; every row is in --format json/csv)")
@@ -250,11 +250,8 @@ def summary_lines(report, policy, width: int) -> list[str]:
 
     result = evaluate(report, policy, findings=report.findings)
     vs = S.verdicts(report, result)
-    lines = _grid(S.SUMMARY_HEADERS, [S.verdict_cells(v) for v in vs])
-    if max(len(x) for x in lines) > width:  # the figures stay; the findings counts wrap
-        lines = _grid(S.SUMMARY_HEADERS[:-1], [S.verdict_cells(v)[:-1] for v in vs])
     pref = S.preference(vs)
-    return lines + ([pref] if pref else [])
+    return S.verdict_table(vs, width) + ([pref] if pref else [])
 
 
 def findings_lines(findings: list, labels: list[str], width: int, verbose: bool) -> list[str]:

@@ -260,7 +260,7 @@ def _table_section(frame, labels: list[str], scripts: list[str]) -> str:
 
 def _layout(title_y: str, **kw) -> dict:
     return dict(yaxis_title=title_y, barmode="group", height=420, template="plotly_white",
-                margin=dict(l=60, r=20, t=30, b=60), legend=dict(orientation="h", y=1.12), **kw)
+                margin={"l": 60, "r": 20, "t": 30, "b": 60}, legend={"orientation": "h", "y": 1.12}, **kw)
 
 
 def _fig_cpt(frame, labels: list[str], scripts: list[str]):
@@ -273,10 +273,10 @@ def _fig_cpt(frame, labels: list[str], scripts: list[str]):
         y = rows["chars_per_token"].astype(float)
         fig.add_bar(name=esc(lab), x=[esc(s) for s in scripts], y=y.tolist(),
                     marker_color=_PALETTE[i % len(_PALETTE)],
-                    error_y=dict(type="data", symmetric=False,
-                                 array=(rows["chars_per_token_hi"].astype(float) - y).tolist(),
-                                 arrayminus=(y - rows["chars_per_token_lo"].astype(float))
-                                 .tolist()))
+                    error_y={"type": "data", "symmetric": False,
+                                 "array": (rows["chars_per_token_hi"].astype(float) - y).tolist(),
+                                 "arrayminus": (y - rows["chars_per_token_lo"].astype(float))
+                                 .tolist()})
     fig.update_layout(**_layout("characters per token"))
     return fig
 
@@ -288,13 +288,13 @@ def _fig_share(frame, labels: list[str]):
     fig = go.Figure()
     top = float(max(rows["char_share"].max(), rows["token_share"].max(), 0.01)) * 1.05
     fig.add_scatter(x=[0, top], y=[0, top], mode="lines", name="tokens = characters",
-                    line=dict(color="#999", dash="dot"))
+                    line={"color": "#999", "dash": "dot"})
     for i, lab in enumerate(labels):
         r = rows[rows["tokenizer"] == lab]
         fig.add_scatter(x=r["char_share"].tolist(), y=r["token_share"].tolist(),
                         mode="markers+text", name=esc(lab), text=[esc(k) for k in r["key"]],
-                        textposition="top center", marker=dict(size=10,
-                                                               color=_PALETTE[i % len(_PALETTE)]))
+                        textposition="top center", marker={"size": 10,
+                                                               "color": _PALETTE[i % len(_PALETTE)]})
     fig.update_layout(**_layout("share of tokens", xaxis_title="share of characters"))
     return fig
 
@@ -312,14 +312,14 @@ def _fig_ceiling(frame, labels: list[str], families: list[str], scripts: list[st
                     marker_color=color)
         fig.add_scatter(name=f"{esc(lab)}: own ceiling", x=x,
                         y=rows["chars_per_pretoken"].tolist(), mode="markers",
-                        marker=dict(symbol="line-ew-open", size=28, color=color,
-                                    line=dict(width=3, color=color)))
+                        marker={"symbol": "line-ew-open", "size": 28, "color": color,
+                                    "line": {"width": 3, "color": color}})
     for j, fam in enumerate(families):
         rows = frame[(frame["tokenizer"] == fam) & (frame["group"] == "script")]
         rows = rows.set_index("key").reindex(scripts)
         fig.add_scatter(name=f"{esc(fam)} ceiling", x=x, y=rows["chars_per_token"].tolist(),
-                        mode="markers", marker=dict(symbol="diamond", size=11,
-                                                    color=_PALETTE[(j + 3) % len(_PALETTE)]))
+                        mode="markers", marker={"symbol": "diamond", "size": 11,
+                                                    "color": _PALETTE[(j + 3) % len(_PALETTE)]})
     fig.update_layout(**_layout("characters per token / per pre-token"))
     return fig
 

@@ -109,6 +109,16 @@ SUMMARY_HEADERS = ["verdict", "tokenizer", "worst script vs floor", "under floor
                    "max premium", "round trip fails", "gate"]
 
 
+def verdict_table(vs: list[Verdict], width: int) -> list[str]:
+    """The summary rows as a terminal table; the last column (counts) goes if it is too wide."""
+    from fertility.report import grid  # the one table layout
+
+    table = grid(SUMMARY_HEADERS, [verdict_cells(v) for v in vs])
+    if max(len(x) for x in table) > width:
+        table = grid(SUMMARY_HEADERS[:-1], [verdict_cells(v)[:-1] for v in vs])
+    return table
+
+
 def preference(vs: list[Verdict]) -> str | None:
     """One sentence naming the tokenizer to prefer, with the figures behind it."""
     if len(vs) < 2:
@@ -188,7 +198,7 @@ def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> l
     """What `fertility gate` prints: the verdict and the deciding figures first, then every
     check (failed first), then the blocking findings one line per rule (-v: in full), and the
     verdict again last (scripts read the last line)."""
-    from fertility.report import _grid  # the one table layout
+    from fertility.report import grid
 
     head = "PASS" if result.passed else "FAIL"
     vs = verdicts(report, result)
@@ -196,10 +206,7 @@ def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> l
         head = "PASS, LOSSY"
     labels = ", ".join(v.label for v in vs) or "no tokenizer"
     lines = [f"fertility gate: {head} ({labels}; policy: {result.policy.get('source', '?')})"]
-    table = _grid(SUMMARY_HEADERS, [verdict_cells(v) for v in vs])
-    if max(len(x) for x in table) > width:
-        table = _grid(SUMMARY_HEADERS[:-1], [verdict_cells(v)[:-1] for v in vs])
-    lines += table
+    lines += verdict_table(vs, width)
     many = len({c.tokenizer for c in result.checks}) > 1
     rows = []
     for c in sorted(result.checks, key=lambda c: _VERDICT_ORDER.get(c.verdict, 3)):
@@ -210,9 +217,9 @@ def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> l
                        "" if c.threshold is None else f"{c.direction} {c.threshold:g}", c.note])
     headers = ["verdict"] + (["tokenizer"] if many else []) + [
         "check", "row", "value", "95% interval", "threshold", "note"]
-    checks = _grid(headers, rows)
+    checks = grid(headers, rows)
     if not verbose and max(len(x) for x in checks) > width:  # notes are words, not numbers
-        checks = _grid(headers[:-1], [r[:-1] for r in rows])
+        checks = grid(headers[:-1], [r[:-1] for r in rows])
     lines += ["", f"checks ({len(result.checks)}):"] + checks
     lines += [f"skipped {s['tokenizer']} {s['group']}={s['key']}: {s['reason']}"
               for s in result.skipped]
