@@ -51,6 +51,11 @@ def test_wide_terminal_shows_more_columns(profile):
     head = next(x for x in wide if x.startswith("group "))
     assert head.count("chars/tok") == 4 and head.count("rt fail") == 4
     assert "rt fail" not in next(x for x in narrow if x.startswith("group "))
+    # -v: every column of every family, wrapped onto further tables within the width
+    full = table_lines(profile, width=80, verbose=True)
+    heads = " ".join(x for x in full if x.startswith("group "))
+    assert max(len(x) for x in full) <= 80
+    assert heads.count("chars/tok") == 4 and heads.count("unk") == 4
 
 
 def test_scripts_under_min_share_fold_into_one_line(tmp_path):

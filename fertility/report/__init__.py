@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 import shutil
+import textwrap
 
 import pandas as pd
 
@@ -144,20 +145,19 @@ def _chunks(labels: list[str], ncols: int, fixed: int, widths: dict, width: int)
     for lab in labels:
         cols = [(lab, j) for j in range(ncols)]
         block = max(sum(widths[j] + len(_GAP) for j in range(ncols)), len(lab) + len(_GAP))
-        if used + block <= width or not cur and block > width - fixed:
-            if block <= width - fixed:
-                cur, used = cur + cols, used + block
-                continue
-            for cell in cols:  # one tokenizer wider than the terminal: its columns wrap
-                w = widths[cell[1]] + len(_GAP)
-                if cur and used + w > width:
-                    chunks.append(cur)
-                    cur, used = [], fixed
-                cur.append(cell)
-                used += w
+        if cur and used + block > width:
+            chunks.append(cur)
+            cur, used = [], fixed
+        if block <= width - fixed or not cols:
+            cur, used = cur + cols, used + block
             continue
-        chunks.append(cur)
-        cur, used = cols, fixed + block
+        for cell in cols:  # one tokenizer wider than the terminal: its columns wrap
+            w = widths[cell[1]] + len(_GAP)
+            if cur and used + w > width:
+                chunks.append(cur)
+                cur, used = [], fixed
+            cur.append(cell)
+            used += w
     return chunks + [cur] * bool(cur)
 
 
@@ -259,11 +259,13 @@ def findings_lines(findings: list, labels: list[str], width: int, verbose: bool)
         return []
     if verbose:
         out = ["", f"findings ({len(findings)}):"]
+        wrap = textwrap.TextWrapper(width=max(width, 40), subsequent_indent=" " * 6,
+                                    break_long_words=False, break_on_hyphens=False)
         for f in findings:
-            out.append(f"  [{f.severity}] {f.rule} {f.tokenizer} {f.group}:{f.key}: {f.cause}")
             ev = "; ".join(f"{k}={v}" for k, v in f.evidence.items() if v not in (None, "", []))
-            out.append(f"      evidence: {ev}")
-            out.append(f"      fix: {f.fix}")
+            for text in (f"  [{f.severity}] {f.rule} {f.tokenizer} {f.group}:{f.key}: {f.cause}",
+                         f"      evidence: {ev}", f"      fix: {f.fix}"):
+                out += wrap.wrap(text)
         return out
     groups = S.group_findings(findings, labels)
     n = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
