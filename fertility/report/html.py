@@ -164,12 +164,12 @@ def _overview(report: Any, tokd: dict) -> str:
     files = corpus.get("files")
     if isinstance(files, (list, dict)):
         facts.append(("files", len(files)))
-    rows = "".join(f"<tr><th>{esc(k)}</th><td class=num>{esc(v)}</td></tr>" for k, v in facts)
+    line = " \u00b7 ".join(f"{v:,} {k}" if isinstance(v, int) else f"{v} {k}" for k, v in facts)
     toks = "".join(
         f"<tr><td>{esc(d['label'])}</td><td>{esc(d.get('kind', ''))}</td>"
         f"<td class=num>{esc(d.get('vocab_size') or '')}</td><td>{esc(d.get('spec', ''))}</td></tr>"
         for d in tokd.values())
-    return (f"<table>{rows}</table><table><tr><th>tokenizer</th><th>kind</th>"
+    return (f"<p class=muted>corpus: {esc(line)}</p><table><tr><th>tokenizer</th><th>kind</th>"
             f"<th>vocabulary</th><th>spec</th></tr>{toks}</table>")
 
 
