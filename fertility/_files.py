@@ -96,3 +96,29 @@ def locked_folder(folder: Path, error: type[FertilityError], what: str):
         yield
     finally:
         os.close(fd)
+
+
+# A folder being filled as one unit (`fertility fix --out`) holds this file, naming the writer's
+# PID, from its first change until its last file is in place: a reader that finds it refuses
+# the folder, whose files may come from two runs. The next run of the writer replaces it.
+UNFINISHED = ".unfinished"
+
+
+def mark_unfinished(folder: Path) -> None:
+    (folder / UNFINISHED).write_text(f"{os.getpid()}\n")
+
+
+def mark_finished(folder: Path) -> None:
+    (folder / UNFINISHED).unlink(missing_ok=True)
+
+
+def unfinished_by_another(folder: Path) -> bool:
+    """Whether `folder` is marked unfinished by a process other than this one or its parent
+    (the writer itself, and its measuring workers, read what it has written so far)."""
+    try:
+        pid = (folder / UNFINISHED).read_text().strip()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return pid not in (str(os.getpid()), str(os.getppid()))

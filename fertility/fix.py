@@ -55,7 +55,7 @@ import numpy as np
 from fertility import _fix_normalize, _sampling
 from fertility.corpus import Corpus
 from fertility._fix_train import BYTES, _train
-from fertility._files import locked_folder, write_text_atomic
+from fertility._files import locked_folder, mark_finished, mark_unfinished, write_text_atomic
 from fertility.errors import FixError
 
 SCHEMA = "fertility.fix/1"
@@ -221,6 +221,7 @@ def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corp
             pass
         timings["train_s"] = time.perf_counter() - t1
         timings["trainer_s"] = trained.trainer_s
+        mark_unfinished(out)  # from here until fix-report.json, readers refuse the folder
         heldout_files = writer.commit()
         trained.commit()
         for stale in (out / "fix-report.json", out / "report.html"):
@@ -259,6 +260,7 @@ def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corp
     write_text_atomic(out / "fix-report.json",
                       json.dumps(result.to_dict(), ensure_ascii=False, indent=2,
                                  allow_nan=False, default=_json_default) + "\n", FixError)
+    mark_finished(out)
     return result
 
 

@@ -213,6 +213,12 @@ def _load_path(
             raise TokenizerError(f"{shown}: folder holds no tokenizer.json (nor tokenizer.model)")
     if not path.is_file():  # /dev/zero would be read until memory ran out, a FIFO forever
         raise TokenizerError(f"{shown}: not a regular file")
+    from fertility._files import unfinished_by_another
+
+    if unfinished_by_another(path.parent):
+        raise TokenizerError(
+            f"{path.parent}: an unfinished `fertility fix` run (still writing, or killed) left "
+            "this folder; its files may not belong together: run `fertility fix` again")
     try:
         data = path.read_bytes()
     except OSError as e:

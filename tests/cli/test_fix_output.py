@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from tokenizers import Tokenizer
 
 from tests.test_fix import write_corpus
@@ -17,13 +18,22 @@ def _partials(folder):
     return sorted(p.name for p in folder.rglob(".*.partial-*"))
 
 
-def test_second_run_is_refused_and_a_killed_runs_leftovers_are_removed(run, tmp_path):
-    corpus = write_corpus(tmp_path / "corpus", lines=40_000, words=400)
-    out = tmp_path / "out"
-    first = subprocess.Popen(
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Big enough that a run trains and measures for seconds (time to catch it midway)."""
+    return write_corpus(tmp_path_factory.mktemp("fixout") / "corpus", lines=20_000, words=400)
+
+
+def _start_fix(corpus, out):
+    return subprocess.Popen(
         [sys.executable, "-m", "fertility.cli", "fix", str(corpus), "--vocab-size", "3000",
          "--out", str(out), "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        cwd=tmp_path)
+        cwd=out.parent)
+
+
+def test_second_run_is_refused_and_a_killed_runs_leftovers_are_removed(run, corpus, tmp_path):
+    out = tmp_path / "out"
+    first = _start_fix(corpus, out)
     try:
         deadline = time.monotonic() + 60
         while not (out.exists() and _partials(out)) and time.monotonic() < deadline:
@@ -55,3 +65,32 @@ def test_second_run_is_refused_and_a_killed_runs_leftovers_are_removed(run, tmp_
     held = {p.name for p in (out / "heldout").iterdir()}
     assert held == {"bn.jsonl", "en.jsonl"}
     assert os.path.getsize(out / "report.html") > 0
+
+
+def test_folder_of_a_run_killed_between_tokenizer_and_report_is_refused(run, corpus, tmp_path):
+    out = tmp_path / "out"
+    proc = _start_fix(corpus, out)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "tokenizer.json").exists() and time.monotonic() < deadline:
+            assert proc.poll() is None, "the run ended before its tokenizer appeared"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)  # while it measures, before fix-report.json
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+    assert (out / "tokenizer.json").exists() and not (out / "fix-report.json").exists()
+    code, _, err = run("report", corpus, "-t", out, "-q")
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: {out}: an unfinished `fertility fix` run (still writing, or killed) left "
+        "this folder; its files may not belong together: run `fertility fix` again"]
+
+    code, _, err = run("fix", corpus, "--vocab-size", "300", "--out", out, "-q")
+    assert code in (0, 1), err
+    code, text, err = run("report", corpus, "-t", out, "--format", "json", "-q")
+    assert code == 0, err
+    measured = json.loads(text)["tokenizers"][0]
+    report = json.loads((out / "fix-report.json").read_text())
+    assert measured["fingerprint"] == report["tokenizer"]["fingerprint"]
