@@ -85,6 +85,7 @@ class HFTokenizer(ByteTable):
         # Measured without truncation and padding; the fingerprint covers what is measured.
         obj["truncation"] = None
         obj["padding"] = None
+        as_is = obj["model"].get("dropout") is None  # else re-serialised with it off
         if "dropout" in obj["model"]:
             obj["model"]["dropout"] = None  # BPE-dropout would make every measurement differ
         self.fingerprint = sha256_hex(
@@ -94,7 +95,11 @@ class HFTokenizer(ByteTable):
         # drops the leading space from a token's span); we want neither.
         obj["post_processor"] = None
         try:
-            tok = _HF.from_str(json.dumps(obj))
+            if as_is:  # the file as it is: re-serialising a 32k vocabulary costs 0.2-0.4 s
+                tok = _HF.from_file(str(path))
+                tok.post_processor = None
+            else:
+                tok = _HF.from_str(json.dumps(obj))
         except Exception as e:  # the binding raises plain Exception
             raise TokenizerError(f"{path}: not a usable tokenizer.json ({one_line(e)})") from None
         tok.no_truncation()
@@ -207,8 +212,12 @@ class HFTokenizer(ByteTable):
     @cached_property
     def _pieces(self) -> list[str | None]:
         """Each id's piece as the vocabulary writes it (None for an id nothing uses)."""
-        added, id_to_token = self._added, self._tok.id_to_token
-        return [added[i] if i in added else id_to_token(i) for i in range(self.vocab_size)]
+        pieces: list[str | None] = [None] * self.vocab_size
+        for piece, i in self._tok.get_vocab(with_added_tokens=False).items():
+            pieces[i] = piece  # one call, not one id_to_token per id
+        for i, content in self._added.items():
+            pieces[i] = content
+        return pieces
 
     @cached_property
     def _byte_pieces(self) -> np.ndarray:
@@ -226,6 +235,10 @@ class HFTokenizer(ByteTable):
             "##" if self._model_type == "WordPiece" else None
         )
         strip_suffix = model.get("end_of_word_suffix") or None
+        if self._byte_level and not self._byte_pieces.any():
+            fast = self._byte_level_table()
+            if fast is not None:
+                return fast
         table = []
         for i, (piece, is_byte) in enumerate(zip(self._pieces, self._byte_pieces.tolist())):
             if piece is None:
@@ -251,6 +264,20 @@ class HFTokenizer(ByteTable):
             if self._metaspace:
                 piece = piece.replace("▁", " ")
             table.append(piece.encode("utf-8"))
+        return table
+
+    def _byte_level_table(self) -> list[bytes] | None:
+        """The byte table of a byte-level vocabulary in one translate over all pieces (one
+        stand-in character per byte); None when some piece is not byte-level text."""
+        pieces = ["" if p is None or i in self._added else p for i, p in enumerate(self._pieces)]
+        try:
+            data = "".join(pieces).translate(_UNBYTE).encode("latin-1")
+        except UnicodeEncodeError:
+            return None
+        ends = np.cumsum([len(p) for p in pieces]).tolist()
+        table = [data[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+        for i, content in self._added.items():
+            table[i] = content.encode("utf-8")
         return table
 
     def config(self) -> dict:
