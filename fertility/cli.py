@@ -208,7 +208,7 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
 @workers_option
 @corpus_options
 def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html_out, detail,
-         workers, **kw) -> None:
+         verbose, workers, **kw) -> None:
     """Exit 0 when the tokenizer passes the policy on PATHS, 1 when it fails, 2 on bad input."""
     import dataclasses
     import json
