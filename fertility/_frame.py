@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -107,18 +108,22 @@ def _rate(f: pd.DataFrame, name: str, k, n) -> None:
 
 
 def docs_frame(state) -> pd.DataFrame:
-    """One row per (tokenizer, document) for the documents kept (parity, bootstrap checks)."""
+    """One row per (tokenizer, document) for the documents kept (parity, bootstrap checks),
+    tokenizer by tokenizer in corpus order: each column built once, not a frame per batch."""
     import pandas as pd
 
-    parts = []
-    for chunk in sorted(state.doc_rows, key=lambda c: c["order"]):
-        for label, tokens in chunk["tokens"].items():
-            parts.append(pd.DataFrame({
-                "tokenizer": label, "lang": chunk["lang"], "source": chunk["source"],
-                "line": chunk["line"], "script": [U.SCRIPTS[s] for s in chunk["script"]],
-                "chars": chunk["chars"], "graphemes": chunk["graphemes"],
-                "bytes": chunk["bytes"], "tokens": tokens,
-            }))
     cols = ["tokenizer", "lang", "source", "line", "script", "chars", "graphemes", "bytes",
             "tokens"]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+    chunks = sorted(state.doc_rows, key=lambda c: c["order"])
+    if not chunks:
+        return pd.DataFrame(columns=cols)
+    joined = lambda key: list(chain.from_iterable(c[key] for c in chunks))  # noqa: E731
+    stacked = lambda key: np.concatenate([c[key] for c in chunks])  # noqa: E731
+    scripts = np.asarray(U.SCRIPTS, dtype=object)[stacked("script")].tolist()
+    base = {"lang": joined("lang"), "source": joined("source"), "line": joined("line"),
+            "script": scripts, "chars": stacked("chars"), "graphemes": stacked("graphemes"),
+            "bytes": stacked("bytes")}
+    parts = [pd.DataFrame({"tokenizer": label, **base,
+                           "tokens": np.concatenate([c["tokens"][label] for c in chunks])})
+             for label in chunks[0]["tokens"]]
+    return pd.concat(parts, ignore_index=True)[cols]
