@@ -202,22 +202,22 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
         sel = detail[tok_doc] & (ge > gs)
         _pretoken_counts(counts, tb, doc_lang, n_langs, detail, gs[sel], ge[sel])
         return
-    bounds = np.concatenate(([0], np.cumsum(per_doc)))
-    pre_s, pre_e, rt_fail = [], [], []
+    bounds = np.concatenate(([0], np.cumsum(per_doc))).tolist()
+    # Spans gathered as Python pairs and turned into one array (not one per document).
+    spans, n_spans, rt_fail = [], [], []
     for i in docs.tolist():
+        got = tok.pre_tokenize(texts[i])
+        spans += got
+        n_spans.append(len(got))
+    id_lists = [ids[bounds[i]:bounds[i + 1]].tolist() for i in docs.tolist()]
+    batch_decode = getattr(tok, "decode_batch", None)  # one library call where it has one
+    decoded_all = batch_decode(id_lists) if batch_decode else [tok.decode(x) for x in id_lists]
+    for i, doc_ids, decoded in zip(docs.tolist(), id_lists, decoded_all):
         text = texts[i]
-        spans = tok.pre_tokenize(text)
-        if spans:
-            se = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-            se = se[(se[:, 1] > se[:, 0]) & (se[:, 0] < len(text))] + off[i]
-            pre_s.append(se[:, 0])
-            pre_e.append(se[:, 1])
-        doc_ids = ids[bounds[i]:bounds[i + 1]]
-        decoded = tok.decode(doc_ids.tolist())
         after = tok.normalize(text)
         if decoded != text:
             rt_fail.append(i)
-            had_unk = acc.unk_id is not None and bool((doc_ids == acc.unk_id).any())
+            had_unk = acc.unk_id is not None and acc.unk_id in doc_ids
             changes = acc.roundtrip.setdefault(int(doc_lang[i]), _roundtrip.new_changes())
             _roundtrip.record(changes, text, decoded, after,
                               tok.decode([acc.unk_id]) if had_unk else None, (index, i))
@@ -228,9 +228,12 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
             if len(norm["examples"]) < 5:
                 norm["examples"].append({**_roundtrip.diff_example(text, after),
                                          "order": (index, i)})
-    none = [np.zeros(0, np.int64)]  # words are counted even if no pre-token came back
-    _pretoken_counts(counts, tb, doc_lang, n_langs, detail, np.concatenate(pre_s or none),
-                     np.concatenate(pre_e or none))
+    se = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    span_doc = np.repeat(docs, n_spans)
+    keep = (se[:, 1] > se[:, 0]) & (se[:, 0] < off[span_doc + 1] - off[span_doc])
+    se = se[keep] + off[span_doc[keep], None]
+    # words are counted even if no pre-token came back
+    _pretoken_counts(counts, tb, doc_lang, n_langs, detail, se[:, 0], se[:, 1])
     counts.add("roundtrip_checked", *_table(doc_lang[docs], dominant[docs], n_langs))
     fail = np.asarray(rt_fail, dtype=np.int64)
     counts.add("roundtrip_failures", *_table(doc_lang[fail], dominant[fail], n_langs))
