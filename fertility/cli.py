@@ -100,9 +100,10 @@ def parse_detail(value: str) -> int | None:
     try:
         n = int(value)
     except ValueError:
-        raise click.BadParameter("expected a number of documents or 'all'") from None
+        raise click.BadParameter("expected a number of documents or 'all'",
+                                 param_hint="'--detail'") from None
     if n < 0:
-        raise click.BadParameter("must be >= 0")
+        raise click.BadParameter("must be >= 0", param_hint="'--detail'")
     return n
 
 
@@ -293,8 +294,10 @@ def main(argv: list[str] | None = None) -> None:
         terminated = isinstance(exc, Terminated)
         click.echo("terminated" if terminated else "interrupted", err=True)
         sys.exit(143 if terminated else 130)
-    except click.ClickException as exc:
-        exc.show()
+    except click.ClickException as exc:  # click's own is four lines (usage, hint, blank, error)
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        click.echo(f"error: {' '.join(exc.format_message().split())}{hint}", err=True)
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -121,3 +121,16 @@ def test_unexpected_error_is_exit_2_one_line_traceback_with_debug(run, corpus, m
     assert code == 2 and needle in line and "--debug" in line
     code, _, err = run("--debug", "report", corpus, "-q")
     assert code == 2 and "Traceback (most recent call last)" in err and needle in err
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["report", "{c}", "--detail", "x"], "error: Invalid value for '--detail': expected a "
+     "number of documents or 'all' (see `fertility report --help`)"),
+    (["report"], "error: Missing argument 'PATHS...'. (see `fertility report --help`)"),
+    (["report", "{c}", "--nope"], "error: No such option '--nope'. (see `fertility report "
+     "--help`)"),
+    (["bogus"], "error: No such command 'bogus'. (see `fertility --help`)"),
+])
+def test_usage_error_is_one_line_exit_2(run, corpus, argv, line):
+    code, _, err = run(*[a.format(c=corpus) for a in argv])
+    assert code == 2 and _one_error_line(err) == line
