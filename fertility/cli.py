@@ -279,8 +279,17 @@ def main(argv: list[str] | None = None) -> None:
     import signal
     import threading
 
+    previous = None
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _run(argv)
+    finally:  # called in-process (tests, notebooks): leave the caller's handler as it was
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(argv: list[str] | None) -> None:
     _DEBUG["on"] = False
     try:
         import fertility.cli_train  # noqa: F401  (registers fix, pretrain, eval, export)
