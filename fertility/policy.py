@@ -145,7 +145,10 @@ def _build(default: dict, user: dict, source: str) -> Policy:
         if value is False and allow_off:
             return None
         ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
-        if isinstance(value, bool) or not ok_type or not (lo <= value <= hi):
+        # nan compares false with everything and inf passes an open upper bound: neither
+        # is a threshold a user means, so both are refused by name
+        if isinstance(value, bool) or not ok_type or not math.isfinite(value) \
+                or not (lo <= value <= hi):
             kind = "an integer" if integer else "a number"
             rng = f" in [{lo:g}, {hi:g}]" if hi != math.inf else f" >= {lo:g}"
             off = " (or false)" if allow_off else ""
@@ -235,7 +238,9 @@ def _rules(table: dict, source: str, floors: dict) -> Thresholds:
         ok = isinstance(v, (int, float)) and not isinstance(v, bool)
         if want is int:
             ok = ok and isinstance(v, int)
-        if not ok or v < 0:
+        # `not v >= 0` rather than `v < 0`: nan compares false, and a nan bound would
+        # silently switch its rule off
+        if not ok or not math.isfinite(v) or not v >= 0:
             kind = "an integer" if want is int else "a number"
             raise PolicyError(f"{source}: rules.{k} must be {kind} >= 0, got {v!r}")
         values[k] = want(v)
