@@ -6,7 +6,8 @@
     OUT_DIR/tokenizer.json            the run's tokenizer as a `tokenizers` file (see below)
     OUT_DIR/tokenizer_config.json     PreTrainedTokenizerFast, max length, special tokens
     OUT_DIR/special_tokens_map.json
-    OUT_DIR/fertility_export.json     provenance: run folder, step, tokenizer fingerprint
+    OUT_DIR/fertility_export.json     provenance: run folder, step, tokenizer fingerprint;
+                                      marks the folder as an export (see _check_output)
 
 The tokenizer, by the run's tokenizer kind:
     hf             the run's tokenizer.json, truncation and padding off.
@@ -33,7 +34,9 @@ context length.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,13 @@ PROBE = ("The river rose 12 cm  overnight;  it's   rising!\n বর্ষার 
 # The text of a separator the trainer reserved past the vocabulary (the tokenizer has no
 # end-of-text token of its own): the name GPT-2 and tiktoken give a document separator.
 SEPARATOR_TOKEN = "<|endoftext|>"
+# The provenance file marks a folder as an export: `--overwrite` replaces only such a folder.
+MARKER = "fertility_export.json"
+EXPORT_SCHEMA = "fertility.export/1"
+# Every file an export may write; `--overwrite` touches these and nothing else.
+EXPORT_FILES = frozenset({"config.json", "model.safetensors", "generation_config.json",
+                          "tokenizer.json", "tokenizer.model", "tokenizer_config.json",
+                          "special_tokens_map.json", MARKER})
 
 
 def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = None,
@@ -58,17 +68,21 @@ def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = No
     from trainer.model import hf_llama_config, hf_llama_state_dict
 
     out_dir = Path(out_dir)
-    empty_dir = out_dir.is_dir() and not any(out_dir.iterdir())
-    if out_dir.exists() and not empty_dir and not overwrite:
-        raise EvalError(f"{out_dir}: already exists and is not an empty folder "
-                        "(choose another or remove it)")
+    real, previous = _check_output(Path(run_dir), out_dir, overwrite)
     run = open_run(run_dir, step=step, device="cpu")
     tok, cfg = run.tokenizer, run.model.cfg
     sep_token = _separator_text(tok, run.separator)
 
-    tmp = out_dir.resolve().with_name(out_dir.resolve().name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    # A fresh hidden folder beside the output, never an existing one: a fixed name such as
+    # OUT.partial could be the user's (or the run's own) folder, and it was deleted first.
+    try:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{real.name}.partial-", dir=real.parent))
+        umask = os.umask(0o22)
+        os.umask(umask)
+        tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would become the export folder's mode
+    except OSError as e:
+        raise EvalError(f"{out_dir}: cannot create the export folder ({e.strerror or e})") from e
     files: dict[str, Any] = {}
     try:
         weights = {k: v.detach().contiguous() for k, v in hf_llama_state_dict(run.model).items()}
@@ -82,22 +96,81 @@ def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = No
         probes = [PROBE, *_heldout_sample(run.dir)]
         note = _write_tokenizer(tok, run.tokenizer_path, tmp, run.separator, run.context,
                                 probes)
-        _write_json(tmp / "fertility_export.json", {
-            "run_dir": str(run.dir), "step": run.manifest.get("step"),
+        _write_json(tmp / MARKER, {
+            "schema": EXPORT_SCHEMA, "run_dir": str(run.dir), "step": run.manifest.get("step"),
             "tokenizer": run.meta.get("tokenizer"), "separator": run.separator,
             "separator_token": sep_token, "context": run.context, "tokenizer_note": note,
         })
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
-        if out_dir.is_dir():
-            shutil.rmtree(out_dir)
-        elif out_dir.exists():
-            out_dir.unlink()
-        tmp.replace(out_dir)
+        if previous:
+            _replace_export(tmp, real)
+        else:
+            if real.is_dir():  # empty (checked above): rename needs it gone or empty
+                real.rmdir()
+            tmp.replace(real)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise EvalError(f"{out_dir}: cannot write the export ({e.strerror or e})") from e
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return {"out_dir": str(out_dir), "step": run.manifest.get("step"), "files": files,
             "tokenizer": note}
+
+
+def _check_output(run_dir: Path, out_dir: Path, overwrite: bool) -> tuple[Path, bool]:
+    """The real output folder and whether it holds a previous export to replace; EvalError
+    for an output the export must not touch.
+
+    A symlinked output is resolved and the rules apply to the folder it points to (the link
+    stays a link). The output may not be, contain or lie inside the run folder: replacing it
+    would delete the run. `--overwrite` replaces only a previous export (its MARKER file),
+    and then only EXPORT_FILES: anything else in it is the user's and is kept."""
+    real, run = out_dir.resolve(), run_dir.resolve()
+    shown = str(out_dir) if real == out_dir.absolute() else f"{out_dir} (-> {real})"
+    for bad, how in ((real == run, "is the run folder"),
+                     (run in real.parents, f"lies inside the run folder {run_dir}"),
+                     (real in run.parents, f"contains the run folder {run_dir}")):
+        if bad:
+            raise EvalError(f"{shown}: {how}; export to a folder outside the run")
+    if not real.exists():
+        return real, False
+    if not real.is_dir():
+        raise EvalError(f"{shown}: exists and is not a folder (choose another name)")
+    if not any(real.iterdir()):
+        return real, False
+    if not overwrite:
+        raise EvalError(f"{shown}: already exists and is not an empty folder (choose another, "
+                        "or --overwrite to replace a previous export)")
+    if not _is_export(real / MARKER):
+        raise EvalError(f"{shown}: is not a previous export (no valid {MARKER}); --overwrite "
+                        "replaces only an export, choose another folder")
+    return real, True
+
+
+def _is_export(marker: Path) -> bool:
+    """Whether `marker` is an export's provenance file (exports before EXPORT_SCHEMA was
+    written are known by their run_dir and step)."""
+    try:
+        obj = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(obj, dict) and (obj.get("schema") == EXPORT_SCHEMA
+                                      or {"run_dir", "step"} <= obj.keys())
+
+
+def _replace_export(tmp: Path, out: Path) -> None:
+    """Move the new export's files from `tmp` into the previous export `out`: first remove
+    the previous export's files the new one does not write (a tokenizer.model beside a new
+    tokenizer.json would change what transformers loads), then rename each new file over
+    its old one, the marker last, so a folder interrupted midway is still an export."""
+    new = {p.name for p in tmp.iterdir()}
+    for name in EXPORT_FILES - new:
+        if (out / name).is_file() or (out / name).is_symlink():
+            (out / name).unlink()
+    for name in sorted(new - {MARKER}) + [MARKER]:
+        (tmp / name).replace(out / name)
+    tmp.rmdir()
 
 
 def _write_json(path: Path, obj: Any) -> None:

@@ -255,6 +255,8 @@ def test_the_export_command_writes_the_folder_and_refuses_to_overwrite(hf_run, t
     rc, stdout, err = run("export", hf_run, "--to", "hf", out)
     assert rc == 2 and stdout == "" and err.count("\n") == 1
     assert err.startswith("error: ") and "already exists" in err
-    (out / "stale.txt").write_text("x")
+    # --overwrite replaces a previous export's own files; the user's own file stays
+    (out / "notes.txt").write_text("x")
     rc, _, _ = run("export", hf_run, "--to", "hf", out, "--overwrite")
-    assert rc == 0 and not (out / "stale.txt").exists() and (out / "config.json").is_file()
+    assert rc == 0 and (out / "notes.txt").read_text() == "x"
+    assert (out / "config.json").is_file()
