@@ -28,6 +28,11 @@ if TYPE_CHECKING:  # the frame is built with pandas at the end; measuring needs 
     import pandas as pd
 
 SCHEMA = "fertility.report/1"
+# A batch ends at `batch_size` documents or this many characters, whichever comes first: big
+# enough that numpy's per-call cost is spread over many characters (4,096 documents of real
+# text measure in about two thirds of the main-thread time of 512), small enough that the
+# per-character arrays of one batch (about 100 bytes a character) stay near 25 MB.
+BATCH_CHARS = 1 << 18
 
 
 class PretokenizerFamily:
@@ -120,7 +125,7 @@ def analyze(
     corpus_options: dict | None = None,
     detail_docs: int | None = 200,
     keep_docs: int = 200_000,
-    batch_size: int = 512,
+    batch_size: int = 4096,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
@@ -190,11 +195,28 @@ def run_pass(corpus, toks, accs, state, batch_size: int, *, owned=None, progress
     def encode_all(texts):
         return [encode_flat(t, texts) for t in toks]
 
-    batches = _prefetch(corpus.batches(batch_size), encode_all, owned=owned)
+    batches = _prefetch(_batches(corpus.documents(), batch_size), encode_all, owned=owned)
     for index, (batch, texts, encoded) in enumerate(batches):
         measure_batch(batch, texts, encoded, accs, state, index)
         if progress and encoded is not None:
             progress(state.docs_measured, state.bytes_measured)
+
+
+def _batches(docs, size: int, max_chars: int = BATCH_CHARS):
+    """Documents in batches of `size`, cut early at `max_chars` characters."""
+    if size < 1:
+        from fertility.errors import CorpusError
+
+        raise CorpusError(f"batch size {size}: must be >= 1")
+    batch, chars = [], 0
+    for doc in docs:
+        batch.append(doc)
+        chars += len(doc.text)
+        if len(batch) >= size or chars >= max_chars:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
 
 
 def _prefetch(batches, encode, depth: int = 2, owned=None):
