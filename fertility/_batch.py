@@ -73,8 +73,10 @@ def measure_batch(batch, texts, encoded, accs, state, index: int = 0) -> None:
     (only the bookkeeping that depends on corpus order is done: language ids, the detail
     subset, the position of the per-document table)."""
     n = len(batch)
-    doc_lang = np.fromiter((state.langs.setdefault(d.lang, len(state.langs)) for d in batch),
-                           dtype=np.int64, count=n)
+    langs = [d.lang for d in batch]
+    for lang in dict.fromkeys(langs):  # new labels numbered in corpus order
+        state.langs.setdefault(lang, len(state.langs))
+    doc_lang = np.fromiter(map(state.langs.__getitem__, langs), dtype=np.int64, count=n)
     n_langs = len(state.langs)
     detail = _detail_mask(doc_lang, state)
     keep = _keep_rows(n, state)
@@ -100,7 +102,7 @@ def measure_batch(batch, texts, encoded, accs, state, index: int = 0) -> None:
         doc_tokens[acc.tok.label] = pds_tokens.sum(axis=1)
     if keep:
         state.doc_rows.append({
-            "order": index, "lang": [d.lang for d in batch[:keep]],
+            "order": index, "lang": langs[:keep],
             "source": [d.source for d in batch[:keep]], "line": [d.line for d in batch[:keep]],
             "script": dominant[:keep], "chars": np.diff(tb.doc_offsets)[:keep],
             "graphemes": doc_graphemes[:keep], "bytes": doc_bytes[:keep],
@@ -209,11 +211,12 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
         got = tok.pre_tokenize(texts[i])
         spans += got
         n_spans.append(len(got))
-    id_lists = [ids[bounds[i]:bounds[i + 1]].tolist() for i in docs.tolist()]
-    batch_decode = getattr(tok, "decode_batch", None)  # one library call where it has one
-    decoded_all = batch_decode(id_lists) if batch_decode else [tok.decode(x) for x in id_lists]
-    for i, doc_ids, decoded in zip(docs.tolist(), id_lists, decoded_all):
+    # One decode per document: the library's decode_batch waits for the thread pool that
+    # is encoding the next batches, which costs more than it saves.
+    for i in docs.tolist():
         text = texts[i]
+        doc_ids = ids[bounds[i]:bounds[i + 1]].tolist()
+        decoded = tok.decode(doc_ids)
         after = tok.normalize(text)
         if decoded != text:
             rt_fail.append(i)
@@ -273,8 +276,8 @@ def _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index) -> No
     if not wanted:  # the usual case after the first batches
         return
     bounds = np.concatenate(([0], np.cumsum(per_doc)))
-    for i, script in enumerate(dominant.tolist()):
-        have = acc.samples.setdefault(script, [])
+    for i in np.flatnonzero(np.isin(dominant, wanted)).tolist():  # not every document
+        have = acc.samples.setdefault(int(dominant[i]), [])
         if len(have) >= acc.samples_per_script:
             continue
         cut = min(len(texts[i]), SAMPLE_CHARS)

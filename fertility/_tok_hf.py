@@ -191,10 +191,6 @@ class HFTokenizer(ByteTable):
         ids = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
         return self._tok.decode(ids, skip_special_tokens=False)
 
-    def decode_batch(self, id_lists: list[list[int]]) -> list[str]:
-        """decode() of each list in one library call (the measuring path's round trips)."""
-        return self._tok.decode_batch(id_lists, skip_special_tokens=False)
-
     def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
         from tokenizers import PreTokenizedString
 
