@@ -26,6 +26,7 @@ Metrics (`score_task`)
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -83,8 +84,13 @@ def load_items(path: str | Path) -> list[Item]:
 def parse_item(line: str, where: str, n: int = 0) -> Item:
     try:
         rec = json.loads(line)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise EvalError(f"{where}: not valid JSON ({e.msg})") from None
+    except RecursionError:  # the decoder recurses per nesting level: [[[[...]]]]
+        raise EvalError(f"{where}: JSON nested too deeply to read") from None
+    except ValueError:  # Python refuses to convert an integer of over 4300 digits
+        raise EvalError(f"{where}: JSON number with too many digits "
+                        f"(over {sys.get_int_max_str_digits()})") from None
     if not isinstance(rec, dict):
         raise EvalError(f"{where}: expected a JSON object, got {type(rec).__name__}")
     context, choices, label = rec.get("context"), rec.get("choices"), rec.get("label")

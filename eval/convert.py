@@ -41,14 +41,19 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
             data = json.loads(text)
         except ValueError as e:
             raise EvalError(f"{path}: not valid JSON ({e})") from None
+        except RecursionError:  # the decoder recurses per nesting level: [[[[...]]]]
+            raise EvalError(f"{path}: JSON nested too deeply to read") from None
         yield from enumerate(data, 1)
         return
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
                 yield n, json.loads(line)
-            except ValueError as e:
-                raise EvalError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+            except ValueError as e:  # e.msg: a decode error; str(e): a 4300-digit integer
+                raise EvalError(f"{path}:{n}: not valid JSON "
+                                f"({getattr(e, 'msg', None) or e})") from None
+            except RecursionError:
+                raise EvalError(f"{path}:{n}: JSON nested too deeply to read") from None
 
 
 def _index(label: Any, names: list[str] | None = None) -> int:

@@ -271,3 +271,22 @@ def test_named_fields_and_bad_records(tmp_path):
         with pytest.raises(EvalError, match=f"named.jsonl:2: .*{message}"):
             convert_file(src, tmp_path / "never.jsonl")
         assert not (tmp_path / "never.jsonl").exists()
+
+
+
+@pytest.mark.parametrize("text, where", [
+    ('{"query": "q", "choices": ["a", "b"], "gold": 0}\n' + "[" * 100_000 + "\n",
+     "deep.jsonl:2: JSON nested too deeply"),
+    ("[" * 100_000, "deep.jsonl: JSON nested too deeply"),
+    ('{"query": "q", "choices": ["a", "b"], "gold": ' + "9" * 5000 + "}\n",
+     "deep.jsonl:1: not valid JSON (Exceeds the limit"),
+])
+def test_convert_of_json_the_decoder_cannot_read_is_one_line(tmp_path, capsys, text, where):
+    from eval.convert import main
+
+    src = tmp_path / "deep.jsonl"
+    src.write_text(text)
+    assert main([str(src), str(tmp_path / "never.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and where in err, err
+    assert not (tmp_path / "never.jsonl").exists()

@@ -262,3 +262,20 @@ def test_the_eval_command_writes_json_and_fails_with_one_line_and_exit_2(run_dir
         rc, stdout, err = run("eval", *argv, "--quiet")
         assert rc == 2 and stdout == ""
         assert err.startswith("error: ") and err.count("\n") == 1 and where in err, err
+
+
+@pytest.mark.parametrize("line, what", [
+    ("[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
+    ('{"context": "a", "choices": ["b", "c"], "label": 0, "x": ' + "[" * 100_000,
+     "JSON nested too deeply"),
+    ('{"context": "a", "choices": ["b", "c"], "label": ' + "9" * 5000 + "}",
+     "JSON number with too many digits"),
+])
+def test_a_task_line_the_json_decoder_cannot_read_is_one_line_naming_file_and_line(
+        run_dir, tmp_path, run, line, what):
+    tasks = tmp_path / "deep.jsonl"
+    tasks.write_text('{"context": "a", "choices": ["b", "c"], "label": 0}\n' + line + "\n")
+    rc, stdout, err = run("eval", run_dir, "--no-lm", "--tasks", tasks, "--device", "cpu",
+                          "--quiet")
+    assert rc == 2 and stdout == "" and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith(f"error: {tasks}:2: {what}"), err
