@@ -188,7 +188,8 @@ def eval_cmd(run_dir, corpus, tasks, no_lm, fmt, output, step, device, context, 
 @click.option("--to", "target", type=click.Choice(["hf"]), required=True,
               help="hf: a Llama-architecture folder transformers loads.")
 @click.option("--step", type=int, default=None)
-@click.option("--overwrite", is_flag=True)
+@click.option("--overwrite", is_flag=True,
+              help="Replace a previous export's files in OUT_DIR (other files are kept).")
 def export(run_dir, out_dir, target, step, overwrite) -> None:
     """Write RUN_DIR's model and tokenizer as a Hugging Face Llama folder."""
     _need_torch("export")
