@@ -8,6 +8,7 @@ passed what it should block); inf passes an open upper bound (`premium = inf` ch
 from pathlib import Path
 
 import pytest
+
 from tests.bpe import byte_level_bpe
 
 CORPUS = Path(__file__).resolve().parent.parent / "examples" / "corpus"
@@ -56,5 +57,5 @@ def test_the_same_keys_with_finite_numbers_are_accepted(run, setup, tmp_path):
     policy = tmp_path / "policy.toml"
     policy.write_text("baseline_margin = 0.05\n[rules]\nmark_initial_rate = 0.02\n"
                       "[ceilings]\npremium = 3.0\nunk_rate = 0.5\n[floors]\ndefault = 1.0\n")
-    code, out, err = run("gate", corpus, "-t", tokenizer, "--policy", policy, "-q")
+    code, _, err = run("gate", corpus, "-t", tokenizer, "--policy", policy, "-q")
     assert code in (0, 1), err

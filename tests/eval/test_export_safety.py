@@ -114,7 +114,7 @@ def test_overwrite_replaces_a_previous_exports_files_and_keeps_the_users(run, ti
     (out / "eval" / "results.json").write_text("{}")
     (out / "config.json").write_text("{}")
     (out / "tokenizer.model").write_bytes(b"stale")
-    rc, stdout, err = run("export", tiny_run, "--to", "hf", out, "--overwrite")
+    rc, _, err = run("export", tiny_run, "--to", "hf", out, "--overwrite")
     assert rc == 0, err
     assert (out / "README.md").read_text() == "# my model card\n"
     assert (out / "eval" / "results.json").read_text() == "{}"
@@ -134,7 +134,7 @@ def test_symlinked_output_is_resolved_the_link_kept(run, tiny_run, tmp_path):
     link = tmp_path / "latest"
     link.symlink_to(real, target_is_directory=True)
     (real / "config.json").write_text("{}")
-    rc, stdout, err = run("export", tiny_run, "--to", "hf", link, "--overwrite")
+    rc, _, err = run("export", tiny_run, "--to", "hf", link, "--overwrite")
     assert rc == 0, err
     assert link.is_symlink() and link.resolve() == real.resolve()
     assert json.loads((real / "config.json").read_text())["model_type"] == "llama"
