@@ -147,3 +147,23 @@ def test_export_folder_gets_the_umask_mode(run, tiny_run, tmp_path):
     umask = os.umask(0o22)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+def test_an_export_that_fails_midway_leaves_the_previous_one_and_no_temp_folder(
+        run, tiny_run, tmp_path, monkeypatch):
+    import eval.export
+
+    out = tmp_path / "hf"
+    rc, _, err = run("export", tiny_run, "--to", "hf", out)
+    assert rc == 0, err
+    before = snapshot(tmp_path)
+
+    def fail(*a, **k):
+        raise eval.export.EvalError("tokenizer.json: conversion refused")
+
+    # fails after the weights are written into the temporary folder
+    monkeypatch.setattr(eval.export, "_write_tokenizer", fail)
+    for target in (out, tmp_path / "new"):
+        rc, stdout, err = run("export", tiny_run, "--to", "hf", target, "--overwrite")
+        assert "conversion refused" in one_line_error(rc, stdout, err)
+        assert snapshot(tmp_path) == before
