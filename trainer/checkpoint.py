@@ -4,13 +4,16 @@
         model.safetensors   weights (tied tensors stored once, aliases in the metadata)
         optimizer.pt        optimizer, scheduler, RNG states, data cursor: tensors and plain
                             values only, so torch.load(weights_only=True) reads it
-        state.json          manifest: step, tokens seen, config, tokenizer fingerprint and
-                            the sha256 of every other file; written last
+        state.json          manifest: step, tokens seen, config, tokenizer fingerprint,
+                            the sha256 of every other file and of itself; written last
 
 A checkpoint is built in `checkpoints/.tmp-step-...`, every file fsync'd, then renamed into
 place, so a killed process leaves either the whole folder or a temporary one that is ignored.
 Loading walks back from the newest folder and skips, with a warning, any whose files are
-missing or do not match their checksums.
+missing or do not match their checksums. A state.json that fails its own checksum, or whose
+step is not its folder's, was edited by hand (a torn write cannot produce one: the folder
+appears whole by rename): that is refused, not skipped, so no edit slips through silently.
+A write that fails (full disk) leaves the previous checkpoints as they were.
 """
 
 from __future__ import annotations
@@ -48,6 +51,18 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 22), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _manifest_sha256(state: dict[str, Any]) -> str:
+    """sha256 of the manifest's fields except itself, in a canonical JSON form."""
+    body = {k: v for k, v in state.items() if k != "manifest_sha256"}
+    body = json.loads(json.dumps(body))  # as read back: int keys become str, tuples lists
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EditedManifest(TrainingError):
+    """A state.json changed after it was written: refused rather than skipped."""
 
 
 def _fsync(path: Path) -> None:
@@ -113,10 +128,33 @@ def save_checkpoint(run_dir: str | Path, step: int, weights: dict[str, torch.Ten
     """
     final = step_dir(run_dir, step)
     root = final.parent
-    root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        _write_folder(tmp, step, weights, train_state, manifest)
+    # torch.save on a full disk raises RuntimeError ("... unexpected pos ..."), safetensors
+    # its own error; either way the temporary folder goes and the older checkpoints stay.
+    except (OSError, RuntimeError, SafetensorError) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        cause = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())
+        raise TrainingError(f"{final}: cannot write the checkpoint ({cause}); "
+                            "the previous checkpoints are kept") from None
+    if final.exists():  # the same step written again after a rollback: replace it
+        old = root / f".tmp-old-{final.name}-{os.getpid()}"
+        os.replace(final, old)
+        shutil.rmtree(old, ignore_errors=True)
+    os.replace(tmp, final)
+    _fsync(root)
+    for _, path in list_checkpoints(run_dir)[:-keep_last]:
+        shutil.rmtree(path, ignore_errors=True)
+    return final
+
+
+def _write_folder(tmp: Path, step: int, weights: dict[str, torch.Tensor],
+                  train_state: dict[str, Any], manifest: dict[str, Any]) -> None:
+    """The checkpoint's three files in `tmp`, each fsync'd, the manifest last."""
     tensors, aliases = _dedupe(weights)
     save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt",
                                                       "aliases": json.dumps(aliases)})
@@ -127,20 +165,12 @@ def save_checkpoint(run_dir: str | Path, step: int, weights: dict[str, torch.Ten
         files[name] = _sha256(tmp / name)
     state = {"schema": SCHEMA, "step": step, **manifest, "files": files,
              "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    state["manifest_sha256"] = _manifest_sha256(state)
     with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
         json.dump(state, f, indent=1, ensure_ascii=False)
         f.flush()
         os.fsync(f.fileno())
     _fsync(tmp)
-    if final.exists():  # the same step written again after a rollback: replace it
-        old = root / f".tmp-old-{final.name}-{os.getpid()}"
-        os.replace(final, old)
-        shutil.rmtree(old, ignore_errors=True)
-    os.replace(tmp, final)
-    _fsync(root)
-    for _, path in list_checkpoints(run_dir)[:-keep_last]:
-        shutil.rmtree(path, ignore_errors=True)
-    return final
 
 
 def remove_partial(run_dir: str | Path) -> None:
@@ -174,6 +204,14 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
         raise TrainingError(f"{path / MANIFEST}: unreadable ({e})") from None
     if not isinstance(state, dict) or state.get("schema") != SCHEMA:
         raise TrainingError(f"{path / MANIFEST}: not a {SCHEMA} manifest")
+    # Checkpoints written before the manifest carried its own checksum have none.
+    if "manifest_sha256" in state and state["manifest_sha256"] != _manifest_sha256(state):
+        raise EditedManifest(f"{path / MANIFEST}: checksum does not match its contents "
+                             "(edited after it was written); restore it or delete the folder")
+    m = _STEP_RE.match(path.name)
+    if m and state.get("step") != int(m.group(1)):
+        raise EditedManifest(f"{path / MANIFEST}: step {state.get('step')!r} is not the "
+                             f"folder's {int(m.group(1))}; restore it or delete the folder")
     for name in (WEIGHTS, TRAIN_STATE):
         expected = state.get("files", {}).get(name)
         if not (path / name).is_file():
@@ -185,11 +223,14 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
 
 def latest_checkpoint(run_dir: str | Path, warn: Callable[[str], None] | None = None
                       ) -> tuple[Path, dict[str, Any]] | None:
-    """The newest valid checkpoint, skipping (with a warning) corrupt or partial ones."""
+    """The newest valid checkpoint, skipping (with a warning) corrupt or partial ones;
+    EditedManifest when a state.json was changed by hand."""
     warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
     for _, path in reversed(list_checkpoints(run_dir)):
         try:
             return path, verify_checkpoint(path)
+        except EditedManifest:
+            raise
         except TrainingError as e:
             warn(f"skipping checkpoint: {e}")
     return None

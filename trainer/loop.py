@@ -10,8 +10,15 @@ Every step appends one JSON line to RUN_DIR/metrics.jsonl: step, loss, lr, grad_
 (consumed so far), epoch (of the data order), languages (per language: chars, bytes and
 tokens consumed so far; trainer/mix.py), tokens_per_s (all ranks), mfu (per device; null
 on the CPU), skipped, and on a skipped step nonfinite ("loss" or "grad_norm"; loss and
-grad_norm are then null). Events (resume, rollback, heldout) are lines with an "event" key;
-{"event": "heldout", "step", "loss", "tokens"} is the held-out loss every eval_every steps.
+grad_norm are then null). Events (resume, rollback, heldout, terminated) are lines with an
+"event" key; {"event": "heldout", "step", "loss", "tokens"} is the held-out loss every
+eval_every steps.
+
+SIGTERM (a preemptible machine going away) stops the run at the end of the current step: it
+is noted by a handler installed while training (the CLI's own raises at once, which could
+land inside optimizer.step), that step is checkpointed, and fertility.cli.Terminated is
+raised (exit 143). Ctrl-C stops at once without a checkpoint, as before: the last periodic
+one is what --resume continues from.
 
 On CUDA nothing reads the device per step: loss and gradient norm stay on the GPU and are
 read every log_every steps (`sync_every`), a non-finite step is kept from the optimizer on
@@ -26,8 +33,10 @@ from __future__ import annotations
 import copy
 import json
 import math
+import signal
+import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +129,7 @@ class Trainer:
         # Reading a CPU tensor costs nothing; reading a GPU one waits for the queue to drain.
         self.sync_every = 1 if self.device.type == "cpu" else cfg.log_every
         self._pending: list[dict[str, Any]] = []  # steps whose loss is still on the device
+        self._sigterm = False  # set by the handler of _stop_on_sigterm, read at step ends
 
     # -- callbacks, logging ---------------------------------------------------------------
     def _call(self, name: str, *args: Any) -> None:
@@ -355,6 +365,46 @@ class Trainer:
                           force=True)
         return False
 
+    # -- SIGTERM: stop at a step boundary with a checkpoint -------------------------------
+    @contextmanager
+    def _stop_on_sigterm(self):
+        """While training, SIGTERM only sets a flag; the caller's handler is restored after."""
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signal handlers can only be set from the main thread
+            return
+
+        def note(signum: int, frame: Any) -> None:
+            self._sigterm = True
+
+        previous = signal.signal(signal.SIGTERM, note)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    def _stop_agreed(self, due: bool) -> bool:
+        """SIGTERM seen on any rank. Saving is collective, so every rank must stop at the same
+        step: ranks compare flags only at steps where they sync anyway (`due`)."""
+        if not self.env.enabled:
+            return self._sigterm
+        if not due:
+            return False
+        flag = torch.tensor([float(self._sigterm)], device=self.device)
+        return bool(D.all_reduce_mean(flag, self.env).item() > 0)
+
+    def _terminate(self, meter: Any, local_tokens: int, status: StatusLine) -> None:
+        """Checkpoint the step just finished, then raise Terminated (exit 143)."""
+        from fertility.cli import Terminated
+
+        if self._pending:
+            self._flush(meter, local_tokens, status)  # a rollback here leaves step == saved
+        if self.saved_step != self.step:
+            self.save()
+        self._write({"event": "terminated", "step": self.step})
+        D.log(self.env, f"terminated: checkpoint at step {self.step} in "
+                        f"{ck.step_dir(self.run_dir, self.step)}; --resume continues it")
+        raise Terminated()
+
     # -- the run --------------------------------------------------------------------------
     def run(self, resume: bool = False) -> dict[str, Any]:
         from trainer.throughput import ThroughputMeter
@@ -374,6 +424,18 @@ class Trainer:
         status = StatusLine(self.quiet or not self.env.is_main)
         t0 = time.monotonic()
         path = None
+        with self._stop_on_sigterm():
+            path = self._train(meter, local_tokens, status)
+        return {"run_dir": str(self.run_dir), "steps": self.step, "tokens": self.tokens_seen,
+                "final_loss": self.last_loss, "skipped_steps": self.skipped,
+                "rollbacks": self.rollbacks, "elapsed_s": time.monotonic() - t0,
+                "checkpoint": str(path) if path else None,
+                "languages": self.batches.consumed(),
+                "params": self.raw.num_params()}
+
+    def _train(self, meter: Any, local_tokens: int, status: StatusLine) -> Path | None:
+        """Steps until the run's length; the path of the checkpoint holding the result."""
+        path = None
         try:
             while self.step < self.total_steps:
                 self._pending.append(self.train_step())
@@ -388,18 +450,17 @@ class Trainer:
                                      "tokens": held[1]})
                 if self.step % self.cfg.checkpoint_every == 0:
                     path = self.save()
+                if self._stop_agreed(due):
+                    self._terminate(meter, local_tokens, status)
             if self.saved_step != self.step:  # the final weights, whatever the period
                 path = self.save()
             elif path is None:  # resumed a finished run: its last checkpoint is the result
                 path = ck.step_dir(self.run_dir, self.step)
+            if self._stop_agreed(True):  # during the last save: saved, but still a stop
+                self._terminate(meter, local_tokens, status)
         finally:
             status.close()
-        return {"run_dir": str(self.run_dir), "steps": self.step, "tokens": self.tokens_seen,
-                "final_loss": self.last_loss, "skipped_steps": self.skipped,
-                "rollbacks": self.rollbacks, "elapsed_s": time.monotonic() - t0,
-                "checkpoint": str(path) if path else None,
-                "languages": self.batches.consumed(),
-                "params": self.raw.num_params()}
+        return path
 
 
 def train(run_dir: str | Path, cfg: TrainConfig, model_cfg: ModelConfig, data: TokenData, *,

@@ -57,6 +57,7 @@ def _tokenizer_file(tok: Any) -> Path | None:
 
 def _copy_tokenizer(tok: Any, run_dir: Path) -> dict[str, Any]:
     from fertility.tokenizers import split_pattern_suffix
+    from trainer.checkpoint import _sha256
 
     info = {"spec": tok.spec, "kind": tok.kind, "fingerprint": tok.fingerprint,
             "vocab_size": int(tok.vocab_size), "path": None,
@@ -67,7 +68,39 @@ def _copy_tokenizer(tok: Any, run_dir: Path) -> dict[str, Any]:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest)
         info["path"] = f"tokenizer/{src.name}"
+        info["sha256"] = _sha256(dest)
     return info
+
+
+def _check_resume(run_json: dict, run_json_path: Path, run_dir: Path, paths: list[str],
+                  tok: Any) -> None:
+    """A resume continues the same run: the same tokenizer (given and the run's copy, which
+    eval and export load) and the same corpus arguments as run.json records."""
+    from trainer.checkpoint import _sha256
+
+    recorded = run_json["tokenizer"]
+    if recorded["fingerprint"] != tok.fingerprint:
+        raise TrainingError(f"{run_json_path}: the run was made with tokenizer "
+                            f"{recorded['fingerprint']}, {tok.spec} is {tok.fingerprint}")
+    copy = run_dir / recorded["path"] if recorded.get("path") else None
+    if copy is not None and recorded.get("sha256"):  # runs before the checksum have none
+        if not copy.is_file():
+            raise TrainingError(f"{copy}: the run's tokenizer copy is missing")
+        if _sha256(copy) != recorded["sha256"]:
+            raise TrainingError(f"{copy}: not the tokenizer file {run_json_path.name} records "
+                                "(replaced after the run started)")
+    corpus = run_json.get("corpus_paths")  # absolute: a resume may start in another folder
+    given = _corpus_paths(paths)
+    if corpus is not None and given != corpus:
+        raise TrainingError(f"{run_json_path}: the run was made from corpus "
+                            f"{' '.join(corpus)}, not {' '.join(given)}; give the same paths "
+                            "to --resume or choose another --out")
+
+
+def _corpus_paths(paths: list[str]) -> list[str]:
+    from fertility.corpus import shown
+
+    return [shown(os.path.abspath(p)) for p in paths]
 
 
 def _default_gate(policy: Any, corpus_options: dict | None, quiet: bool) -> Callable:
@@ -145,10 +178,8 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
                             f"{model_cfg.max_seq_len} (preset {cfg.preset})")
     env = D.init_distributed(cfg.device)
     try:
-        if run_json is not None and run_json["tokenizer"]["fingerprint"] != tok.fingerprint:
-            raise TrainingError(f"{run_json_path}: the run was made with tokenizer "
-                                f"{run_json['tokenizer']['fingerprint']}, {tok.spec} is "
-                                f"{tok.fingerprint}")
+        if run_json is not None:
+            _check_resume(run_json, run_json_path, run_dir, paths, tok)
         gate_dict, forced = (run_json or {}).get("gate"), bool((run_json or {}).get("forced"))
         if run_json is None:
             gate_dict, forced = _run_gate(gate or _default_gate(policy, corpus_options, quiet),
@@ -163,6 +194,7 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
             record = {"schema": RUN_SCHEMA, "tokenizer": _copy_tokenizer(tok, run_dir),
                       "model": model_cfg.to_dict(), "train": cfg.to_dict(), "gate": gate_dict,
                       "forced": forced, "corpus": index.get("corpus"),
+                      "corpus_paths": _corpus_paths(paths),
                       "data": {"separator": index["separator"],
                                "separator_reserved": index["separator"] == int(tok.vocab_size),
                                "dtype": index["dtype"],
@@ -286,6 +318,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FertilityError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
+    except BaseException as e:  # the trainer's SIGTERM stop (checkpoint written): 143
+        from fertility.cli import Terminated
+
+        if not isinstance(e, Terminated):
+            raise
+        print("terminated", file=sys.stderr)
+        return 143
     if not D.launched_by_torchrun() or os.environ.get("RANK") == "0":
         print(json.dumps(summary, indent=1))
     return 0
