@@ -1,6 +1,8 @@
 """`pretrain`: gate the tokenizer, tokenize the corpus once, train, leave a self-contained run.
 
-    RUN_DIR/run.json            what was trained with what (schema fertility.run/1)
+    RUN_DIR/run.json            what was trained with what (schema fertility.run/1); a
+                                resume must match its tokenizer fingerprint, its copy's
+                                sha256 and its absolute corpus paths (`corpus_paths`)
     RUN_DIR/tokenizer/<file>    a copy of the tokenizer file
     RUN_DIR/data/               token shards, heldout.jsonl, index.json (trainer.data)
     RUN_DIR/checkpoints/        step-NNNNNNNN folders (trainer.checkpoint)
