@@ -1,23 +1,32 @@
-"""Throughput and memory of `fertility.analyze` against the raw tokenizer doing the same work.
+"""`fertility report` against the raw tokenizer, both timed as whole processes as a user runs them.
 
-    python benchmarks/analyze_throughput.py                 # 50 MB, prints docs/s and ratio
-    python benchmarks/analyze_throughput.py --rss 50,500    # also peak RSS per corpus size
+    python benchmarks/analyze_throughput.py                  # real text, 25 MB, one tokenizer
+    python benchmarks/analyze_throughput.py --mb 250 --tokenizers 2
+    python benchmarks/analyze_throughput.py --synthetic      # the corpus generated from examples/corpus
+    python benchmarks/analyze_throughput.py --peers          # also tokscope / toksight, own venvs
 
-A multilingual corpus is generated from examples/corpus (lines shuffled and recombined, seeded)
-into a temporary folder. Both sides read the same files in the same batches:
-  (a) raw:  `tokenizers.Tokenizer.encode_batch` on every batch (ids and offsets produced);
-  (b) ours: `fertility.analyze` with every metric on (defaults) for the same tokenizer; on
-      a corpus this size the defaults measure with one process per core (fertility._parallel).
-Runs alternate a, b, a, b and the best of each is kept. Peak RSS is measured in a fresh
-process per corpus size (`resource.getrusage` ru_maxrss of the main process and of the
-largest measuring process).
+Real text: the fixtures' ROOT/text/<lang>.txt (tests/realworld/build.py; ROOT is
+$FERTILITY_REALWORLD or ~/.cache/fertility/realworld), every language repeated to the size
+asked, one document per line. Tokenizer: a 32,000-token byte-level BPE with the o200k split
+trained on that text (cached under /tmp/fertility-bench). Both sides read the same lines:
+  (a) raw:  a fresh `python` that reads every file line by line and calls
+      `tokenizers.Tokenizer.encode_batch` on batches of 1,000 (one per tokenizer);
+  (b) ours: `fertility report DIR -t tok.json [-t tok2.json] --format json -o r.json`, every
+      metric on (the defaults).
+Runs alternate a, b, a, b (`--rounds`); each line printed is one run; the ratio uses the best
+of each. Wall time, CPU time and peak RSS come from os.wait4 of the process (ru_maxrss is the
+largest of the process and the measuring processes it waited for). "Where the time goes" is
+one more run of (b) under cProfile with --workers 1 (the main thread only: the tokenizer
+runs in a reading thread beside it) and `python -X importtime` of the CLI.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import random
-import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,22 +34,76 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+PY = sys.executable
+FERTILITY = str(Path(PY).with_name("fertility"))
+CACHE = Path(os.environ.get("FERTILITY_BENCH_CACHE", "/tmp/fertility-bench"))
+
+RAW = r"""
+import sys
+from pathlib import Path
+from tokenizers import Tokenizer
+toks = [Tokenizer.from_file(p) for p in sys.argv[2:]]
+docs = 0
+for path in sorted(Path(sys.argv[1]).glob("*.txt")):
+    with open(path, encoding="utf-8") as fh:
+        buf = []
+        for line in fh:
+            buf.append(line[:-1])
+            if len(buf) == 1000:
+                for t in toks:
+                    t.encode_batch(buf, add_special_tokens=False)
+                docs += len(buf)
+                buf = []
+        if buf:
+            for t in toks:
+                t.encode_batch(buf, add_special_tokens=False)
+            docs += len(buf)
+print(docs)
+"""
 
 
-def make_corpus(out: Path, megabytes: float, seed: int = 0) -> int:
+def realworld_root() -> Path:
+    root = Path(os.environ.get("FERTILITY_REALWORLD", Path.home() / ".cache/fertility/realworld"))
+    if not (root / "READY").exists():
+        sys.exit(f"error: {root}: no real-world fixtures (python tests/realworld/build.py)")
+    return root
+
+
+def real_corpus(out: Path, megabytes: float) -> int:
+    """Every fixture language repeated to `megabytes` in all, in the fixtures' proportions;
+    blank lines dropped so both sides see exactly the documents the corpus reader yields."""
+    out.mkdir(parents=True, exist_ok=True)
+    texts = {p.stem: [ln for ln in p.read_text(encoding="utf-8").splitlines()
+                      if ln and not ln.isspace()]
+             for p in sorted((realworld_root() / "text").glob("*.txt"))}
+    sizes = {k: sum(len(ln.encode()) + 1 for ln in v) for k, v in texts.items()}
+    scale = megabytes * 1e6 / sum(sizes.values())
+    docs = 0
+    for lang, lines in texts.items():
+        target, written = sizes[lang] * scale, 0
+        with open(out / f"{lang}.txt", "w", encoding="utf-8") as fh:
+            while written < target:
+                for ln in lines:
+                    fh.write(ln + "\n")
+                    written += len(ln.encode()) + 1
+                    docs += 1
+                    if written >= target:
+                        break
+    return docs
+
+
+def synthetic_corpus(out: Path, megabytes: float, seed: int = 0) -> int:
+    """Lines of examples/corpus shuffled and recombined (seeded): the earlier benchmark's text."""
     rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
     sources = {p.stem: p.read_text(encoding="utf-8").splitlines()
                for p in sorted((ROOT / "examples" / "corpus").glob("*.txt"))}
-    per_lang = megabytes * 1e6 / len(sources)
-    docs = 0
+    per_lang, docs = megabytes * 1e6 / len(sources), 0
     for lang, lines in sources.items():
         written = 0
         with open(out / f"{lang}.txt", "w", encoding="utf-8") as fh:
             while written < per_lang:
-                a, b = rng.choice(lines), rng.choice(lines)
-                words = (a + " " + b).split(" ")
+                words = (rng.choice(lines) + " " + rng.choice(lines)).split(" ")
                 rng.shuffle(words)
                 line = " ".join(words) + "\n"
                 fh.write(line)
@@ -49,83 +112,212 @@ def make_corpus(out: Path, megabytes: float, seed: int = 0) -> int:
     return docs
 
 
-def train_tokenizer(path: Path) -> Path:
-    subprocess.run([sys.executable, str(ROOT / "examples" / "make_tokenizers.py"), str(path),
-                    "--vocab-size", "8000"], check=True, stdout=subprocess.DEVNULL)
-    return path / "mark-aware" / "tokenizer.json"
+def trained_bpe(vocab: int, family: str, synthetic: bool) -> Path:
+    """A byte-level BPE with `family`'s split trained on the benchmark's text, cached."""
+    name = f"{'synthetic' if synthetic else 'real'}-{family}-{vocab}"
+    path = CACHE / name / "tokenizer.json"
+    if path.exists():
+        return path
+    sys.path.insert(0, str(ROOT))
+    from tokenizers import Regex, pre_tokenizers
+
+    from fertility.patterns import FAMILIES
+    from tests.bpe import byte_level_bpe
+
+    folder = (ROOT / "examples" / "corpus") if synthetic else realworld_root() / "text"
+    lines = [ln for p in sorted(folder.glob("*.txt"))
+             for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    split = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(FAMILIES[family]), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    t0 = time.perf_counter()
+    byte_level_bpe(lines, vocab, pre_tokenizer=split, path=path)
+    print(f"trained {name} in {time.perf_counter() - t0:.1f} s -> {path}", flush=True)
+    return path
 
 
-def raw_pass(corpus: Path, tok_path: Path, batch: int = 512) -> tuple[int, float]:
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_file(str(tok_path))
-    start = time.perf_counter()
-    docs = 0
-    for path in sorted(corpus.glob("*.txt")):
-        with open(path, encoding="utf-8") as fh:
-            buf = []
-            for line in fh:
-                line = line.rstrip("\n")
-                if line.strip():
-                    buf.append(line)
-                if len(buf) == batch:
-                    encs = tok.encode_batch(buf, add_special_tokens=False)
-                    docs += len(encs)
-                    buf = []
-            if buf:
-                docs += len(tok.encode_batch(buf, add_special_tokens=False))
-    return docs, time.perf_counter() - start
+# Peak RSS through a small launcher: a child forked from this process would start with this
+# process's high-water mark (Linux keeps it across exec), so the launcher forks it instead.
+LAUNCH = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, ru = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as fh:
+    json.dump({"wall": time.perf_counter() - t0, "cpu": ru.ru_utime + ru.ru_stime,
+               "rss": ru.ru_maxrss / 1024, "rc": os.waitstatus_to_exitcode(status)}, fh)
+"""
 
 
-def ours_pass(corpus: Path, tok_path: Path) -> tuple[int, float]:
-    from fertility.measure import analyze
+def timed(cmd: list[str], env: dict | None = None) -> dict:
+    """Run `cmd` to its end: wall seconds, CPU seconds (all its processes), peak RSS in MiB
+    (the largest of the process and those it waited for) and its stdout."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as res:
+        proc = subprocess.run([PY, "-c", LAUNCH, res.name, *cmd], capture_output=True,
+                              env={**os.environ, **(env or {})}, check=False)
+        r = json.loads(Path(res.name).read_text())
+    if r["rc"] != 0 or proc.returncode != 0:
+        sys.exit(f"error: {' '.join(cmd[:3])}...: exit {r['rc']}: "
+                 f"{proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}")
+    return {**r, "out": proc.stdout.decode()}
 
-    start = time.perf_counter()
-    rep = analyze([corpus], [f"bpe={tok_path}"])
-    return rep.corpus["documents"], time.perf_counter() - start
+
+def raw_cmd(corpus: Path, toks: list[Path]) -> list[str]:
+    return [PY, "-c", RAW, str(corpus), *map(str, toks)]
 
 
-def peak_rss(corpus: Path, tok_path: Path) -> float:
-    code = (
-        "import resource, sys; sys.path.insert(0, %r)\n"
-        "from fertility.measure import analyze\n"
-        "rep = analyze([%r], ['bpe=%s'])\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,\n"
-        "      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, rep.settings['workers'])\n"
-    ) % (str(ROOT), str(corpus), tok_path)
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True).stdout
-    parent, child, workers = map(int, out.strip().splitlines()[-1].split())
-    return parent / 1024, child / 1024, workers  # KiB -> MiB
+def ours_cmd(corpus: Path, toks: list[Path], out: Path, extra=()) -> list[str]:
+    cmd = [FERTILITY, "report", str(corpus), "--format", "json", "-o", str(out), "-q", *extra]
+    for i, t in enumerate(toks):
+        cmd += ["-t", f"t{i}={t}"]
+    return cmd
+
+
+def line(name: str, r: dict, megabytes: float) -> str:
+    return (f"{name}: {r['wall']:7.2f} s  {megabytes / r['wall']:6.2f} MB/s  "
+            f"cpu {r['cpu']:6.2f} s  peak RSS {r['rss']:6.0f} MiB")
+
+
+def where_time_goes(corpus: Path, toks: list[Path], tmp: Path, top: int = 14) -> None:
+    prof = tmp / "report.prof"
+    cmd = [PY, "-m", "cProfile", "-o", str(prof), FERTILITY, "report", str(corpus),
+           "--format", "json", "-o", str(tmp / "p.json"), "-q", "--workers", "1"]
+    for i, t in enumerate(toks):
+        cmd += ["-t", f"t{i}={t}"]
+    r = timed(cmd)
+    import pstats
+
+    st = pstats.Stats(str(prof))
+    wrappers = {"<module>", "main", "_run", "report", "analyze", "run_pass", "invoke"}
+    rows = [(v[3], f"{Path(k[0]).name}:{k[2]}") for k, v in st.stats.items()
+            if "fertility" in k[0] and k[2] not in wrappers]
+    print(f"\nwhere the time goes: one process (--workers 1), main thread, cProfile "
+          f"({r['wall']:.2f} s wall under the profiler), cumulative seconds "
+          f"(_prefetch: waiting for the reading and encoding thread):")
+    for cum, name in sorted(rows, reverse=True)[:top]:
+        print(f"  {cum:7.2f}  {name}")
+    for label, args in (("fertility --help", ["--help"]),):
+        t = min(timed([FERTILITY, *args])["wall"] for _ in range(3))
+        print(f"start-up: `{label}` {t:.2f} s")
+    empty = tmp / "empty"
+    empty.mkdir(exist_ok=True)
+    (empty / "en.txt").write_text("hello world\n", encoding="utf-8")
+    t = min(timed(ours_cmd(empty, toks, tmp / "e.json"))["wall"] for _ in range(3))
+    print(f"start-up: `fertility report` on one line {t:.2f} s")
+    imp = subprocess.run([PY, "-X", "importtime", FERTILITY, "report", str(empty), "-t",
+                          str(toks[0]), "--format", "json", "-o", str(tmp / "e.json")],
+                         capture_output=True, text=True, check=False).stderr
+    heavy = {}
+    for ln in imp.splitlines():
+        parts = ln.split("|")
+        if len(parts) == 3 and parts[2].strip().split(".")[0] in ("pandas", "plotly", "torch",
+                                                                    "numpy", "tokenizers"):
+            name = parts[2].strip()
+            if name.count(".") == 0:  # top-level package: its cumulative time
+                heavy[name] = int(parts[1]) / 1e6
+    print("imports on that run (cumulative s): " + (", ".join(
+        f"{k} {v:.2f}" for k, v in sorted(heavy.items())) or "none of pandas/plotly/torch"))
+
+
+PEER_TOKSIGHT = r"""
+import sys
+from toksight.compression import compute_compression
+from toksight.loader import load_huggingface
+tok = load_huggingface(sys.argv[1])
+texts = [ln.strip() for p in sys.argv[2:] for ln in open(p, encoding="utf-8") if ln.strip()]
+s = compute_compression(tok, texts)
+print(s.total_tokens, round(s.chars_per_token, 4))
+"""
+
+
+def peers(corpus: Path, toks: list[Path], tmp: Path, megabytes: float, raw_wall: float) -> None:
+    """tokscope and toksight from PyPI, each in its own venv (/tmp/peer-NAME), offline, on the
+    same text and the first tokenizer (a folder transformers' AutoTokenizer can open)."""
+    folder = tmp / "peer-tokenizer"
+    folder.mkdir(exist_ok=True)
+    shutil.copy(toks[0], folder / "tokenizer.json")
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}), encoding="utf-8")
+    files = sorted(str(p) for p in corpus.glob("*.txt"))
+    one = tmp / "corpus.txt"  # tokscope reads one file
+    with open(one, "wb") as out:
+        out.writelines(Path(f).read_bytes() for f in files)
+    runs = {
+        "tokscope": ["bin/tokscope", str(one), "-t", f"hf:{folder}", "--max-chars",
+                     str(10**12), "--json", str(tmp / "tokscope.json")],
+        "toksight": ["bin/python", "-c", PEER_TOKSIGHT, str(folder), *files],
+    }
+    offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    for name, cmd in runs.items():
+        venv = Path(f"/tmp/peer-{name}")
+        if not (venv / "bin" / "python").exists():
+            subprocess.run(["python3", "-m", "venv", str(venv)], check=True)
+            pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", name, "tokenizers",
+                                  "transformers"], capture_output=True, text=True,
+                                 check=False)
+            if pip.returncode != 0:
+                why = (pip.stderr.strip().splitlines() or ["pip failed"])[-1]
+                print(f"peer {name}: not run: pip install failed: {why}")
+                continue
+        try:
+            r = timed([str(venv / cmd[0]), *cmd[1:]], env=offline)
+        except SystemExit as e:
+            print(f"peer {name}: did not run offline: {e}")
+            continue
+        print(line(f"peer {name}", r, megabytes) + f"  ({raw_wall / r['wall']:.3f} of raw)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=float, default=50)
+    ap.add_argument("--mb", type=float, default=25)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--rss", default="", help="comma-separated corpus sizes in MB for peak RSS")
+    ap.add_argument("--tokenizers", type=int, default=1, choices=(1, 2),
+                    help="2: also an 8,000-token GPT-2-split BPE, measured in the same run")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="examples/corpus recombined and an 8,000-token BPE (the old corpus)")
+    ap.add_argument("--peers", action="store_true")
+    ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--keep", help="folder to keep the corpus in (reused if present)")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        tok_path = train_tokenizer(tmp / "tok")
-        docs = make_corpus(tmp / "corpus", args.mb)
-        print(f"corpus: {args.mb:.0f} MB, {docs:,} documents, 10 languages")
+    if args.synthetic:
+        toks = [trained_bpe(8000, "o200k", True)]
+        if args.tokenizers == 2:
+            toks.append(trained_bpe(8000, "gpt2", True))
+    else:
+        toks = [trained_bpe(32000, "o200k", False)]
+        if args.tokenizers == 2:
+            toks.append(trained_bpe(8000, "gpt2", False))
+    tmp = Path(tempfile.mkdtemp(prefix="fert-bench-"))
+    try:
+        corpus = Path(args.keep) if args.keep else tmp / "corpus"
+        if not corpus.exists():
+            make = synthetic_corpus if args.synthetic else real_corpus
+            make(corpus, args.mb)
+        size = sum(p.stat().st_size for p in corpus.glob("*.txt")) / 1e6
+        langs = len(list(corpus.glob("*.txt")))
+        print(f"corpus: {size:.1f} MB, {langs} languages, "
+              f"{'synthetic' if args.synthetic else 'real text'}; tokenizers: "
+              + ", ".join(str(t) for t in toks) + f"; {os.cpu_count()} cores", flush=True)
         raw, ours = [], []
-        for _ in range(args.rounds):
-            raw.append(raw_pass(tmp / "corpus", tok_path))
-            ours.append(ours_pass(tmp / "corpus", tok_path))
-        (n_raw, t_raw), (n_ours, t_ours) = min(raw, key=lambda x: x[1]), min(ours, key=lambda x: x[1])
-        assert n_raw == n_ours, (n_raw, n_ours)
-        print(f"(a) raw encode_batch : {n_raw / t_raw:10,.0f} docs/s  ({t_raw:.2f} s)")
-        print(f"(b) fertility.analyze: {n_ours / t_ours:10,.0f} docs/s  ({t_ours:.2f} s)")
-        print(f"ratio (b)/(a)        : {t_raw / t_ours:.3f}   (goal >= 0.85)")
-        for size in [float(s) for s in args.rss.split(",") if s]:
-            folder = tmp / f"rss{size:g}"
-            make_corpus(folder, size, seed=1)
-            parent, child, workers = peak_rss(folder, tok_path)
-            print(f"peak RSS, {size:g} MB corpus: {parent:,.0f} MiB main process, "
-                  f"{child:,.0f} MiB largest of {workers} measuring process(es) "
-                  f"({parent + (workers if workers > 1 else 0) * child:,.0f} MiB in all)")
+        for i in range(args.rounds):
+            raw.append(timed(raw_cmd(corpus, toks)))
+            print(line(f"(a) raw encode_batch, run {i + 1}", raw[-1], size), flush=True)
+            ours.append(timed(ours_cmd(corpus, toks, tmp / "r.json")))
+            print(line(f"(b) fertility report, run {i + 1}", ours[-1], size), flush=True)
+        a = min(r["wall"] for r in raw)
+        b = min(r["wall"] for r in ours)
+        ca, cb = min(r["cpu"] for r in raw), min(r["cpu"] for r in ours)
+        print(f"ratio (b)/(a) throughput, best wall of each: {a / b:.3f}   (goal >= 0.85); "
+              f"by CPU seconds: {ca / cb:.3f} (steadier when other jobs share the cores); "
+              f"peak RSS (b) {max(r['rss'] for r in ours):.0f} MiB")
+        if not args.no_profile:
+            where_time_goes(corpus, toks, tmp)
+        if args.peers:
+            peers(corpus, toks, tmp, size, a)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import numpy as np
 
 from fertility import _roundtrip
 from fertility import unicode as U
-from fertility._accumulate import C, COUNTS, NOSPACE, NS
+from fertility._accumulate import COUNTS, NOSPACE, NS, C
 from fertility.tokenizers import concat_encoded
 
 SAMPLE_CHARS = 600  # longest stretch of a document kept as a sample with token boundaries

@@ -117,8 +117,8 @@ def docs_frame(state) -> pd.DataFrame:
     chunks = sorted(state.doc_rows, key=lambda c: c["order"])
     if not chunks:
         return pd.DataFrame(columns=cols)
-    joined = lambda key: list(chain.from_iterable(c[key] for c in chunks))  # noqa: E731
-    stacked = lambda key: np.concatenate([c[key] for c in chunks])  # noqa: E731
+    joined = lambda key: list(chain.from_iterable(c[key] for c in chunks))
+    stacked = lambda key: np.concatenate([c[key] for c in chunks])
     scripts = np.asarray(U.SCRIPTS, dtype=object)[stacked("script")].tolist()
     base = {"lang": joined("lang"), "source": joined("source"), "line": joined("line"),
             "script": scripts, "chars": stacked("chars"), "graphemes": stacked("graphemes"),
