@@ -27,7 +27,7 @@ def corpus_options(f):
         click.option("--max-docs", type=click.IntRange(1), default=None,
                      help="Read at most N documents (after --sample)."),
         click.option("--seed", type=int, default=0, show_default=True,
-                     help="Seed of --sample and of the bootstrap."),
+                     help="Seed of --sample."),
         click.option("--strict", is_flag=True, help="Fail on invalid UTF-8 instead of "
                      "replacing and counting it."),
         click.option("--max-doc-chars", type=click.IntRange(1), default=1_000_000,
