@@ -50,7 +50,7 @@ from trainer import checkpoint as ck
 from trainer import distributed as D
 from trainer.config import TrainConfig
 from trainer.data import TokenData
-from trainer.mix import make_batches
+from trainer.mix import make_batches, record_consumed
 from trainer.model import ModelConfig, Transformer
 
 
@@ -162,6 +162,9 @@ class Trainer:
                         "world_size": self.env.world_size}
             path = ck.save_checkpoint(self.run_dir, self.step, weights, state, manifest,
                                       self.cfg.keep_last)
+            # So a run killed mid-way still says what it consumed up to its last checkpoint.
+            if (self.run_dir / "run.json").exists():
+                record_consumed(self.run_dir / "run.json", self.batches.consumed())
         D.barrier(self.env)
         self.saved_step = self.step
         return path

@@ -192,6 +192,8 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
             sum(s["tokens"] for s in index["train"]), env.world_size),
             say=(lambda m: None) if quiet else (lambda m: D.log(env, m)),
             warn=lambda m: D.log(env, f"warning: {m}"))
+        if mix_plan is not None and (run_json or {}).get("mix"):  # a resume keeps, until its
+            mix_plan["consumed"] = run_json["mix"].get("consumed")  # first save, the last one
         if env.is_main:
             record = {"schema": RUN_SCHEMA, "tokenizer": _copy_tokenizer(tok, run_dir),
                       "model": model_cfg.to_dict(), "train": cfg.to_dict(), "gate": gate_dict,

@@ -281,3 +281,35 @@ def test_a_mix_needs_a_separator_between_documents(two_langs, tmp_path):
                               vocab_size=tok.vocab_size)
     with pytest.raises(TrainingError, match="a mix needs a separator"):
         make_batches(data, TrainConfig(seq_len=32, micro_batch=8, mix={"de": .5, "fr": .5}))
+
+
+def test_run_json_records_what_was_consumed_at_every_checkpoint(two_langs, tmp_path):
+    """A run killed mid-way still says what it consumed up to its last checkpoint."""
+    from trainer.run import pretrain
+
+    root, _, _, _ = two_langs
+    out = tmp_path / "run"
+    seen = {}  # step about to start -> run.json's consumed at that moment
+
+    class Spy:
+        def on_step_start(self, step, model):
+            seen[step] = json.loads((out / "run.json").read_text())["mix"]["consumed"]
+
+    settings = dict(seq_len=32, micro_batch=4, steps=5, warmup_steps=1, device="cpu",
+                    heldout_fraction=0.05, checkpoint_every=2, mix={"de": 0.5, "fr": 0.5},
+                    tokens=None)
+    pretrain([str(root / "corpus")], str(root / "tok.json"), out, quiet=True,
+             overrides=settings, gate=lambda p, t: PassingGate(), callbacks=Spy())
+    rows = {r["step"]: r["languages"] for r in
+            (json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines())
+            if "event" not in r}
+    steps = sorted(seen)
+    assert steps[:2] == [1, 2] and seen[1] is None and seen[2] is None  # nothing saved yet
+    # After the checkpoints of steps 2 and 4: what metrics.jsonl says was consumed up to them,
+    # unchanged by the steps in between, and 4 windows of 32 target tokens per step.
+    assert seen[3] == seen[4] == rows[2] and seen[5] == rows[4]
+    for step in (2, 4):
+        assert sum(v["tokens"] for v in rows[step].values()) == step * 4 * 32
+        assert rows[step]["de"]["chars"] > 0 and rows[step]["fr"]["chars"] > 0
+    assert rows[4]["de"]["chars"] > rows[2]["de"]["chars"]
+    assert json.loads((out / "run.json").read_text())["mix"]["consumed"] == rows[5]
