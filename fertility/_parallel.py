@@ -22,9 +22,12 @@ import numpy as np
 from fertility import _roundtrip
 from fertility._accumulate import grow_rows
 
-# Below this much input the start-up of extra processes (imports: about half a second)
-# costs more than it saves.
-MIN_BYTES = 32 << 20
+# Below this much input a second process costs more than it saves, as measured by
+# `benchmarks/analyze_throughput.py --workers-sweep` on real text (2 cores): every worker
+# reads the whole corpus and loads the tokenizers, about 18% more CPU per MB than one
+# process, so two were slower at 16 and 48 MB (1.21x, 1.43x the wall time of one; 2026-12-01,
+# benchmarks/RESULTS.md). Above it `--workers 1` stays a choice.
+MIN_BYTES = 256 << 20
 MAX_WORKERS = 4
 
 

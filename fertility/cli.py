@@ -45,7 +45,7 @@ def corpus_options(f):
 
 workers_option = click.option(
     "--workers", type=click.IntRange(1), default=None,
-    help="Measuring processes (default: one per core, up to 4, on corpora of 32 MB or more; "
+    help="Measuring processes (default: one per core, up to 4, on corpora of 256 MB or more; "
          "else 1). The result does not depend on it.")
 
 
