@@ -4,6 +4,7 @@
     python benchmarks/analyze_throughput.py --mb 250 --tokenizers 2
     python benchmarks/analyze_throughput.py --synthetic      # the corpus generated from examples/corpus
     python benchmarks/analyze_throughput.py --peers          # also tokscope / toksight, own venvs
+    python benchmarks/analyze_throughput.py --workers-sweep 16,48   # 1 against 2 processes
 
 Real text: the fixtures' ROOT/text/<lang>.txt (tests/realworld/build.py; ROOT is
 $FERTILITY_REALWORLD or ~/.cache/fertility/realworld), every language repeated to the size
@@ -269,6 +270,20 @@ def peers(corpus: Path, toks: list[Path], tmp: Path, megabytes: float, raw_wall:
         print(line(f"peer {name}", r, megabytes) + f"  ({raw_wall / r['wall']:.3f} of raw)")
 
 
+def workers_sweep(sizes: list[float], toks: list[Path], tmp: Path) -> None:
+    """`fertility report --workers 1` against `--workers 2` on real text of each size, one run
+    each, alternated: where a second process starts to pay for itself (_parallel.MIN_BYTES)."""
+    for mb in sizes:
+        corpus = tmp / f"sweep{mb:g}"
+        real_corpus(corpus, mb)
+        one = timed(ours_cmd(corpus, toks, tmp / "s.json", ["--workers", "1"]))
+        two = timed(ours_cmd(corpus, toks, tmp / "s.json", ["--workers", "2"]))
+        print(line(f"{mb:5g} MB --workers 1", one, mb) + "\n"
+              + line(f"{mb:5g} MB --workers 2", two, mb)
+              + f"   two/one wall {two['wall'] / one['wall']:.2f}", flush=True)
+        shutil.rmtree(corpus)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=25)
@@ -280,6 +295,8 @@ def main() -> None:
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--keep", help="folder to keep the corpus in (reused if present)")
+    ap.add_argument("--workers-sweep", metavar="MB,MB,...",
+                    help="only time --workers 1 against 2 at these corpus sizes")
     args = ap.parse_args()
     if args.synthetic:
         toks = [trained_bpe(8000, "o200k", True)]
@@ -291,6 +308,9 @@ def main() -> None:
             toks.append(trained_bpe(8000, "gpt2", False))
     tmp = Path(tempfile.mkdtemp(prefix="fert-bench-"))
     try:
+        if args.workers_sweep:
+            workers_sweep([float(x) for x in args.workers_sweep.split(",")], toks, tmp)
+            return
         corpus = Path(args.keep) if args.keep else tmp / "corpus"
         if not corpus.exists():
             make = synthetic_corpus if args.synthetic else real_corpus
