@@ -1,4 +1,5 @@
-"""Two gloo processes under torchrun train like one process on the same global batch."""
+"""Two gloo processes under torchrun train like one process on the same global batch, with
+and without a mix by language."""
 
 from __future__ import annotations
 
@@ -40,20 +41,36 @@ def _rows(run: Path):
     return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.fixture(scope="module")
-def single(tmp_path_factory):
-    """The one-process reference run, and the tokenizer it used."""
+def _one_process(tok: str, out: Path, settings: dict) -> None:
     from trainer.run import pretrain
 
-    tmp = tmp_path_factory.mktemp("single")
-    tok = train_tokenizer(tmp / "tokenizer.json")
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        pretrain(CORPUS, tok, tmp / "run", quiet=True, overrides=SETTINGS,
+        pretrain(CORPUS, tok, out, quiet=True, overrides=settings,
                  gate=lambda p, t: PassingGate())
     finally:
         torch.set_num_threads(before)
+
+
+def _two_processes(tmp_path: Path, tok: str, out: Path, settings: dict) -> None:
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+           "2", str(script), json.dumps([CORPUS, tok, str(out), settings])]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    """The one-process reference run, and the tokenizer it used."""
+    tmp = tmp_path_factory.mktemp("single")
+    tok = train_tokenizer(tmp / "tokenizer.json")
+    _one_process(tok, tmp / "run", SETTINGS)
     return tok, tmp / "run"
 
 
@@ -61,16 +78,7 @@ def single(tmp_path_factory):
                          ids=["ddp", "fsdp2"])
 def test_two_gloo_processes_match_one(tmp_path, single, fsdp):
     tok, ref = single
-    script = tmp_path / "job.py"
-    script.write_text(JOB)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    settings = {**SETTINGS, "fsdp": fsdp}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-           "2", str(script), json.dumps([CORPUS, tok, str(tmp_path / "ddp"), settings])]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _two_processes(tmp_path, tok, tmp_path / "ddp", {**SETTINGS, "fsdp": fsdp})
 
     ddp, one = _rows(tmp_path / "ddp"), _rows(ref)
     assert json.loads((tmp_path / "ddp/run.json").read_text())["world_size"] == 2
@@ -84,3 +92,21 @@ def test_two_gloo_processes_match_one(tmp_path, single, fsdp):
     assert a.keys() == b.keys()
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-3, msg=name)
+
+
+def test_a_mix_under_two_processes_matches_one(tmp_path, single):
+    """The same windows of each language, counted once (rank 0 counts the global batch)."""
+    tok, _ = single
+    settings = {**SETTINGS, "steps": 6, "checkpoint_every": 100, "mix": {"bn": 0.6, "en": 0.4}}
+    _one_process(tok, tmp_path / "one", settings)
+    _two_processes(tmp_path, tok, tmp_path / "two", settings)
+    one, two = _rows(tmp_path / "one"), _rows(tmp_path / "two")
+    assert [r["step"] for r in two] == list(range(1, 7))
+    assert [r["languages"] for r in two] == [r["languages"] for r in one]
+    for r in one:  # 8 windows of 64 target tokens per step, all of them bn or en
+        assert set(r["languages"]) >= {"bn", "en"}
+        assert r["languages"]["bn"]["tokens"] + r["languages"]["en"]["tokens"] == r["step"] * 512
+    np.testing.assert_allclose([r["loss"] for r in two], [r["loss"] for r in one],
+                               rtol=0, atol=1e-4)
+    mix = [json.loads((tmp_path / d / "run.json").read_text())["mix"] for d in ("one", "two")]
+    assert mix[1]["consumed"] == mix[0]["consumed"] == one[-1]["languages"]
