@@ -313,3 +313,38 @@ def test_run_json_records_what_was_consumed_at_every_checkpoint(two_langs, tmp_p
         assert rows[step]["de"]["chars"] > 0 and rows[step]["fr"]["chars"] > 0
     assert rows[4]["de"]["chars"] > rows[2]["de"]["chars"]
     assert json.loads((out / "run.json").read_text())["mix"]["consumed"] == rows[5]
+
+
+def test_a_resumed_run_keeps_what_was_consumed_until_its_first_checkpoint(two_langs, tmp_path):
+    from trainer.run import pretrain
+
+    root, _, _, _ = two_langs
+    out = tmp_path / "run"
+    seen = {}
+
+    class Crash(Exception):
+        pass
+
+    class Spy:
+        def __init__(self, crash_at=None):
+            self.crash_at = crash_at
+
+        def on_step_start(self, step, model):
+            if step == self.crash_at:
+                raise Crash  # a run killed after its checkpoint at step 2
+            seen[step] = json.loads((out / "run.json").read_text())["mix"]["consumed"]
+
+    settings = dict(seq_len=32, micro_batch=4, steps=4, warmup_steps=1, device="cpu",
+                    heldout_fraction=0.05, checkpoint_every=2, mix={"de": 0.5, "fr": 0.5},
+                    tokens=None)
+    args = ([str(root / "corpus")], str(root / "tok.json"), out)
+    with pytest.raises(Crash):
+        pretrain(*args, quiet=True, overrides=settings, gate=lambda p, t: PassingGate(),
+                 callbacks=Spy(crash_at=3))
+    at_two = json.loads((out / "run.json").read_text())["mix"]["consumed"]
+    assert sum(v["tokens"] for v in at_two.values()) == 2 * 4 * 32
+    pretrain(*args, quiet=True, resume=True, overrides=settings,
+             gate=lambda p, t: PassingGate(), callbacks=Spy())
+    assert seen[3] == at_two  # the resume's run.json, before it saves, keeps the last count
+    final = json.loads((out / "run.json").read_text())["mix"]["consumed"]
+    assert sum(v["tokens"] for v in final.values()) == 4 * 4 * 32
