@@ -368,7 +368,7 @@ def plan_for_run(index: dict[str, Any], cfg: Any, total_tokens: int, say: Any,
 
 def mix_summary(plan: dict[str, Any]) -> str:
     """One line for `fertility eval`: each language's share of characters and tokens, and what
-    the run consumed when it finished."""
+    the run consumed (up to its last checkpoint, for a run that did not finish)."""
     consumed = plan.get("consumed") or {}
     total = sum(c["chars"] for c in consumed.values()) or 1
     parts = []
