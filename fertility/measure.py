@@ -8,6 +8,7 @@ same documents and its counters are updated with vectorised numpy. Nothing here 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import queue
 import threading
@@ -150,6 +151,9 @@ def analyze(
         raise TokenizerError(f"two tokenizers share a label: {labels}; name them LABEL=SPEC")
 
     state = _State(seed, detail_docs, keep_docs)
+    # The frame needs pandas at the end: import it now, beside the first batches, where it
+    # overlaps the tokenizer instead of following the last batch.
+    threading.Thread(target=importlib.import_module, args=("pandas",), daemon=True).start()
     n_workers = _parallel.choose_workers(workers, paths, toks)
     if n_workers > 1:
         accs, state, summary = _parallel.run(paths, corpus_options or {}, toks, state,
