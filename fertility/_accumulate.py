@@ -125,6 +125,12 @@ class TokenizerAccumulator:
 
     def mark_vocab(self, table: dict, keys: np.ndarray, ids: np.ndarray) -> None:
         """Mark `ids` as used in the group of each key (vocab_lang or vocab_script)."""
+        present = np.flatnonzero(np.bincount(keys))
+        if len(present) <= 4:  # the usual batch: a few languages or scripts, no sort needed
+            for key in present.tolist():
+                mask = table.setdefault(key, np.zeros(len(self.vocab_all), bool))
+                mask[ids[keys == key]] = True
+            return
         order = np.argsort(keys, kind="stable")
         keys, ids = keys[order], ids[order]
         bounds = np.flatnonzero(np.diff(keys)) + 1
