@@ -139,8 +139,9 @@ def test_a_joiner_cut_by_o200k_by_hand(tmp_path):
 def test_a_tokenizers_own_pretokens_agree_with_regex_over_the_text(tmp_path):
     """The HF tokenizer's ByteLevel(use_regex) pre-tokenizer against the GPT-2 pattern run
     with `regex` over the same lines (a second method)."""
-    import regex
     import unicodedata
+
+    import regex
 
     from fertility.patterns import FAMILIES
     from tests.bpe import byte_level_bpe
