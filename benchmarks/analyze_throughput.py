@@ -122,7 +122,7 @@ def trained_bpe(vocab: int, family: str, synthetic: bool) -> Path:
     sys.path.insert(0, str(ROOT))
     from tokenizers import Regex, pre_tokenizers
 
-    from fertility.patterns import FAMILIES
+    from fertility.tokenizers.patterns import FAMILIES
     from tests.bpe import byte_level_bpe
 
     folder = (ROOT / "examples" / "corpus") if synthetic else realworld_root() / "text"

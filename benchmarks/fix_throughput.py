@@ -34,10 +34,11 @@ import regex
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fertility import _sampling  # noqa: E402
+from fertility.corpus import sampling as _sampling  # noqa: E402
 from fertility.corpus import Corpus  # noqa: E402
-from fertility.fix import FixConfig, fix  # noqa: E402
-from fertility.patterns import FAMILIES  # noqa: E402
+from fertility.fix.config import FixConfig  # noqa: E402
+from fertility.fix import fix  # noqa: E402
+from fertility.tokenizers.patterns import FAMILIES  # noqa: E402
 
 SHARES = {"en": 0.40, "es": 0.15, "ru": 0.10, "zh": 0.08, "ar": 0.07, "hi": 0.06, "ja": 0.05,
           "bn": 0.04, "th": 0.03, "ta": 0.02}

@@ -33,8 +33,9 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from fertility._stats import wilson
+from fertility.stats import wilson
 from fertility.errors import EvalError
+from eval import nll
 
 # A verdict is one of these; the last is followed by the item count, "(40 items)": an
 # interval that includes chance says only that these items cannot tell, not that the model
@@ -132,8 +133,6 @@ class ModelScorer:
         self.truncated = 0  # pairs that lost tokens to the context limit
 
     def loglikelihoods(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
-        from eval import nll  # torch: loading and checking task files must not need it
-
         encs = self.tokenizer.encode_batch([c + x for c, x in pairs])
         seqs, masks = [], []
         for (ctx, _), enc in zip(pairs, encs):

@@ -24,8 +24,11 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from fertility._files import write_text_atomic
+from fertility.files import write_text_atomic
 from fertility.errors import EvalError
+from eval.choice import parse_item
+import argparse
+import sys
 
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
@@ -114,7 +117,6 @@ def convert_file(src: str | Path, dst: str | Path, *, lang: str | None = None,
                  delimiter: str = " ", context_field: str | None = None,
                  choices_field: str | None = None, label_field: str | None = None) -> int:
     """Convert `src` into the task file `dst` (written whole or not at all); returns items."""
-    from eval.choice import parse_item
 
     src, dst = Path(src), Path(dst)
     out: list[str] = []
@@ -141,8 +143,6 @@ def convert_file(src: str | Path, dst: str | Path, *, lang: str | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import sys
 
     p = argparse.ArgumentParser(prog="python -m eval.convert",
                                 description="lm-evaluation-harness records -> task JSONL")

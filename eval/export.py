@@ -40,8 +40,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fertility._tok_hf import bytes_to_unicode
+from fertility.tokenizers.hf import bytes_to_unicode
 from fertility.errors import EvalError
+from eval.run import open_run
+from trainer.model import hf_llama_config, hf_llama_state_dict
+from eval.run import heldout_documents
+import base64
+from fertility.tokenizers.sentencepiece import model_settings
 
 # Text used to check a converted tokenizer against the run's own: several scripts, digits,
 # runs of spaces, a ZWJ and an emoji, so byte-level and regex-split differences show.
@@ -62,10 +67,9 @@ EXPORT_FILES = frozenset({"config.json", "model.safetensors", "generation_config
 def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = None,
               overwrite: bool = False) -> dict[str, Any]:
     """Write the Hugging Face folder; returns {"out_dir", "step", "files", "tokenizer"}."""
+    # deferred: safetensors is the optional train extra
     from safetensors.torch import save_file
 
-    from eval.run import open_run
-    from trainer.model import hf_llama_config, hf_llama_state_dict
 
     out_dir = Path(out_dir)
     real, previous = _check_output(Path(run_dir), out_dir, overwrite)
@@ -336,6 +340,7 @@ def tiktoken_to_hf(tok) -> dict[str, Any]:
 def _mismatches(tok, obj: dict, texts: list[str]) -> int:
     """How many `texts` the tokenizer.json `obj` encodes differently from `tok` (-1: it does
     not load)."""
+    # deferred: the Rust tokenizers library only when used
     from tokenizers import Tokenizer as HFTokenizer
 
     try:
@@ -351,7 +356,6 @@ def _heldout_sample(run_dir: Path, limit: int = 200) -> list[str]:
     """Up to `limit` held-out documents of the run: real text to check a conversion on.
 
     A run without a readable held-out split is still exported, checked on PROBE alone."""
-    from eval.run import heldout_documents
 
     try:
         return heldout_documents(run_dir, limit)[0]
@@ -364,8 +368,8 @@ def _heldout_sample(run_dir: Path, limit: int = 200) -> list[str]:
 def sentencepiece_to_hf(tok, src: Path) -> dict[str, Any] | None:
     """A tokenizer.json mirroring a SentencePiece model (unigram or BPE), or None when its
     settings have no equivalent. The caller checks the result on real text before use."""
-    import base64
 
+    # deferred: sentencepiece only for its files
     import sentencepiece as spm
 
     conf = tok.config()
@@ -373,7 +377,6 @@ def sentencepiece_to_hf(tok, src: Path) -> dict[str, Any] | None:
     if conf["model"] not in ("unigram", "bpe") or pre.get("treat_whitespace_as_suffix") \
             or not norm.get("escape_whitespaces", True):
         return None
-    from fertility._tok_sp import model_settings
 
     # the model already loaded through the adapter, which read these same settings
     charsmap = model_settings(Path(src).read_bytes())[1].get(2, b"")

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from fertility import unicode as U
-from fertility._stats import percentile_interval, poisson1
+from fertility.stats import percentile_interval, poisson1
 
 LN2 = math.log(2.0)
 # Elements of one float32 logits tensor per forward pass (B * T * V); bounds memory at ~1 GiB

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from fertility.errors import EvalError, FertilityError
-from trainer.mix import mix_summary
+from trainer.run import RUN_SCHEMA
+from fertility.tokenizers import load_tokenizer
+from trainer.checkpoint import load_model
+from trainer.data import choose_separator
+from trainer.distributed import resolve_device
+from fertility.corpus import Corpus
+from eval import choice, nll
 
 SCHEMA = "fertility.eval/1"
 # A random-initialised model predicts close to uniformly: NLL ~ ln(V) plus half the variance
@@ -31,15 +37,13 @@ class Run:
     meta: dict[str, Any]        # run.json
     model: Any                  # trainer.model.Transformer, eval mode
     manifest: dict[str, Any]    # the checkpoint's state.json
-    tokenizer: Any              # fertility.tokenizers.Tokenizer
+    tokenizer: Any              # fertility.tokenizers.base.Tokenizer
     tokenizer_path: Path
     separator: int | None       # id the trainer put between documents, None if none
     context: int                # tokens of context per window (the training seq_len)
 
 
 def read_run_json(run_dir: str | Path) -> dict[str, Any]:
-    from trainer.run import RUN_SCHEMA  # the writer owns the schema string
-
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise EvalError(f"{run_dir}: no such run folder")
@@ -63,7 +67,6 @@ def read_run_json(run_dir: str | Path) -> dict[str, Any]:
 def open_tokenizer(run_dir: str | Path, meta: dict[str, Any]) -> tuple[Any, Path]:
     """The run's own copy of its tokenizer (or, for a spec with no local file such as
     tiktoken:NAME, the spec itself), checked against the fingerprint in run.json."""
-    from fertility.tokenizers import load_tokenizer
 
     info = meta["tokenizer"]
     if info.get("path"):
@@ -91,9 +94,6 @@ def open_run(run_dir: str | Path, *, step: int | None = None, device: str = "cpu
 
     `device` is "auto" (CUDA when available), "cpu", "cuda" or "cuda:N"; `context` overrides
     the training seq_len as the scoring window (capped by the model's max_seq_len)."""
-    from trainer.checkpoint import load_model
-    from trainer.data import choose_separator
-    from trainer.distributed import resolve_device
 
     run_dir = Path(run_dir)
     meta = read_run_json(run_dir)
@@ -162,8 +162,6 @@ def heldout_documents(run_dir: Path, limit: int | None = None
 
 def corpus_documents(corpus: str | Path | Iterable[str | Path],
                      options: dict[str, Any] | None) -> tuple[list[str], list[str], str]:
-    from fertility.corpus import Corpus
-
     paths = [str(corpus)] if isinstance(corpus, (str, Path)) else [str(p) for p in corpus]
     texts, langs = [], []
     for doc in Corpus(paths, **(options or {})).documents():
@@ -180,7 +178,6 @@ def evaluate(run_dir: str | Path, corpus: str | Path | Sequence[str | Path] | No
              batch_tokens: int | None = None,
              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Evaluate a run folder; returns the `fertility.eval/1` dict (docs/EVAL.md)."""
-    from eval import choice, nll
 
     say = progress or (lambda msg: None)
     task_items = [(Path(t), choice.load_items(t)) for t in tasks]  # bad files fail first
@@ -276,78 +273,4 @@ def lm_flags(rows: list[dict], ln_v: float, margin: float = TWIN_MARGIN) -> list
 
 # -- rendering ----------------------------------------------------------------------------
 
-def render_json(result: dict[str, Any]) -> str:
-    def clean(x: Any) -> Any:  # NaN is not JSON: write null
-        if isinstance(x, float) and not math.isfinite(x):
-            return None
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [clean(v) for v in x]
-        return x
 
-    return json.dumps(clean(result), indent=1, ensure_ascii=False) + "\n"
-
-
-def _f(x: float | None, digits: int = 3) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
-
-
-def _ci(ci: list[float] | None, digits: int = 3) -> str:
-    return "" if not ci else f"[{_f(ci[0], digits)}, {_f(ci[1], digits)}]"
-
-
-def _table(header: list[str], rows: list[list[str]], left: int = 2) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(  # noqa: E731
-        c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-    return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
-
-
-def render_text(result: dict[str, Any]) -> str:
-    run, ref, sc = result["run"], result["reference"], result["scoring"]
-    tok = run["tokenizer"]
-    out = [f"run {run['dir']}  step {run['step']}  tokenizer {tok.get('spec')} "
-           f"({tok.get('kind')}, {ref['vocab_size']:,} ids)"
-           + ("  [trained on a tokenizer that failed the gate: --force]" if run["forced"]
-              else "")]
-    if run.get("mix"):
-        out.append(mix_summary(run["mix"]))
-    held = result.get("heldout")
-    if held:
-        out.append(f"held-out: {held['documents']:,} documents from {held['source']}, "
-                   f"{held['tokens']:,} tokens scored; context {sc['context']} tokens; "
-                   f"{held['windowed_documents']:,} documents longer than the context scored "
-                   f"in rolling windows; {sc['first_token']}")
-        if held["unscored_documents"]:
-            out.append(f"  {held['unscored_documents']:,} documents had no token to score")
-        out.append("")
-        out.append(f"language modelling  (NLL in nats per token; ln V = {ref['ln_vocab']:.3f}; "
-                   f"twin = same model, fresh weights, seed {held['twin_seed']}; "
-                   "[95% interval over documents])")
-        rows = []
-        for r in result["lm"]:
-            rows.append([r["group"], r["key"], f"{r['documents']:,}", f"{r['tokens']:,}",
-                         _f(r["nll_per_token"]), _ci(r["nll_per_token_ci95"]),
-                         _f(r["twin_nll_per_token"]), _f(r["perplexity"], 1),
-                         _f(r["bits_per_byte"]), _ci(r["bits_per_byte_ci95"]),
-                         _f(r["bits_per_char"]), _f(r["twin_bits_per_byte"])])
-        out += _table(["group", "key", "docs", "tokens", "nll/tok", "95%", "twin", "ppl",
-                       "bits/byte", "95%", "bits/char", "twin b/B"], rows)
-        for fl in result["flags"]:
-            out.append(f"! {fl['message']}")
-    if result["tasks"]:
-        out.append("")
-        out.append("multiple choice  (acc_norm_chars: log-likelihood per character; "
-                   "acc_norm_bytes: per UTF-8 byte; 95% Wilson interval of acc)")
-        rows = [[t["task"], ",".join(t.get("langs") or []) or "-", str(t["n"]), _f(t["acc"]),
-                 _ci(t["ci95"]), _f(t["acc_norm_chars"]), _f(t["acc_norm_bytes"]),
-                 _f(t["chance"]), t["verdict"]] for t in result["tasks"]]
-        out += _table(["task", "lang", "n", "acc", "95%", "norm_chars", "norm_bytes", "chance",
-                       "verdict"], rows)
-        for t in result["tasks"]:
-            if t.get("truncated"):
-                out.append(f"  {t['task']}: {t['truncated']} choices cut to the last "
-                           f"{sc['context'] + 1} tokens")
-    return "\n".join(out) + "\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from fertility.patterns import FAMILIES
+from fertility.tokenizers.patterns import FAMILIES
 
 CORPUS = Path(__file__).parent / "corpus"
 

@@ -6,15 +6,22 @@
     report.findings       # diagnosed with the same policy `fertility report` uses
     report.to_json()      # the same document as `fertility report --format json`
 
-The public names are imported lazily so `fertility --help` stays fast.
+The public names load on first use (`__getattr__`) so `fertility --help` never imports numpy
+or pandas; type checkers read them from the TYPE_CHECKING imports below.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-import sys
-import types
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fertility import gate
+    from fertility.errors import FertilityError
+    from fertility.findings import diagnose
+    from fertility.measure import Report
+    from fertility.tokenizers import load_tokenizer
 
 __version__ = "0.1.0"
 __all__ = ["analyze", "load_tokenizer", "diagnose", "gate", "Report", "FertilityError"]
@@ -22,27 +29,26 @@ __all__ = ["analyze", "load_tokenizer", "diagnose", "gate", "Report", "Fertility
 _WHERE = {
     "Report": ("fertility.measure", "Report"),
     "load_tokenizer": ("fertility.tokenizers", "load_tokenizer"),
-    "diagnose": ("fertility.diagnose", None),  # the module, callable (see _Package)
+    "diagnose": ("fertility.findings", "diagnose"),
     "gate": ("fertility.gate", None),  # the module: fertility.gate.gate_corpus / evaluate
     "FertilityError": ("fertility.errors", "FertilityError"),
 }
 
 
 def analyze(paths, tokenizers=(), *, policy: str | os.PathLike | None = None,
-            reference: str | None = None, findings: bool = True, **options):
+            reference: str | None = None, findings: bool = True, **options) -> Report:
     """`fertility report`'s Report: measure (fertility.measure.analyze, same keywords), then
     diagnose with the policy the command uses (`policy` file, else fertility.toml [gate] or
     pyproject.toml [tool.fertility.gate] of the working directory, else the built-in one).
     findings=False is the command's --no-diagnose."""
-    from fertility import measure
+    from fertility import measure  # deferred: numpy and pandas load on first use
+    from fertility.findings import diagnose as run_rules  # deferred: as above
+    from fertility.policy import load_policy  # deferred: as above
 
     report = measure.analyze(paths, tokenizers, **options)
     if findings:
-        from fertility.diagnose import diagnose as _diagnose
-        from fertility.policy import load_policy
-
         pol = load_policy(policy)
-        report.findings = _diagnose(report, pol.thresholds, reference=reference or pol.reference)
+        report.findings = run_rules(report, pol.thresholds, reference=reference or pol.reference)
     return report
 
 
@@ -50,27 +56,7 @@ def __getattr__(name: str):
     if name in _WHERE:
         module, attr = _WHERE[name]
         mod = importlib.import_module(module)
-        return mod if attr is None else getattr(mod, attr)
+        value = mod if attr is None else getattr(mod, attr)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'fertility' has no attribute {name!r}")
-
-
-class _CallableModule(types.ModuleType):
-    """The module fertility.diagnose, callable as its function diagnose()."""
-
-    def __call__(self, *args, **kwargs):
-        return self.diagnose(*args, **kwargs)
-
-
-class _Package(types.ModuleType):
-    """Importing a submodule binds it on its package under its own name, so once anything
-    imported fertility.diagnose, `fertility.diagnose` would be that module instead of the
-    public function. The module is made callable as the function instead: both
-    `fertility.diagnose(report)` and `fertility.diagnose.Thresholds` work in any import order."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name == "diagnose" and isinstance(value, types.ModuleType):
-            value.__class__ = _CallableModule
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

@@ -79,6 +79,7 @@ def locked_folder(folder: Path, error: type[FertilityError], what: str):
     `error` at once. Under the lock no one else can be writing, so every `.*.partial-*` file
     in the folder and its subfolders is a killed run's leftover and is removed."""
     try:
+        # deferred: optional: probed, ImportError handled
         import fcntl
     except ImportError:  # no flock (Windows): run unlocked
         yield

@@ -25,10 +25,12 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from fertility import _parity
-from fertility.diagnose import Finding, diagnose, premiums, wilson
+from fertility.findings import parity
+from fertility.findings import Finding, diagnose, premiums
+from fertility.stats import wilson
 from fertility.errors import TokenizerError
 from fertility.policy import Policy, load_policy
+from fertility.progress import Progress
 
 NEED_MORE = "uncertain: need more text"
 
@@ -329,7 +331,7 @@ def _baseline_check(report: Any, r: pd.Series, baseline: str, policy: Policy) ->
     if len(common):
         num, den = ref.loc[common].to_numpy(), cand.loc[common].to_numpy()
         rng = np.random.default_rng(policy.thresholds.seed)
-        lo, hi = _parity.bootstrap_ratio(num, den, policy.thresholds.bootstrap, rng)
+        lo, hi = parity.bootstrap_ratio(num, den, policy.thresholds.bootstrap, rng)
         return [_check("vs_baseline", r, num.sum() / den.sum(), lo, hi, threshold, ">=", note)]
     # No shared documents in the per-document table (it keeps the first `keep_docs`): a
     # conservative interval from the two frame intervals.
@@ -347,8 +349,8 @@ def gate_corpus(paths, tokenizer, *, policy: Policy | str | Path | None = None,
     `tokenizer` / `baseline`: a Tokenizer object or a spec string ("[LABEL=]SPEC").
     `policy`: a Policy, a policy file path, or None (working directory's config, else default).
     """
+    # deferred: looked up when called, so a test can replace it
     from fertility.measure import analyze
-    from fertility.progress import Progress
 
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     toks = [str(t) if isinstance(t, Path) else t

@@ -23,8 +23,56 @@ from pathlib import Path
 from typing import Any
 
 from fertility.config import read_toml, tomllib
-from fertility.diagnose import Thresholds
 from fertility.errors import PolicyError
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _floors(name: str) -> Any:
+    pass
+
+    return default_floors()[name]
+
+
+@dataclass
+class Thresholds:
+    """Every number a rule compares with. Defaults and reasons: docs/GATE.md."""
+
+    min_tokens: int = 100                  # rows with fewer tokens are too small to judge
+    mark_initial_rate: float = 0.02        # mark-split: share of the tokenizer's own pre-tokens
+    mark_initial_token_rate: float = 0.25  # share of tokens: merge-starvation (split clean)
+    script_floors: dict = field(default_factory=lambda: _floors("script_floors"))
+    language_floors: dict = field(default_factory=lambda: _floors("language_floors"))
+    default_floor: float | None = field(default_factory=lambda: _floors("default_floor"))
+    exempt_scripts: tuple = field(default_factory=lambda: _floors("exempt_scripts"))
+    ceiling_headroom: float = 1.25         # ceiling < floor * this: warning
+    starvation_bytes_per_token: float = 1.5
+    starvation_graphemes_per_token: float = 1.1
+    starvation_ceiling_share: float = 0.6  # below this share of the ceiling: vocabulary limits
+    byte_fallback_rate: float = 0.01
+    unk_rate: float = 0.001
+    top_chars: int = 5
+    grapheme_split_rate: float = 0.10
+    overrepresentation: float = 2.0        # tokens per character against the rest
+    flip_margin: float = 0.10              # relative gap both ways for a ranking flip
+    premium: float = 2.0
+    parity_min_lines: int = 10
+    parity_min_overlap: float = 0.9        # share of lines two parallel files must share
+    bootstrap: int = 1000
+    seed: int = 0
+
+    def floor_for(self, group: str, key: str) -> float | None:
+        """Chars-per-token floor of a frame row; None when the row has none."""
+        if group == "language":
+            return self.language_floors.get(key)
+        if group != "script" or key in self.exempt_scripts:
+            return None
+        if key in self.script_floors:  # a floor switched off (None) stays off
+            return self.script_floors[key]
+        return self.default_floor
+
+
 
 SEVERITIES = ("error", "warning", "info")
 _TOP_KEYS = {

@@ -17,7 +17,7 @@ import regex
 from tokenizers import Regex, pre_tokenizers
 
 import fertility
-from fertility.patterns import FAMILIES
+from fertility.tokenizers.patterns import FAMILIES
 from tests.bpe import byte_level_bpe
 
 EXCERPT = Path(__file__).resolve().parent / "realworld" / "excerpt"

@@ -1,11 +1,11 @@
-"""fertility._files: the one way every command writes a whole file (reports, run.json,
+"""fertility.files: the one way every command writes a whole file (reports, run.json,
 metrics, fix and extend outputs)."""
 
 import os
 
 import pytest
 
-from fertility._files import write_text_atomic
+from fertility.files import write_text_atomic
 from fertility.errors import EvalError, FixError
 
 

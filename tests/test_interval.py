@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from fertility._accumulate import Bootstrap
+from fertility.measure.counters import Bootstrap
 from fertility.measure import analyze
 from tests.bpe import byte_level_bpe
 

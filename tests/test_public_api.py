@@ -40,7 +40,7 @@ def naive(tmp_path_factory):
 def test_every_public_name_works_after_every_module_is_imported(naive, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no fertility.toml or pyproject.toml policy around
     imported = import_everything()
-    assert {"fertility.diagnose", "fertility.gate", "trainer.run", "eval.run"} <= set(imported)
+    assert {"fertility.findings", "fertility.gate", "trainer.run", "eval.run"} <= set(imported)
     calls = {
         "load_tokenizer": lambda: fertility.load_tokenizer(str(naive)),
         "analyze": lambda: fertility.analyze([str(CORPUS)], [f"naive={naive}"]),
@@ -53,7 +53,7 @@ def test_every_public_name_works_after_every_module_is_imported(naive, tmp_path,
     assert isinstance(report, fertility.Report)
     found = fertility.diagnose(report)  # the function, though the module was imported first
     assert {"mark-split"} <= {f.rule for f in found}
-    assert fertility.diagnose.Thresholds is importlib.import_module("fertility.diagnose").Thresholds
+    assert fertility.diagnose is importlib.import_module("fertility.findings").diagnose
     from fertility.policy import default_policy
 
     result = fertility.gate.evaluate(report, default_policy(), label="naive")

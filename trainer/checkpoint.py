@@ -35,6 +35,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from fertility.errors import EvalError, TrainingError
+from trainer.model import ModelConfig, Transformer
 
 SCHEMA = "fertility.checkpoint/1"
 WEIGHTS, TRAIN_STATE, MANIFEST = "model.safetensors", "optimizer.pt", "state.json"
@@ -45,7 +46,7 @@ def step_dir(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"step-{step:08d}"
 
 
-def _sha256(path: Path) -> str:
+def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 22), b""):
@@ -162,7 +163,7 @@ def _write_folder(tmp: Path, step: int, weights: dict[str, torch.Tensor],
     files = {}
     for name in (WEIGHTS, TRAIN_STATE):
         _fsync(tmp / name)
-        files[name] = _sha256(tmp / name)
+        files[name] = sha256(tmp / name)
     state = {"schema": SCHEMA, "step": step, **manifest, "files": files,
              "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     state["manifest_sha256"] = _manifest_sha256(state)
@@ -216,7 +217,7 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
         expected = state.get("files", {}).get(name)
         if not (path / name).is_file():
             raise TrainingError(f"{path / name}: missing")
-        if expected != _sha256(path / name):
+        if expected != sha256(path / name):
             raise TrainingError(f"{path / name}: checksum does not match {MANIFEST} (corrupt)")
     return state
 
@@ -264,7 +265,6 @@ def load_model(run_dir: str | Path, step: int | None = None, device: str = "cpu"
 
     `step` None takes the newest valid checkpoint (corrupt ones skipped with a warning).
     """
-    from trainer.model import ModelConfig, Transformer
 
     if step is None:
         found = latest_checkpoint(run_dir)

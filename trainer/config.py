@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from fertility.config import read_toml
 from fertility.errors import TrainingError
 from trainer.mix import check_mix
+from trainer.model import PRESETS
 
 
 @dataclass
@@ -74,7 +75,6 @@ class TrainConfig:
 
     def model_max_seq_len(self) -> int | None:
         """The model's max_seq_len: [model]'s override, else the preset's (None: unknown)."""
-        from trainer.model import PRESETS
 
         return self.model.get("max_seq_len", PRESETS.get(self.preset, {}).get("max_seq_len"))
 

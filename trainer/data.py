@@ -25,6 +25,8 @@ from fertility.corpus import batched
 from fertility.errors import TrainingError
 from fertility.progress import StatusLine
 from trainer.shards import DocTableWriter, ShardWriter, dtype_for_vocab, open_doc_table, open_shard
+from fertility.tokenizers import load_tokenizer
+from collections import deque
 
 INDEX_SCHEMA = "fertility.shards/1"
 DOC_TABLE = "train-docs.bin"
@@ -70,8 +72,6 @@ def _worker_init(spec: str, fingerprint: str) -> None:
     # is kept and raised by the first encode call, which the parent sees.
     global _worker_tok, _worker_err
     try:
-        from fertility.tokenizers import load_tokenizer
-
         _worker_tok = load_tokenizer(spec)
         if _worker_tok.fingerprint != fingerprint:  # the spec must name the very same tokenizer
             _worker_err = (f"{spec}: reloaded tokenizer has fingerprint "
@@ -240,7 +240,6 @@ def _parallel_encode(pool: Any, batches: Iterator[list[Any]],
 
     (Pool.imap would read the whole corpus ahead into memory; this keeps streaming.)
     """
-    from collections import deque
 
     pending: deque = deque()
     for batch in batches:
@@ -372,6 +371,7 @@ class Batches:
 
     def next(self, advance: bool = True) -> tuple[Any, Any]:
         """(inputs, targets) as int64 torch tensors of shape (micro_batch, seq_len)."""
+        # deferred: torch is the optional train extra
         import torch
 
         w = torch.from_numpy(self.windows(self.window_indices(advance)))

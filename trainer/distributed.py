@@ -20,6 +20,11 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from fertility.errors import TrainingError
+from torch.distributed.fsdp import fully_shard
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
+set_state_dict)
 
 
 @dataclass
@@ -148,13 +153,10 @@ def wrap_model(model: nn.Module, env: DistEnv, fsdp: bool) -> nn.Module:
     if not env.enabled:
         return model
     if fsdp:
-        from torch.distributed.fsdp import fully_shard
-
         for block in getattr(model, "layers", []):
             fully_shard(block)
         fully_shard(model)
         return model
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
     ids = [env.device.index] if env.device.type == "cuda" else None
     return DDP(model, device_ids=ids)
@@ -163,7 +165,6 @@ def wrap_model(model: nn.Module, env: DistEnv, fsdp: bool) -> nn.Module:
 def full_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
     """Unsharded model and optimizer state dicts (keyed by parameter name, so a checkpoint
     loads into any world size); a collective under FSDP, so every rank must call it."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
     opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
     return get_state_dict(model, optimizer, options=opts)
@@ -171,9 +172,6 @@ def full_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict
 
 def load_full_state(model: nn.Module, optimizer: torch.optim.Optimizer | None,
                     weights: dict[str, Any], optim_state: dict[str, Any] | None) -> None:
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-                                                         set_state_dict)
-
     opts = StateDictOptions(full_state_dict=True, strict=True)
     try:
         if optimizer is None or optim_state is None:

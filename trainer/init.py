@@ -31,6 +31,7 @@ from typing import Any
 
 from fertility.errors import TrainingError
 from trainer.model import ModelConfig, Transformer, hf_llama_state_dict
+from fertility.tokenizers import load_tokenizer
 
 RULE = ("base ids: the base rows unchanged; a new id: the mean of the base rows of the base "
         "ids that spell it (ids-map.json base_ids); any other new id: the mean of all base rows")
@@ -85,6 +86,7 @@ def model_config(model_dir: str | Path, vocab_size: int) -> ModelConfig:
 
 
 def _weights(model_dir: Path) -> dict[str, Any]:
+    # deferred: safetensors is the optional train extra
     from safetensors.torch import load_file
 
     index = model_dir / "model.safetensors.index.json"
@@ -106,7 +108,6 @@ def _weights(model_dir: Path) -> dict[str, Any]:
 def plan(model_dir: str | Path, tok) -> dict:
     """Check the tokenizer against MODEL_DIR; the record run.json keeps (see the module
     docstring). Raises TrainingError naming what does not match."""
-    from fertility.tokenizers import load_tokenizer
 
     model_dir = Path(model_dir).resolve()
     base_v = int(_config(model_dir).get("vocab_size") or 0)
@@ -149,6 +150,7 @@ def plan(model_dir: str | Path, tok) -> dict:
 
 def load_into(model: Transformer, record: dict) -> None:
     """Copy MODEL_DIR's weights into `model` and initialise its new rows (RULE)."""
+    # deferred: torch is the optional train extra
     import torch
 
     weights = _weights(Path(record["model_dir"]))

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fertility._files import write_text_atomic
+from fertility.files import write_text_atomic
 from fertility.errors import TrainingError
 from fertility.progress import StatusLine
 from trainer import checkpoint as ck
@@ -52,6 +52,8 @@ from trainer.config import TrainConfig
 from trainer.data import TokenData
 from trainer.mix import make_batches, record_consumed
 from trainer.model import ModelConfig, Transformer
+from fertility.cli import Terminated
+from trainer.throughput import ThroughputMeter
 
 
 def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
@@ -233,6 +235,7 @@ class Trainer:
 
     # -- checks before the first step ----------------------------------------------------
     def preflight(self) -> None:
+        # deferred: looked up when called, so a test can replace it
         from trainer.arbiter import assert_arbiter
 
         vocab = self.model_cfg.vocab_size
@@ -397,7 +400,6 @@ class Trainer:
 
     def _terminate(self, meter: Any, local_tokens: int, status: StatusLine) -> None:
         """Checkpoint the step just finished, then raise Terminated (exit 143)."""
-        from fertility.cli import Terminated
 
         if self._pending:
             self._flush(meter, local_tokens, status)  # a rollback here leaves step == saved
@@ -410,8 +412,6 @@ class Trainer:
 
     # -- the run --------------------------------------------------------------------------
     def run(self, resume: bool = False) -> dict[str, Any]:
-        from trainer.throughput import ThroughputMeter
-
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if resume:
             self.resume()

@@ -36,8 +36,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from fertility._files import write_text_atomic
-from fertility._sampling import temperature_shares
+from fertility.files import write_text_atomic
+from fertility.corpus.sampling import temperature_shares
 from fertility.errors import TrainingError
 from trainer.data import Batches, TokenData
 
@@ -293,6 +293,7 @@ class MixBatches:
 
     def next(self, advance: bool = True) -> tuple[Any, Any]:
         """(inputs, targets) as int64 torch tensors of shape (micro_batch, seq_len)."""
+        # deferred: torch is the optional train extra
         import torch
 
         langs, wins, counts = self._deal(self.micro_batch * self.world)

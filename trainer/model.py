@@ -22,6 +22,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from fertility.errors import TrainingError
+from torch.utils.checkpoint import checkpoint
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 # Llama rounds the SwiGLU hidden size up to a multiple of 256 (tensor-core friendly shapes).
 FF_MULTIPLE_OF = 256
@@ -285,7 +287,6 @@ def chunked_lm_loss(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor
     """lm_loss(h @ weight[:vocab_size].T, targets) without the whole batch's logits: each
     chunk of tokens is projected, scored and dropped, and recomputed in the backward pass
     (activation checkpointing), so at most one chunk's float32 logits exist at a time."""
-    from torch.utils.checkpoint import checkpoint
 
     h, targets = h.reshape(-1, h.shape[-1]), targets.reshape(-1)
     total = None
@@ -313,8 +314,6 @@ def attention_backend(name: str) -> Iterator[None]:
     if name == "auto":
         ctx = nullcontext()
     elif name in _SDPA_BACKENDS:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
         ctx = sdpa_kernel(getattr(SDPBackend, _SDPA_BACKENDS[name]))
     else:
         raise TrainingError(

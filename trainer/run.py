@@ -23,12 +23,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from fertility._files import write_text_atomic
+from fertility.files import write_text_atomic
 from fertility.errors import FertilityError, TrainingError
 from trainer import distributed as D
 from trainer.config import TrainConfig, load_config
 from trainer.data import TokenData, build_shards, choose_separator, read_index
 from trainer.mix import parse_mix, plan_for_run, record_consumed
+from fertility.tokenizers.spec import split_pattern_suffix
+from trainer.checkpoint import sha256
+from fertility.corpus import shown
+from fertility.gate import gate_corpus
+from fertility.tokenizers import load_tokenizer_arg
+from trainer.model import config_from_preset
+from trainer import init as base_model
+from trainer.checkpoint import list_checkpoints
+from fertility.corpus import Corpus
+from fertility.cli import Terminated
 
 RUN_SCHEMA = "fertility.run/1"
 
@@ -45,7 +55,6 @@ def _gate_reason(result: Any) -> str:
 
 def _tokenizer_file(tok: Any) -> Path | None:
     """The file a tokenizer was loaded from, when it was a local file."""
-    from fertility.tokenizers import split_pattern_suffix
 
     path = getattr(tok, "path", None)
     if path is None:
@@ -58,8 +67,6 @@ def _tokenizer_file(tok: Any) -> Path | None:
 
 
 def _copy_tokenizer(tok: Any, run_dir: Path) -> dict[str, Any]:
-    from fertility.tokenizers import split_pattern_suffix
-    from trainer.checkpoint import _sha256
 
     info = {"spec": tok.spec, "kind": tok.kind, "fingerprint": tok.fingerprint,
             "vocab_size": int(tok.vocab_size), "path": None,
@@ -70,7 +77,7 @@ def _copy_tokenizer(tok: Any, run_dir: Path) -> dict[str, Any]:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest)
         info["path"] = f"tokenizer/{src.name}"
-        info["sha256"] = _sha256(dest)
+        info["sha256"] = sha256(dest)
     return info
 
 
@@ -78,7 +85,6 @@ def _check_resume(run_json: dict, run_json_path: Path, run_dir: Path, paths: lis
                   tok: Any) -> None:
     """A resume continues the same run: the same tokenizer (given and the run's copy, which
     eval and export load) and the same corpus arguments as run.json records."""
-    from trainer.checkpoint import _sha256
 
     recorded = run_json["tokenizer"]
     if recorded["fingerprint"] != tok.fingerprint:
@@ -88,7 +94,7 @@ def _check_resume(run_json: dict, run_json_path: Path, run_dir: Path, paths: lis
     if copy is not None and recorded.get("sha256"):  # runs before the checksum have none
         if not copy.is_file():
             raise TrainingError(f"{copy}: the run's tokenizer copy is missing")
-        if _sha256(copy) != recorded["sha256"]:
+        if sha256(copy) != recorded["sha256"]:
             raise TrainingError(f"{copy}: not the tokenizer file {run_json_path.name} records "
                                 "(replaced after the run started)")
     corpus = run_json.get("corpus_paths")  # absolute: a resume may start in another folder
@@ -100,15 +106,11 @@ def _check_resume(run_json: dict, run_json_path: Path, run_dir: Path, paths: lis
 
 
 def _corpus_paths(paths: list[str]) -> list[str]:
-    from fertility.corpus import shown
-
     return [shown(os.path.abspath(p)) for p in paths]
 
 
 def _default_gate(policy: Any, corpus_options: dict | None, quiet: bool) -> Callable:
     def gate(paths: list[str], tokenizer: Any) -> Any:
-        from fertility.gate import gate_corpus
-
         return gate_corpus(paths, tokenizer, policy=policy, corpus_options=corpus_options,
                            quiet=quiet)
     return gate
@@ -142,9 +144,8 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
     are reused and training continues from the newest valid checkpoint.
     Returns {"run_dir", "steps", "tokens", "final_loss", "forced", ...}.
     """
-    from fertility.tokenizers import load_tokenizer_arg
+    # deferred: looked up when called, so a test can replace it
     from trainer.loop import train
-    from trainer.model import config_from_preset
 
     run_dir = Path(out_dir)
     run_json_path = run_dir / "run.json"
@@ -171,8 +172,6 @@ def pretrain(corpus_paths: Sequence[str | Path], tokenizer_spec: str, out_dir: s
     model_cfg = config_from_preset(cfg.preset, n_ids, cfg.model)
     init = None
     if cfg.init_from:  # continued pretraining: the base model's shapes and weights
-        from trainer import init as base_model
-
         model_cfg = base_model.model_config(cfg.init_from, n_ids)
         init = base_model.plan(cfg.init_from, tok)
     if cfg.seq_len > model_cfg.max_seq_len:
@@ -254,8 +253,6 @@ def _run_gate(gate: Callable, paths: list[str], tok: Any, spec: str, force: bool
 
 
 def _has_checkpoint(run_dir: Path) -> bool:
-    from trainer.checkpoint import list_checkpoints
-
     return bool(list_checkpoints(run_dir))
 
 
@@ -274,8 +271,6 @@ def _prepare_data(paths: list[str], tok: Any, run_dir: Path, cfg: TrainConfig,
                     separator, cfg.seed, cfg.heldout_fraction):
                 index = None
             if index is None:
-                from fertility.corpus import Corpus
-
                 run_dir.mkdir(parents=True, exist_ok=True)
                 corpus = Corpus(paths, **(corpus_options or {}))
                 build_shards(corpus.documents(), tok, data_dir, seed=cfg.seed,
@@ -323,8 +318,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
     except BaseException as e:  # the trainer's SIGTERM stop (checkpoint written): 143
-        from fertility.cli import Terminated
-
         if not isinstance(e, Terminated):
             raise
         print("terminated", file=sys.stderr)

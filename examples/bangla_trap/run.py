@@ -41,9 +41,10 @@ import numpy as np
 import regex
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from fertility._sampling import temperature_shares
+from fertility.corpus.sampling import temperature_shares
 from fertility.corpus import Corpus
-from fertility.fix import FixConfig, heldout_documents
+from fertility.fix.config import FixConfig
+from fertility.fix import heldout_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "examples" / "corpus"

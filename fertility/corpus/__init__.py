@@ -82,7 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Callable, Iterable, Iterator, NamedTuple
 
-from fertility import _corpus_formats as fmt
+from fertility.corpus import formats as fmt
 from fertility.errors import CorpusError, one_line
 
 
@@ -127,7 +127,7 @@ class _Pass:
     complete: bool = False
 
 
-def _warn(message: str) -> None:
+def warn(message: str) -> None:
     warnings.warn(message, CorpusWarning, stacklevel=3)
 
 
@@ -166,7 +166,7 @@ class Corpus:
         self.text_field, self.lang_field = text_field, lang_field
         self.whole_files, self.strict = whole_files, strict
         self.sample, self.max_docs, self.seed = sample, max_docs, seed
-        self._warn = on_warning or _warn
+        self.warn = on_warning or warn
         self._threshold = None if sample is None else int(sample * 2**64)
 
         self.files: list[CorpusFile] = []
@@ -186,17 +186,17 @@ class Corpus:
             before = len(self._skipped)
             self._walk(path, (), [os.path.basename(os.path.abspath(path))])
             if skipped := self._skipped[before:]:
-                self._warn(f"{shown(path)}: skipped {len(skipped)} file(s) "
+                self.warn(f"{shown(path)}: skipped {len(skipped)} file(s) "
                            f"({self._skip_counts(skipped)}); see summary skipped_files")
         elif os.path.isfile(path):
             parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
             if reason := self._add(path, os.path.basename(path), [parent]):
-                self._warn(f"{shown(path)}: skipped ({reason})")
+                self.warn(f"{shown(path)}: skipped ({reason})")
         elif os.path.islink(path):
             raise CorpusError(f"{shown(path)}: broken symbolic link (its target does not exist)")
         elif os.path.lexists(path):
             self._skip(path, "not a regular file")
-            self._warn(f"{shown(path)}: skipped (not a regular file)")
+            self.warn(f"{shown(path)}: skipped (not a regular file)")
         else:
             raise CorpusError(f"{shown(path)}: no such file or directory")
 
@@ -292,7 +292,7 @@ class Corpus:
                     self._binary(cf, binary, entry, run)
             if stats.invalid_utf8:
                 run.invalid_utf8[cf.path] = stats.invalid_utf8
-                self._warn(f"{cf.path}: {stats.invalid_utf8} invalid UTF-8 sequence(s) replaced "
+                self.warn(f"{cf.path}: {stats.invalid_utf8} invalid UTF-8 sequence(s) replaced "
                            f"with U+FFFD (first at byte {stats.first_bad_offset})")
             run.empty_records += stats.empty_records
             if run.stopped_at:
@@ -340,7 +340,7 @@ class Corpus:
                         else "read error")
                 raise CorpusError(f"{cf.path}: {what} ({one_line(e)})") from None
             if upto is not None and upto.grew:
-                self._warn(f"{cf.path}: grew while it was read; read its first {cf.size} "
+                self.warn(f"{cf.path}: grew while it was read; read its first {cf.size} "
                            "bytes (its size when the corpus was opened)")
 
     def _sampled(self, rel: str, number: int) -> bool:
@@ -352,9 +352,9 @@ class Corpus:
         run.binary_files.append({"path": cf.path, "offset": binary.offset, "why": binary.why})
         if entry["documents"] == 0:
             run.files.remove(entry)
-            self._warn(f"{cf.path}: skipped (binary: {binary.why})")
+            self.warn(f"{cf.path}: skipped (binary: {binary.why})")
         else:
-            self._warn(f"{cf.path}: {binary.why}; kept the {entry['documents']} "
+            self.warn(f"{cf.path}: {binary.why}; kept the {entry['documents']} "
                        "document(s) before it, skipped the rest as binary")
 
     def _why_empty(self, run: _Pass) -> str:

@@ -5,7 +5,7 @@ The run, in order (docs/EXTEND.md has every field of what it writes):
    SentencePiece BPE/Unigram model (`fertility.extend.sentencepiece`); other kinds are refused
    with one line;
 2. widen a byte-level BPE's split where it cuts combining marks (`fertility.extend.pattern`);
-3. hold out documents per language exactly as `fertility fix` does (`fertility._sampling`),
+3. hold out documents per language exactly as `fertility fix` does (`fertility.corpus.sampling`),
    writing them to ``DIR/heldout/<lang>.jsonl``;
 4. pick the target languages: ``langs``, else every language the gate fails on the base
    (measured on the held-out documents);
@@ -29,6 +29,15 @@ from typing import Any, Callable, Sequence
 
 from fertility.extend.bpe import ExtendError, from_tokenizer, hf_json, learn, rank_file
 from fertility.extend.pattern import widen_letters
+from fertility.extend.report import format_text
+from fertility.corpus import sampling
+from fertility.files import write_text_atomic
+from fertility.corpus import Corpus
+from fertility.extend import report as rep
+from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
+from fertility.gate import evaluate
+from fertility.extend.bpe import tekken_json
+from fertility.extend import sentencepiece as sp
 
 SCHEMA = "fertility.extend/1"
 BASE, EXTENDED = "base", "extended"
@@ -62,8 +71,6 @@ class ExtendResult:
                 "timings": self.timings, "measurement": self.report.to_dict()}
 
     def format_text(self) -> str:
-        from fertility.extend.report import format_text
-
         return format_text(self)
 
 
@@ -73,11 +80,6 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
            heldout_max_docs: int | None = 1000, seed: int = 0,
            progress: Callable[[str], None] | None = None) -> ExtendResult:
     """Extend `base_spec` ("[LABEL=]SPEC") by `add` tokens learned on `corpus_paths`."""
-    from fertility import _sampling
-    from fertility._files import write_text_atomic
-    from fertility.corpus import Corpus
-    from fertility.extend import report as rep
-    from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 
     say = progress or (lambda msg: None)
     if isinstance(add, bool) or not isinstance(add, int) or add < 1:
@@ -97,8 +99,8 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
 
     corpus = Corpus(corpus_paths, **dict(corpus_options or {}))
     say("extend: reading the corpus")
-    scan = _sampling.scan_corpus(corpus, False)
-    held = _sampling.heldout_mask(scan.groups, scan.lines, scan.files, heldout_fraction, seed,
+    scan = sampling.scan_corpus(corpus, False)
+    held = sampling.heldout_mask(scan.groups, scan.lines, scan.files, heldout_fraction, seed,
                                   heldout_max_docs)
     if not held.any():
         raise ExtendError(f"{', '.join(corpus.paths)}: no language has two documents, so none "
@@ -107,7 +109,7 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
         Corpus(corpus.paths, **{**(corpus_options or {}), "on_warning": lambda m: None})
         .documents())
     temps: list[Path] = []
-    writer = _sampling.HeldoutWriter(out / "heldout", scan.names, temps)
+    writer = sampling.HeldoutWriter(out / "heldout", scan.names, temps)
     try:
         for doc, h in zip(docs, held.tolist()):
             if h:
@@ -157,7 +159,6 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
     say("extend: measuring base and extended on the held-out documents")
     t2 = time.perf_counter()
     report = rep.measure(heldout_files, [base, ext], pol, seed)
-    from fertility.gate import evaluate
 
     gate = evaluate(report, pol, label=EXTENDED, findings=report.findings)
     others = [(d.text, d.lang) for d, h in zip(docs, held.tolist())
@@ -187,10 +188,9 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
 def _byte_level(bpe, regex: str, base, train: list[str], add: int, scripts: list[str],
                 out: Path, paths: dict) -> dict:
     """Learn and write a byte-level BPE extension (fertility.extend.bpe)."""
+    # deferred: the Rust tokenizers library only when used
     from tokenizers import Tokenizer
 
-    from fertility._files import write_text_atomic
-    from fertility.extend import report as rep
 
     counts = rep.target_pieces(train, regex, scripts)
     if not counts:
@@ -206,8 +206,6 @@ def _byte_level(bpe, regex: str, base, train: list[str], add: int, scripts: list
                       ExtendError)
     (out / "tokenizer.model").unlink(missing_ok=True)  # an earlier run's: not this tokenizer
     if bpe.source == "tekken":
-        from fertility.extend.bpe import tekken_json
-
         paths["tekken"] = str(out / "tekken.json")
         write_text_atomic(out / "tekken.json", json.dumps(tekken_json(
             base.path, bpe, learned.new), ensure_ascii=False) + "\n", ExtendError)
@@ -226,7 +224,6 @@ def _byte_level(bpe, regex: str, base, train: list[str], add: int, scripts: list
 def _sentencepiece(base, train: list[str], add: int, scripts: list[str], out: Path,
                    paths: dict) -> dict:
     """Learn and write a SentencePiece extension (fertility.extend.sentencepiece)."""
-    from fertility.extend import sentencepiece as sp
 
     learned = sp.learn(base, train, add, scripts)
     final, tmp = out / "tokenizer.model", out / f".tokenizer.model.partial-{os.getpid()}"

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from fertility.errors import FertilityError, one_line
+from fertility.tokenizers.hf import bytes_to_unicode
+from fertility.tokenizers.base import whole_chars
 
 # Base tokens become private-use characters (planes 15-16) for the trainer: one symbol each.
 _SYMBOL0 = 0xF0000
@@ -111,8 +113,6 @@ def merges_from_ranks(ranks: dict[bytes, int], tokens: Iterable[bytes] | None = 
 
 
 def _from_hf(tok) -> ByteBPE:
-    from fertility._tok_hf import bytes_to_unicode
-
     unbyte = {ch: b for b, ch in bytes_to_unicode().items()}
 
     def raw(s: str) -> bytes:
@@ -159,7 +159,6 @@ def hf_json(bpe: ByteBPE, regex: str, new: dict[int, bytes],
     """tokenizer.json of the base with `regex` as its split and the `new` tokens appended, made
     by the learned `merges` (a tokenizer.json base) or, for a rank-file base, by every split
     of each new token (as the base's merges are; see merges_from_ranks)."""
-    from fertility._tok_hf import bytes_to_unicode
 
     table = bytes_to_unicode()
 
@@ -263,8 +262,6 @@ def tekken_json(path, bpe: ByteBPE, new: dict[int, bytes]) -> dict:
 
 
 def _whole(b: bytes) -> bool:
-    from fertility.tokenizers import whole_chars
-
     return whole_chars(b)
 
 
@@ -287,6 +284,7 @@ class Learned:
 
 def learn(bpe: ByteBPE, base_ids: dict[str, list[int]], counts: Counter, add: int) -> Learned:
     """`add` new tokens over the base encoding `base_ids` of the pieces in `counts`."""
+    # deferred: the Rust tokenizers library only when used
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     used = sorted({i for ids in base_ids.values() for i in ids})

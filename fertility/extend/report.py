@@ -9,6 +9,11 @@ from pathlib import Path
 import numpy as np
 
 from fertility.fix import METRICS
+from fertility.tokenizers.patterns import compile_pattern
+from fertility.policy import Policy, load_policy
+from fertility.corpus import Corpus
+from fertility.findings import diagnose
+from fertility.gate import evaluate
 
 MARKS = "\\p{M}\\u200c\\u200d"
 
@@ -19,7 +24,6 @@ def target_pieces(texts: list[str], regex: str, scripts: list[str]) -> Counter:
     """How often each piece of `texts` (cut by `regex`) occurs, counting only pieces that are
     an optional space, a letter of `scripts`, then letters of `scripts`, marks and joiners:
     a new token learned from them always holds a target-script character's bytes."""
-    from fertility.patterns import compile_pattern
 
     letters = "".join(f"\\p{{sc={s}}}" for s in scripts)
     ok = compile_pattern(f" ?[{letters}][{letters}{MARKS}]*").fullmatch
@@ -33,15 +37,12 @@ def target_pieces(texts: list[str], regex: str, scripts: list[str]) -> Counter:
 # ---------------------------------------------------------------- measuring
 
 def load(policy):
-    from fertility.policy import Policy, load_policy
-
     return policy if isinstance(policy, Policy) else load_policy(policy)
 
 
 def measure(files: list[str], toks: list, pol, seed: int):
     """The held-out measurement (as `fertility report` measures) with its findings."""
-    from fertility.corpus import Corpus
-    from fertility.diagnose import diagnose
+    # deferred: looked up when called, so a test can replace it
     from fertility.measure import analyze
 
     held = Corpus(files, lang_field="lang", on_warning=lambda m: None)
@@ -53,7 +54,6 @@ def measure(files: list[str], toks: list, pol, seed: int):
 def failing_langs(report, label: str, pol) -> list[str]:
     """Languages the gate fails for `label`: a failed language check or blocking finding, or
     a failed script check on the script that dominates the language's documents."""
-    from fertility.gate import evaluate
 
     gate = evaluate(report, pol, label=label, findings=report.findings)
     bad = {("language", c.key) for c in gate.checks if c.verdict == "fail"
@@ -81,7 +81,6 @@ def scripts_of(report, label: str, langs: list[str]) -> list[str]:
 def same_ids(base, ext, docs: list[tuple[str, str]]) -> dict:
     """Per language of the other (not target) held-out documents: how many get exactly the
     base's ids from the extended tokenizer, and how many hold a mark or joiner."""
-    from fertility.patterns import compile_pattern
 
     marked = compile_pattern(f"[{MARKS}]").search
     out: dict[str, dict] = {}

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from fertility.errors import one_line
 from fertility.extend.bpe import ExtendError
+from fertility.tokenizers.patterns import compile_pattern
 
 BOUNDARY = "\u2581"  # ▁, SentencePiece's whitespace
 
@@ -53,9 +54,9 @@ def _piece_field(piece: str, score: float) -> bytes:
 
 
 def learn(base, texts: list[str], add: int, scripts: list[str]) -> Learned:
+    # deferred: sentencepiece only for its files
     import sentencepiece as spm
 
-    from fertility.patterns import compile_pattern
 
     cfg = base.config()
     kind = cfg["model"]

@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pandas as pd
 
-from fertility import _parity
-from fertility._stats import wilson
-from fertility._tokconfig import inspect_config
+from fertility.findings import parity
+from fertility.stats import wilson
+from fertility.findings.tokconfig import inspect_config
+from fertility.policy import Thresholds
 
 if TYPE_CHECKING:
     from fertility.measure import Report
@@ -35,12 +36,6 @@ RULES = ("mark-split", "pretokenizer-ceiling", "merge-starvation", "byte-fallbac
 # Scripts where one character already carries a syllable or a morpheme: a token of one
 # grapheme is normal there, so the grapheme test of merge-starvation does not apply.
 IDEOGRAPHIC = ("Hani", "Hira", "Kana", "Hang", "Yiii", "Bopo")
-
-
-def _floors(name: str) -> Any:
-    from fertility.policy import default_floors  # policy imports this module
-
-    return default_floors()[name]
 
 
 @dataclass
@@ -56,44 +51,6 @@ class Finding:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-@dataclass
-class Thresholds:
-    """Every number a rule compares with. Defaults and reasons: docs/GATE.md."""
-
-    min_tokens: int = 100                  # rows with fewer tokens are too small to judge
-    mark_initial_rate: float = 0.02        # mark-split: share of the tokenizer's own pre-tokens
-    mark_initial_token_rate: float = 0.25  # share of tokens: merge-starvation (split clean)
-    script_floors: dict = field(default_factory=lambda: _floors("script_floors"))
-    language_floors: dict = field(default_factory=lambda: _floors("language_floors"))
-    default_floor: float | None = field(default_factory=lambda: _floors("default_floor"))
-    exempt_scripts: tuple = field(default_factory=lambda: _floors("exempt_scripts"))
-    ceiling_headroom: float = 1.25         # ceiling < floor * this: warning
-    starvation_bytes_per_token: float = 1.5
-    starvation_graphemes_per_token: float = 1.1
-    starvation_ceiling_share: float = 0.6  # below this share of the ceiling: vocabulary limits
-    byte_fallback_rate: float = 0.01
-    unk_rate: float = 0.001
-    top_chars: int = 5
-    grapheme_split_rate: float = 0.10
-    overrepresentation: float = 2.0        # tokens per character against the rest
-    flip_margin: float = 0.10              # relative gap both ways for a ranking flip
-    premium: float = 2.0
-    parity_min_lines: int = 10
-    parity_min_overlap: float = 0.9        # share of lines two parallel files must share
-    bootstrap: int = 1000
-    seed: int = 0
-
-    def floor_for(self, group: str, key: str) -> float | None:
-        """Chars-per-token floor of a frame row; None when the row has none."""
-        if group == "language":
-            return self.language_floors.get(key)
-        if group != "script" or key in self.exempt_scripts:
-            return None
-        if key in self.script_floors:  # a floor switched off (None) stays off
-            return self.script_floors[key]
-        return self.default_floor
 
 
 def diagnose(report: Report, thresholds: Thresholds | None = None, *, reference: str = "en",
@@ -385,7 +342,7 @@ _CAUSE_WORDS = {
 
 def _roundtrip(report: Report, t: Thresholds) -> Iterator[Finding]:
     """Documents whose decode(encode(text)) is not the text: which code points change, how
-    often, and the causes the evidence shows (fertility._roundtrip)."""
+    often, and the causes the evidence shows (fertility.measure.roundtrip)."""
     infos = {d["label"]: inspect_config(d.get("config")) for d in report.tokenizers}
     f = report.frame
     lang = f[(f["kind"] != "pretokenizer") & (f["group"] == "language")]
@@ -522,6 +479,6 @@ def premiums(report: Report, t: Thresholds | None = None, *,
     t = t or Thresholds()
     families = [d["label"] for d in report.tokenizers if d.get("kind") == "pretokenizer"]
     docs = report.docs[~report.docs["tokenizer"].isin(families)]
-    return _parity.premiums(docs, reference, min_lines=t.parity_min_lines,
+    return parity.premiums(docs, reference, min_lines=t.parity_min_lines,
                             min_overlap=t.parity_min_overlap, reps=t.bootstrap,
                             rng=np.random.default_rng(t.seed))

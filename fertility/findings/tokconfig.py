@@ -20,7 +20,7 @@ from typing import Any, Iterator
 import regex
 
 from fertility.errors import TokenizerError
-from fertility.patterns import FAMILIES, compile_pattern, identify
+from fertility.tokenizers.patterns import FAMILIES, compile_pattern, identify
 
 # Words whose vowel signs, viramas and joiners sit inside the word, space separated.
 PROBE = ("বাংলা ভাষার কিছু শব্দ हिन्दी भाषा தமிழ் மொழி ภาษาไทย "

@@ -1,7 +1,7 @@
 """`fertility fix`: train a corrected vocabulary and prove it on held-out text.
 
 What the trained tokenizer has:
-- the mark-aware split (`fertility.patterns` "mark_aware"): combining marks, ZWJ and ZWNJ stay
+- the mark-aware split (`fertility.tokenizers.patterns` "mark_aware"): combining marks, ZWJ and ZWNJ stay
   inside words; digits in groups of 1-3 and whitespace as o200k splits them. (The SentencePiece
   backend cannot take a regex: it splits on whitespace and script changes, and SentencePiece
   counts combining marks with the letter before them, so words are not cut at vowel signs.)
@@ -9,7 +9,7 @@ What the trained tokenizer has:
   "safe" choice, rewrites real text (Bengali U+09DF য় in হয় "is", U+09DC, U+09DD become
   letter + nukta; U+09C7 U+09BE becomes U+09CB). NFC or NFKC only when asked, and then the
   report first says what the normaliser changes in the user's text, per code point
-  (`fertility._fix_normalize`), and names it as the cause of every held-out round-trip failure;
+  (`fertility.fix.normalize`), and names it as the cause of every held-out round-trip failure;
 - byte fallback, so no text becomes UNK: byte-level BPE (the 256 ByteLevel symbols are the
   initial alphabet); Unigram with the 256 ``<0xNN>`` pieces and ``byte_fallback``; SentencePiece
   with ``byte_fallback=True``. Every held-out document gets the round-trip check (not only the
@@ -19,7 +19,7 @@ The run, in order (all I/O at the two ends):
 1. read the corpus once, noting each document's language, length, line and file (a corpus of
    up to 256 M characters is also kept in memory for step 3) and, with --nfc or --nfkc, what
    the normaliser changes in it;
-2. split documents into training and held-out parts (`fertility._sampling`: per language 10%,
+2. split documents into training and held-out parts (`fertility.corpus.sampling`: per language 10%,
    at most 1000 documents, seeded, chosen by line number so parallel files keep the same
    held-out lines), and plan the temperature sampling (p_lang ∝ chars_lang ** 0.3);
 3. stream the documents a second time: training ones go to the trainer (repeated as the plan
@@ -52,11 +52,23 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fertility import _fix_normalize, _sampling
+from fertility.fix import normalize
+from fertility.corpus import sampling as _sampling
 from fertility.corpus import Corpus
-from fertility._fix_train import BYTES, _train
-from fertility._files import locked_folder, mark_finished, mark_unfinished, write_text_atomic
+from fertility.fix.train import BYTES, train
+from fertility.files import locked_folder, mark_finished, mark_unfinished, write_text_atomic
 from fertility.errors import FixError
+from fertility.fix.config import FixConfig
+from fertility.tokenizers.patterns import resolve_pattern
+import fertility.findings  # noqa: F401
+import fertility.gate  # noqa: F401
+import fertility.measure  # noqa: F401
+import fertility.tokenizers  # noqa: F401
+from fertility.tokenizers import load_tokenizer_arg
+from fertility.findings import diagnose
+from fertility.gate import evaluate
+from fertility.policy import Policy, load_policy
+from fertility.tokenizers import load_tokenizer
 
 SCHEMA = "fertility.fix/1"
 DEFAULT_SPECIALS = ("<|endoftext|>",)
@@ -66,42 +78,6 @@ METRICS = ("documents", "chars", "tokens", "chars_per_token", "chars_per_token_l
            "chars_per_token_hi", "tokens_per_word", "continued_word_rate", "byte_fallback_rate",
            "unk_rate", "roundtrip_checked", "roundtrip_failures", "mark_initial_rate",
            "grapheme_split_rate", "chars_per_pretoken")
-
-
-@dataclass
-class FixConfig:
-    vocab_size: int
-    model: str = "bpe"                   # "bpe" | "unigram"
-    backend: str = "tokenizers"          # "tokenizers" | "sentencepiece"
-    normalization: str = "none"          # "none" | "nfc" | "nfkc" (lossy: see the docstring)
-    temperature: float = 0.3             # p_lang ∝ chars_lang ** temperature
-    heldout_fraction: float = 0.1        # per language, by document
-    heldout_max_docs: int | None = 1000  # per language; None: no cap
-    seed: int = 0                        # held-out split and sampling order
-    max_train_chars: int | None = None   # sampling budget; None: all training characters
-    special_tokens: tuple[str, ...] | None = None  # None: --from's, else DEFAULT_SPECIALS
-    pattern: str = "mark_aware"          # split of the tokenizers backend (a patterns name)
-
-    def validate(self) -> None:
-        def bad(msg: str) -> FixError:
-            return FixError(f"fix settings: {msg}")
-
-        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) \
-                or self.vocab_size < 1:
-            raise bad(f"vocab_size={self.vocab_size!r}: must be a whole number >= 1")
-        for name, allowed in (("model", ("bpe", "unigram")),
-                              ("backend", ("tokenizers", "sentencepiece")),
-                              ("normalization", ("nfc", "nfkc", "none"))):
-            if getattr(self, name) not in allowed:
-                raise bad(f"{name}={getattr(self, name)!r}: use one of {', '.join(allowed)}")
-        if not (self.temperature >= 0 and np.isfinite(self.temperature)):
-            raise bad(f"temperature={self.temperature!r}: must be a number >= 0")
-        if not 0 < self.heldout_fraction < 1:
-            raise bad(f"heldout_fraction={self.heldout_fraction!r}: must be in (0, 1)")
-        if self.heldout_max_docs is not None and self.heldout_max_docs < 1:
-            raise bad(f"heldout_max_docs={self.heldout_max_docs!r}: must be >= 1")
-        if self.max_train_chars is not None and self.max_train_chars < 1:
-            raise bad(f"max_train_chars={self.max_train_chars!r}: must be >= 1")
 
 
 @dataclass
@@ -163,8 +139,6 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
 
 def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corpus_options,
          policy, progress) -> FixResult:
-    from fertility.patterns import resolve_pattern
-
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     pattern_name, pattern_regex = resolve_pattern(config.pattern)
@@ -184,8 +158,8 @@ def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corp
     opts = dict(corpus_options or {})
     corpus = Corpus(corpus_paths, **opts)
     say("fix: reading the corpus")
-    norm = _fix_normalize.normalizer(config)
-    log = norm and _fix_normalize.ChangeLog(norm, _fix_normalize.FORMS[config.normalization])
+    norm = normalize.normalizer(config)
+    log = norm and normalize.ChangeLog(norm, normalize.FORMS[config.normalization])
     scan = _sampling.scan_corpus(corpus, want_bytes=config.backend == "sentencepiece",
                                  inspect=log.add if log else None)
     held, plan = _sampling.split_and_plan(scan, config)
@@ -214,7 +188,7 @@ def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corp
         say(f"fix: training {config.model} ({config.backend}), vocabulary {config.vocab_size:,}")
         t1 = time.perf_counter()
         threading.Thread(target=_warm_up, daemon=True).start()
-        trained = _train(config, pattern_regex, specials, unk, stream, out, temps,
+        trained = train(config, pattern_regex, specials, unk, stream, out, temps,
                          max_doc_bytes=scan.max_bytes,
                          show_progress=progress is not None and sys.stderr.isatty())
         for _ in stream:  # a trainer that stopped reading early still leaves every held-out file
@@ -241,6 +215,7 @@ def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corp
              "report_html": str(out / "report.html"), "heldout": str(out / "heldout")}
     if trained.is_model:
         paths["model"] = str(trained.path)
+    # deferred: plotly only when HTML is written
     from fertility.report.html import render_html
 
     write_text_atomic(out / "report.html", render_html(report, report.findings, gate), FixError)
@@ -275,11 +250,8 @@ def _split_settings(config: FixConfig, name: str, regex: str) -> dict:
 def _warm_up() -> None:
     """Import what measuring needs (pandas, plotly, ...) while the trainer, which releases the
     GIL, keeps the cores busy: about a second less after training."""
-    import fertility.diagnose  # noqa: F401
-    import fertility.gate  # noqa: F401
-    import fertility.measure  # noqa: F401
+    # deferred: plotly only when HTML is written
     import fertility.report.html  # noqa: F401
-    import fertility.tokenizers  # noqa: F401
 
 
 def heldout_documents(corpus_paths, heldout_fraction: float = 0.1, seed: int = 0,
@@ -299,7 +271,6 @@ def heldout_documents(corpus_paths, heldout_fraction: float = 0.1, seed: int = 0
 def _load_from(spec: str | None):
     if spec is None:
         return None
-    from fertility.tokenizers import load_tokenizer_arg
 
     return load_tokenizer_arg(spec, label=BEFORE)
 
@@ -338,11 +309,8 @@ def _prepare_dir(out: Path) -> Path:
 
 def _measure(config: FixConfig, old, path: Path, heldout_files: list[str], policy):
     """Old and new side by side on the held-out files; the gate on the new one."""
-    from fertility.diagnose import diagnose
-    from fertility.gate import evaluate
+    # deferred: looked up when called, so a test can replace it
     from fertility.measure import analyze
-    from fertility.policy import Policy, load_policy
-    from fertility.tokenizers import load_tokenizer
 
     new = load_tokenizer(str(path), label=AFTER)
     heldout = Corpus(heldout_files, lang_field="lang", on_warning=lambda m: None)
@@ -430,7 +398,7 @@ def _preview_lines(preview: dict | None, top: int = 5) -> list[str]:
             + (":" if preview["changes"] else "; decode(encode(x)) is x for the others"))
     rows = preview["changes"][:top]
     more = preview["distinct_changes"] - len(rows)
-    return [head] + [f"  {_fix_normalize.describe(c, name)}" for c in rows] + \
+    return [head] + [f"  {normalize.describe(c, name)}" for c in rows] + \
         ([f"  and {more} more (fix-report.json normalizer_preview)"] if more > 0 else [])
 
 
@@ -471,7 +439,7 @@ def _format(r: FixResult) -> str:
         failed, checked = failed + rt["failures"], checked + rt["checked"]
         if not rt["failures"]:
             continue
-        why = "; ".join(f"{_fix_normalize.describe(c, name)}" for c in rt["changes"][:3])
+        why = "; ".join(f"{normalize.describe(c, name)}" for c in rt["changes"][:3])
         rest = rt["failures"] - rt["normalizer_changed"]
         lines.append(f"round trip {lang}: {rt['failures']} of {rt['checked']} held-out documents "
                      "do not decode to their text" + (f"; {why}" if why else "")

@@ -32,13 +32,14 @@ def normalizer(config) -> Callable[[str], str] | None:
     """The very normaliser the trained tokenizer will apply, or None for "none".
 
     The tokenizers backend: its own NFC/NFKC. SentencePiece: Python's NFC (what
-    fertility._fix_train applies to its training text) and, for its nfkc rule, Python's NFKC
+    fertility.fix.train applies to its training text) and, for its nfkc rule, Python's NFKC
     (SentencePiece's rule also folds a few more characters; they are not counted here).
     """
     form = FORMS.get(config.normalization)
     if form is None:
         return None
     if config.backend == "tokenizers":
+        # deferred: the Rust tokenizers library only when used
         from tokenizers import normalizers
 
         return (normalizers.NFKC() if form == "NFKC" else normalizers.NFC()).normalize_str

@@ -1,4 +1,4 @@
-"""The training backends of `fertility fix` (fertility/fix.py decides what to train; this
+"""The training backends of `fertility fix` (fertility/fix/__init__.py decides what to train; this
 module trains it and stages the artifact under a temporary name until the run commits)."""
 
 from __future__ import annotations
@@ -11,15 +11,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from fertility.errors import FertilityError, FixError, one_line
+import io
+import unicodedata
 
 if TYPE_CHECKING:
-    from fertility.fix import FixConfig
+    from fertility.fix.config import FixConfig
 
 BYTES = 256  # the base alphabet every backend starts from
 
 
 @dataclass
-class _Trained:
+class Trained:
     path: Path       # the final artifact: DIR/tokenizer.json, or DIR/tokenizer.model
     staged: Path     # its temporary name until commit()
     stale: Path      # the other backend's artifact from an earlier run in DIR
@@ -32,16 +34,17 @@ class _Trained:
             self.stale.unlink()
 
 
-def _train(config: FixConfig, regex: str, specials: list[tuple[str, int | None]],
+def train(config: FixConfig, regex: str, specials: list[tuple[str, int | None]],
            unk: str | None, stream: Iterator[list[str]], out: Path, temps: list[Path], *,
-           max_doc_bytes: int, show_progress: bool) -> _Trained:
-    """Train, then stage the artifact under a temporary name in `out` (see _Trained)."""
+           max_doc_bytes: int, show_progress: bool) -> Trained:
+    """Train, then stage the artifact under a temporary name in `out` (see Trained)."""
     if config.backend == "sentencepiece":
         data, secs = _train_sp(config, specials, unk, stream, max_doc_bytes, show_progress)
         final = out / "tokenizer.model"
         tmp = _stage(final, temps)
         tmp.write_bytes(data)
-        return _Trained(final, tmp, out / "tokenizer.json", True, secs)
+        return Trained(final, tmp, out / "tokenizer.json", True, secs)
+    # deferred: the Rust tokenizers library only when used
     from tokenizers import Tokenizer
 
     tok, secs = _train_hf(config, regex, specials, unk, stream, show_progress)
@@ -55,7 +58,7 @@ def _train(config: FixConfig, regex: str, specials: list[tuple[str, int | None]]
         _pin_ids(obj, wanted)
         tok = Tokenizer.from_str(json.dumps(obj))
     tok.save(str(tmp))
-    return _Trained(final, tmp, out / "tokenizer.model", False, secs)
+    return Trained(final, tmp, out / "tokenizer.model", False, secs)
 
 
 def _stage(final: Path, temps: list[Path]) -> Path:
@@ -66,6 +69,7 @@ def _stage(final: Path, temps: list[Path]) -> Path:
 
 def _train_hf(config: FixConfig, regex: str, specials, unk, stream, show_progress):
     """A trained `tokenizers.Tokenizer` and the seconds its trainer took."""
+    # deferred: the Rust tokenizers library only when used
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
     from tokenizers import trainers
 
@@ -150,9 +154,8 @@ def _train_sp(config: FixConfig, specials, unk: str, stream, max_doc_bytes: int,
     model's rule is identity (it round-trips any text; give it NFC text for the figures the
     report shows). "nfkc" uses SentencePiece's own nfkc rule.
     """
-    import io
-    import unicodedata
 
+    # deferred: sentencepiece only for its files
     import sentencepiece as spm
 
     old = dict(specials)

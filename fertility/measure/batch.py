@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from fertility import _roundtrip
+from fertility.measure import roundtrip
 from fertility import unicode as U
-from fertility._accumulate import COUNTS, NOSPACE, NS, C
-from fertility.tokenizers import concat_encoded
+from fertility.measure.counters import COUNTS, NOSPACE, NS, C
+from fertility.tokenizers.base import concat_encoded
 
 SAMPLE_CHARS = 600  # longest stretch of a document kept as a sample with token boundaries
 
@@ -221,15 +221,15 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
         if decoded != text:
             rt_fail.append(i)
             had_unk = acc.unk_id is not None and acc.unk_id in doc_ids
-            changes = acc.roundtrip.setdefault(int(doc_lang[i]), _roundtrip.new_changes())
-            _roundtrip.record(changes, text, decoded, after,
+            changes = acc.roundtrip.setdefault(int(doc_lang[i]), roundtrip.new_changes())
+            roundtrip.record(changes, text, decoded, after,
                               tok.decode([acc.unk_id]) if had_unk else None, (index, i))
         norm = acc.normalization
         norm["checked_docs"] += 1
         if after != text:
             norm["changed_docs"] += 1
             if len(norm["examples"]) < 5:
-                norm["examples"].append({**_roundtrip.diff_example(text, after),
+                norm["examples"].append({**roundtrip.diff_example(text, after),
                                          "order": (index, i)})
     se = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     span_doc = np.repeat(docs, n_spans)

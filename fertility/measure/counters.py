@@ -12,7 +12,7 @@ from collections import Counter
 import numpy as np
 
 from fertility import unicode as U
-from fertility._stats import Z95
+from fertility.stats import Z95
 
 # Raw counts, in the order of the columns of the measurement frame.
 COUNTS = (
@@ -120,7 +120,7 @@ class TokenizerAccumulator:
         self.samples: dict[int, list] = {}
         self.samples_per_script = samples_per_script
         self.normalization = {"checked_docs": 0, "changed_docs": 0, "examples": []}
-        # What the round trip changed, per language id: fertility._roundtrip.new_changes()
+        # What the round trip changed, per language id: fertility.measure.roundtrip.new_changes()
         self.roundtrip: dict[int, dict] = {}
 
     def mark_vocab(self, table: dict, keys: np.ndarray, ids: np.ndarray) -> None:

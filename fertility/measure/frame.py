@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fertility import unicode as U
-from fertility._accumulate import COUNTS, Bootstrap, C, grow_rows
-from fertility._stats import wilson
+from fertility.measure.counters import COUNTS, Bootstrap, C, grow_rows
+from fertility.stats import wilson
 
 if TYPE_CHECKING:  # pandas is imported when a frame is built: measuring processes never need it
     import pandas as pd
@@ -26,6 +26,7 @@ def _div(a, b):
 
 
 def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
+    # deferred: pandas off the start-up path
     import pandas as pd
 
     lang_names = sorted(langs, key=langs.get)
@@ -110,6 +111,7 @@ def _rate(f: pd.DataFrame, name: str, k, n) -> None:
 def docs_frame(state) -> pd.DataFrame:
     """One row per (tokenizer, document) for the documents kept (parity, bootstrap checks),
     tokenizer by tokenizer in corpus order: each column built once, not a frame per batch."""
+    # deferred: pandas off the start-up path
     import pandas as pd
 
     cols = ["tokenizer", "lang", "source", "line", "script", "chars", "graphemes", "bytes",

@@ -7,7 +7,7 @@ their own batches; every worker reads the whole corpus so that everything that d
 corpus order (language ids, the first documents per language that get the detail checks, the
 position in the per-document table) comes out exactly as in
 one process. The parent adds the counters up. The result equals the single-process one
-(tests/test_parallel.py).
+(tests/measure/test_parallel.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,17 @@ from collections import Counter
 
 import numpy as np
 
-from fertility import _roundtrip
-from fertility._accumulate import grow_rows
+from fertility.measure import roundtrip
+from fertility.measure.counters import grow_rows
+from fertility.tokenizers import reload_key, reload_tokenizer
+from fertility.corpus import Corpus
+from fertility.measure.counters import TokenizerAccumulator
+from fertility.errors import FertilityError
+from fertility.corpus import warn
+import signal
+import threading
+import time
+from fertility.measure.passes import PassState, run_pass
 
 # Below this much input a second process costs more than it saves, as measured by
 # `benchmarks/analyze_throughput.py --workers-sweep` on real text (2 cores): every worker
@@ -41,7 +50,6 @@ def choose_workers(workers: int | None, paths, toks) -> int:
 
 def _reloadable(paths, toks) -> bool:
     """Workers rebuild the corpus from paths and each tokenizer from its spec."""
-    from fertility.corpus import Corpus
 
     return not isinstance(paths, Corpus) and all(
         getattr(t, "kind", None) in ("hf", "sentencepiece", "tiktoken", "tekken", "pretokenizer")
@@ -49,46 +57,21 @@ def _reloadable(paths, toks) -> bool:
 
 
 def _input_bytes(paths) -> int:
-    from fertility.corpus import Corpus  # its walk: no recursion limit on deep folders
-
     return sum(Corpus(paths, on_warning=lambda m: None).sizes().values())
-
-
-def _spec(tok) -> tuple[str, str, str, str | None, str]:
-    # a rank file's split pattern may have come as a keyword, not a #suffix: pass it on
-    pattern = tok.config().get("pattern_regex") if tok.kind == "tiktoken" else None
-    return (tok.kind, tok.label, tok.spec, pattern, tok.fingerprint)
-
-
-def _rebuild(kind: str, label: str, spec: str, pattern: str | None, fingerprint: str):
-    from fertility.errors import TokenizerError
-
-    if kind == "pretokenizer":
-        from fertility.measure import PretokenizerFamily
-
-        return PretokenizerFamily(spec.split(":", 1)[1])
-    from fertility.tokenizers import load_tokenizer
-
-    tok = load_tokenizer(spec, label=label, pattern=f"re:{pattern}" if pattern else None)
-    if tok.fingerprint != fingerprint:  # the file changed since the parent loaded it
-        raise TokenizerError(f"{spec}: changed while it was being measured")
-    return tok
 
 
 def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: int, progress):
     """Measure with `n_workers` processes; returns (accumulators, state, corpus summary)."""
-    from fertility._accumulate import TokenizerAccumulator
 
     options = {k: v for k, v in corpus_options.items() if k != "on_warning"}
     # every worker reads each file up to the size it has now, even if it grows meanwhile
-    from fertility.corpus import Corpus
 
     options["sizes"] = Corpus([str(p) for p in paths], **options,
                               on_warning=lambda m: None).sizes()
     on_warning = corpus_options.get("on_warning")
     ctx = multiprocessing.get_context("spawn")
     messages = ctx.Queue()
-    specs = [_spec(t) for t in toks]
+    specs = [reload_key(t) for t in toks]
     procs = [ctx.Process(target=_worker, daemon=True,
                          args=(os.getpid(), w, n_workers, [str(p) for p in paths], options,
                                specs,
@@ -105,8 +88,6 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
             except queue.Empty:
                 dead = [p for p in procs if p.exitcode not in (None, 0)]
                 if dead:
-                    from fertility.errors import FertilityError
-
                     raise FertilityError(f"a measuring process died (exit code "
                                          f"{dead[0].exitcode}); run with workers=1") from None
                 continue
@@ -118,9 +99,7 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
                 if on_warning:
                     on_warning(payload)
                 else:
-                    from fertility.corpus import _warn
-
-                    _warn(payload)
+                    warn(payload)
             elif kind == "error":
                 raise payload
             else:
@@ -147,11 +126,9 @@ def _end_with_parent(parent: int) -> None:
     (SIGKILL leaves the parent no chance to terminate it). On Linux the kernel sends SIGKILL
     when the parent dies (PR_SET_PDEATHSIG); elsewhere, and for a parent that died before
     that was set, a thread notices the worker has been re-parented and exits."""
-    import signal
-    import threading
-    import time
 
     try:
+        # deferred: ctypes only where prctl exists
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PDEATHSIG
@@ -173,14 +150,11 @@ def _worker(parent, w, n_workers, paths, options, specs, settings, batch_size,
     os.environ["RAYON_NUM_THREADS"] = "1"
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
-        from fertility._accumulate import TokenizerAccumulator
-        from fertility.corpus import Corpus
-        from fertility.measure import _State, run_pass
 
         warn = (lambda m: messages.put(("warning", w, m))) if w == 0 else (lambda m: None)
         corpus = Corpus(paths, **options, on_warning=warn)
-        toks = [_rebuild(*s) for s in specs]
-        state = _State(*settings)
+        toks = [reload_tokenizer(*s) for s in specs]
+        state = PassState(*settings)
         accs = [TokenizerAccumulator(t) for t in toks]
 
         def progress(docs, nbytes):
@@ -238,7 +212,7 @@ def _merge(acc, part: dict) -> None:
         merged = sorted(acc.samples.get(key, []) + items, key=lambda x: x["order"])
         acc.samples[key] = merged[: acc.samples_per_script]
     for lang, changes in part["roundtrip"].items():
-        _roundtrip.merge(acc.roundtrip.setdefault(lang, _roundtrip.new_changes()), changes)
+        roundtrip.merge(acc.roundtrip.setdefault(lang, roundtrip.new_changes()), changes)
     norm, other = acc.normalization, part["normalization"]
     norm["checked_docs"] += other["checked_docs"]
     norm["changed_docs"] += other["changed_docs"]

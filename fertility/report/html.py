@@ -22,6 +22,8 @@ from plotly.utils import PlotlyJSONEncoder
 
 from fertility import unicode as U
 from fertility.report import summary as S
+from fertility.gate import evaluate
+from fertility.policy import default_policy
 
 _SEV_COLOR = {"error": "#b91c1c", "warning": "#b45309", "info": "#1d4ed8"}
 _PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f",
@@ -90,8 +92,6 @@ def render_html(report: Any, findings: list, gate_result: Any = None, *,
     scripts = _order_keys(frame, "script")
     result = gate_result
     if result is None and labels:
-        from fertility.gate import evaluate
-        from fertility.policy import default_policy
 
         result = evaluate(report, policy or default_policy(), findings=findings)
     parts = ["<h1>Tokenizer fertility report</h1>",

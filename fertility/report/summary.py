@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fertility.diagnose import RULES, SEVERITY_ORDER
+from fertility.findings import RULES, SEVERITY_ORDER
+from fertility.report.table import grid
+from fertility.gate import NEED_MORE
 
 # rule -> (evidence key, "max" or "min" is worse, how the worst value reads)
 _WORST = {
@@ -111,7 +113,6 @@ SUMMARY_HEADERS = ["verdict", "tokenizer", "worst script vs floor", "under floor
 
 def verdict_table(vs: list[Verdict], width: int) -> list[str]:
     """The summary rows as a terminal table; the last column (counts) goes if it is too wide."""
-    from fertility.report import grid  # the one table layout
 
     table = grid(SUMMARY_HEADERS, [verdict_cells(v) for v in vs])
     if max(len(x) for x in table) > width:
@@ -198,7 +199,6 @@ def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> l
     """What `fertility gate` prints: the verdict and the deciding figures first, then every
     check (failed first), then the blocking findings one line per rule (-v: in full), and the
     verdict again last (scripts read the last line)."""
-    from fertility.report import grid
 
     head = "PASS" if result.passed else "FAIL"
     vs = verdicts(report, result)
@@ -239,8 +239,6 @@ def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> l
     lines.append(f"verdict: {head} ({n['fail']} failed, {n['uncertain']} uncertain, "
                  f"{n['pass']} passed, {len(result.blocking)} blocking findings)")
     if result.uncertain:
-        from fertility.gate import NEED_MORE
-
         lines.append(f"{NEED_MORE}: {len(result.uncertain)} checks straddle their threshold;")
         lines.append("add documents in those scripts to decide (policy: uncertain = "
                      f"\"{result.policy.get('uncertain', 'fail')}\").")

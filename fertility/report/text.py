@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import io
 import math
-import shutil
 import textwrap
 
 import pandas as pd
 
 from fertility.report import summary as S
+from fertility.report.table import GAP, grid, terminal_width
+from fertility.policy import default_policy
+from fertility.gate import evaluate
 
 # (header, column, format), most useful first: the default table keeps as many as fit.
 _COLUMNS = [
@@ -35,12 +37,6 @@ _COLUMNS = [
 _MIN_COLUMNS = 2  # chars/token and its interval: what the table is for
 # the same for every tokenizer (they all read the same documents): shown once, left
 _SHARED = [("docs", "documents", "{:d}"), ("char share", "char_share", "{:.1%}")]
-_GAP = "  "
-
-
-def terminal_width() -> int:
-    """COLUMNS, else the terminal's width, else 120 (output to a file or a pipe)."""
-    return shutil.get_terminal_size((120, 40)).columns
 
 
 def _fmt(value, spec: str) -> str:
@@ -58,31 +54,6 @@ def _cell(r: dict | None, col: str | None, spec: str | None) -> str:
             return "-"
         return f"{lo:.2f}-{hi:.2f}"
     return _fmt(r.get(col), spec)
-
-
-def grid(headers: list[str], rows: list[list[str]], spans: list[tuple[str, int]] | None = None
-          ) -> list[str]:
-    """Left-aligned first column, right-aligned numbers. `spans`: a title over each run of
-    columns (the tokenizer's label over its own columns), widened to hold the title."""
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    out = []
-    if spans:
-        pos, titles = 0, []
-        for title, n in spans:
-            inner = sum(widths[pos:pos + n]) + len(_GAP) * (n - 1)
-            if len(title) > inner:  # widen the run's last column so the label fits whole
-                widths[pos + n - 1] += len(title) - inner
-                inner = len(title)
-            titles.append(title.center(inner) if n > 1 else title.rjust(inner))
-            pos += n
-        out.append(_GAP.join(titles).rstrip())
-
-    def line(cells):
-        return _GAP.join(c.ljust(w) if i == 0 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    out += [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
-    return out
 
 
 def corpus_lines(corpus: dict) -> list[str]:
@@ -144,7 +115,7 @@ def _chunks(labels: list[str], ncols: int, fixed: int, widths: dict, width: int)
     chunks, cur, used = [], [], fixed
     for lab in labels:
         cols = [(lab, j) for j in range(ncols)]
-        block = max(sum(widths[j] + len(_GAP) for j in range(ncols)), len(lab) + len(_GAP))
+        block = max(sum(widths[j] + len(GAP) for j in range(ncols)), len(lab) + len(GAP))
         if cur and used + block > width:
             chunks.append(cur)
             cur, used = [], fixed
@@ -152,7 +123,7 @@ def _chunks(labels: list[str], ncols: int, fixed: int, widths: dict, width: int)
             cur, used = cur + cols, used + block
             continue
         for cell in cols:  # one tokenizer wider than the terminal: its columns wrap
-            w = widths[cell[1]] + len(_GAP)
+            w = widths[cell[1]] + len(GAP)
             if cur and used + w > width:
                 chunks.append(cur)
                 cur, used = [], fixed
@@ -191,7 +162,7 @@ def table_lines(report, *, min_share: float = 0.0, width: int | None = None,
     widths = {j: max([len(_COLUMNS[j][0])] + [len(c[j]) for lab in labels for c in cells[lab]])
               for j in range(len(_COLUMNS))}
     fixed = max(len(n) for n in names + ["group"]) + sum(
-        len(_GAP) + max(len(h), *(len(s[i]) for s in shared)) for i, (h, _, _) in
+        len(GAP) + max(len(h), *(len(s[i]) for s in shared)) for i, (h, _, _) in
         enumerate(_SHARED))
     ncols = len(_COLUMNS)
     if not verbose:  # drop low-value columns until every tokenizer fits in one table
@@ -222,7 +193,6 @@ def render_table(report, *, policy=None, width: int | None = None, verbose: bool
     """The terminal report. `policy` (a fertility.policy.Policy) gives the verdicts and the
     folding threshold; without one, the built-in policy. verdicts=False (--no-diagnose: no
     findings to weigh) leaves the summary out."""
-    from fertility.policy import default_policy
 
     policy = policy or default_policy()
     width = width or terminal_width()
@@ -246,7 +216,6 @@ def render_table(report, *, policy=None, width: int | None = None, verbose: bool
 
 def summary_lines(report, policy, width: int) -> list[str]:
     """The gate's verdict per tokenizer, one line each, and which one to prefer."""
-    from fertility.gate import evaluate
 
     result = evaluate(report, policy, findings=report.findings)
     vs = S.verdicts(report, result)

@@ -23,18 +23,11 @@ from typing import Iterator
 import numpy as np
 
 from fertility.errors import TokenizerError
-from fertility.patterns import FAMILIES, identify
-from fertility.tokenizers import (
-    ByteTable,
-    Encoded,
-    byte_piece_value,
-    check_max_id,
-    concat_encoded,
-    flat_from_id_lists,
-    offsets_from_token_lengths,
-    one_line,
-    sha256_hex,
-)
+from fertility.tokenizers.patterns import FAMILIES, identify
+from fertility.tokenizers.base import ByteTable, Encoded, byte_piece_value, check_max_id, concat_encoded, flat_from_id_lists, offsets_from_token_lengths, sha256_hex
+from fertility.errors import one_line
+import socket
+from urllib.parse import urlsplit
 
 _NORMAL_FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
 
@@ -79,7 +72,8 @@ class HFTokenizer(ByteTable):
     kind = "hf"
 
     def __init__(self, path: Path, obj: dict, spec: str, label: str) -> None:
-        """`obj`: the parsed tokenizer.json (fertility.tokenizers.sniff checked its 'model')."""
+        """`obj`: the parsed tokenizer.json (fertility.tokenizers.spec.sniff checked its 'model')."""
+        # deferred: the Rust tokenizers library only when used
         from tokenizers import Tokenizer as _HF
 
         # Measured without truncation and padding; the fingerprint covers what is measured.
@@ -192,6 +186,7 @@ class HFTokenizer(ByteTable):
         return self._tok.decode(ids, skip_special_tokens=False)
 
     def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
+        # deferred: the Rust tokenizers library only when used
         from tokenizers import PreTokenizedString
 
         if self._tok.pre_tokenizer is None:
@@ -323,6 +318,7 @@ def download(spec: str) -> Path:
     if not _REPO_RE.fullmatch(repo):
         raise TokenizerError(f"{spec}: not a Hugging Face repository name (hf:ORG/NAME[@REVISION])")
     try:
+        # deferred: huggingface_hub only for hf: specs
         import huggingface_hub
         from huggingface_hub import errors as hub_errors
     except ImportError:
@@ -357,9 +353,8 @@ def download(spec: str) -> Path:
 
 def _hub_reachable(timeout_s: float = 3.0) -> bool:
     """Whether a TCP connection to the hub's host (HF_ENDPOINT) opens within `timeout_s`."""
-    import socket
-    from urllib.parse import urlsplit
 
+    # deferred: huggingface_hub only for hf: specs
     from huggingface_hub import constants
 
     url = urlsplit(constants.ENDPOINT)

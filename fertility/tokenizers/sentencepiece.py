@@ -25,8 +25,9 @@ from typing import Iterator
 import numpy as np
 
 from fertility.errors import TokenizerError
-from fertility.patterns import FAMILIES, split_spans
-from fertility.tokenizers import ByteTable, Encoded, one_line, sha256_hex
+from fertility.tokenizers.patterns import FAMILIES, split_spans
+from fertility.tokenizers.base import ByteTable, Encoded, sha256_hex
+from fertility.errors import one_line
 
 _SUFFIX_SPLIT = r"\S+\s?|\s"
 _MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
@@ -111,6 +112,7 @@ class SPTokenizer(ByteTable):
     kind = "sentencepiece"
 
     def __init__(self, path: Path, data: bytes, spec: str, label: str) -> None:
+        # deferred: sentencepiece only for its files
         import sentencepiece as spm
 
         try:

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fertility._tok_tiktoken import TiktokenTokenizer, require_tiktoken
+from fertility.tokenizers.tiktoken import TiktokenTokenizer, require_tiktoken
 from fertility.errors import TokenizerError, one_line
-from fertility.patterns import identify
+from fertility.tokenizers.patterns import identify
 
 # mistral-common's Tekkenizer.DEPRECATED_SPECIAL_TOKENS: ids 0-19 of files that list none.
 LEGACY_SPECIALS = (

@@ -22,24 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from fertility.errors import TokenizerError
-from fertility.patterns import (
-    ALIASES,
-    identify,
-    known_names,
-    pattern_from_filename,
-    resolve_pattern,
-    split_spans,
-)
-from fertility.tokenizers import (
-    ByteTable,
-    Encoded,
-    check_max_id,
-    concat_encoded,
-    flat_from_id_lists,
-    offsets_from_token_lengths,
-    one_line,
-    sha256_hex,
-)
+from fertility.tokenizers.patterns import ALIASES, identify, known_names, pattern_from_filename, resolve_pattern, split_spans
+from fertility.tokenizers.base import ByteTable, Encoded, check_max_id, concat_encoded, flat_from_id_lists, offsets_from_token_lengths, sha256_hex
+from fertility.errors import one_line
 
 _INSTALL = "tiktoken is not installed: pip install 'fertility[tiktoken]'"
 _DOWNLOAD_TIMEOUT_S = 30.0
@@ -47,6 +32,7 @@ _DOWNLOAD_TIMEOUT_S = 30.0
 
 def require_tiktoken(shown: str):
     try:
+        # deferred: tiktoken is the optional tiktoken extra
         import tiktoken
     except ImportError:
         raise TokenizerError(f"{shown}: {_INSTALL}") from None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import regex
+from fertility.unicode.graphemes import grapheme_starts as vectorised
 
 # ISO 15924 codes of the scripts Unicode assigns. Codes the installed `regex` does not know are
 # dropped at import; anything unassigned ends up in Zzzz.
@@ -159,7 +160,6 @@ def _word_spans(flags: np.ndarray, doc_starts: np.ndarray) -> tuple[np.ndarray, 
 
 def grapheme_starts(cps: np.ndarray, doc_starts: np.ndarray) -> np.ndarray:
     """Bool mask: True where an extended grapheme cluster (UAX #29) starts."""
-    from fertility._graphemes import grapheme_starts as vectorised
 
     return vectorised(cps, doc_starts)
 

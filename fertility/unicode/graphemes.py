@@ -19,7 +19,7 @@ the same answer an order of magnitude faster. We get it in three steps:
 
 The properties, and which form of GB9c applies, are those of the installed regex (checked
 with regex 2026.11.19, Unicode 18.0.0, where GB9c is Linker InCB_Extend* x Consonant and a
-few linkers are not Grapheme_Cluster_Break=Extend); tests/test_graphemes.py checks the
+few linkers are not Grapheme_Cluster_Break=Extend); tests/unicode/test_graphemes.py checks the
 result against \\X itself.
 """
 

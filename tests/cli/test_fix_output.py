@@ -11,7 +11,7 @@ import time
 import pytest
 from tokenizers import Tokenizer
 
-from tests.test_fix import write_corpus
+from tests.fix.test_fix import write_corpus
 
 
 def _partials(folder):

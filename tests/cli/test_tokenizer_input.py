@@ -82,9 +82,9 @@ def test_pattern_matching_the_empty_string(run, corpus, byte_ranks):
 
 
 def test_catastrophic_backtracking_is_stopped(run, tmp_path, monkeypatch):
-    import fertility.patterns
+    import fertility.tokenizers.patterns
 
-    monkeypatch.setattr(fertility.patterns, "TIMEOUT_S", 0.5)
+    monkeypatch.setattr(fertility.tokenizers.patterns, "TIMEOUT_S", 0.5)
     line = "a" * 35 + "c"  # (a|a)+ tries 2^35 ways to fail before the fallback matches
     (tmp_path / "x.txt").write_text(line + "\n")
     # the same pattern without the ambiguous alternative cuts the line in one match

@@ -22,7 +22,7 @@ import pytest
 import zstandard
 
 from fertility.corpus import Corpus, Document
-from fertility import _corpus_formats as fmt
+from fertility.corpus import formats as fmt
 from fertility.errors import CorpusError
 
 COMPRESS = {

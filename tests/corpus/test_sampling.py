@@ -1,4 +1,4 @@
-"""The held-out split and the temperature sampler of `fertility fix` (fertility._sampling).
+"""The held-out split and the temperature sampler of `fertility fix` (fertility.corpus.sampling).
 
 Expected values are worked out by hand from the documented formulas: p_g = n_g**T / sum n**T,
 each language receives at least p_g * budget characters, k = round(f * n) documents held out.
@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from fertility import _sampling as S
+from fertility.corpus import sampling as S
 
 
 def test_mix64_is_splitmix64():

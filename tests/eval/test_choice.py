@@ -13,7 +13,8 @@ import torch.nn.functional as F
 
 from eval import choice
 from fertility.errors import EvalError
-from fertility.tokenizers import Encoded, load_tokenizer
+from fertility.tokenizers.base import Encoded
+from fertility.tokenizers import load_tokenizer
 from trainer.model import Transformer, config_from_preset
 from tests.bpe import byte_level_bpe
 

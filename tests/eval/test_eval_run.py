@@ -13,7 +13,8 @@ import torch
 
 from eval import nll
 from eval.choice import VERDICTS
-from eval.run import SCHEMA, evaluate, render_json, render_text
+from eval.run import SCHEMA, evaluate
+from eval.render import render_json, render_text
 from fertility.errors import EvalError
 from fertility.tokenizers import load_tokenizer
 from trainer.checkpoint import latest_checkpoint, save_checkpoint

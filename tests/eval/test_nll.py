@@ -14,7 +14,8 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tokenizers import Tokenizer
 
 from eval import nll
-from fertility.tokenizers import Encoded, load_tokenizer
+from fertility.tokenizers.base import Encoded
+from fertility.tokenizers import load_tokenizer
 from trainer.model import Transformer, config_from_preset
 from tests.bpe import byte_level_bpe
 

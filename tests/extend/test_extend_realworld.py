@@ -15,7 +15,7 @@ from tiktoken.load import load_tiktoken_bpe
 from tokenizers import Regex, Tokenizer, pre_tokenizers
 
 from fertility.extend import extend
-from fertility.patterns import FAMILIES
+from fertility.tokenizers.patterns import FAMILIES
 from tests.bpe import byte_level_bpe
 
 pytestmark = pytest.mark.realworld

@@ -7,7 +7,7 @@ import regex
 from tokenizers import Regex, pre_tokenizers
 
 from fertility.extend.pattern import widen_letters
-from fertility.patterns import FAMILIES
+from fertility.tokenizers.patterns import FAMILIES
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 MARKED = regex.compile(r"[\p{M}\u200c\u200d]")

@@ -16,10 +16,11 @@ import pandas as pd
 import pytest
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-from fertility._tokconfig import inspect_config
-from fertility.diagnose import Finding, Thresholds, diagnose, premiums
+from fertility.findings.tokconfig import inspect_config
+from fertility.findings import Finding, diagnose, premiums
+from fertility.policy import Thresholds
 from fertility.measure import Report
-from fertility.patterns import FAMILIES
+from fertility.tokenizers.patterns import FAMILIES
 
 
 # ---------------------------------------------------------------- builders (also used by test_gate)
@@ -448,7 +449,7 @@ def test_sentencepiece_nfkc_and_byte_fallback_end_to_end(tmp_path):
     from fertility.measure import analyze
     from fertility.tokenizers import load_tokenizer
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     en = (root / "examples/corpus/en.txt").read_text(encoding="utf-8").splitlines()
     for rule in ("nmt_nfkc", "identity"):
         spm.SentencePieceTrainer.train(

@@ -20,12 +20,14 @@ import regex
 from tokenizers import Tokenizer
 
 from tests.bpe import byte_level_bpe
-from fertility import _sampling
+from fertility.corpus import sampling
 from fertility.errors import CorpusError, FertilityError, TokenizerError
 from fertility import fix as fix_module
-from fertility.fix import FixConfig, FixError, fix, heldout_documents
+from fertility.fix.config import FixConfig
+from fertility.errors import FixError
+from fertility.fix import fix, heldout_documents
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "corpus"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 
 
 def lexicon(lang: str, n: int) -> list[str]:
@@ -289,14 +291,14 @@ def test_interrupted_run_leaves_no_half_written_tokenizer(small, tmp_path, monke
     out = tmp_path / "out"
     out.mkdir()
     (out / "tokenizer.json").write_text("earlier run", encoding="utf-8")
-    real = _sampling.training_stream
+    real = sampling.training_stream
 
     def interrupted(*args, **kw):
         stream = real(*args, **kw)
         yield next(stream)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_sampling, "training_stream", interrupted)
+    monkeypatch.setattr(sampling, "training_stream", interrupted)
     with pytest.raises(KeyboardInterrupt):
         fix([small], out, FixConfig(vocab_size=500, heldout_fraction=0.2))
     assert (out / "tokenizer.json").read_text("utf-8") == "earlier run"
@@ -323,7 +325,7 @@ def test_run_interrupted_after_training_leaves_no_stale_report(small, tmp_path, 
 def test_same_seed_same_tokenizer(small, tmp_path, monkeypatch):
     cfg = FixConfig(vocab_size=500, heldout_fraction=0.2, seed=7)
     a = fix([small], tmp_path / "a", cfg)
-    monkeypatch.setattr(_sampling, "KEEP_CHARS", 0)   # a big corpus: read twice, not kept
+    monkeypatch.setattr(sampling, "KEEP_CHARS", 0)   # a big corpus: read twice, not kept
     b = fix([small], tmp_path / "b", cfg)
     assert a.tokenizer["fingerprint"] == b.tokenizer["fingerprint"]
     assert read_heldout(tmp_path / "a" / "heldout") == read_heldout(tmp_path / "b" / "heldout")

@@ -15,13 +15,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fertility.diagnose import Thresholds, wilson
+from fertility.policy import Thresholds
+from fertility.stats import wilson
 from fertility.errors import FertilityError, PolicyError
 from fertility.gate import NEED_MORE, evaluate
 from fertility.policy import default_policy, load_policy
-from tests.test_diagnose import GPT2_CONFIG, make_report, parallel_docs, row
+from tests.findings.test_diagnose import GPT2_CONFIG, make_report, parallel_docs, row
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def dominant_docs(label: str, script: str, n: int, tokens=10) -> pd.DataFrame:
@@ -172,11 +173,11 @@ def test_byte_fallback_ceiling_uses_the_wilson_interval():
 
 
 def test_premium_ceiling_on_parallel_files(monkeypatch):
-    from fertility import _parity
+    from fertility.findings import parity
 
     calls = []
-    real = _parity.premiums
-    monkeypatch.setattr(_parity, "premiums", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = parity.premiums
+    monkeypatch.setattr(parity, "premiums", lambda *a, **k: calls.append(1) or real(*a, **k))
     en = np.full(40, 10)
     docs = parallel_docs("t", en, en * 3)
     res = gate([beng(3.0, 2.8, 3.2, documents=40), row("t", "Latn", nbytes=6000)], docs=docs)
@@ -335,7 +336,7 @@ def published(tmp_path_factory):
     from tokenizers import Regex, pre_tokenizers
 
     from fertility.measure import analyze
-    from fertility.patterns import FAMILIES
+    from fertility.tokenizers.patterns import FAMILIES
     from fertility.tokenizers import load_tokenizer
 
     tmp = tmp_path_factory.mktemp("published")

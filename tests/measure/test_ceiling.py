@@ -17,9 +17,9 @@ import regex
 from tokenizers import Regex, pre_tokenizers
 
 from fertility.measure import analyze
-from fertility.patterns import FAMILIES, split_spans
+from fertility.tokenizers.patterns import FAMILIES, split_spans
 
-BN = Path(__file__).resolve().parents[1] / "examples" / "corpus" / "bn.txt"
+BN = Path(__file__).resolve().parents[2] / "examples" / "corpus" / "bn.txt"
 
 
 @pytest.fixture(scope="module")

@@ -143,10 +143,10 @@ def test_a_tokenizers_own_pretokens_agree_with_regex_over_the_text(tmp_path):
 
     import regex
 
-    from fertility.patterns import FAMILIES
+    from fertility.tokenizers.patterns import FAMILIES
     from tests.bpe import byte_level_bpe
 
-    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    root = __import__("pathlib").Path(__file__).resolve().parents[2]
     lines = (root / "examples/corpus/hi.txt").read_text(encoding="utf-8").splitlines()[:30]
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "hi.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -210,11 +210,11 @@ def test_the_fast_encode_path_gives_the_librarys_tokens_and_spans_on_real_text(t
 
     from tokenizers import Regex, Tokenizer, pre_tokenizers
 
-    from fertility.patterns import FAMILIES
+    from fertility.tokenizers.patterns import FAMILIES
     from fertility.tokenizers import load_tokenizer
     from tests.bpe import byte_level_bpe
 
-    excerpt = Path(__file__).resolve().parent / "realworld" / "excerpt"
+    excerpt = Path(__file__).resolve().parents[1] / "realworld" / "excerpt"
     texts = [x for p in sorted(excerpt.glob("*.txt"))
              for x in p.read_text(encoding="utf-8").splitlines() if x.strip()]
     split = pre_tokenizers.Sequence([

@@ -36,7 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # run as a script: make `tests` and `fertility` importable
 
-from fertility.patterns import FAMILIES  # noqa: E402
+from fertility.tokenizers.patterns import FAMILIES  # noqa: E402
 from tests.bpe import byte_level_bpe  # noqa: E402
 from tests.realworld.layout import BUILD_VERSION, root  # noqa: E402
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from fertility.fix import FixConfig, fix
+from fertility.fix.config import FixConfig
+from fertility.fix import fix
 
 pytestmark = pytest.mark.realworld
 

@@ -20,8 +20,8 @@ import regex
 import tiktoken.load
 import tokenizers
 
-from fertility.diagnose import diagnose
-from fertility.diagnose import premiums as diagnose_premiums
+from fertility.findings import diagnose
+from fertility.findings import premiums as diagnose_premiums
 from fertility.gate import evaluate
 from fertility.measure import analyze
 from fertility.policy import default_policy

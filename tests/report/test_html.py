@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 import regex
 
-from fertility.diagnose import Finding, diagnose
+from fertility.findings import Finding, diagnose
 from fertility.gate import evaluate
 from fertility.measure import analyze
 from fertility.policy import default_policy
 from fertility.report import html as html_mod
 from fertility.report.html import render_html, tokens_html
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 INJECT_BN = "বাংলা ভাষা <script>alert(1)</script> আর \"onerror=alert(2) x='<img src=x onerror=alert(3)>'"
 EVIL_LABEL = "<img src=x onerror=alert(4)>"
@@ -149,7 +149,7 @@ def test_tokenizers_side_by_side_with_interval_bars(evil_report):
 
 
 def test_gate_verdict_summary_first_and_findings_grouped():
-    from tests.test_diagnose import GPT2_CONFIG, make_report, row
+    from tests.findings.test_diagnose import GPT2_CONFIG, make_report, row
 
     rep = make_report([row("t", "Beng", mark=600, pre_mark=500)], configs={"t": GPT2_CONFIG})
     res = evaluate(rep, default_policy())
@@ -174,7 +174,7 @@ def test_gate_verdict_summary_first_and_findings_grouped():
 
 
 def test_lossy_tokenizer_is_not_a_plain_pass():
-    from tests.test_diagnose import make_report, row
+    from tests.findings.test_diagnose import make_report, row
 
     rep = make_report([row("t", "Latn", tokens=1500),
                        row("t", "en", group="language", tokens=1500, rt_checked=10, rt_fail=3)])

@@ -13,13 +13,13 @@ import tiktoken
 import tiktoken.load
 from tiktoken_ext import openai_public
 
-from fertility.diagnose import Finding
+from fertility.findings import Finding
 from fertility.measure import analyze
-from fertility.report import render_table, table_lines
+from fertility.report.text import render_table, table_lines
 from fertility.report.summary import group_findings, group_line
 from tests.realworld.conftest import rw  # noqa: F401  (the fixture: real tokenizers and text)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = ["gpt2", "cl100k", "o200k", "whitespace"]
 
 

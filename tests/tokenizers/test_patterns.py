@@ -6,15 +6,7 @@ import pytest
 import regex
 
 from fertility.errors import TokenizerError
-from fertility.patterns import (
-    FAMILIES,
-    compile_pattern,
-    identify,
-    known_names,
-    pattern_from_filename,
-    resolve_pattern,
-    split_spans,
-)
+from fertility.tokenizers.patterns import FAMILIES, compile_pattern, identify, known_names, pattern_from_filename, resolve_pattern, split_spans
 from tests.realworld.test_counts import LLAMA3_PAT, LLAMA4_PAT  # llama-models' own strings
 
 ZWJ, ZWNJ = "\u200d", "\u200c"
@@ -150,7 +142,7 @@ def test_llama_names_give_the_splits_llama_models_builds_with():
 
 
 def test_readme_lists_every_pattern_name():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     bullet = readme[readme.index("- **Tokenizers**"):].split("\n- ", 1)[0]
     assert [n for n in known_names() if f"`{n}`" not in bullet] == []
 

@@ -13,7 +13,7 @@ import pytest
 from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
 from fertility.errors import TokenizerError
-from fertility.patterns import FAMILIES
+from fertility.tokenizers.patterns import FAMILIES
 from fertility.tokenizers import load_tokenizer
 
 # The 256 bytes, then merges; the last two lie beyond default_vocab_size in `tekken_file`.

@@ -20,13 +20,9 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from tests.bpe import byte_level_bpe
 from fertility.errors import TokenizerError
-from fertility.tokenizers import (
-    Encoded,
-    default_label,
-    load_tokenizer,
-    parse_tokenizer_arg,
-    split_pattern_suffix,
-)
+from fertility.tokenizers.base import Encoded
+from fertility.tokenizers.spec import default_label, parse_tokenizer_arg, split_pattern_suffix
+from fertility.tokenizers import load_tokenizer
 
 BENGALI = [
     "আমি বাংলায় গান গাই।",
@@ -363,7 +359,7 @@ def test_tiktoken_ids_and_spans_by_hand(rank_dir):
 def test_tiktoken_agrees_with_library_and_roundtrips(rank_dir):
     import tiktoken
 
-    from fertility.patterns import FAMILIES
+    from fertility.tokenizers.patterns import FAMILIES
 
     raw = tiktoken.Encoding("x", pat_str=FAMILIES["cl100k"], mergeable_ranks=dict(zip(RANKS, range(len(RANKS)))), special_tokens={})
     tok = load_tokenizer(str(rank_dir / "ranks.tiktoken") + "#cl100k_base")
@@ -425,7 +421,7 @@ def test_rank_file_with_empty_token_reads_as_tiktoken_reads_it(tmp_path):
     import tiktoken
     from tiktoken.load import load_tiktoken_bpe
 
-    from fertility.patterns import FAMILIES
+    from fertility.tokenizers.patterns import FAMILIES
 
     path = tmp_path / "gpt2.tiktoken"
     path.write_bytes(rank_file_bytes() + b"= 263\n")
@@ -440,7 +436,7 @@ def test_rank_file_with_empty_token_reads_as_tiktoken_reads_it(tmp_path):
 
 
 def test_unknown_pattern_name_is_named_with_the_known_ones(rank_dir, run):
-    from fertility.patterns import known_names
+    from fertility.tokenizers.patterns import known_names
 
     path = rank_dir / "ranks.tiktoken"
     for spec in (f"{path}#qwen", "tiktoken:cl100k_base#qwen"):
@@ -639,7 +635,7 @@ def test_tiktoken_engine_keeps_zwj_inside_mark_aware_words(tmp_path):
 
 
 def test_every_adapter_satisfies_the_protocol(hf_dir, sp_path, rank_dir):
-    from fertility.tokenizers import Tokenizer as Protocol
+    from fertility.tokenizers.base import Tokenizer as Protocol
 
     for spec in (str(hf_dir), str(sp_path), str(rank_dir / "gpt2.tiktoken")):
         tok = load_tokenizer(spec, label="x")

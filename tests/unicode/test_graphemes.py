@@ -1,4 +1,4 @@
-"""Grapheme cluster starts from fertility._graphemes, checked against regex's \\X (the second
+"""Grapheme cluster starts from fertility.unicode.graphemes, checked against regex's \\X (the second
 method) and against a few clusters written out by hand."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import regex
 
-from fertility import _graphemes
-from fertility._graphemes import grapheme_starts
+from fertility.unicode import graphemes
+from fertility.unicode.graphemes import grapheme_starts
 
 X = regex.compile(r"\X")
 
@@ -139,10 +139,10 @@ def random_texts(seed: int, count: int, max_len: int) -> list[str]:
             for _ in range(count)]
 
 
-@pytest.mark.parametrize("short_run", [_graphemes._SHORT_RUN, 0])
+@pytest.mark.parametrize("short_run", [graphemes._SHORT_RUN, 0])
 def test_fuzz_against_regex(monkeypatch: pytest.MonkeyPatch, short_run: int) -> None:
     # short_run=0 sends every look-back through the bulk run search instead of the steps.
-    monkeypatch.setattr(_graphemes, "_SHORT_RUN", short_run)
+    monkeypatch.setattr(graphemes, "_SHORT_RUN", short_run)
     texts = random_texts(seed=29, count=4000, max_len=12)
     for text in texts:
         expected = x_starts(text)
@@ -184,7 +184,7 @@ def test_gb9c_before_unicode_18(monkeypatch: pytest.MonkeyPatch, text: str,
                                 starts: list[int]) -> None:
     # Unicode 15.1-17 (regex before its 18.0 update) asked for a consonant before the
     # linker; the installed regex cannot serve as reference, so these are from the spec.
-    monkeypatch.setattr(_graphemes, "_GB9C_NEEDS_CONSONANT", True)
+    monkeypatch.setattr(graphemes, "_GB9C_NEEDS_CONSONANT", True)
     assert our_starts(text) == starts
 
 
@@ -192,7 +192,7 @@ def test_gb9c_consonant_not_taken_from_previous_document(monkeypatch: pytest.Mon
     cps, doc_starts = batch(["\u0915", "\u094d\u0924"])
     assert np.flatnonzero(grapheme_starts(cps, doc_starts)).tolist() == x_starts_of_docs(
         ["\u0915", "\u094d\u0924"]) == [0, 1]  # Unicode 18: the linker alone suffices
-    monkeypatch.setattr(_graphemes, "_GB9C_NEEDS_CONSONANT", True)
+    monkeypatch.setattr(graphemes, "_GB9C_NEEDS_CONSONANT", True)
     assert np.flatnonzero(grapheme_starts(cps, doc_starts)).tolist() == [0, 1, 2]
 
 

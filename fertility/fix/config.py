@@ -1,0 +1,43 @@
+"""`fertility fix`'s settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import numpy as np
+from fertility.errors import FixError
+
+
+@dataclass
+class FixConfig:
+    vocab_size: int
+    model: str = "bpe"                   # "bpe" | "unigram"
+    backend: str = "tokenizers"          # "tokenizers" | "sentencepiece"
+    normalization: str = "none"          # "none" | "nfc" | "nfkc" (lossy: see the docstring)
+    temperature: float = 0.3             # p_lang ∝ chars_lang ** temperature
+    heldout_fraction: float = 0.1        # per language, by document
+    heldout_max_docs: int | None = 1000  # per language; None: no cap
+    seed: int = 0                        # held-out split and sampling order
+    max_train_chars: int | None = None   # sampling budget; None: all training characters
+    special_tokens: tuple[str, ...] | None = None  # None: --from's, else DEFAULT_SPECIALS
+    pattern: str = "mark_aware"          # split of the tokenizers backend (a patterns name)
+
+    def validate(self) -> None:
+        def bad(msg: str) -> FixError:
+            return FixError(f"fix settings: {msg}")
+
+        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) \
+                or self.vocab_size < 1:
+            raise bad(f"vocab_size={self.vocab_size!r}: must be a whole number >= 1")
+        for name, allowed in (("model", ("bpe", "unigram")),
+                              ("backend", ("tokenizers", "sentencepiece")),
+                              ("normalization", ("nfc", "nfkc", "none"))):
+            if getattr(self, name) not in allowed:
+                raise bad(f"{name}={getattr(self, name)!r}: use one of {', '.join(allowed)}")
+        if not (self.temperature >= 0 and np.isfinite(self.temperature)):
+            raise bad(f"temperature={self.temperature!r}: must be a number >= 0")
+        if not 0 < self.heldout_fraction < 1:
+            raise bad(f"heldout_fraction={self.heldout_fraction!r}: must be in (0, 1)")
+        if self.heldout_max_docs is not None and self.heldout_max_docs < 1:
+            raise bad(f"heldout_max_docs={self.heldout_max_docs!r}: must be >= 1")
+        if self.max_train_chars is not None and self.max_train_chars < 1:
+            raise bad(f"max_train_chars={self.max_train_chars!r}: must be >= 1")

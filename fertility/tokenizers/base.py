@@ -1,0 +1,200 @@
+"""What every tokenizer adapter shares: the `Encoded` record, the `Tokenizer` protocol, the
+byte table of byte-level vocabularies and the offset helpers."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cached_property
+from itertools import chain
+from typing import NamedTuple, Protocol, Sequence, runtime_checkable
+import numpy as np
+from fertility.errors import TokenizerError
+
+
+class Encoded(NamedTuple):
+    ids: np.ndarray  # int64 token ids
+    starts: np.ndarray  # int64 code-point offset of each token's first character
+    ends: np.ndarray  # int64 code-point offset one past its last character
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    label: str
+    spec: str
+    kind: str  # "hf" | "sentencepiece" | "tiktoken" | "tekken"
+    vocab_size: int
+    fingerprint: str  # sha256 of vocabulary + settings
+    unk_id: int | None
+    special_tokens: dict[str, int]
+
+    def encode_batch(self, texts: list[str]) -> list[Encoded]: ...  # no specials/trunc/pad
+    def decode(self, ids) -> str: ...
+    def pre_tokenize(self, text: str) -> list[tuple[int, int]]: ...  # code-point spans
+    def token_bytes(self, id: int) -> bytes: ...  # what the token adds to decoded text
+    def partial_mask(self) -> np.ndarray: ...  # bool per id: byte pieces, split characters
+    def normalize(self, text: str) -> str: ...  # the tokenizer's normaliser (identity if none)
+
+    # {"kind", "model", "byte_level", "byte_fallback", "normalizer", "pre_tokenizer",
+    #  "pattern" (a fertility.tokenizers.patterns family name or None), "pattern_regex", "unk_token"}
+    def config(self) -> dict: ...
+
+
+# Real vocabularies hold at most a few hundred thousand tokens; tables are built per id, so
+# an id of two billion (a typo, or a hostile file) would take gigabytes before any text is read.
+MAX_TOKEN_ID = (1 << 24) - 1
+
+
+def check_max_id(path, max_id: int) -> None:
+    if max_id > MAX_TOKEN_ID:
+        raise TokenizerError(f"{path}: token id {max_id:,} is beyond any real vocabulary "
+                             f"(at most {MAX_TOKEN_ID:,})")
+
+
+def sha256_hex(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode("utf-8") if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def offsets_from_token_lengths(
+    texts: Sequence[str], ids: Sequence[np.ndarray], token_len: np.ndarray
+) -> tuple[list[Encoded], list[int]]:
+    """Code-point spans of tokens whose bytes concatenate to each text's UTF-8.
+
+    Returns the encodings and the indices of texts whose tokens do not add up to the text's
+    byte length (their spans are clipped to the text; callers may redo them another way).
+    See `flat_offsets` for how.
+    """
+    if len(texts) == 0:
+        return [], []
+    n_tok = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    all_ids = np.concatenate(ids) if len(ids) > 1 else np.asarray(ids[0])
+    all_ids = all_ids.astype(np.int64, copy=False)
+    starts, ends, bad = flat_offsets(texts, all_ids, n_tok, token_len)
+    # Plain slicing: np.split costs several times more per piece.
+    bounds = np.cumsum(n_tok).tolist()
+    return [
+        Encoded(all_ids[a:b], starts[a:b], ends[a:b]) for a, b in zip([0, *bounds[:-1]], bounds)
+    ], bad
+
+
+def flat_from_id_lists(
+    texts: Sequence[str], lists: Sequence[Sequence[int]], token_len: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The measuring path's flat form of a batch (ids, starts, ends local to each text, tokens
+    per text) from a library's id lists, with spans from token byte lengths (`flat_offsets`);
+    None when some text's tokens do not add up to its bytes (map those another way)."""
+    counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    ids = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(counts.sum()))
+    starts, ends, bad = flat_offsets(texts, ids, counts, token_len)
+    return None if bad else (ids, starts, ends, counts)
+
+
+def concat_encoded(
+    encs: Sequence[Encoded],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-text encodings laid end to end: ids, starts, ends and tokens per text."""
+    counts = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
+    if not encs:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, counts
+    ids, starts, ends = (np.concatenate(col).astype(np.int64, copy=False) for col in zip(*encs))
+    return ids, starts, ends, counts
+
+
+def flat_offsets(texts: Sequence[str], all_ids: np.ndarray, n_tok: np.ndarray,
+                 token_len: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Start and end code-point offsets (local to each text) of a whole batch's tokens.
+
+    `token_len[id]` is the byte length of a token. The whole batch is mapped with a handful
+    of numpy operations (this sits on the measuring hot path): byte offsets come from
+    cumulative token lengths; a byte offset maps to the character holding that byte, so a
+    token with part of a character's bytes spans the whole character. Also returns the
+    indices of texts whose tokens do not add up to the text's byte length.
+    """
+    n_docs = len(texts)
+    raw = [t.encode("utf-8", "surrogatepass") for t in texts]
+    n_bytes = np.fromiter(map(len, raw), dtype=np.int64, count=n_docs)
+    n_chars = np.fromiter(map(len, texts), dtype=np.int64, count=n_docs)
+    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    # Character index of every byte of the batch: count the bytes that start a character
+    # (all but 0b10xxxxxx continuation bytes); one sentinel past the end.
+    index_type = np.int32 if len(data) < 2**31 - 1 else np.int64  # half the memory traffic
+    char_of_byte = np.empty(len(data) + 1, dtype=index_type)
+    np.cumsum((data & 0xC0) != 0x80, dtype=index_type, out=char_of_byte[1:])
+    char_of_byte[:-1] = char_of_byte[1:] - 1
+    char_of_byte[-1] = int(n_chars.sum())
+
+    tl = token_len[all_ids]
+    cum = np.cumsum(tl)
+    tok_end = np.cumsum(n_tok)
+    cum0 = np.concatenate(([0], cum))
+    doc_tok_bytes = cum0[tok_end] - cum0[tok_end - n_tok]
+    bad = np.flatnonzero(doc_tok_bytes != n_bytes).tolist()
+    if not bad:  # the usual case: token bytes tile the whole batch
+        b1 = cum
+        b0 = cum - tl
+    else:
+        tok_doc = np.repeat(np.arange(n_docs), n_tok)
+        byte_start = np.cumsum(n_bytes) - n_bytes
+        base = cum0[tok_end - n_tok][tok_doc]
+        limit = n_bytes[tok_doc]
+        b1 = np.minimum(cum - base, limit) + byte_start[tok_doc]
+        b0 = np.minimum(cum - tl - base, limit) + byte_start[tok_doc]
+    char_start = np.repeat(np.cumsum(n_chars) - n_chars, n_tok)
+    starts = char_of_byte[b0].astype(np.int64) - char_start
+    ends = np.where(b1 > b0, char_of_byte[np.maximum(b1 - 1, 0)] + 1 - char_start, starts)
+    return starts, ends, bad
+
+
+class ByteTable:
+    """Mixin for adapters that keep `_table`: the bytes each id stands for in decoded text.
+
+    It defines which tokens are partial (see `partial_mask`) once for every adapter: a token
+    whose bytes are not complete UTF-8, or a byte-fallback piece (`_byte_pieces`), whichever
+    byte it holds (``<0x41>`` is a fallback even though "A" is a whole character).
+    """
+
+    @cached_property
+    def _token_lengths(self) -> np.ndarray:
+        return np.fromiter((len(b) for b in self._table), dtype=np.int64, count=self.vocab_size)
+
+    def token_bytes(self, id: int) -> bytes:
+        if not 0 <= int(id) < self.vocab_size:
+            raise TokenizerError(f"{self.spec}: token id {id} outside the vocabulary")
+        return self._table[int(id)]
+
+    @cached_property
+    def _byte_pieces(self) -> np.ndarray:
+        """bool per id: byte-fallback pieces; adapters with them override this."""
+        return np.zeros(self.vocab_size, dtype=bool)
+
+    @cached_property
+    def _partial(self) -> np.ndarray:
+        split = np.fromiter((not whole_chars(b) for b in self._table), dtype=bool,
+                            count=self.vocab_size)
+        return split | self._byte_pieces
+
+    def partial_mask(self) -> np.ndarray:
+        return self._partial.copy()
+
+
+def whole_chars(data: bytes) -> bool:
+    """True when `data` is complete UTF-8 (every character whole)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def byte_piece_value(piece: str) -> int | None:
+    """The byte of a ``<0xNN>`` byte-fallback piece, else None."""
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        try:
+            return int(piece[3:5], 16)
+        except ValueError:
+            return None
+    return None

@@ -1,0 +1,34 @@
+"""A standard pre-tokenizer family measured as a tokenizer (its ceiling)."""
+
+from __future__ import annotations
+
+import hashlib
+import numpy as np
+from fertility.tokenizers.patterns import resolve_pattern
+from fertility.tokenizers.patterns import split_spans
+
+
+class PretokenizerFamily:
+    """A standard pre-tokenizer measured as if each pre-token were a token: the ceiling."""
+
+    kind = "pretokenizer"
+    vocab_size = 0
+    unk_id = None
+    special_tokens: dict = {}
+
+    def __init__(self, name: str) -> None:
+        self.label, self.pattern = resolve_pattern(name)
+        self.spec = f"pretokenizer:{self.label}"
+        self.fingerprint = hashlib.sha256(self.pattern.encode()).hexdigest()
+
+    def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
+        return split_spans(self.pattern, text)
+
+    def encode_flat(self, texts: list[str]):
+        spans = [np.asarray(self.pre_tokenize(t), dtype=np.int64).reshape(-1, 2) for t in texts]
+        counts = np.fromiter((len(s) for s in spans), dtype=np.int64, count=len(spans))
+        flat = np.concatenate(spans) if spans else np.zeros((0, 2), np.int64)
+        return np.zeros(len(flat), np.int64), flat[:, 0], flat[:, 1], counts
+
+    def config(self) -> dict:
+        return {"pattern": self.pattern}
