@@ -6,19 +6,11 @@ import json
 import math
 from typing import Any
 from trainer.mix import mix_summary
+from fertility.files import json_safe
 
 
 def render_json(result: dict[str, Any]) -> str:
-    def clean(x: Any) -> Any:  # NaN is not JSON: write null
-        if isinstance(x, float) and not math.isfinite(x):
-            return None
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [clean(v) for v in x]
-        return x
-
-    return json.dumps(clean(result), indent=1, ensure_ascii=False) + "\n"
+    return json.dumps(json_safe(result), indent=1, ensure_ascii=False) + "\n"
 
 
 def _f(x: float | None, digits: int = 3) -> str:

@@ -8,6 +8,10 @@ import stat
 from pathlib import Path
 
 from fertility.errors import FertilityError
+import math
+from typing import Any
+import numpy as np
+from pathlib import PurePath
 
 
 def write_text_atomic(path: str | os.PathLike, text: str,
@@ -123,3 +127,23 @@ def unfinished_by_another(folder: Path) -> bool:
     except OSError:
         return True
     return pid not in (str(os.getpid()), str(os.getppid()))
+
+
+
+def json_safe(x: Any) -> Any:
+    """`x` with what JSON cannot hold made plain, dicts and lists walked: numpy numbers as
+    Python numbers, NaN and infinities as null, tuples and sets as lists, paths as strings.
+    Every JSON document fertility writes goes through it (with `allow_nan=False`)."""
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in x]
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return float(x) if math.isfinite(x) else None
+    if isinstance(x, PurePath):
+        return str(x)
+    return x

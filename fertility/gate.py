@@ -31,6 +31,9 @@ from fertility.stats import wilson
 from fertility.errors import TokenizerError
 from fertility.policy import Policy, load_policy
 from fertility.progress import Progress
+from fertility.measure import Report, analyze
+from fertility.progress import Progress
+from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 NEED_MORE = "uncertain: need more text"
 
@@ -189,7 +192,7 @@ def _check(name, row, value, lo, hi, threshold, direction, note="") -> Check:
 
 
 def _labels(report: Any) -> list[str]:
-    return [d["label"] for d in report.tokenizers if d.get("kind") != "pretokenizer"]
+    return [d["label"] for d in report.tokenizers if d.get("kind") != PRETOKENIZER]
 
 
 def _has_unk(report: Any, label: str) -> bool:
@@ -341,25 +344,33 @@ def _baseline_check(report: Any, r: pd.Series, baseline: str, policy: Policy) ->
     return [_check("vs_baseline", r, value, lo, hi, threshold, ">=", note)]
 
 
-def gate_corpus(paths, tokenizer, *, policy: Policy | str | Path | None = None,
-                baseline=None, corpus_options: dict | None = None,
-                quiet: bool = True) -> GateResult:
-    """Measure `tokenizer` (and `baseline`) on the corpus at `paths` and evaluate the policy.
+def gate_run(paths, tokenizer, *, policy: Policy | str | Path | None = None,
+             baseline=None, corpus_options: dict | None = None, detail_docs: int | None = 200,
+             seed: int = 0, workers: int | None = None,
+             quiet: bool = True) -> tuple[Report, GateResult]:
+    """Measure `tokenizer` (and `baseline`) on the corpus at `paths` and evaluate the policy:
+    the measured Report and its GateResult (`fertility gate` prints both).
 
     `tokenizer` / `baseline`: a Tokenizer object or a spec string ("[LABEL=]SPEC").
     `policy`: a Policy, a policy file path, or None (working directory's config, else default).
     """
-    # deferred: looked up when called, so a test can replace it
-    from fertility.measure import analyze
-
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     toks = [str(t) if isinstance(t, Path) else t
             for t in [tokenizer] + ([baseline] if baseline is not None else [])]
     if isinstance(paths, (str, Path)):
         paths = [paths]
     progress = Progress("measuring", quiet=quiet)
-    report = analyze(list(paths), toks, corpus_options=corpus_options, progress=progress)
+    report = analyze(list(paths), toks, corpus_options=corpus_options, detail_docs=detail_docs,
+                     seed=seed, progress=progress, workers=workers)
     progress.done()
     labels = [d["label"] for d in report.tokenizers]  # analyze refuses a shared label
-    return evaluate(report, pol, label=labels[0],
-                    baseline_label=labels[1] if baseline is not None else None)
+    return report, evaluate(report, pol, label=labels[0],
+                            baseline_label=labels[1] if baseline is not None else None)
+
+
+def gate_corpus(paths, tokenizer, *, policy: Policy | str | Path | None = None,
+                baseline=None, corpus_options: dict | None = None,
+                quiet: bool = True) -> GateResult:
+    """gate_run's verdict alone (the trainer's gate before pretraining)."""
+    return gate_run(paths, tokenizer, policy=policy, baseline=baseline,
+                    corpus_options=corpus_options, quiet=quiet)[1]

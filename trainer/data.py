@@ -25,8 +25,8 @@ from fertility.corpus import batched
 from fertility.errors import TrainingError
 from fertility.progress import StatusLine
 from trainer.shards import DocTableWriter, ShardWriter, dtype_for_vocab, open_doc_table, open_shard
-from fertility.tokenizers import load_tokenizer
 from collections import deque
+from fertility.tokenizers import reload_key, reload_tokenizer
 
 INDEX_SCHEMA = "fertility.shards/1"
 DOC_TABLE = "train-docs.bin"
@@ -67,17 +67,14 @@ _worker_tok: Any = None
 _worker_err: str | None = None
 
 
-def _worker_init(spec: str, fingerprint: str) -> None:
+def _worker_init(key: tuple) -> None:
     # Never raise here: a Pool whose initializer fails respawns workers forever. The error
     # is kept and raised by the first encode call, which the parent sees.
     global _worker_tok, _worker_err
     try:
-        _worker_tok = load_tokenizer(spec)
-        if _worker_tok.fingerprint != fingerprint:  # the spec must name the very same tokenizer
-            _worker_err = (f"{spec}: reloaded tokenizer has fingerprint "
-                           f"{_worker_tok.fingerprint}, expected {fingerprint}")
+        _worker_tok = reload_tokenizer(*key)  # the very same tokenizer, or an error
     except Exception as e:  # noqa: BLE001 - reported to the parent below
-        _worker_err = f"{spec}: cannot load the tokenizer in a worker process ({e})"
+        _worker_err = f"{key[2]}: cannot load the tokenizer in a worker process ({e})"
 
 
 def _worker_encode(texts: list[str]) -> list[np.ndarray]:
@@ -154,7 +151,7 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
         # spawn, not fork: forked HF tokenizers deadlock, and workers reload from the spec
         ctx = multiprocessing.get_context("spawn")
         pool = ctx.Pool(workers, initializer=_worker_init,
-                        initargs=(tokenizer.spec, tokenizer.fingerprint))
+                        initargs=(reload_key(tokenizer),))
         encoded = _parallel_encode(pool, batches, in_flight=2 * workers)
     else:
         encoded = ((b, [np.asarray(e.ids) for e in tokenizer.encode_batch([d.text for d in b])])

@@ -34,22 +34,16 @@ def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html
     """Exit 0 when the tokenizer passes the policy on PATHS, 1 when it fails, 2 on bad input."""
 
     # deferred: the library loads when a command runs (fast --help)
-    from fertility.gate import evaluate
-    from fertility.measure import analyze
+    from fertility.gate import gate_run
     from fertility.policy import load_policy
-    from fertility.progress import Progress
 
     opts = corpus_kwargs(kw)
     pol = load_policy(policy)
     if reference:
         pol = dataclasses.replace(pol, reference=reference)
-    specs = [tokenizer] + ([baseline] if baseline else [])
-    progress = Progress("measuring", quiet=kw["quiet"])
-    rep = analyze(paths, specs, corpus_options=opts, detail_docs=parse_detail(detail),
-                  seed=kw["seed"], progress=progress, workers=workers)
-    progress.close()
-    labels = [t["label"] for t in rep.tokenizers]
-    result = evaluate(rep, pol, label=labels[0], baseline_label=labels[1] if baseline else None)
+    rep, result = gate_run(paths, tokenizer, policy=pol, baseline=baseline,
+                           corpus_options=opts, detail_docs=parse_detail(detail),
+                           seed=kw["seed"], workers=workers, quiet=kw["quiet"])
     if fmt == "json":
         text = json.dumps(result.to_dict(), ensure_ascii=False, indent=2, allow_nan=False)
     else:

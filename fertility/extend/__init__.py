@@ -38,6 +38,7 @@ from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 from fertility.gate import evaluate
 from fertility.extend.bpe import tekken_json
 from fertility.extend import sentencepiece as sp
+from fertility.files import json_safe
 
 SCHEMA = "fertility.extend/1"
 BASE, EXTENDED = "base", "extended"
@@ -180,8 +181,8 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
         rows=rep.rows(report, BASE, EXTENDED), unchanged=unchanged, gate=gate, split=split,
         timings=timings, report=report)
     write_text_atomic(out / "extend-report.json",
-                      json.dumps(result.to_dict(), ensure_ascii=False, indent=2,
-                                 allow_nan=False, default=rep.json_default) + "\n", ExtendError)
+                      json.dumps(json_safe(result.to_dict()), ensure_ascii=False, indent=2,
+                                 allow_nan=False, default=str) + "\n", ExtendError)
     return result
 
 

@@ -4,7 +4,6 @@ the ids check, the ids map and the printed summary (fertility/extend/__init__.py
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
@@ -130,16 +129,6 @@ def ids_map(first: int, specials: dict, spelling: dict[int, list[int]], base, ex
                      "vocab_size": int(base.vocab_size)},
             "unchanged_ids": [0, first], "special_tokens": specials,
             "new": [entry(i) for i in sorted(spelling)]}
-
-
-def json_default(x):
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.floating):
-        return float(x) if np.isfinite(x) else None
-    if isinstance(x, (set, tuple, Path)):
-        return list(x) if not isinstance(x, Path) else str(x)
-    return str(x)
 
 
 # ---------------------------------------------------------------- the summary

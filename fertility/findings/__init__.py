@@ -26,6 +26,7 @@ from fertility.findings import parity
 from fertility.stats import wilson
 from fertility.findings.tokconfig import inspect_config
 from fertility.policy import Thresholds
+from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 if TYPE_CHECKING:
     from fertility.measure import Report
@@ -87,7 +88,7 @@ def _num(x: Any) -> float | None:
 
 def _rows(report: Report, t: Thresholds, *, groups=("script",), pretokenizer=False) -> pd.DataFrame:
     f = report.frame
-    is_pre = f["kind"] == "pretokenizer"
+    is_pre = f["kind"] == PRETOKENIZER
     sel = f[(is_pre if pretokenizer else ~is_pre) & f["group"].isin(groups)]
     return sel[sel["tokens"] >= t.min_tokens]
 
@@ -293,7 +294,7 @@ _NUKTA = {"\u09dc", "\u09dd", "\u09df"}  # composition exclusions: NFC never rec
 
 def _normalization(report: Report, t: Thresholds) -> Iterator[Finding]:
     for label, d in _configs(report).items():
-        if d.get("kind") == "pretokenizer":
+        if d.get("kind") == PRETOKENIZER:
             continue
         info = inspect_config(d.get("config"))
         n = report.normalization.get(label) or {}
@@ -345,7 +346,7 @@ def _roundtrip(report: Report, t: Thresholds) -> Iterator[Finding]:
     often, and the causes the evidence shows (fertility.measure.roundtrip)."""
     infos = {d["label"]: inspect_config(d.get("config")) for d in report.tokenizers}
     f = report.frame
-    lang = f[(f["kind"] != "pretokenizer") & (f["group"] == "language")]
+    lang = f[(f["kind"] != PRETOKENIZER) & (f["group"] == "language")]
     for _, r in lang[lang["roundtrip_failures"] > 0].iterrows():
         n, k = int(r["roundtrip_checked"]), int(r["roundtrip_failures"])
         ch = report.roundtrip.get((r["tokenizer"], r["key"])) or {}
@@ -477,7 +478,7 @@ def premiums(report: Report, t: Thresholds | None = None, *,
     Columns: tokenizer, lang, reference, lines, premium, lo, hi. Empty without parallel files.
     """
     t = t or Thresholds()
-    families = [d["label"] for d in report.tokenizers if d.get("kind") == "pretokenizer"]
+    families = [d["label"] for d in report.tokenizers if d.get("kind") == PRETOKENIZER]
     docs = report.docs[~report.docs["tokenizer"].isin(families)]
     return parity.premiums(docs, reference, min_lines=t.parity_min_lines,
                             min_overlap=t.parity_min_overlap, reps=t.bootstrap,

@@ -50,7 +50,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
 
 from fertility.fix import normalize
 from fertility.corpus import sampling as _sampling
@@ -69,6 +68,7 @@ from fertility.findings import diagnose
 from fertility.gate import evaluate
 from fertility.policy import Policy, load_policy
 from fertility.tokenizers import load_tokenizer
+from fertility.files import json_safe
 
 SCHEMA = "fertility.fix/1"
 DEFAULT_SPECIALS = ("<|endoftext|>",)
@@ -233,8 +233,8 @@ def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corp
         split=split, sampling=sampling, corpus=corpus.summary(), timings=timings, report=report,
         normalizer_preview=preview, roundtrip=roundtrip)
     write_text_atomic(out / "fix-report.json",
-                      json.dumps(result.to_dict(), ensure_ascii=False, indent=2,
-                                 allow_nan=False, default=_json_default) + "\n", FixError)
+                      json.dumps(json_safe(result.to_dict()), ensure_ascii=False, indent=2,
+                                 allow_nan=False, default=str) + "\n", FixError)
     mark_finished(out)
     return result
 
@@ -361,16 +361,6 @@ def _changes(old, new) -> dict:
         if a.get(key) != b.get(key):
             out[key] = [a.get(key), b.get(key)]
     return out
-
-
-def _json_default(x):
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.floating):
-        return float(x) if np.isfinite(x) else None
-    if isinstance(x, (set, tuple)):
-        return list(x)
-    return str(x)
 
 
 def _roundtrip_rows(report, heldout_changes: dict) -> dict:

@@ -13,7 +13,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
-import numpy as np
 
 from fertility.measure import parallel
 from fertility import unicode as U
@@ -21,10 +20,11 @@ from fertility.measure.counters import COUNTS, NS, TokenizerAccumulator
 from fertility.measure.frame import build_frame, docs_frame
 from fertility.corpus import Corpus
 from fertility.tokenizers import load_tokenizer_arg
-from fertility.tokenizers.pretokenizer import PretokenizerFamily
+from fertility.tokenizers.pretokenizer import PRETOKENIZER, PretokenizerFamily
 from fertility.measure.passes import PassState, run_pass
 import json
 from fertility.errors import TokenizerError
+from fertility.files import json_safe
 
 if TYPE_CHECKING:  # the frame is built with pandas at the end; measuring needs only numpy
     import pandas as pd
@@ -49,7 +49,7 @@ class Report:
     def rows(self, label: str) -> list[dict]:
         sub = self.frame[self.frame["tokenizer"] == label]
         cols = [c for c in sub.columns if c not in ("tokenizer", "kind")]
-        return [_clean(r) for r in sub[cols].to_dict(orient="records")]
+        return [json_safe(r) for r in sub[cols].to_dict(orient="records")]
 
     def to_dict(self) -> dict:
         def entry(t: dict) -> dict:
@@ -60,8 +60,8 @@ class Report:
             "schema": SCHEMA,
             "corpus": self.corpus,
             "settings": self.settings,
-            "tokenizers": [entry(t) for t in self.tokenizers if t["kind"] != "pretokenizer"],
-            "pretokenizers": [entry(t) for t in self.tokenizers if t["kind"] == "pretokenizer"],
+            "tokenizers": [entry(t) for t in self.tokenizers if t["kind"] != PRETOKENIZER],
+            "pretokenizers": [entry(t) for t in self.tokenizers if t["kind"] == PRETOKENIZER],
         }
         if self.findings:
             out["findings"] = [f.to_dict() for f in self.findings]
@@ -69,17 +69,6 @@ class Report:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, allow_nan=False)
-
-
-def _clean(row: dict) -> dict:
-    out = {}
-    for k, v in row.items():
-        if isinstance(v, (np.integer,)):
-            v = int(v)
-        elif isinstance(v, (float, np.floating)):
-            v = None if not np.isfinite(v) else float(v)
-        out[k] = v
-    return out
 
 
 def analyze(
@@ -141,7 +130,7 @@ def analyze(
                    for a in accs for s, c in a.unk_chars.items()},
         normalization={a.tok.label: {**a.normalization,
                                      "examples": _in_order(a.normalization["examples"])}
-                       for a in accs if a.tok.kind != "pretokenizer"},
+                       for a in accs if a.tok.kind != PRETOKENIZER},
         roundtrip={(a.tok.label, lang_names[k]): {**v, "examples": _in_order(v["examples"])}
                    for a in accs for k, v in a.roundtrip.items()},
         settings={"detail_docs": detail_docs, "seed": seed,

@@ -8,6 +8,7 @@ from fertility.measure import roundtrip
 from fertility import unicode as U
 from fertility.measure.counters import COUNTS, NOSPACE, NS, C
 from fertility.tokenizers.base import concat_encoded
+from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 SAMPLE_CHARS = 600  # longest stretch of a document kept as a sample with token boundaries
 
@@ -200,7 +201,7 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
     in_detail = detail[tb.doc_of_char]
     counts.add("pretoken_chars", *_table(doc_lang[tb.doc_of_char[in_detail]],
                                          tb.script[in_detail], n_langs))
-    if tok.kind == "pretokenizer":  # its tokens are its pre-tokens
+    if tok.kind == PRETOKENIZER:  # its tokens are its pre-tokens
         sel = detail[tok_doc] & (ge > gs)
         _pretoken_counts(counts, tb, doc_lang, n_langs, detail, gs[sel], ge[sel])
         return

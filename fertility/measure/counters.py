@@ -13,6 +13,7 @@ import numpy as np
 
 from fertility import unicode as U
 from fertility.stats import Z95
+from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 # Raw counts, in the order of the columns of the measurement frame.
 COUNTS = (
@@ -109,7 +110,7 @@ class TokenizerAccumulator:
         self.counts = GroupCounts()
         self.boot = Bootstrap()
         size = max(int(getattr(tok, "vocab_size", 0) or 0), 0)
-        self.track_vocab = tok.kind != "pretokenizer" and size > 0
+        self.track_vocab = tok.kind != PRETOKENIZER and size > 0
         self.vocab_lang: dict[int, np.ndarray] = {}
         self.vocab_script: dict[int, np.ndarray] = {}
         self.vocab_all = np.zeros(size if self.track_vocab else 0, dtype=bool)

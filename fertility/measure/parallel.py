@@ -30,6 +30,7 @@ import signal
 import threading
 import time
 from fertility.measure.passes import PassState, run_pass
+from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 # Below this much input a second process costs more than it saves, as measured by
 # `benchmarks/analyze_throughput.py --workers-sweep` on real text (2 cores): every worker
@@ -52,7 +53,7 @@ def _reloadable(paths, toks) -> bool:
     """Workers rebuild the corpus from paths and each tokenizer from its spec."""
 
     return not isinstance(paths, Corpus) and all(
-        getattr(t, "kind", None) in ("hf", "sentencepiece", "tiktoken", "tekken", "pretokenizer")
+        getattr(t, "kind", None) in ("hf", "sentencepiece", "tiktoken", "tekken", PRETOKENIZER)
         and isinstance(getattr(t, "spec", None), str) for t in toks)
 
 

@@ -24,6 +24,7 @@ from fertility import unicode as U
 from fertility.report import summary as S
 from fertility.gate import evaluate
 from fertility.policy import default_policy
+from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 _SEV_COLOR = {"error": "#b91c1c", "warning": "#b45309", "info": "#1d4ed8"}
 _PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f",
@@ -86,8 +87,8 @@ def render_html(report: Any, findings: list, gate_result: Any = None, *,
     the built-in one) on the report, as `fertility report` prints them."""
     frame = report.frame
     tokd = {d["label"]: d for d in getattr(report, "tokenizers", [])}
-    labels = [d["label"] for d in tokd.values() if d.get("kind") != "pretokenizer"]
-    families = [d["label"] for d in tokd.values() if d.get("kind") == "pretokenizer"]
+    labels = [d["label"] for d in tokd.values() if d.get("kind") != PRETOKENIZER]
+    families = [d["label"] for d in tokd.values() if d.get("kind") == PRETOKENIZER]
     shown = labels or families  # with no tokenizer, the corpus profile shows the families
     scripts = _order_keys(frame, "script")
     result = gate_result
@@ -399,8 +400,8 @@ def _samples_section(report: Any, findings: list, labels: list[str]) -> str:
     parts = ["<h2 id=samples>Samples of flagged scripts, token by token</h2>", legend]
     # the loaded tokenizers (a measured report holds them) spell each id's bytes
     live = {d["label"]: d["tokenizer"].token_bytes for d in getattr(report, "tokenizers", [])
-            if d.get("kind") != "pretokenizer" and d.get("tokenizer") is not None}
-    real = {d["label"] for d in getattr(report, "tokenizers", []) if d.get("kind") != "pretokenizer"}
+            if d.get("kind") != PRETOKENIZER and d.get("tokenizer") is not None}
+    real = {d["label"] for d in getattr(report, "tokenizers", []) if d.get("kind") != PRETOKENIZER}
     for script in flagged:
         cols = [lab for lab in labels if samples.get((lab, script))]
         n = max(len(samples[(lab, script)]) for lab in cols)

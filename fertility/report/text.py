@@ -19,6 +19,7 @@ from fertility.report import summary as S
 from fertility.report.table import GAP, grid, terminal_width
 from fertility.policy import default_policy
 from fertility.gate import evaluate
+from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 # (header, column, format), most useful first: the default table keeps as many as fit.
 _COLUMNS = [
@@ -197,12 +198,12 @@ def render_table(report, *, policy=None, width: int | None = None, verbose: bool
     policy = policy or default_policy()
     width = width or terminal_width()
     parts = corpus_lines(report.corpus)
-    real = [t["label"] for t in report.tokenizers if t["kind"] != "pretokenizer"]
-    families = [t["label"] for t in report.tokenizers if t["kind"] == "pretokenizer"]
+    real = [t["label"] for t in report.tokenizers if t["kind"] != PRETOKENIZER]
+    families = [t["label"] for t in report.tokenizers if t["kind"] == PRETOKENIZER]
     if real:
         parts.append("tokenizers: " + "; ".join(
             f"{t['label']} ({t['kind']}, vocab {t['vocab_size']:,})"
-            for t in report.tokenizers if t["kind"] != "pretokenizer"))
+            for t in report.tokenizers if t["kind"] != PRETOKENIZER))
     if real and verdicts:
         parts += [""] + summary_lines(report, policy, width)
     if families:

@@ -58,7 +58,7 @@ from fertility.errors import TokenizerError
 from fertility.tokenizers.base import Tokenizer
 from fertility.tokenizers.spec import default_label, parse_tokenizer_arg, sniff, split_pattern_suffix, unknown_suffix
 from fertility.errors import TokenizerError
-from fertility.tokenizers.pretokenizer import PretokenizerFamily
+from fertility.tokenizers.pretokenizer import PRETOKENIZER, PretokenizerFamily
 from fertility.tokenizers import tiktoken
 from fertility.tokenizers import hf
 from fertility.files import unfinished_by_another
@@ -68,13 +68,17 @@ from fertility.tokenizers import tiktoken as tiktoken
 
 
 def reload_key(tok) -> tuple[str, str, str, str | None, str]:
+    """What a worker process needs to load the very same tokenizer again (measuring
+    workers, the trainer\'s encoders)."""
     # a rank file's split pattern may have come as a keyword, not a #suffix: pass it on
     pattern = tok.config().get("pattern_regex") if tok.kind == "tiktoken" else None
     return (tok.kind, tok.label, tok.spec, pattern, tok.fingerprint)
 
 
 def reload_tokenizer(kind: str, label: str, spec: str, pattern: str | None, fingerprint: str):
-    if kind == "pretokenizer":
+    """The tokenizer `reload_key` describes, loaded in another process; a file that changed
+    since is an error."""
+    if kind == PRETOKENIZER:
         return PretokenizerFamily(spec.split(":", 1)[1])
     pass
 

@@ -8,10 +8,15 @@ from fertility.tokenizers.patterns import resolve_pattern
 from fertility.tokenizers.patterns import split_spans
 
 
+# The kind of a pre-tokenizer family measured as a tokenizer (its frame rows, its Report.tokenizers
+# entry): compared wherever a real tokenizer and a ceiling are told apart.
+PRETOKENIZER = "pretokenizer"
+
+
 class PretokenizerFamily:
     """A standard pre-tokenizer measured as if each pre-token were a token: the ceiling."""
 
-    kind = "pretokenizer"
+    kind = PRETOKENIZER
     vocab_size = 0
     unk_id = None
     special_tokens: dict = {}
