@@ -43,6 +43,8 @@ fixtures: $(VENV)/.core
 	$(PY) tests/realworld/build.py
 
 test: $(VENV)/.test fixtures
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 clean:

@@ -74,9 +74,10 @@ def real_corpus(out: Path, megabytes: float) -> int:
     """Every fixture language repeated to `megabytes` in all, in the fixtures' proportions;
     blank lines dropped so both sides see exactly the documents the corpus reader yields."""
     out.mkdir(parents=True, exist_ok=True)
-    texts = {p.stem: [ln for ln in p.read_text(encoding="utf-8").splitlines()
-                      if ln and not ln.isspace()]
-             for p in sorted((realworld_root() / "text").glob("*.txt"))}
+    texts = {
+        p.stem: [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln and not ln.isspace()]
+        for p in sorted((realworld_root() / "text").glob("*.txt"))
+    }
     sizes = {k: sum(len(ln.encode()) + 1 for ln in v) for k, v in texts.items()}
     scale = megabytes * 1e6 / sum(sizes.values())
     docs = 0
@@ -97,8 +98,10 @@ def synthetic_corpus(out: Path, megabytes: float, seed: int = 0) -> int:
     """Lines of examples/corpus shuffled and recombined (seeded): the earlier benchmark's text."""
     rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
-    sources = {p.stem: p.read_text(encoding="utf-8").splitlines()
-               for p in sorted((ROOT / "examples" / "corpus").glob("*.txt"))}
+    sources = {
+        p.stem: p.read_text(encoding="utf-8").splitlines()
+        for p in sorted((ROOT / "examples" / "corpus").glob("*.txt"))
+    }
     per_lang, docs = megabytes * 1e6 / len(sources), 0
     for lang, lines in sources.items():
         written = 0
@@ -126,11 +129,18 @@ def trained_bpe(vocab: int, family: str, synthetic: bool) -> Path:
     from tests.bpe import byte_level_bpe
 
     folder = (ROOT / "examples" / "corpus") if synthetic else realworld_root() / "text"
-    lines = [ln for p in sorted(folder.glob("*.txt"))
-             for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    split = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(FAMILIES[family]), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    lines = [
+        ln
+        for p in sorted(folder.glob("*.txt"))
+        for ln in p.read_text(encoding="utf-8").splitlines()
+        if ln.strip()
+    ]
+    split = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(FAMILIES[family]), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     t0 = time.perf_counter()
     byte_level_bpe(lines, vocab, pre_tokenizer=split, path=path)
     print(f"trained {name} in {time.perf_counter() - t0:.1f} s -> {path}", flush=True)
@@ -156,12 +166,18 @@ def timed(cmd: list[str], env: dict | None = None) -> dict:
     """Run `cmd` to its end: wall seconds, CPU seconds (all its processes), peak RSS in MiB
     (the largest of the process and those it waited for) and its stdout."""
     with tempfile.NamedTemporaryFile(suffix=".json") as res:
-        proc = subprocess.run([PY, "-c", LAUNCH, res.name, *cmd], capture_output=True,
-                              env={**os.environ, **(env or {})}, check=False)
+        proc = subprocess.run(
+            [PY, "-c", LAUNCH, res.name, *cmd],
+            capture_output=True,
+            env={**os.environ, **(env or {})},
+            check=False,
+        )
         r = json.loads(Path(res.name).read_text())
     if r["rc"] != 0 or proc.returncode != 0:
-        sys.exit(f"error: {' '.join(cmd[:3])}...: exit {r['rc']}: "
-                 f"{proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}")
+        sys.exit(
+            f"error: {' '.join(cmd[:3])}...: exit {r['rc']}: "
+            f"{proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}"
+        )
     return {**r, "out": proc.stdout.decode()}
 
 
@@ -177,14 +193,31 @@ def ours_cmd(corpus: Path, toks: list[Path], out: Path, extra=()) -> list[str]:
 
 
 def line(name: str, r: dict, megabytes: float) -> str:
-    return (f"{name}: {r['wall']:7.2f} s  {megabytes / r['wall']:6.2f} MB/s  "
-            f"cpu {r['cpu']:6.2f} s  peak RSS {r['rss']:6.0f} MiB")
+    return (
+        f"{name}: {r['wall']:7.2f} s  {megabytes / r['wall']:6.2f} MB/s  "
+        f"cpu {r['cpu']:6.2f} s  peak RSS {r['rss']:6.0f} MiB"
+    )
 
 
 def where_time_goes(corpus: Path, toks: list[Path], tmp: Path, top: int = 14) -> None:
     prof = tmp / "report.prof"
-    cmd = [PY, "-m", "cProfile", "-o", str(prof), FERTILITY, "report", str(corpus),
-           "--format", "json", "-o", str(tmp / "p.json"), "-q", "--workers", "1"]
+    cmd = [
+        PY,
+        "-m",
+        "cProfile",
+        "-o",
+        str(prof),
+        FERTILITY,
+        "report",
+        str(corpus),
+        "--format",
+        "json",
+        "-o",
+        str(tmp / "p.json"),
+        "-q",
+        "--workers",
+        "1",
+    ]
     for i, t in enumerate(toks):
         cmd += ["-t", f"t{i}={t}"]
     r = timed(cmd)
@@ -192,11 +225,16 @@ def where_time_goes(corpus: Path, toks: list[Path], tmp: Path, top: int = 14) ->
 
     st = pstats.Stats(str(prof))
     wrappers = {"<module>", "main", "_run", "report", "analyze", "run_pass", "invoke"}
-    rows = [(v[3], f"{Path(k[0]).name}:{k[2]}") for k, v in st.stats.items()
-            if "fertility" in k[0] and k[2] not in wrappers]
-    print(f"\nwhere the time goes: one process (--workers 1), main thread, cProfile "
-          f"({r['wall']:.2f} s wall under the profiler), cumulative seconds "
-          f"(_prefetch: waiting for the reading and encoding thread):")
+    rows = [
+        (v[3], f"{Path(k[0]).name}:{k[2]}")
+        for k, v in st.stats.items()
+        if "fertility" in k[0] and k[2] not in wrappers
+    ]
+    print(
+        f"\nwhere the time goes: one process (--workers 1), main thread, cProfile "
+        f"({r['wall']:.2f} s wall under the profiler), cumulative seconds "
+        f"(_prefetch: waiting for the reading and encoding thread):"
+    )
     for cum, name in sorted(rows, reverse=True)[:top]:
         print(f"  {cum:7.2f}  {name}")
     for label, args in (("fertility --help", ["--help"]),):
@@ -207,19 +245,45 @@ def where_time_goes(corpus: Path, toks: list[Path], tmp: Path, top: int = 14) ->
     (empty / "en.txt").write_text("hello world\n", encoding="utf-8")
     t = min(timed(ours_cmd(empty, toks, tmp / "e.json"))["wall"] for _ in range(3))
     print(f"start-up: `fertility report` on one line {t:.2f} s")
-    imp = subprocess.run([PY, "-X", "importtime", FERTILITY, "report", str(empty), "-t",
-                          str(toks[0]), "--format", "json", "-o", str(tmp / "e.json")],
-                         capture_output=True, text=True, check=False).stderr
+    imp = subprocess.run(
+        [
+            PY,
+            "-X",
+            "importtime",
+            FERTILITY,
+            "report",
+            str(empty),
+            "-t",
+            str(toks[0]),
+            "--format",
+            "json",
+            "-o",
+            str(tmp / "e.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stderr
     heavy = {}
     for ln in imp.splitlines():
         parts = ln.split("|")
-        if len(parts) == 3 and parts[2].strip().split(".")[0] in ("pandas", "plotly", "torch",
-                                                                    "numpy", "tokenizers"):
+        if len(parts) == 3 and parts[2].strip().split(".")[0] in (
+            "pandas",
+            "plotly",
+            "torch",
+            "numpy",
+            "tokenizers",
+        ):
             name = parts[2].strip()
             if name.count(".") == 0:  # top-level package: its cumulative time
                 heavy[name] = int(parts[1]) / 1e6
-    print("imports on that run (cumulative s): " + (", ".join(
-        f"{k} {v:.2f}" for k, v in sorted(heavy.items())) or "none of pandas/plotly/torch"))
+    print(
+        "imports on that run (cumulative s): "
+        + (
+            ", ".join(f"{k} {v:.2f}" for k, v in sorted(heavy.items()))
+            or "none of pandas/plotly/torch"
+        )
+    )
 
 
 PEER_TOKSIGHT = r"""
@@ -240,14 +304,23 @@ def peers(corpus: Path, toks: list[Path], tmp: Path, megabytes: float, raw_wall:
     folder.mkdir(exist_ok=True)
     shutil.copy(toks[0], folder / "tokenizer.json")
     (folder / "tokenizer_config.json").write_text(
-        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}), encoding="utf-8")
+        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}), encoding="utf-8"
+    )
     files = sorted(str(p) for p in corpus.glob("*.txt"))
     one = tmp / "corpus.txt"  # tokscope reads one file
     with open(one, "wb") as out:
         out.writelines(Path(f).read_bytes() for f in files)
     runs = {
-        "tokscope": ["bin/tokscope", str(one), "-t", f"hf:{folder}", "--max-chars",
-                     str(10**12), "--json", str(tmp / "tokscope.json")],
+        "tokscope": [
+            "bin/tokscope",
+            str(one),
+            "-t",
+            f"hf:{folder}",
+            "--max-chars",
+            str(10**12),
+            "--json",
+            str(tmp / "tokscope.json"),
+        ],
         "toksight": ["bin/python", "-c", PEER_TOKSIGHT, str(folder), *files],
     }
     offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -255,9 +328,12 @@ def peers(corpus: Path, toks: list[Path], tmp: Path, megabytes: float, raw_wall:
         venv = Path(f"/tmp/peer-{name}")
         if not (venv / "bin" / "python").exists():
             subprocess.run(["python3", "-m", "venv", str(venv)], check=True)
-            pip = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", name, "tokenizers",
-                                  "transformers"], capture_output=True, text=True,
-                                 check=False)
+            pip = subprocess.run(
+                [str(venv / "bin" / "pip"), "install", "-q", name, "tokenizers", "transformers"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if pip.returncode != 0:
                 why = (pip.stderr.strip().splitlines() or ["pip failed"])[-1]
                 print(f"peer {name}: not run: pip install failed: {why}")
@@ -278,9 +354,13 @@ def workers_sweep(sizes: list[float], toks: list[Path], tmp: Path) -> None:
         real_corpus(corpus, mb)
         one = timed(ours_cmd(corpus, toks, tmp / "s.json", ["--workers", "1"]))
         two = timed(ours_cmd(corpus, toks, tmp / "s.json", ["--workers", "2"]))
-        print(line(f"{mb:5g} MB --workers 1", one, mb) + "\n"
-              + line(f"{mb:5g} MB --workers 2", two, mb)
-              + f"   two/one wall {two['wall'] / one['wall']:.2f}", flush=True)
+        print(
+            line(f"{mb:5g} MB --workers 1", one, mb)
+            + "\n"
+            + line(f"{mb:5g} MB --workers 2", two, mb)
+            + f"   two/one wall {two['wall'] / one['wall']:.2f}",
+            flush=True,
+        )
         shutil.rmtree(corpus)
 
 
@@ -288,15 +368,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, default=25)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--tokenizers", type=int, default=1, choices=(1, 2),
-                    help="2: also an 8,000-token GPT-2-split BPE, measured in the same run")
-    ap.add_argument("--synthetic", action="store_true",
-                    help="examples/corpus recombined and an 8,000-token BPE (the old corpus)")
+    ap.add_argument(
+        "--tokenizers",
+        type=int,
+        default=1,
+        choices=(1, 2),
+        help="2: also an 8,000-token GPT-2-split BPE, measured in the same run",
+    )
+    ap.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="examples/corpus recombined and an 8,000-token BPE (the old corpus)",
+    )
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--keep", help="folder to keep the corpus in (reused if present)")
-    ap.add_argument("--workers-sweep", metavar="MB,MB,...",
-                    help="only time --workers 1 against 2 at these corpus sizes")
+    ap.add_argument(
+        "--workers-sweep",
+        metavar="MB,MB,...",
+        help="only time --workers 1 against 2 at these corpus sizes",
+    )
     args = ap.parse_args()
     if args.synthetic:
         toks = [trained_bpe(8000, "o200k", True)]
@@ -317,9 +408,13 @@ def main() -> None:
             make(corpus, args.mb)
         size = sum(p.stat().st_size for p in corpus.glob("*.txt")) / 1e6
         langs = len(list(corpus.glob("*.txt")))
-        print(f"corpus: {size:.1f} MB, {langs} languages, "
-              f"{'synthetic' if args.synthetic else 'real text'}; tokenizers: "
-              + ", ".join(str(t) for t in toks) + f"; {os.cpu_count()} cores", flush=True)
+        print(
+            f"corpus: {size:.1f} MB, {langs} languages, "
+            f"{'synthetic' if args.synthetic else 'real text'}; tokenizers: "
+            + ", ".join(str(t) for t in toks)
+            + f"; {os.cpu_count()} cores",
+            flush=True,
+        )
         raw, ours = [], []
         for i in range(args.rounds):
             raw.append(timed(raw_cmd(corpus, toks)))
@@ -329,9 +424,11 @@ def main() -> None:
         a = min(r["wall"] for r in raw)
         b = min(r["wall"] for r in ours)
         ca, cb = min(r["cpu"] for r in raw), min(r["cpu"] for r in ours)
-        print(f"ratio (b)/(a) throughput, best wall of each: {a / b:.3f}   (goal >= 0.85); "
-              f"by CPU seconds: {ca / cb:.3f} (steadier when other jobs share the cores); "
-              f"peak RSS (b) {max(r['rss'] for r in ours):.0f} MiB")
+        print(
+            f"ratio (b)/(a) throughput, best wall of each: {a / b:.3f}   (goal >= 0.85); "
+            f"by CPU seconds: {ca / cb:.3f} (steadier when other jobs share the cores); "
+            f"peak RSS (b) {max(r['rss'] for r in ours):.0f} MiB"
+        )
         if not args.no_profile:
             where_time_goes(corpus, toks, tmp)
         if args.peers:

@@ -34,14 +34,24 @@ import regex
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fertility.corpus import sampling as _sampling  # noqa: E402
 from fertility.corpus import Corpus  # noqa: E402
-from fertility.fix.config import FixConfig  # noqa: E402
+from fertility.corpus import sampling as _sampling  # noqa: E402
 from fertility.fix import fix  # noqa: E402
+from fertility.fix.config import FixConfig  # noqa: E402
 from fertility.tokenizers.patterns import FAMILIES  # noqa: E402
 
-SHARES = {"en": 0.40, "es": 0.15, "ru": 0.10, "zh": 0.08, "ar": 0.07, "hi": 0.06, "ja": 0.05,
-          "bn": 0.04, "th": 0.03, "ta": 0.02}
+SHARES = {
+    "en": 0.40,
+    "es": 0.15,
+    "ru": 0.10,
+    "zh": 0.08,
+    "ar": 0.07,
+    "hi": 0.06,
+    "ja": 0.05,
+    "bn": 0.04,
+    "th": 0.03,
+    "ta": 0.02,
+}
 UNSPACED = {"zh", "ja", "th"}
 
 
@@ -49,13 +59,15 @@ def word_forms(lang: str, n: int, rng: random.Random) -> list[str]:
     text = (ROOT / "examples" / "corpus" / f"{lang}.txt").read_text("utf-8")
     if lang in UNSPACED:  # no spaces between words: pieces of 1-4 characters of the text
         chars = regex.sub(r"\s|\p{P}", "", text)
-        return ["".join(chars[(i := rng.randrange(len(chars) - 4)):i + rng.randint(1, 4)])
-                for _ in range(n)]
+        return [
+            "".join(chars[(i := rng.randrange(len(chars) - 4)) : i + rng.randint(1, 4)])
+            for _ in range(n)
+        ]
     words = regex.findall(r"\w+", text)
     forms = []
     for _ in range(n):  # the front of one word and the back of another: new, plausible forms
         a, b = rng.choice(words), rng.choice(words)
-        forms.append(a[:rng.randint(1, len(a))] + b[rng.randint(0, len(b) - 1):])
+        forms.append(a[: rng.randint(1, len(a))] + b[rng.randint(0, len(b) - 1) :])
     return forms
 
 
@@ -64,7 +76,7 @@ def generate(folder: Path, megabytes: float, seed: int = 0) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for lang, share in SHARES.items():
         forms = word_forms(lang, 40_000, rng)
-        weights = 1.0 / np.arange(1, len(forms) + 1)           # Zipf
+        weights = 1.0 / np.arange(1, len(forms) + 1)  # Zipf
         cum = np.cumsum(weights / weights.sum())
         target = int(megabytes * 1e6 * share)
         sep, end = ("", "。") if lang in UNSPACED else (" ", ".")
@@ -107,18 +119,23 @@ class Clock:
 
 
 def bare_train(texts: list[str], vocab_size: int) -> Clock:
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from tokenizers import trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())  # no normaliser: fix's default (FixConfig.normalization)
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    batches = [texts[i:i + 10_000] for i in range(0, len(texts), 10_000)]
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    batches = [texts[i : i + 10_000] for i in range(0, len(texts), 10_000)]
     with Clock() as clock:
         tok.train_from_iterator(batches, trainer)
     return clock
@@ -157,22 +174,32 @@ def main() -> None:
 
     tm = result.timings
     mb = sum(len(x.encode("utf-8")) for x in texts) / 1e6
-    print(f"training text: {len(texts):,} documents, {mb:.1f} MB; vocabulary "
-          f"{args.vocab_size:,}; held out {result.split['heldout_documents']:,} documents")
-    print(f"fix stages (fastest run): read+split+plan {tm['scan_s']:.2f} s, stream+train "
-          f"{tm['train_s']:.2f} s (of which inside the trainer call {tm['trainer_s']:.2f} s), "
-          f"measure+gate+write {tm['measure_s']:.2f} s")
+    print(
+        f"training text: {len(texts):,} documents, {mb:.1f} MB; vocabulary "
+        f"{args.vocab_size:,}; held out {result.split['heldout_documents']:,} documents"
+    )
+    print(
+        f"fix stages (fastest run): read+split+plan {tm['scan_s']:.2f} s, stream+train "
+        f"{tm['train_s']:.2f} s (of which inside the trainer call {tm['trainer_s']:.2f} s), "
+        f"measure+gate+write {tm['measure_s']:.2f} s"
+    )
     inside = [(c.wall, r.timings["trainer_s"]) for c, r in runs_a]
-    print("same run, no second process to compare with: outside the trainer call "
-          + ", ".join(f"{(w - t) / w:.1%}" for w, t in inside) + " of each fix run")
+    print(
+        "same run, no second process to compare with: outside the trainer call "
+        + ", ".join(f"{(w - t) / w:.1%}" for w, t in inside)
+        + " of each fix run"
+    )
     for what in ("wall", "cpu"):
         a = min(getattr(c, what) for c, _ in runs_a)
         b = min(getattr(c, what) for c in runs_b)
-        runs = "; ".join(f"{getattr(c, what):.2f}/{getattr(d, what):.2f}"
-                         for (c, _), d in zip(runs_a, runs_b))
-        print(f"{what:>4}: (a) fertility fix {a:7.2f} s   (b) bare BpeTrainer {b:7.2f} s   "
-              f"ratio {a / b:.3f}   outside the trainer {(a - b) / a:5.1%} of the whole "
-              f"(goal < 15%)   [runs a/b: {runs}]")
+        runs = "; ".join(
+            f"{getattr(c, what):.2f}/{getattr(d, what):.2f}" for (c, _), d in zip(runs_a, runs_b)
+        )
+        print(
+            f"{what:>4}: (a) fertility fix {a:7.2f} s   (b) bare BpeTrainer {b:7.2f} s   "
+            f"ratio {a / b:.3f}   outside the trainer {(a - b) / a:5.1%} of the whole "
+            f"(goal < 15%)   [runs a/b: {runs}]"
+        )
 
 
 if __name__ == "__main__":

@@ -55,11 +55,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=None, help="sequences per step (16 GPU, 2 CPU)")
     p.add_argument("--steps", type=int, default=150)
     p.add_argument("--log-every", type=int, default=10, help="steps between device reads")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                   help="torch.compile (default: the trainer's: on for CUDA)")
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile (default: the trainer's: on for CUDA)",
+    )
     p.add_argument("--device", default=None, help="default: cuda when available")
-    p.add_argument("--data", type=Path, default=None,
-                   help="token ids: a 1-D .npy, or a raw binary file read as --data-dtype")
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="token ids: a 1-D .npy, or a raw binary file read as --data-dtype",
+    )
     p.add_argument("--data-dtype", default="uint16", choices=["uint16", "uint32", "int32"])
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--project-tokens", type=float, default=2e9)
@@ -72,13 +80,17 @@ def tokens_for(args, n: int) -> tuple[np.ndarray, str]:
         return np.random.default_rng(1234).integers(0, args.vocab, n), "random tokens"
     if not args.data.is_file():
         raise FertilityError(f"{args.data}: no such token file")
-    data = (np.load(args.data, mmap_mode="r", allow_pickle=False) if args.data.suffix == ".npy"
-            else np.memmap(args.data, dtype=args.data_dtype, mode="r"))
+    data = (
+        np.load(args.data, mmap_mode="r", allow_pickle=False)
+        if args.data.suffix == ".npy"
+        else np.memmap(args.data, dtype=args.data_dtype, mode="r")
+    )
     if data.ndim != 1 or len(data) < n:
         raise FertilityError(f"{args.data}: need a 1-D array of at least {n} token ids")
     if int(data.max()) >= args.vocab:
-        raise FertilityError(f"{args.data}: token id {int(data.max())} does not fit --vocab "
-                             f"{args.vocab}")
+        raise FertilityError(
+            f"{args.data}: token id {int(data.max())} does not fit --vocab {args.vocab}"
+        )
     return np.asarray(data[:n]), f"{args.data} (first {n:,} tokens)"
 
 
@@ -98,9 +110,12 @@ class Printer:
         mfu = "n/a" if record["mfu"] is None else f"{record['mfu']:.1%}"
         meas = record["tokens_per_s"] * self.fpt / self.measured
         loss = "nan" if record["loss"] is None else f"{record['loss']:.4f}"
-        print(f"step {step:5d}  loss {loss}  {record['tokens_per_s']:,.0f} tokens/s  "
-              f"MFU {mfu} datasheet, {meas:.1%} measured  "
-              f"elapsed {time.perf_counter() - self.t0:.1f} s", flush=True)
+        print(
+            f"step {step:5d}  loss {loss}  {record['tokens_per_s']:,.0f} tokens/s  "
+            f"MFU {mfu} datasheet, {meas:.1%} measured  "
+            f"elapsed {time.perf_counter() - self.t0:.1f} s",
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,11 +127,21 @@ def main(argv: list[str] | None = None) -> int:
     if cuda:
         torch.set_float32_matmul_precision("high")  # fp32 leftovers (outside autocast) on TF32
     model_over = {"max_seq_len": max(seq, PRESETS[args.preset]["max_seq_len"])}
-    cfg = TrainConfig(preset=args.preset, model=model_over, seq_len=seq, micro_batch=batch,
-                      steps=args.steps, lr=args.lr, warmup_steps=min(10, args.steps),
-                      device=device.type, checkpoint_every=10**9, keep_last=1,
-                      log_every=args.log_every, eval_every=0,
-                      compile="auto" if args.compile is None else args.compile).validate()
+    cfg = TrainConfig(
+        preset=args.preset,
+        model=model_over,
+        seq_len=seq,
+        micro_batch=batch,
+        steps=args.steps,
+        lr=args.lr,
+        warmup_steps=min(10, args.steps),
+        device=device.type,
+        checkpoint_every=10**9,
+        keep_last=1,
+        log_every=args.log_every,
+        eval_every=0,
+        compile="auto" if args.compile is None else args.compile,
+    ).validate()
     model_cfg = config_from_preset(args.preset, args.vocab, model_over)
     fpt = flops_per_token(model_cfg, seq)
     device_name, table_peak = detect_peak_flops(device)
@@ -125,8 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     mm_dtype = torch.bfloat16 if cuda else torch.float32
     measured = measure_matmul_peak(device, mm_dtype, n=n, min_time_s=0.5 if cuda else 0.1)
     print(f"device   {device_name}; torch {torch.__version__}", flush=True)
-    print(f"peak     datasheet dense bf16 {tflops(table_peak)}; measured {n}^3 bf16 matmul "
-          f"{tflops(measured)} ({str(mm_dtype).split('.')[-1]})", flush=True)
+    print(
+        f"peak     datasheet dense bf16 {tflops(table_peak)}; measured {n}^3 bf16 matmul "
+        f"{tflops(measured)} ({str(mm_dtype).split('.')[-1]})",
+        flush=True,
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         tokens, source = tokens_for(args, max(batch * (seq + 1) * 4, 1 << 20))
@@ -134,12 +162,23 @@ def main(argv: list[str] | None = None) -> int:
         write_shard(shard, tokens, vocab_size=args.vocab, fingerprint=FP)
         data = TokenData([shard], fingerprint=FP, vocab_size=args.vocab)
         printer = Printer(batch * seq, fpt, measured)
-        t = Trainer(Path(tmp) / "run", cfg, model_cfg, data, fingerprint=FP, quiet=True,
-                    callbacks=printer, env=DistEnv(device=device))
-        print(f"model    preset {args.preset}: {t.raw.num_params():,} params, vocab "
-              f"{args.vocab} (embedding rows {model_cfg.padded_vocab_size}), seq {seq}, batch "
-              f"{batch}; {fpt / 1e9:.3f} GFLOP/token; {source}; torch.compile "
-              f"{'on' if t.compiled else 'off'}", flush=True)
+        t = Trainer(
+            Path(tmp) / "run",
+            cfg,
+            model_cfg,
+            data,
+            fingerprint=FP,
+            quiet=True,
+            callbacks=printer,
+            env=DistEnv(device=device),
+        )
+        print(
+            f"model    preset {args.preset}: {t.raw.num_params():,} params, vocab "
+            f"{args.vocab} (embedding rows {model_cfg.padded_vocab_size}), seq {seq}, batch "
+            f"{batch}; {fpt / 1e9:.3f} GFLOP/token; {source}; torch.compile "
+            f"{'on' if t.compiled else 'off'}",
+            flush=True,
+        )
         try:
             summary = t.run()
             arbiter = "ok"
@@ -155,22 +194,24 @@ def main(argv: list[str] | None = None) -> int:
     ref = flops_per_token(config_from_preset("0.4b", args.vocab), 2048) * args.project_tokens
     hours = ref / achieved / 3600 if achieved else float("inf")
     first = f"{printer.first:.1f} s" if printer.first is not None else "n/a"
-    block = "\n".join([
-        f"### pretrain_gpu.py --preset {args.preset} --steps {args.steps}, "
-        f"{datetime.date.today().isoformat()}",
-        f"- device: {device_name}, torch {torch.__version__}; datasheet dense bf16 peak "
-        f"{tflops(table_peak)}, measured {n}^3 {str(mm_dtype).split('.')[-1]} matmul "
-        f"{tflops(measured)}",
-        f"- run: trainer.loop.Trainer, preset {args.preset}, vocab {args.vocab}, seq {seq}, "
-        f"batch {batch}, torch.compile {'on' if cfg.use_compile(device.type) else 'off'}; "
-        f"{source}",
-        f"- arbiter: {arbiter}; first step's line after {first} (arbiter + compilation)",
-        f"- throughput: {tps:,.0f} tokens/s over the steps after the first 10; MFU "
-        f"{mfu_table} of the datasheet peak, {achieved / measured:.1%} of the measured peak; "
-        f"peak memory {mem}",
-        f"- projected: {hours:.1f} h on one device for 0.4B params x "
-        f"{args.project_tokens / 1e9:g}B tokens at this rate",
-    ])
+    block = "\n".join(
+        [
+            f"### pretrain_gpu.py --preset {args.preset} --steps {args.steps}, "
+            f"{datetime.date.today().isoformat()}",
+            f"- device: {device_name}, torch {torch.__version__}; datasheet dense bf16 peak "
+            f"{tflops(table_peak)}, measured {n}^3 {str(mm_dtype).split('.')[-1]} matmul "
+            f"{tflops(measured)}",
+            f"- run: trainer.loop.Trainer, preset {args.preset}, vocab {args.vocab}, seq {seq}, "
+            f"batch {batch}, torch.compile {'on' if cfg.use_compile(device.type) else 'off'}; "
+            f"{source}",
+            f"- arbiter: {arbiter}; first step's line after {first} (arbiter + compilation)",
+            f"- throughput: {tps:,.0f} tokens/s over the steps after the first 10; MFU "
+            f"{mfu_table} of the datasheet peak, {achieved / measured:.1%} of the measured peak; "
+            f"peak memory {mem}",
+            f"- projected: {hours:.1f} h on one device for 0.4B params x "
+            f"{args.project_tokens / 1e9:g}B tokens at this rate",
+        ]
+    )
     print("\n" + block, flush=True)
     if args.record:
         with open(ROOT / "benchmarks/RESULTS.md", "a", encoding="utf-8") as f:

@@ -27,15 +27,16 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
-from fertility.stats import wilson
-from fertility.errors import EvalError
 from eval import nll
+from fertility.errors import EvalError
+from fertility.stats import wilson
 
 # A verdict is one of these; the last is followed by the item count, "(40 items)": an
 # interval that includes chance says only that these items cannot tell, not that the model
@@ -90,29 +91,30 @@ def parse_item(line: str, where: str, n: int = 0) -> Item:
     except RecursionError:  # the decoder recurses per nesting level: [[[[...]]]]
         raise EvalError(f"{where}: JSON nested too deeply to read") from None
     except ValueError:  # Python refuses to convert an integer of over 4300 digits
-        raise EvalError(f"{where}: JSON number with too many digits "
-                        f"(over {sys.get_int_max_str_digits()})") from None
+        raise EvalError(
+            f"{where}: JSON number with too many digits (over {sys.get_int_max_str_digits()})"
+        ) from None
     if not isinstance(rec, dict):
         raise EvalError(f"{where}: expected a JSON object, got {type(rec).__name__}")
     context, choices, label = rec.get("context"), rec.get("choices"), rec.get("label")
     if not isinstance(context, str):
-        raise EvalError(f"{where}: \"context\" must be a string")
+        raise EvalError(f'{where}: "context" must be a string')
     if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
-        raise EvalError(f"{where}: \"choices\" must be a list of strings")
+        raise EvalError(f'{where}: "choices" must be a list of strings')
     if len(choices) < 2:
         raise EvalError(f"{where}: {len(choices)} choice(s); at least 2 are needed")
     empty = [i for i, c in enumerate(choices) if not c]
     if empty:
         raise EvalError(f"{where}: choice {empty[0]} is empty")
     if isinstance(label, bool) or not isinstance(label, int):
-        raise EvalError(f"{where}: \"label\" must be an integer index into \"choices\", "
-                        f"got {label!r}")
+        raise EvalError(f'{where}: "label" must be an integer index into "choices", got {label!r}')
     if not 0 <= label < len(choices):
-        raise EvalError(f"{where}: label {label} is out of range for {len(choices)} choices "
-                        f"(0-based)")
+        raise EvalError(
+            f"{where}: label {label} is out of range for {len(choices)} choices (0-based)"
+        )
     for key in ("id", "lang"):
         if rec.get(key) is not None and not isinstance(rec[key], str):
-            raise EvalError(f"{where}: \"{key}\" must be a string")
+            raise EvalError(f'{where}: "{key}" must be a string')
     return Item(context, tuple(choices), label, rec.get("id"), rec.get("lang"), n)
 
 
@@ -125,8 +127,15 @@ class Scorer(Protocol):
 class ModelScorer:
     """Scores (context, continuation) pairs with a Transformer and the run's tokenizer."""
 
-    def __init__(self, model, tokenizer, *, context: int, prefix_id: int | None,
-                 batch_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        context: int,
+        prefix_id: int | None,
+        batch_tokens: int | None = None,
+    ) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.context, self.prefix_id = context, prefix_id
         self.batch_tokens = batch_tokens
@@ -138,11 +147,10 @@ class ModelScorer:
         for (ctx, _), enc in zip(pairs, encs):
             prefix = [] if ctx or self.prefix_id is None else [self.prefix_id]
             ids = np.concatenate((np.array(prefix, np.int64), np.asarray(enc.ids, np.int64)))
-            mask = np.concatenate((np.zeros(len(prefix), bool),
-                                   np.asarray(enc.ends) > len(ctx)))
+            mask = np.concatenate((np.zeros(len(prefix), bool), np.asarray(enc.ends) > len(ctx)))
             if len(ids) > self.context + 1:
                 self.truncated += 1
-                ids, mask = ids[-(self.context + 1):], mask[-(self.context + 1):]
+                ids, mask = ids[-(self.context + 1) :], mask[-(self.context + 1) :]
             seqs.append(ids)
             masks.append(mask[1:])  # position 0 is never a prediction
         logps = nll.token_logprobs(self.model, seqs, batch_tokens=self.batch_tokens)
@@ -172,7 +180,7 @@ def score_task(items: Sequence[Item], scorer: Scorer, name: str = "task") -> dic
     pos = 0
     for i, it in enumerate(items):
         m = len(it.choices)
-        LL[i, :m] = ll[pos: pos + m]
+        LL[i, :m] = ll[pos : pos + m]
         # lengths without the leading whitespace: lm-eval's target delimiter, which it puts
         # before each choice and leaves out of the length (an all-space choice keeps its own)
         bare = [c.lstrip() or c for c in it.choices]

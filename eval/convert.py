@@ -20,15 +20,16 @@ fails the check raises EvalError naming the input file and line.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any, Iterator
-
-from fertility.files import write_text_atomic
-from fertility.errors import EvalError
-from eval.choice import parse_item
 import argparse
+import json
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from eval.choice import parse_item
+from fertility.errors import EvalError
+from fertility.files import write_text_atomic
 
 
 def _records(path: Path) -> Iterator[tuple[int, Any]]:
@@ -53,8 +54,9 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield n, json.loads(line)
             except ValueError as e:  # e.msg: a decode error; str(e): a 4300-digit integer
-                raise EvalError(f"{path}:{n}: not valid JSON "
-                                f"({getattr(e, 'msg', None) or e})") from None
+                raise EvalError(
+                    f"{path}:{n}: not valid JSON ({getattr(e, 'msg', None) or e})"
+                ) from None
             except RecursionError:
                 raise EvalError(f"{path}:{n}: JSON nested too deeply to read") from None
 
@@ -76,9 +78,14 @@ def _index(label: Any, names: list[str] | None = None) -> int:
     raise ValueError(f"label {label!r} is not an index, a digit or a letter")
 
 
-def convert_record(rec: Any, *, delimiter: str = " ", context_field: str | None = None,
-                   choices_field: str | None = None, label_field: str | None = None
-                   ) -> dict[str, Any]:
+def convert_record(
+    rec: Any,
+    *,
+    delimiter: str = " ",
+    context_field: str | None = None,
+    choices_field: str | None = None,
+    label_field: str | None = None,
+) -> dict[str, Any]:
     """{"context", "choices", "label"} of one record; ValueError/KeyError when it does not fit."""
     if not isinstance(rec, dict):
         raise ValueError("expected a JSON object")
@@ -98,13 +105,23 @@ def convert_record(rec: Any, *, delimiter: str = " ", context_field: str | None 
         return _item(rec["ctx"], rec["endings"], _index(rec["label"]), delimiter)
     if {"question", "choices", "answerKey"} <= rec.keys() and isinstance(rec["choices"], dict):
         c = rec["choices"]
-        return _item(f"Question: {rec['question']}\nAnswer:", c["text"],
-                     _index(rec["answerKey"], c.get("label")), delimiter)
+        return _item(
+            f"Question: {rec['question']}\nAnswer:",
+            c["text"],
+            _index(rec["answerKey"], c.get("label")),
+            delimiter,
+        )
     if {"goal", "sol1", "sol2", "label"} <= rec.keys():
-        return _item(f"Question: {rec['goal']}\nAnswer:", [rec["sol1"], rec["sol2"]],
-                     _index(rec["label"]), delimiter)
-    raise ValueError("fits no known record shape (query/choices/gold, ctx/endings/label, "
-                     "question/choices/answerKey, goal/sol1/sol2/label); name the fields")
+        return _item(
+            f"Question: {rec['goal']}\nAnswer:",
+            [rec["sol1"], rec["sol2"]],
+            _index(rec["label"]),
+            delimiter,
+        )
+    raise ValueError(
+        "fits no known record shape (query/choices/gold, ctx/endings/label, "
+        "question/choices/answerKey, goal/sol1/sol2/label); name the fields"
+    )
 
 
 def _item(ctx: Any, choices: Any, label: int, delimiter: str) -> dict[str, Any]:
@@ -113,9 +130,16 @@ def _item(ctx: Any, choices: Any, label: int, delimiter: str) -> dict[str, Any]:
     return {"context": ctx, "choices": [delimiter + c for c in choices], "label": label}
 
 
-def convert_file(src: str | Path, dst: str | Path, *, lang: str | None = None,
-                 delimiter: str = " ", context_field: str | None = None,
-                 choices_field: str | None = None, label_field: str | None = None) -> int:
+def convert_file(
+    src: str | Path,
+    dst: str | Path,
+    *,
+    lang: str | None = None,
+    delimiter: str = " ",
+    context_field: str | None = None,
+    choices_field: str | None = None,
+    label_field: str | None = None,
+) -> int:
     """Convert `src` into the task file `dst` (written whole or not at all); returns items."""
 
     src, dst = Path(src), Path(dst)
@@ -123,8 +147,13 @@ def convert_file(src: str | Path, dst: str | Path, *, lang: str | None = None,
     for n, rec in _records(src):
         where = f"{src}:{n}"
         try:
-            item = convert_record(rec, delimiter=delimiter, context_field=context_field,
-                                  choices_field=choices_field, label_field=label_field)
+            item = convert_record(
+                rec,
+                delimiter=delimiter,
+                context_field=context_field,
+                choices_field=choices_field,
+                label_field=label_field,
+            )
         except KeyError as e:
             raise EvalError(f"{where}: field {e} is missing") from None
         except (ValueError, TypeError) as e:
@@ -144,8 +173,9 @@ def convert_file(src: str | Path, dst: str | Path, *, lang: str | None = None,
 
 def main(argv: list[str] | None = None) -> int:
 
-    p = argparse.ArgumentParser(prog="python -m eval.convert",
-                                description="lm-evaluation-harness records -> task JSONL")
+    p = argparse.ArgumentParser(
+        prog="python -m eval.convert", description="lm-evaluation-harness records -> task JSONL"
+    )
     p.add_argument("src")
     p.add_argument("dst")
     p.add_argument("--lang")
@@ -155,9 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--label-field")
     a = p.parse_args(argv)
     try:
-        n = convert_file(a.src, a.dst, lang=a.lang, delimiter=a.delimiter,
-                         context_field=a.context_field, choices_field=a.choices_field,
-                         label_field=a.label_field)
+        n = convert_file(
+            a.src,
+            a.dst,
+            lang=a.lang,
+            delimiter=a.delimiter,
+            context_field=a.context_field,
+            choices_field=a.choices_field,
+            label_field=a.label_field,
+        )
     except EvalError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

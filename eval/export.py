@@ -33,6 +33,7 @@ context length.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -40,18 +41,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fertility.tokenizers.hf import bytes_to_unicode
+from eval.run import heldout_documents, open_run
 from fertility.errors import EvalError
-from eval.run import open_run
-from trainer.model import hf_llama_config, hf_llama_state_dict
-from eval.run import heldout_documents
-import base64
+from fertility.tokenizers.hf import bytes_to_unicode
 from fertility.tokenizers.sentencepiece import model_settings
+from trainer.model import hf_llama_config, hf_llama_state_dict
 
 # Text used to check a converted tokenizer against the run's own: several scripts, digits,
 # runs of spaces, a ZWJ and an emoji, so byte-level and regex-split differences show.
-PROBE = ("The river rose 12 cm  overnight;  it's   rising!\n বর্ষার বৃষ্টিতে নদী ভরে উঠল। "
-         "र‍्य नमस्ते  дождь 雨が降る ฝนตก 😀 ১২৩")
+PROBE = (
+    "The river rose 12 cm  overnight;  it's   rising!\n বর্ষার বৃষ্টিতে নদী ভরে উঠল। "
+    "र‍्य नमस्ते  дождь 雨が降る ฝนตก 😀 ১২৩"
+)
 # The text of a separator the trainer reserved past the vocabulary (the tokenizer has no
 # end-of-text token of its own): the name GPT-2 and tiktoken give a document separator.
 SEPARATOR_TOKEN = "<|endoftext|>"
@@ -59,17 +60,26 @@ SEPARATOR_TOKEN = "<|endoftext|>"
 MARKER = "fertility_export.json"
 EXPORT_SCHEMA = "fertility.export/1"
 # Every file an export may write; `--overwrite` touches these and nothing else.
-EXPORT_FILES = frozenset({"config.json", "model.safetensors", "generation_config.json",
-                          "tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-                          "special_tokens_map.json", MARKER})
+EXPORT_FILES = frozenset(
+    {
+        "config.json",
+        "model.safetensors",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer.model",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        MARKER,
+    }
+)
 
 
-def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = None,
-              overwrite: bool = False) -> dict[str, Any]:
+def export_hf(
+    run_dir: str | Path, out_dir: str | Path, *, step: int | None = None, overwrite: bool = False
+) -> dict[str, Any]:
     """Write the Hugging Face folder; returns {"out_dir", "step", "files", "tokenizer"}."""
     # deferred: safetensors is the optional train extra
     from safetensors.torch import save_file
-
 
     out_dir = Path(out_dir)
     real, previous = _check_output(Path(run_dir), out_dir, overwrite)
@@ -92,19 +102,34 @@ def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = No
         weights = {k: v.detach().contiguous() for k, v in hf_llama_state_dict(run.model).items()}
         save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         config = hf_llama_config(cfg)
-        config.update({"bos_token_id": run.separator, "eos_token_id": run.separator,
-                       "pad_token_id": None, "max_position_embeddings": run.context})
+        config.update(
+            {
+                "bos_token_id": run.separator,
+                "eos_token_id": run.separator,
+                "pad_token_id": None,
+                "max_position_embeddings": run.context,
+            }
+        )
         _write_json(tmp / "config.json", config)
-        _write_json(tmp / "generation_config.json",
-                    {"bos_token_id": run.separator, "eos_token_id": run.separator})
+        _write_json(
+            tmp / "generation_config.json",
+            {"bos_token_id": run.separator, "eos_token_id": run.separator},
+        )
         probes = [PROBE, *_heldout_sample(run.dir)]
-        note = _write_tokenizer(tok, run.tokenizer_path, tmp, run.separator, run.context,
-                                probes)
-        _write_json(tmp / MARKER, {
-            "schema": EXPORT_SCHEMA, "run_dir": str(run.dir), "step": run.manifest.get("step"),
-            "tokenizer": run.meta.get("tokenizer"), "separator": run.separator,
-            "separator_token": sep_token, "context": run.context, "tokenizer_note": note,
-        })
+        note = _write_tokenizer(tok, run.tokenizer_path, tmp, run.separator, run.context, probes)
+        _write_json(
+            tmp / MARKER,
+            {
+                "schema": EXPORT_SCHEMA,
+                "run_dir": str(run.dir),
+                "step": run.manifest.get("step"),
+                "tokenizer": run.meta.get("tokenizer"),
+                "separator": run.separator,
+                "separator_token": sep_token,
+                "context": run.context,
+                "tokenizer_note": note,
+            },
+        )
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
         if previous:
             _replace_export(tmp, real)
@@ -118,8 +143,12 @@ def export_hf(run_dir: str | Path, out_dir: str | Path, *, step: int | None = No
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return {"out_dir": str(out_dir), "step": run.manifest.get("step"), "files": files,
-            "tokenizer": note}
+    return {
+        "out_dir": str(out_dir),
+        "step": run.manifest.get("step"),
+        "files": files,
+        "tokenizer": note,
+    }
 
 
 def _check_output(run_dir: Path, out_dir: Path, overwrite: bool) -> tuple[Path, bool]:
@@ -132,9 +161,11 @@ def _check_output(run_dir: Path, out_dir: Path, overwrite: bool) -> tuple[Path, 
     and then only EXPORT_FILES: anything else in it is the user's and is kept."""
     real, run = out_dir.resolve(), run_dir.resolve()
     shown = str(out_dir) if real == out_dir.absolute() else f"{out_dir} (-> {real})"
-    for bad, how in ((real == run, "is the run folder"),
-                     (run in real.parents, f"lies inside the run folder {run_dir}"),
-                     (real in run.parents, f"contains the run folder {run_dir}")):
+    for bad, how in (
+        (real == run, "is the run folder"),
+        (run in real.parents, f"lies inside the run folder {run_dir}"),
+        (real in run.parents, f"contains the run folder {run_dir}"),
+    ):
         if bad:
             raise EvalError(f"{shown}: {how}; export to a folder outside the run")
     if not real.exists():
@@ -144,11 +175,15 @@ def _check_output(run_dir: Path, out_dir: Path, overwrite: bool) -> tuple[Path, 
     if not any(real.iterdir()):
         return real, False
     if not overwrite:
-        raise EvalError(f"{shown}: already exists and is not an empty folder (choose another, "
-                        "or --overwrite to replace a previous export)")
+        raise EvalError(
+            f"{shown}: already exists and is not an empty folder (choose another, "
+            "or --overwrite to replace a previous export)"
+        )
     if not _is_export(real / MARKER):
-        raise EvalError(f"{shown}: is not a previous export (no valid {MARKER}); --overwrite "
-                        "replaces only an export, choose another folder")
+        raise EvalError(
+            f"{shown}: is not a previous export (no valid {MARKER}); --overwrite "
+            "replaces only an export, choose another folder"
+        )
     return real, True
 
 
@@ -159,8 +194,9 @@ def _is_export(marker: Path) -> bool:
         obj = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return False
-    return isinstance(obj, dict) and (obj.get("schema") == EXPORT_SCHEMA
-                                      or {"run_dir", "step"} <= obj.keys())
+    return isinstance(obj, dict) and (
+        obj.get("schema") == EXPORT_SCHEMA or {"run_dir", "step"} <= obj.keys()
+    )
 
 
 def _replace_export(tmp: Path, out: Path) -> None:
@@ -210,17 +246,27 @@ def _special_map(tok, sep_token: str | None, reserved: bool) -> dict[str, str]:
 
 
 def _added(token_id: int, content: str) -> dict[str, Any]:
-    return {"id": token_id, "content": content, "single_word": False, "lstrip": False,
-            "rstrip": False, "normalized": False, "special": True}
+    return {
+        "id": token_id,
+        "content": content,
+        "single_word": False,
+        "lstrip": False,
+        "rstrip": False,
+        "normalized": False,
+        "special": True,
+    }
 
 
-def _write_tokenizer(tok, src: Path, out: Path, sep_id: int | None, context: int,
-                     probes: list[str]) -> str:
+def _write_tokenizer(
+    tok, src: Path, out: Path, sep_id: int | None, context: int, probes: list[str]
+) -> str:
     sep_token = _separator_text(tok, sep_id)
     reserved = sep_id is not None and sep_id == tok.vocab_size
     if reserved and sep_token in _vocab_strings(tok):
-        raise EvalError(f"{src}: {sep_token!r}, the name for the reserved separator "
-                        f"id {sep_id}, is already a token of the vocabulary")
+        raise EvalError(
+            f"{src}: {sep_token!r}, the name for the reserved separator "
+            f"id {sep_id}, is already a token of the vocabulary"
+        )
     specials = _special_map(tok, sep_token, reserved)
     common = {"model_max_length": context, "clean_up_tokenization_spaces": False, **specials}
     if tok.kind == "sentencepiece":
@@ -228,19 +274,34 @@ def _write_tokenizer(tok, src: Path, out: Path, sep_id: int | None, context: int
         bad = _mismatches(tok, obj, probes) if obj is not None else -1
         if bad:
             shutil.copyfile(src, out / "tokenizer.model")
-            extra = {"added_tokens_decoder": {str(sep_id): _added(sep_id, sep_token)}
-                     } if reserved else {}
-            _write_json(out / "tokenizer_config.json", {
-                "tokenizer_class": "LlamaTokenizer", "add_bos_token": False,
-                "add_eos_token": False, "legacy": True, **common, **extra})
+            extra = (
+                {"added_tokens_decoder": {str(sep_id): _added(sep_id, sep_token)}}
+                if reserved
+                else {}
+            )
+            _write_json(
+                out / "tokenizer_config.json",
+                {
+                    "tokenizer_class": "LlamaTokenizer",
+                    "add_bos_token": False,
+                    "add_eos_token": False,
+                    "legacy": True,
+                    **common,
+                    **extra,
+                },
+            )
             _write_json(out / "special_tokens_map.json", specials)
-            why = ("its settings have no tokenizer.json equivalent" if bad < 0 else
-                   f"the conversion encoded {bad} of {len(probes)} check texts differently")
-            return (f"sentencepiece: tokenizer.model copied, no tokenizer.json written ({why}); "
-                    "tokenizer_config.json names LlamaTokenizer with no BOS added"
-                    + _separator_note(sep_token, reserved))
-        note = (f"sentencepiece: converted to tokenizer.json, same ids on {len(probes)} check "
-                "texts")
+            why = (
+                "its settings have no tokenizer.json equivalent"
+                if bad < 0
+                else f"the conversion encoded {bad} of {len(probes)} check texts differently"
+            )
+            return (
+                f"sentencepiece: tokenizer.model copied, no tokenizer.json written ({why}); "
+                "tokenizer_config.json names LlamaTokenizer with no BOS added"
+                + _separator_note(sep_token, reserved)
+            )
+        note = f"sentencepiece: converted to tokenizer.json, same ids on {len(probes)} check texts"
     elif tok.kind == "hf":
         obj = json.loads(Path(src).read_text(encoding="utf-8"))
         note = "hf: the run's tokenizer.json"
@@ -248,13 +309,19 @@ def _write_tokenizer(tok, src: Path, out: Path, sep_id: int | None, context: int
         obj = tiktoken_to_hf(tok)
         bad = _mismatches(tok, obj, probes)
         if bad < 0:
-            raise EvalError(f"{src}: the tokenizer.json converted from the tiktoken vocabulary "
-                            "does not load in `tokenizers` (its split regex?)")
+            raise EvalError(
+                f"{src}: the tokenizer.json converted from the tiktoken vocabulary "
+                "does not load in `tokenizers` (its split regex?)"
+            )
         if bad:
-            raise EvalError(f"{src}: converting the tiktoken vocabulary to tokenizer.json "
-                            f"changed how {bad} of {len(probes)} check texts are encoded")
-        note = (f"tiktoken: converted to a byte-level BPE tokenizer.json, same ids on "
-                f"{len(probes)} check texts")
+            raise EvalError(
+                f"{src}: converting the tiktoken vocabulary to tokenizer.json "
+                f"changed how {bad} of {len(probes)} check texts are encoded"
+            )
+        note = (
+            f"tiktoken: converted to a byte-level BPE tokenizer.json, same ids on "
+            f"{len(probes)} check texts"
+        )
     else:
         raise EvalError(f"{src}: cannot export a {tok.kind!r} tokenizer")
     obj["truncation"] = None
@@ -267,28 +334,35 @@ def _write_tokenizer(tok, src: Path, out: Path, sep_id: int | None, context: int
         obj["added_tokens"] = [*(obj.get("added_tokens") or []), _added(sep_id, sep_token)]
     text = json.dumps(obj, ensure_ascii=False)
     (out / "tokenizer.json").write_text(text, encoding="utf-8")
-    _write_json(out / "tokenizer_config.json",
-                {"tokenizer_class": "PreTrainedTokenizerFast", **common})
+    _write_json(
+        out / "tokenizer_config.json", {"tokenizer_class": "PreTrainedTokenizerFast", **common}
+    )
     _write_json(out / "special_tokens_map.json", specials)
     return note + _separator_note(sep_token, reserved)
 
 
 def _separator_note(sep_token: str | None, reserved: bool) -> str:
     if sep_token is None:
-        return ("; the run has no document separator (separator = \"none\"): no bos/eos "
-                "token, so lm-evaluation-harness, which needs a prefix token, cannot score it")
+        return (
+            '; the run has no document separator (separator = "none"): no bos/eos '
+            "token, so lm-evaluation-harness, which needs a prefix token, cannot score it"
+        )
     added = " (added: the trainer reserved its id)" if reserved else ""
-    return (f"; {sep_token}{added}, the run's document separator, is bos/eos and is not "
-            "added by the tokenizer")
+    return (
+        f"; {sep_token}{added}, the run's document separator, is bos/eos and is not "
+        "added by the tokenizer"
+    )
 
 
 def _vocab_strings(tok) -> set[str]:
     """Every token's text as the tokenizer spells it, to keep a new token's name unique."""
     return {tok.token_bytes(i).decode("utf-8", "replace") for i in range(tok.vocab_size)} | set(
-        tok.special_tokens)
+        tok.special_tokens
+    )
 
 
 # -- tiktoken -> tokenizer.json -------------------------------------------------------------
+
 
 def tiktoken_to_hf(tok) -> dict[str, Any]:
     """A byte-level BPE tokenizer.json equivalent to a tiktoken tokenizer.
@@ -311,29 +385,68 @@ def tiktoken_to_hf(tok) -> dict[str, Any]:
     for b, r in ranks.items():
         if len(b) < 2:
             continue
-        local = [(ranks[b[:k]], ranks[b[k:]], b[:k], b[k:]) for k in range(1, len(b))
-                 if b[:k] in ranks and b[k:] in ranks and ranks[b[:k]] < r and ranks[b[k:]] < r]
+        local = [
+            (ranks[b[:k]], ranks[b[k:]], b[:k], b[k:])
+            for k in range(1, len(b))
+            if b[:k] in ranks and b[k:] in ranks and ranks[b[:k]] < r and ranks[b[k:]] < r
+        ]
         merges.extend((r, lr, rr, as_str(left), as_str(right)) for lr, rr, left, right in local)
     merges.sort()
     regex = tok.config()["pattern_regex"]
-    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-              "normalized": False, "special": True} for t, i in sorted(tok.special_tokens.items(),
-                                                                      key=lambda kv: kv[1])]
+    added = [
+        {
+            "id": i,
+            "content": t,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for t, i in sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
+    ]
     return {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
         "normalizer": None,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated",
-             "invert": False},
-            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-             "use_regex": False}]},
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {
+                    "type": "Split",
+                    "pattern": {"Regex": regex},
+                    "behavior": "Isolated",
+                    "invert": False,
+                },
+                {
+                    "type": "ByteLevel",
+                    "add_prefix_space": False,
+                    "trim_offsets": False,
+                    "use_regex": False,
+                },
+            ],
+        },
         "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False,
-                    "use_regex": False},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                  "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": True,
-                  "vocab": vocab, "merges": [[m[3], m[4]] for m in merges]},
+        "decoder": {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": False,
+            "use_regex": False,
+        },
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": True,
+            "vocab": vocab,
+            "merges": [[m[3], m[4]] for m in merges],
+        },
     }
 
 
@@ -365,6 +478,7 @@ def _heldout_sample(run_dir: Path, limit: int = 200) -> list[str]:
 
 # -- sentencepiece -> tokenizer.json ---------------------------------------------------------
 
+
 def sentencepiece_to_hf(tok, src: Path) -> dict[str, Any] | None:
     """A tokenizer.json mirroring a SentencePiece model (unigram or BPE), or None when its
     settings have no equivalent. The caller checks the result on real text before use."""
@@ -374,8 +488,11 @@ def sentencepiece_to_hf(tok, src: Path) -> dict[str, Any] | None:
 
     conf = tok.config()
     norm, pre = conf["normalizer"], conf["pre_tokenizer"]
-    if conf["model"] not in ("unigram", "bpe") or pre.get("treat_whitespace_as_suffix") \
-            or not norm.get("escape_whitespaces", True):
+    if (
+        conf["model"] not in ("unigram", "bpe")
+        or pre.get("treat_whitespace_as_suffix")
+        or not norm.get("escape_whitespaces", True)
+    ):
         return None
 
     # the model already loaded through the adapter, which read these same settings
@@ -385,18 +502,25 @@ def sentencepiece_to_hf(tok, src: Path) -> dict[str, Any] | None:
     pieces = [sp.id_to_piece(i) for i in range(n)]
     normalizers: list[dict] = []
     if isinstance(charsmap, bytes) and charsmap:
-        normalizers.append({"type": "Precompiled",
-                            "precompiled_charsmap": base64.b64encode(charsmap).decode()})
+        normalizers.append(
+            {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()}
+        )
     if norm.get("remove_extra_whitespaces", True):
-        normalizers += [{"type": "Strip", "strip_left": True, "strip_right": True},
-                        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]
+        normalizers += [
+            {"type": "Strip", "strip_left": True, "strip_right": True},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+        ]
     normalizers.append({"type": "Replace", "pattern": {"String": " "}, "content": "▁"})
     if norm.get("add_dummy_prefix", True):
         normalizers.append({"type": "Prepend", "prepend": "▁"})
     unk = tok.unk_id if tok.unk_id is not None else 0
     if conf["model"] == "unigram":
-        model = {"type": "Unigram", "unk_id": unk, "byte_fallback": conf["byte_fallback"],
-                 "vocab": [[p, float(sp.get_score(i))] for i, p in enumerate(pieces)]}
+        model = {
+            "type": "Unigram",
+            "unk_id": unk,
+            "byte_fallback": conf["byte_fallback"],
+            "vocab": [[p, float(sp.get_score(i))] for i, p in enumerate(pieces)],
+        }
     else:
         vocab = {p: i for i, p in enumerate(pieces)}
         merges = []
@@ -406,24 +530,48 @@ def sentencepiece_to_hf(tok, src: Path) -> dict[str, Any] | None:
                 if a is not None and b is not None:
                     merges.append((i, a, b, p[:k], p[k:]))
         merges.sort()
-        model = {"type": "BPE", "dropout": None, "unk_token": pieces[unk],
-                 "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                 "fuse_unk": True, "byte_fallback": conf["byte_fallback"],
-                 "ignore_merges": False, "vocab": vocab,
-                 "merges": [[m[3], m[4]] for m in merges]}
+        model = {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": pieces[unk],
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": conf["byte_fallback"],
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [[m[3], m[4]] for m in merges],
+        }
     specials = [i for i in range(n) if sp.is_control(i) or sp.is_unknown(i)]
-    decoders = [{"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
-                {"type": "ByteFallback"}, {"type": "Fuse"}]
+    decoders = [
+        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"},
+        {"type": "Fuse"},
+    ]
     if norm.get("add_dummy_prefix", True):
         decoders.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
     return {
-        "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [{"id": i, "content": pieces[i], "single_word": False,
-                          "lstrip": False, "rstrip": False, "normalized": False,
-                          "special": True} for i in specials],
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": i,
+                "content": pieces[i],
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for i in specials
+        ],
         "normalizer": {"type": "Sequence", "normalizers": normalizers},
-        "pre_tokenizer": ({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never",
-                           "split": True} if pre.get("split_by_whitespace", True) else None),
+        "pre_tokenizer": (
+            {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": True}
+            if pre.get("split_by_whitespace", True)
+            else None
+        ),
         "post_processor": None,
         "decoder": {"type": "Sequence", "decoders": decoders},
         "model": model,

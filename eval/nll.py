@@ -31,8 +31,8 @@ Attribution of text to tokens
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -48,11 +48,16 @@ LOGIT_BUDGET = 1 << 27
 
 # -- the model side ----------------------------------------------------------------------
 
+
 @torch.inference_mode()
-def token_logprobs(model: torch.nn.Module, sequences: Sequence[np.ndarray], *,
-                   batch_tokens: int | None = None,
-                   device: str | torch.device | None = None,
-                   on_batch: Callable[[int], None] | None = None) -> list[np.ndarray]:
+def token_logprobs(
+    model: torch.nn.Module,
+    sequences: Sequence[np.ndarray],
+    *,
+    batch_tokens: int | None = None,
+    device: str | torch.device | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[np.ndarray]:
     """log p(seq[t] | seq[:t]) for t = 1 .. len-1 of every sequence, float64, in order.
 
     Sequences are at most the model's max_seq_len + 1 long. They are sorted by length and
@@ -72,7 +77,7 @@ def token_logprobs(model: torch.nn.Module, sequences: Sequence[np.ndarray], *,
     while i < len(order):
         T = int(lengths[order[i]]) - 1  # the longest in the batch sets its width
         rows = max(1, batch_tokens // T)
-        chosen = order[i: i + rows]
+        chosen = order[i : i + rows]
         batch = np.zeros((len(chosen), T + 1), dtype=np.int64)
         for r, j in enumerate(chosen):
             batch[r, : lengths[j]] = sequences[j]
@@ -102,28 +107,30 @@ def fresh_twin(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
 
 # -- the text side -----------------------------------------------------------------------
 
+
 @dataclass
 class Prepared:
     """Everything about the held-out text that does not depend on the weights."""
 
     context: int
     windows: list[np.ndarray]  # token sequences fed to the model, <= context + 1 long
-    skips: list[int]           # leading predictions of each window already scored before
-    doc: np.ndarray            # int64 document index of each scored token (flat, in order)
-    script: np.ndarray         # uint8 index into fertility.unicode.SCRIPTS
-    nbytes: np.ndarray         # int64 UTF-8 bytes owned by each scored token
-    nchars: np.ndarray         # int64 code points owned by each scored token
-    n_docs: int                # documents given (including those with nothing to score)
-    windowed_docs: int         # documents scored in two or more windows
-    unscored_docs: int         # documents with no scored token (empty, or one token, no prefix)
+    skips: list[int]  # leading predictions of each window already scored before
+    doc: np.ndarray  # int64 document index of each scored token (flat, in order)
+    script: np.ndarray  # uint8 index into fertility.unicode.SCRIPTS
+    nbytes: np.ndarray  # int64 UTF-8 bytes owned by each scored token
+    nchars: np.ndarray  # int64 code points owned by each scored token
+    n_docs: int  # documents given (including those with nothing to score)
+    windowed_docs: int  # documents scored in two or more windows
+    unscored_docs: int  # documents with no scored token (empty, or one token, no prefix)
 
     @property
     def n_tokens(self) -> int:
         return len(self.doc)
 
 
-def token_spans(starts: np.ndarray, ends: np.ndarray, n_chars: int
-                ) -> tuple[np.ndarray, np.ndarray]:
+def token_spans(
+    starts: np.ndarray, ends: np.ndarray, n_chars: int
+) -> tuple[np.ndarray, np.ndarray]:
     """[lo, hi) character spans owned by each token; they partition [0, n_chars)."""
     if len(ends) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -133,8 +140,13 @@ def token_spans(starts: np.ndarray, ends: np.ndarray, n_chars: int
     return lo, hi
 
 
-def prepare(texts: Sequence[str], tokenizer, context: int, prefix_id: int | None = None,
-            batch_docs: int = 256) -> Prepared:
+def prepare(
+    texts: Sequence[str],
+    tokenizer,
+    context: int,
+    prefix_id: int | None = None,
+    batch_docs: int = 256,
+) -> Prepared:
     """Tokenize, attribute and window `texts` (see the module docstring for the rules)."""
     if context < 1:
         raise ValueError("context must be at least 1 token")
@@ -145,7 +157,7 @@ def prepare(texts: Sequence[str], tokenizer, context: int, prefix_id: int | None
     prefix = np.array([] if prefix_id is None else [prefix_id], dtype=np.int64)
     skip = 0 if prefix_id is not None else 1  # ids not scored at the start of a document
     for b0 in range(0, len(texts), batch_docs):
-        chunk = list(texts[b0: b0 + batch_docs])
+        chunk = list(texts[b0 : b0 + batch_docs])
         encs = tokenizer.encode_batch(chunk)
         tb = U.analyze_texts(chunk)
         cum_bytes = np.concatenate(([0], np.cumsum(tb.nbytes)))
@@ -161,33 +173,49 @@ def prepare(texts: Sequence[str], tokenizer, context: int, prefix_id: int | None
             first = np.clip(np.asarray(enc.starts, dtype=np.int64), 0, max(n_chars - 1, 0))
             sel = slice(skip, None)
             parts["doc"].append(np.full(len(ids) - skip, d, np.int64))
-            parts["script"].append(tb.script[off + first[sel]] if n_chars
-                                   else np.full(len(ids) - skip, U.ZYYY, np.uint8))
+            parts["script"].append(
+                tb.script[off + first[sel]]
+                if n_chars
+                else np.full(len(ids) - skip, U.ZYYY, np.uint8)
+            )
             parts["nbytes"].append(cum_bytes[off + hi[sel]] - cum_bytes[off + lo[sel]])
             parts["nchars"].append(hi[sel] - lo[sel])
             seq = np.concatenate((prefix, ids))
             n = len(seq) - 1  # predictions
             n_win = -(-n // context)
             windowed += n_win > 1
-            windows.extend(seq[w * context: w * context + context + 1] for w in range(n_win - 1))
+            windows.extend(seq[w * context : w * context + context + 1] for w in range(n_win - 1))
             last = max(0, n - context)  # the last window ends at the document's end
             windows.append(seq[last:])
             skips.extend([0] * (n_win - 1) + [(n_win - 1) * context - last])
     cat = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in parts.items()}
-    return Prepared(context=context, windows=windows, skips=skips, doc=cat["doc"],
-                    script=cat["script"].astype(np.uint8), nbytes=cat["nbytes"],
-                    nchars=cat["nchars"], n_docs=len(texts), windowed_docs=int(windowed),
-                    unscored_docs=int(unscored))
+    return Prepared(
+        context=context,
+        windows=windows,
+        skips=skips,
+        doc=cat["doc"],
+        script=cat["script"].astype(np.uint8),
+        nbytes=cat["nbytes"],
+        nchars=cat["nchars"],
+        n_docs=len(texts),
+        windowed_docs=int(windowed),
+        unscored_docs=int(unscored),
+    )
 
 
-def score(model: torch.nn.Module, prepared: Prepared, *, batch_tokens: int | None = None,
-          on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+def score(
+    model: torch.nn.Module,
+    prepared: Prepared,
+    *,
+    batch_tokens: int | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> np.ndarray:
     """NLL in nats of every scored token of `prepared`, aligned with prepared.doc."""
     if prepared.context > model.cfg.max_seq_len:
-        raise ValueError(f"context {prepared.context} exceeds the model's max_seq_len "
-                         f"{model.cfg.max_seq_len}")
-    logps = token_logprobs(model, prepared.windows, batch_tokens=batch_tokens,
-                           on_batch=on_batch)
+        raise ValueError(
+            f"context {prepared.context} exceeds the model's max_seq_len {model.cfg.max_seq_len}"
+        )
+    logps = token_logprobs(model, prepared.windows, batch_tokens=batch_tokens, on_batch=on_batch)
     scored = [lp[k:] for lp, k in zip(logps, prepared.skips)]
     nll = -np.concatenate(scored) if scored else np.zeros(0)
     assert len(nll) == prepared.n_tokens  # windows are in document order, disjoint
@@ -195,6 +223,7 @@ def score(model: torch.nn.Module, prepared: Prepared, *, batch_tokens: int | Non
 
 
 # -- summaries -----------------------------------------------------------------------------
+
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     num, den = np.asarray(num, float), np.asarray(den, float)
@@ -207,8 +236,14 @@ def _interval(stats: np.ndarray) -> list[float] | None:
     return None if ci is None else list(ci)
 
 
-def summarize(prepared: Prepared, langs: Sequence[str], nll: Mapping[str, np.ndarray], *,
-              bootstrap: int = 1000, seed: int = 0) -> list[dict]:
+def summarize(
+    prepared: Prepared,
+    langs: Sequence[str],
+    nll: Mapping[str, np.ndarray],
+    *,
+    bootstrap: int = 1000,
+    seed: int = 0,
+) -> list[dict]:
     """Rows for "all", each language and each script: sums, ratios and 95% intervals.
 
     `nll` maps a model name to its per-token NLL ("model" is required; "twin" adds the twin
@@ -227,14 +262,19 @@ def summarize(prepared: Prepared, langs: Sequence[str], nll: Mapping[str, np.nda
     for s in present:
         groups.append(("script", U.SCRIPTS[s], prepared.script == s))
     quantities = ["tokens", "bytes", "chars"] + [f"nll:{m}" for m in names]
-    per_token = {"tokens": np.ones(prepared.n_tokens), "bytes": prepared.nbytes,
-                 "chars": prepared.nchars, **{f"nll:{m}": nll[m] for m in names}}
+    per_token = {
+        "tokens": np.ones(prepared.n_tokens),
+        "bytes": prepared.nbytes,
+        "chars": prepared.nchars,
+        **{f"nll:{m}": nll[m] for m in names},
+    }
     # V[d, g, q]: the sum of quantity q over the tokens of document d in group g.
     V = np.zeros((n_docs, len(groups), len(quantities)))
     for g, (_, _, mask) in enumerate(groups):
         for q, name in enumerate(quantities):
-            V[:, g, q] = np.bincount(prepared.doc[mask], weights=per_token[name][mask],
-                                     minlength=n_docs)
+            V[:, g, q] = np.bincount(
+                prepared.doc[mask], weights=per_token[name][mask], minlength=n_docs
+            )
     totals = V.sum(axis=0)
     rng = np.random.default_rng(seed)
     boot = np.zeros((len(groups), len(quantities), bootstrap))
@@ -242,7 +282,7 @@ def summarize(prepared: Prepared, langs: Sequence[str], nll: Mapping[str, np.nda
     step = max(1, 4_000_000 // max(bootstrap, 1))
     for d0 in range(0, n_docs, step):
         W = poisson1(rng, (min(step, n_docs - d0), bootstrap))
-        boot += (flat[d0: d0 + step].T @ W).reshape(len(groups), len(quantities), bootstrap)
+        boot += (flat[d0 : d0 + step].T @ W).reshape(len(groups), len(quantities), bootstrap)
 
     Q = {name: q for q, name in enumerate(quantities)}
     rows = []
@@ -257,16 +297,23 @@ def summarize(prepared: Prepared, langs: Sequence[str], nll: Mapping[str, np.nda
             ci = _interval(_ratio(b[Q[num_q]], b[Q[den_q]]) * scale) if docs >= 2 else None
             return point, ci
 
-        row = {"group": group, "key": key, "documents": docs, "tokens": int(t[Q["tokens"]]),
-               "bytes": int(t[Q["bytes"]]), "chars": int(t[Q["chars"]])}
+        row = {
+            "group": group,
+            "key": key,
+            "documents": docs,
+            "tokens": int(t[Q["tokens"]]),
+            "bytes": int(t[Q["bytes"]]),
+            "chars": int(t[Q["chars"]]),
+        }
         for m in names:
             pre = "" if m == "model" else f"{m}_"
-            row[f"{pre}nll_per_token"], row[f"{pre}nll_per_token_ci95"] = stat(f"nll:{m}",
-                                                                               "tokens")
+            row[f"{pre}nll_per_token"], row[f"{pre}nll_per_token_ci95"] = stat(f"nll:{m}", "tokens")
             row[f"{pre}bits_per_byte"], row[f"{pre}bits_per_byte_ci95"] = stat(
-                f"nll:{m}", "bytes", 1 / LN2)
+                f"nll:{m}", "bytes", 1 / LN2
+            )
             row[f"{pre}bits_per_char"], row[f"{pre}bits_per_char_ci95"] = stat(
-                f"nll:{m}", "chars", 1 / LN2)
+                f"nll:{m}", "chars", 1 / LN2
+            )
         row["perplexity"] = math.exp(row["nll_per_token"])
         ci = row["nll_per_token_ci95"]
         row["perplexity_ci95"] = [math.exp(ci[0]), math.exp(ci[1])] if ci else None
@@ -275,6 +322,8 @@ def summarize(prepared: Prepared, langs: Sequence[str], nll: Mapping[str, np.nda
             row["twin_minus_model"] = float(diff / t[Q["tokens"]])
             row["twin_minus_model_ci95"] = (
                 _interval(_ratio(b[Q["nll:twin"]] - b[Q["nll:model"]], b[Q["tokens"]]))
-                if docs >= 2 else None)
+                if docs >= 2
+                else None
+            )
         rows.append(row)
     return rows

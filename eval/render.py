@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import math
 from typing import Any
-from trainer.mix import mix_summary
+
 from fertility.files import json_safe
+from trainer.mix import mix_summary
 
 
 def render_json(result: dict[str, Any]) -> str:
@@ -22,56 +23,106 @@ def _ci(ci: list[float] | None, digits: int = 3) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]], left: int = 2) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(header)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
+    ]
     fmt = lambda cells: "  ".join(  # noqa: E731
-        c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+    )
     return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
 
 
 def render_text(result: dict[str, Any]) -> str:
     run, ref, sc = result["run"], result["reference"], result["scoring"]
     tok = run["tokenizer"]
-    out = [f"run {run['dir']}  step {run['step']}  tokenizer {tok.get('spec')} "
-           f"({tok.get('kind')}, {ref['vocab_size']:,} ids)"
-           + ("  [trained on a tokenizer that failed the gate: --force]" if run["forced"]
-              else "")]
+    out = [
+        f"run {run['dir']}  step {run['step']}  tokenizer {tok.get('spec')} "
+        f"({tok.get('kind')}, {ref['vocab_size']:,} ids)"
+        + ("  [trained on a tokenizer that failed the gate: --force]" if run["forced"] else "")
+    ]
     if run.get("mix"):
         out.append(mix_summary(run["mix"]))
     held = result.get("heldout")
     if held:
-        out.append(f"held-out: {held['documents']:,} documents from {held['source']}, "
-                   f"{held['tokens']:,} tokens scored; context {sc['context']} tokens; "
-                   f"{held['windowed_documents']:,} documents longer than the context scored "
-                   f"in rolling windows; {sc['first_token']}")
+        out.append(
+            f"held-out: {held['documents']:,} documents from {held['source']}, "
+            f"{held['tokens']:,} tokens scored; context {sc['context']} tokens; "
+            f"{held['windowed_documents']:,} documents longer than the context scored "
+            f"in rolling windows; {sc['first_token']}"
+        )
         if held["unscored_documents"]:
             out.append(f"  {held['unscored_documents']:,} documents had no token to score")
         out.append("")
-        out.append(f"language modelling  (NLL in nats per token; ln V = {ref['ln_vocab']:.3f}; "
-                   f"twin = same model, fresh weights, seed {held['twin_seed']}; "
-                   "[95% interval over documents])")
+        out.append(
+            f"language modelling  (NLL in nats per token; ln V = {ref['ln_vocab']:.3f}; "
+            f"twin = same model, fresh weights, seed {held['twin_seed']}; "
+            "[95% interval over documents])"
+        )
         rows = []
         for r in result["lm"]:
-            rows.append([r["group"], r["key"], f"{r['documents']:,}", f"{r['tokens']:,}",
-                         _f(r["nll_per_token"]), _ci(r["nll_per_token_ci95"]),
-                         _f(r["twin_nll_per_token"]), _f(r["perplexity"], 1),
-                         _f(r["bits_per_byte"]), _ci(r["bits_per_byte_ci95"]),
-                         _f(r["bits_per_char"]), _f(r["twin_bits_per_byte"])])
-        out += _table(["group", "key", "docs", "tokens", "nll/tok", "95%", "twin", "ppl",
-                       "bits/byte", "95%", "bits/char", "twin b/B"], rows)
+            rows.append(
+                [
+                    r["group"],
+                    r["key"],
+                    f"{r['documents']:,}",
+                    f"{r['tokens']:,}",
+                    _f(r["nll_per_token"]),
+                    _ci(r["nll_per_token_ci95"]),
+                    _f(r["twin_nll_per_token"]),
+                    _f(r["perplexity"], 1),
+                    _f(r["bits_per_byte"]),
+                    _ci(r["bits_per_byte_ci95"]),
+                    _f(r["bits_per_char"]),
+                    _f(r["twin_bits_per_byte"]),
+                ]
+            )
+        out += _table(
+            [
+                "group",
+                "key",
+                "docs",
+                "tokens",
+                "nll/tok",
+                "95%",
+                "twin",
+                "ppl",
+                "bits/byte",
+                "95%",
+                "bits/char",
+                "twin b/B",
+            ],
+            rows,
+        )
         for fl in result["flags"]:
             out.append(f"! {fl['message']}")
     if result["tasks"]:
         out.append("")
-        out.append("multiple choice  (acc_norm_chars: log-likelihood per character; "
-                   "acc_norm_bytes: per UTF-8 byte; 95% Wilson interval of acc)")
-        rows = [[t["task"], ",".join(t.get("langs") or []) or "-", str(t["n"]), _f(t["acc"]),
-                 _ci(t["ci95"]), _f(t["acc_norm_chars"]), _f(t["acc_norm_bytes"]),
-                 _f(t["chance"]), t["verdict"]] for t in result["tasks"]]
-        out += _table(["task", "lang", "n", "acc", "95%", "norm_chars", "norm_bytes", "chance",
-                       "verdict"], rows)
+        out.append(
+            "multiple choice  (acc_norm_chars: log-likelihood per character; "
+            "acc_norm_bytes: per UTF-8 byte; 95% Wilson interval of acc)"
+        )
+        rows = [
+            [
+                t["task"],
+                ",".join(t.get("langs") or []) or "-",
+                str(t["n"]),
+                _f(t["acc"]),
+                _ci(t["ci95"]),
+                _f(t["acc_norm_chars"]),
+                _f(t["acc_norm_bytes"]),
+                _f(t["chance"]),
+                t["verdict"],
+            ]
+            for t in result["tasks"]
+        ]
+        out += _table(
+            ["task", "lang", "n", "acc", "95%", "norm_chars", "norm_bytes", "chance", "verdict"],
+            rows,
+        )
         for t in result["tasks"]:
             if t.get("truncated"):
-                out.append(f"  {t['task']}: {t['truncated']} choices cut to the last "
-                           f"{sc['context'] + 1} tokens")
+                out.append(
+                    f"  {t['task']}: {t['truncated']} choices cut to the last "
+                    f"{sc['context'] + 1} tokens"
+                )
     return "\n".join(out) + "\n"

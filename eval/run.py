@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
+from eval import choice, nll
+from fertility.corpus import Corpus
 from fertility.errors import EvalError, FertilityError
-from trainer.run import RUN_SCHEMA
 from fertility.tokenizers import load_tokenizer
 from trainer.checkpoint import load_model
 from trainer.data import choose_separator
 from trainer.distributed import resolve_device
-from fertility.corpus import Corpus
-from eval import choice, nll
+from trainer.run import RUN_SCHEMA
 
 SCHEMA = "fertility.eval/1"
 # A random-initialised model predicts close to uniformly: NLL ~ ln(V) plus half the variance
@@ -34,13 +35,13 @@ TWIN_MARGIN = 0.5
 @dataclass
 class Run:
     dir: Path
-    meta: dict[str, Any]        # run.json
-    model: Any                  # trainer.model.Transformer, eval mode
-    manifest: dict[str, Any]    # the checkpoint's state.json
-    tokenizer: Any              # fertility.tokenizers.base.Tokenizer
+    meta: dict[str, Any]  # run.json
+    model: Any  # trainer.model.Transformer, eval mode
+    manifest: dict[str, Any]  # the checkpoint's state.json
+    tokenizer: Any  # fertility.tokenizers.base.Tokenizer
     tokenizer_path: Path
-    separator: int | None       # id the trainer put between documents, None if none
-    context: int                # tokens of context per window (the training seq_len)
+    separator: int | None  # id the trainer put between documents, None if none
+    context: int  # tokens of context per window (the training seq_len)
 
 
 def read_run_json(run_dir: str | Path) -> dict[str, Any]:
@@ -51,15 +52,17 @@ def read_run_json(run_dir: str | Path) -> dict[str, Any]:
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise EvalError(f"{path}: missing (not a run folder written by `fertility pretrain`)"
-                        ) from None
+        raise EvalError(
+            f"{path}: missing (not a run folder written by `fertility pretrain`)"
+        ) from None
     except (OSError, ValueError) as e:
         raise EvalError(f"{path}: unreadable ({e})") from None
     if not isinstance(meta, dict) or meta.get("schema") != RUN_SCHEMA:
         raise EvalError(f"{path}: not a {RUN_SCHEMA} manifest")
     tok = meta.get("tokenizer")
-    if not isinstance(tok, dict) or not (isinstance(tok.get("path"), str)
-                                         or isinstance(tok.get("spec"), str)):
+    if not isinstance(tok, dict) or not (
+        isinstance(tok.get("path"), str) or isinstance(tok.get("spec"), str)
+    ):
         raise EvalError(f"{path}: names no tokenizer (tokenizer.path or tokenizer.spec)")
     return meta
 
@@ -83,13 +86,16 @@ def open_tokenizer(run_dir: str | Path, meta: dict[str, Any]) -> tuple[Any, Path
         raise EvalError(str(e)) from None
     want = meta["tokenizer"].get("fingerprint")
     if want and tok.fingerprint != want:
-        raise EvalError(f"{path}: tokenizer fingerprint {tok.fingerprint[:12]} differs from "
-                        f"run.json's {str(want)[:12]} (the file was changed)")
+        raise EvalError(
+            f"{path}: tokenizer fingerprint {tok.fingerprint[:12]} differs from "
+            f"run.json's {str(want)[:12]} (the file was changed)"
+        )
     return tok, path
 
 
-def open_run(run_dir: str | Path, *, step: int | None = None, device: str = "cpu",
-             context: int | None = None) -> Run:
+def open_run(
+    run_dir: str | Path, *, step: int | None = None, device: str = "cpu", context: int | None = None
+) -> Run:
     """Everything evaluation and export need from a run folder; EvalError when unusable.
 
     `device` is "auto" (CUDA when available), "cpu", "cuda" or "cuda:N"; `context` overrides
@@ -110,11 +116,14 @@ def open_run(run_dir: str | Path, *, step: int | None = None, device: str = "cpu
         raise EvalError(f"{run_dir / 'checkpoints'}: checkpoint manifest lacks {e}") from None
     fp = manifest.get("tokenizer_fingerprint")
     if isinstance(fp, str) and fp != tok.fingerprint:
-        raise EvalError(f"{run_dir / 'checkpoints'}: checkpoint was trained with tokenizer "
-                        f"{fp[:12]}, the run's tokenizer is {tok.fingerprint[:12]}")
+        raise EvalError(
+            f"{run_dir / 'checkpoints'}: checkpoint was trained with tokenizer "
+            f"{fp[:12]}, the run's tokenizer is {tok.fingerprint[:12]}"
+        )
     if tok.vocab_size > model.cfg.vocab_size:
-        raise EvalError(f"{tok_path}: tokenizer has {tok.vocab_size} ids, the model only "
-                        f"{model.cfg.vocab_size}")
+        raise EvalError(
+            f"{tok_path}: tokenizer has {tok.vocab_size} ids, the model only {model.cfg.vocab_size}"
+        )
     train = meta.get("train") or {}
     data = meta.get("data")
     if isinstance(data, dict) and "separator" in data:  # what the shards were built with
@@ -122,15 +131,13 @@ def open_run(run_dir: str | Path, *, step: int | None = None, device: str = "cpu
     else:  # a run folder assembled by hand: the rule the trainer would have applied (an
         # id reserved past the vocabulary only if the model has a row for it)
         reserve = tok.vocab_size if model.cfg.vocab_size > tok.vocab_size else None
-        sep = choose_separator(dict(tok.special_tokens), train.get("separator", "auto"),
-                               reserve)
+        sep = choose_separator(dict(tok.special_tokens), train.get("separator", "auto"), reserve)
     seq_len = int(train.get("seq_len") or model.cfg.max_seq_len)
     ctx = min(context or seq_len, model.cfg.max_seq_len)
     return Run(run_dir, meta, model, manifest, tok, tok_path, sep, ctx)
 
 
-def heldout_documents(run_dir: Path, limit: int | None = None
-                      ) -> tuple[list[str], list[str], str]:
+def heldout_documents(run_dir: Path, limit: int | None = None) -> tuple[list[str], list[str], str]:
     """(texts, langs, source) of the run's own held-out split, the first `limit` if given."""
     path = run_dir / "data" / "heldout.jsonl"
     if not path.is_file():
@@ -149,8 +156,9 @@ def heldout_documents(run_dir: Path, limit: int | None = None
                     if not isinstance(text, str) or not isinstance(lang, str):
                         raise TypeError
                 except (ValueError, KeyError, TypeError):
-                    raise EvalError(f"{path}:{n}: not a held-out record "
-                                    "{\"text\": str, \"lang\": str}") from None
+                    raise EvalError(
+                        f'{path}:{n}: not a held-out record {{"text": str, "lang": str}}'
+                    ) from None
                 texts.append(text)
                 langs.append(lang)
     except (OSError, UnicodeDecodeError) as e:
@@ -160,8 +168,9 @@ def heldout_documents(run_dir: Path, limit: int | None = None
     return texts, langs, str(path)
 
 
-def corpus_documents(corpus: str | Path | Iterable[str | Path],
-                     options: dict[str, Any] | None) -> tuple[list[str], list[str], str]:
+def corpus_documents(
+    corpus: str | Path | Iterable[str | Path], options: dict[str, Any] | None
+) -> tuple[list[str], list[str], str]:
     paths = [str(corpus)] if isinstance(corpus, (str, Path)) else [str(p) for p in corpus]
     texts, langs = [], []
     for doc in Corpus(paths, **(options or {})).documents():
@@ -170,13 +179,23 @@ def corpus_documents(corpus: str | Path | Iterable[str | Path],
     return texts, langs, ", ".join(paths)
 
 
-def evaluate(run_dir: str | Path, corpus: str | Path | Sequence[str | Path] | None = None,
-             tasks: Sequence[str | Path] = (), *, step: int | None = None,
-             device: str = "cpu", context: int | None = None, lm: bool = True,
-             twin_seed: int = 0, bootstrap: int = 1000, seed: int = 0,
-             max_docs: int | None = None, corpus_options: dict[str, Any] | None = None,
-             batch_tokens: int | None = None,
-             progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def evaluate(
+    run_dir: str | Path,
+    corpus: str | Path | Sequence[str | Path] | None = None,
+    tasks: Sequence[str | Path] = (),
+    *,
+    step: int | None = None,
+    device: str = "cpu",
+    context: int | None = None,
+    lm: bool = True,
+    twin_seed: int = 0,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    max_docs: int | None = None,
+    corpus_options: dict[str, Any] | None = None,
+    batch_tokens: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Evaluate a run folder; returns the `fertility.eval/1` dict (docs/EVAL.md)."""
 
     say = progress or (lambda msg: None)
@@ -187,19 +206,31 @@ def evaluate(run_dir: str | Path, corpus: str | Path | Sequence[str | Path] | No
     result: dict[str, Any] = {
         "schema": SCHEMA,
         "run": {
-            "dir": str(run.dir), "step": run.manifest.get("step"),
+            "dir": str(run.dir),
+            "step": run.manifest.get("step"),
             "tokens_seen": run.manifest.get("tokens_seen"),
-            "tokenizer": {k: run.meta["tokenizer"].get(k)
-                          for k in ("spec", "kind", "fingerprint", "vocab_size")},
-            "model": model.cfg.to_dict(), "forced": bool(run.meta.get("forced", False)),
+            "tokenizer": {
+                k: run.meta["tokenizer"].get(k)
+                for k in ("spec", "kind", "fingerprint", "vocab_size")
+            },
+            "model": model.cfg.to_dict(),
+            "forced": bool(run.meta.get("forced", False)),
             "mix": run.meta.get("mix"),  # the training mix per language (docs/TRAIN.md)
         },
         "reference": {"vocab_size": model.cfg.vocab_size, "ln_vocab": ln_v},
-        "scoring": {"context": run.context, "separator": run.separator,
-                    "first_token": ("separator prepended; every token scored"
-                                    if run.separator is not None else
-                                    "no separator: each document's first token is not scored")},
-        "heldout": None, "lm": [], "flags": [], "tasks": [],
+        "scoring": {
+            "context": run.context,
+            "separator": run.separator,
+            "first_token": (
+                "separator prepended; every token scored"
+                if run.separator is not None
+                else "no separator: each document's first token is not scored"
+            ),
+        },
+        "heldout": None,
+        "lm": [],
+        "flags": [],
+        "tasks": [],
     }
     if lm:
         if corpus is None:
@@ -212,14 +243,16 @@ def evaluate(run_dir: str | Path, corpus: str | Path | Sequence[str | Path] | No
         say(f"tokenizing {len(texts):,} held-out documents")
         prep = nll.prepare(texts, tok, run.context, run.separator)
         if prep.n_tokens == 0:
-            raise EvalError(f"{source}: no token to score (documents of one token each and "
-                            "no separator)")
+            raise EvalError(
+                f"{source}: no token to score (documents of one token each and no separator)"
+            )
         done = [0]
 
         def tick(name: str) -> Callable[[int], None]:
             def f(k: int) -> None:
                 done[0] += k
                 say(f"scoring {name}: {done[0]:,}/{len(prep.windows):,} windows")
+
             return f
 
         ours = nll.score(model, prep, batch_tokens=batch_tokens, on_batch=tick("model"))
@@ -228,18 +261,25 @@ def evaluate(run_dir: str | Path, corpus: str | Path | Sequence[str | Path] | No
         theirs = nll.score(twin, prep, batch_tokens=batch_tokens, on_batch=tick("twin"))
         del twin
         result["heldout"] = {
-            "source": source, "documents": prep.n_docs, "scored_documents":
-            prep.n_docs - prep.unscored_docs, "unscored_documents": prep.unscored_docs,
-            "windowed_documents": prep.windowed_docs, "windows": len(prep.windows),
-            "tokens": prep.n_tokens, "twin_seed": twin_seed, "bootstrap": bootstrap,
+            "source": source,
+            "documents": prep.n_docs,
+            "scored_documents": prep.n_docs - prep.unscored_docs,
+            "unscored_documents": prep.unscored_docs,
+            "windowed_documents": prep.windowed_docs,
+            "windows": len(prep.windows),
+            "tokens": prep.n_tokens,
+            "twin_seed": twin_seed,
+            "bootstrap": bootstrap,
         }
-        result["lm"] = nll.summarize(prep, langs, {"model": ours, "twin": theirs},
-                                     bootstrap=bootstrap, seed=seed)
+        result["lm"] = nll.summarize(
+            prep, langs, {"model": ours, "twin": theirs}, bootstrap=bootstrap, seed=seed
+        )
         result["flags"] = lm_flags(result["lm"], ln_v)
     for path, items in task_items:
         say(f"scoring task {path.name}: {len(items)} items")
-        scorer = choice.ModelScorer(model, tok, context=run.context, prefix_id=run.separator,
-                                    batch_tokens=batch_tokens)
+        scorer = choice.ModelScorer(
+            model, tok, context=run.context, prefix_id=run.separator, batch_tokens=batch_tokens
+        )
         row = choice.score_task(items, scorer, name=path.stem)
         row["file"] = str(path)
         row["truncated"] = scorer.truncated
@@ -252,25 +292,41 @@ def lm_flags(rows: list[dict], ln_v: float, margin: float = TWIN_MARGIN) -> list
     for r in rows:
         where = "all text" if r["group"] == "all" else f"{r['group']} {r['key']}"
         if r["group"] == "all" and r["twin_nll_per_token"] > ln_v + margin:
-            flags.append({"code": "twin_far_above_ln_vocab", "group": r["group"], "key": r["key"],
-                          "message": f"the random-initialised twin scores "
-                          f"{r['twin_nll_per_token']:.3f} nats/token, more than {margin} above "
-                          f"ln(V) = {ln_v:.3f}: its init is far from uniform, so beating it "
-                          "proves little; compare with ln(V)"})
+            flags.append(
+                {
+                    "code": "twin_far_above_ln_vocab",
+                    "group": r["group"],
+                    "key": r["key"],
+                    "message": f"the random-initialised twin scores "
+                    f"{r['twin_nll_per_token']:.3f} nats/token, more than {margin} above "
+                    f"ln(V) = {ln_v:.3f}: its init is far from uniform, so beating it "
+                    "proves little; compare with ln(V)",
+                }
+            )
         ci = r.get("twin_minus_model_ci95")
         if r["nll_per_token"] >= r["twin_nll_per_token"]:
-            flags.append({"code": "not_below_twin", "group": r["group"], "key": r["key"],
-                          "message": f"{where}: the trained model ({r['nll_per_token']:.3f} "
-                          f"nats/token) is not below its random twin "
-                          f"({r['twin_nll_per_token']:.3f})"})
+            flags.append(
+                {
+                    "code": "not_below_twin",
+                    "group": r["group"],
+                    "key": r["key"],
+                    "message": f"{where}: the trained model ({r['nll_per_token']:.3f} "
+                    f"nats/token) is not below its random twin "
+                    f"({r['twin_nll_per_token']:.3f})",
+                }
+            )
         elif ci is not None and ci[0] <= 0:
-            flags.append({"code": "not_below_twin", "group": r["group"], "key": r["key"],
-                          "message": f"{where}: the trained model is below its twin by "
-                          f"{r['twin_minus_model']:.3f} nats/token, but the 95% interval of "
-                          f"the difference [{ci[0]:.3f}, {ci[1]:.3f}] includes 0"})
+            flags.append(
+                {
+                    "code": "not_below_twin",
+                    "group": r["group"],
+                    "key": r["key"],
+                    "message": f"{where}: the trained model is below its twin by "
+                    f"{r['twin_minus_model']:.3f} nats/token, but the 95% interval of "
+                    f"the difference [{ci[0]:.3f}, {ci[1]:.3f}] includes 0",
+                }
+            )
     return flags
 
 
 # -- rendering ----------------------------------------------------------------------------
-
-

@@ -32,8 +32,11 @@ def train(pre_tokenizer, vocab_size: int) -> Tokenizer:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizer
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(training_lines(), trainer)
     return tok
 
@@ -44,16 +47,20 @@ def main() -> None:
     ap.add_argument("--vocab-size", type=int, default=4000)
     args = ap.parse_args()
     naive = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    aware = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    aware = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     names = ("naive-gpt2", "mark-aware")
     for name, pre in zip(names, (naive, aware)):
         (args.out / name).mkdir(parents=True, exist_ok=True)
         train(pre, args.vocab_size).save(str(args.out / name / "tokenizer.json"))
-    print(f"trained {' and '.join(names)} ({args.vocab_size:,} tokens each) into "
-          f"{args.out}/*/tokenizer.json")
+    print(
+        f"trained {' and '.join(names)} ({args.vocab_size:,} tokens each) into "
+        f"{args.out}/*/tokenizer.json"
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,15 @@ _WHERE = {
 }
 
 
-def analyze(paths, tokenizers=(), *, policy: str | os.PathLike | None = None,
-            reference: str | None = None, findings: bool = True, **options) -> Report:
+def analyze(
+    paths,
+    tokenizers=(),
+    *,
+    policy: str | os.PathLike | None = None,
+    reference: str | None = None,
+    findings: bool = True,
+    **options,
+) -> Report:
     """`fertility report`'s Report: measure (fertility.measure.analyze, same keywords), then
     diagnose with the policy the command uses (`policy` file, else fertility.toml [gate] or
     pyproject.toml [tool.fertility.gate] of the working directory, else the built-in one).

@@ -26,8 +26,9 @@ def load_project_config(cwd: str | Path | None = None) -> tuple[dict, str | None
     return {}, None
 
 
-def read_toml(path: str | Path, error: type[FertilityError] = FertilityError,
-              what: str = "file") -> dict:
+def read_toml(
+    path: str | Path, error: type[FertilityError] = FertilityError, what: str = "file"
+) -> dict:
     """A TOML file as a dict; a missing, unreadable or malformed file is `error`, one line
     naming the file (the policy, the training config and fertility.toml all read this way)."""
     try:
@@ -45,5 +46,5 @@ def configured_tokenizers(cwd: str | Path | None = None) -> list[str]:
     table, source = load_project_config(cwd)
     specs = table.get("tokenizers", [])
     if not isinstance(specs, list) or not all(isinstance(s, str) for s in specs):
-        raise FertilityError(f"{source}: `tokenizers` must be a list of \"[LABEL=]SPEC\" strings")
+        raise FertilityError(f'{source}: `tokenizers` must be a list of "[LABEL=]SPEC" strings')
     return specs

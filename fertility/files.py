@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import stat
-from pathlib import Path
+from pathlib import Path, PurePath
+from typing import Any
+
+import numpy as np
 
 from fertility.errors import FertilityError
-import math
-from typing import Any
-import numpy as np
-from pathlib import PurePath
 
 
-def write_text_atomic(path: str | os.PathLike, text: str,
-                      error: type[FertilityError] = FertilityError) -> None:
+def write_text_atomic(
+    path: str | os.PathLike, text: str, error: type[FertilityError] = FertilityError
+) -> None:
     """Write `text` to `path` so that a reader, or a run killed midway, sees the old file or
     the new one. An OSError becomes `error` naming the file (exit 2).
 
@@ -93,8 +94,10 @@ def locked_folder(folder: Path, error: type[FertilityError], what: str):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise error(f"{folder}: another {what} is writing this folder; wait for it to "
-                        "end or choose another one") from None
+            raise error(
+                f"{folder}: another {what} is writing this folder; wait for it to "
+                "end or choose another one"
+            ) from None
         for tmp in folder.rglob(".*.partial-*"):
             if tmp.is_file():
                 tmp.unlink(missing_ok=True)
@@ -127,7 +130,6 @@ def unfinished_by_another(folder: Path) -> bool:
     except OSError:
         return True
     return pid not in (str(os.getpid()), str(os.getppid()))
-
 
 
 def json_safe(x: Any) -> Any:

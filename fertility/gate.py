@@ -18,21 +18,20 @@ from __future__ import annotations
 
 import math
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fertility.findings import parity
-from fertility.findings import Finding, diagnose, premiums
-from fertility.stats import wilson
 from fertility.errors import TokenizerError
+from fertility.findings import Finding, diagnose, parity, premiums
+from fertility.measure import Report, analyze
 from fertility.policy import Policy, load_policy
 from fertility.progress import Progress
-from fertility.measure import Report, analyze
-from fertility.progress import Progress
+from fertility.stats import wilson
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 NEED_MORE = "uncertain: need more text"
@@ -40,7 +39,7 @@ NEED_MORE = "uncertain: need more text"
 
 @dataclass
 class Check:
-    name: str              # chars_per_token | byte_fallback_rate | unk_rate | roundtrip |
+    name: str  # chars_per_token | byte_fallback_rate | unk_rate | roundtrip |
     #                        premium | vs_baseline | corpus
     tokenizer: str
     group: str
@@ -49,8 +48,8 @@ class Check:
     lo: float | None
     hi: float | None
     threshold: float | None
-    direction: str         # ">=": value must reach the threshold; "<=": must stay under it
-    verdict: str           # "pass" | "fail" | "uncertain"
+    direction: str  # ">=": value must reach the threshold; "<=": must stay under it
+    verdict: str  # "pass" | "fail" | "uncertain"
     note: str = ""
 
     def to_dict(self) -> dict:
@@ -67,7 +66,7 @@ class Check:
 class GateResult:
     passed: bool
     checks: list[Check]
-    findings: list[Finding]                     # all findings of the gated tokenizers
+    findings: list[Finding]  # all findings of the gated tokenizers
     policy: dict
     skipped: list[dict] = field(default_factory=list)  # rows too small to matter
 
@@ -84,45 +83,66 @@ class GateResult:
         return [c for c in self.checks if c.verdict == "uncertain"]
 
     def to_dict(self) -> dict:
-        return {"schema": "fertility.gate/1", "passed": self.passed,
-                "exit_code": self.exit_code, "checks": [c.to_dict() for c in self.checks],
-                "blocking_findings": [f.to_dict() for f in self.blocking],
-                "findings": [f.to_dict() for f in self.findings], "skipped": self.skipped,
-                "policy": self.policy}
+        return {
+            "schema": "fertility.gate/1",
+            "passed": self.passed,
+            "exit_code": self.exit_code,
+            "checks": [c.to_dict() for c in self.checks],
+            "blocking_findings": [f.to_dict() for f in self.blocking],
+            "findings": [f.to_dict() for f in self.findings],
+            "skipped": self.skipped,
+            "policy": self.policy,
+        }
 
     def format_text(self) -> str:
         head = "PASS" if self.passed else "FAIL"
         labels = sorted({c.tokenizer for c in self.checks})
-        lines = [f"fertility gate: {head} ({', '.join(labels) or 'no tokenizer'}; "
-                 f"policy: {self.policy.get('source', '?')})"]
+        lines = [
+            f"fertility gate: {head} ({', '.join(labels) or 'no tokenizer'}; "
+            f"policy: {self.policy.get('source', '?')})"
+        ]
         for c in self.checks:
             val = "n/a" if c.value is None else f"{c.value:.3f}"
             iv = "" if c.lo is None else f"[{c.lo:.3f}, {c.hi:.3f}]"
             thr = "" if c.threshold is None else f"{c.direction} {c.threshold:g}"
-            lines.append(f"  {c.verdict.upper():<9} {c.tokenizer:<14} {c.name:<18} "
-                         f"{c.group + '=' + c.key:<16} {val:>8} {iv:<18} {thr}"
-                         + (f"  ({c.note})" if c.note else ""))
+            lines.append(
+                f"  {c.verdict.upper():<9} {c.tokenizer:<14} {c.name:<18} "
+                f"{c.group + '=' + c.key:<16} {val:>8} {iv:<18} {thr}"
+                + (f"  ({c.note})" if c.note else "")
+            )
         for s in self.skipped:
             lines.append(f"  skipped   {s['tokenizer']:<14} {s['group']}={s['key']}: {s['reason']}")
         # a failed round trip is explained by its finding (which code points change, why),
         # a warning the text would not show otherwise
-        lossy = {(c.tokenizer, c.key) for c in self.checks
-                 if c.name == "roundtrip" and c.verdict == "fail"}
-        explain = [f for f in self.findings if f.rule == "roundtrip"
-                   and (f.tokenizer, f.key) in lossy and f not in self.blocking]
+        lossy = {
+            (c.tokenizer, c.key)
+            for c in self.checks
+            if c.name == "roundtrip" and c.verdict == "fail"
+        }
+        explain = [
+            f
+            for f in self.findings
+            if f.rule == "roundtrip" and (f.tokenizer, f.key) in lossy and f not in self.blocking
+        ]
         for f in self.blocking + explain:
-            lines.append(f"  {f.severity.upper():<9} {f.tokenizer:<14} {f.rule} "
-                         f"{f.group}={f.key}: {f.cause} Fix: {f.fix}")
+            lines.append(
+                f"  {f.severity.upper():<9} {f.tokenizer:<14} {f.rule} "
+                f"{f.group}={f.key}: {f.cause} Fix: {f.fix}"
+            )
         fails = sum(c.verdict == "fail" for c in self.checks)
-        summary = f"{fails} failed, {len(self.uncertain)} uncertain, " \
-                  f"{sum(c.verdict == 'pass' for c in self.checks)} passed, " \
-                  f"{len(self.blocking)} blocking findings"
+        summary = (
+            f"{fails} failed, {len(self.uncertain)} uncertain, "
+            f"{sum(c.verdict == 'pass' for c in self.checks)} passed, "
+            f"{len(self.blocking)} blocking findings"
+        )
         lines.append(f"verdict: {head} ({summary})")
         if self.uncertain:
             rule = self.policy.get("uncertain", "fail")
-            lines.append(f"{NEED_MORE}: {len(self.uncertain)} checks straddle their threshold; "
-                         f"add documents in those scripts to decide (policy: uncertain = "
-                         f"\"{rule}\").")
+            lines.append(
+                f"{NEED_MORE}: {len(self.uncertain)} checks straddle their threshold; "
+                f"add documents in those scripts to decide (policy: uncertain = "
+                f'"{rule}").'
+            )
         return "\n".join(lines)
 
     def to_junit(self) -> str:
@@ -140,8 +160,12 @@ class GateResult:
             n_fail = n_skip = 0
             for it in items:
                 if isinstance(it, Check):
-                    case = ET.SubElement(suite, "testcase", classname=f"fertility.gate.{label}",
-                                         name=f"{it.name}[{it.group}={it.key}]")
+                    case = ET.SubElement(
+                        suite,
+                        "testcase",
+                        classname=f"fertility.gate.{label}",
+                        name=f"{it.name}[{it.group}={it.key}]",
+                    )
                     if it.verdict == "fail" or (it.verdict == "uncertain" and fail_uncertain):
                         kind = "fail" if it.verdict == "fail" else "uncertain"
                         msg = it.describe() + (f" ({NEED_MORE})" if kind == "uncertain" else "")
@@ -151,10 +175,15 @@ class GateResult:
                         ET.SubElement(case, "skipped", message=f"{it.describe()} ({NEED_MORE})")
                         n_skip += 1
                 else:
-                    case = ET.SubElement(suite, "testcase", classname=f"fertility.findings.{label}",
-                                         name=f"{it.rule}[{it.group}={it.key}]")
-                    ET.SubElement(case, "failure", type=it.severity,
-                                  message=it.cause).text = f"Fix: {it.fix}"
+                    case = ET.SubElement(
+                        suite,
+                        "testcase",
+                        classname=f"fertility.findings.{label}",
+                        name=f"{it.rule}[{it.group}={it.key}]",
+                    )
+                    ET.SubElement(
+                        case, "failure", type=it.severity, message=it.cause
+                    ).text = f"Fix: {it.fix}"
                     n_fail += 1
             suite.set("tests", str(len(items)))
             suite.set("failures", str(n_fail))
@@ -167,6 +196,7 @@ class GateResult:
 
 
 # ---------------------------------------------------------------- evaluation
+
 
 def verdict(lo: float, hi: float, threshold: float, direction: str) -> str:
     if direction == ">=":
@@ -187,8 +217,19 @@ def _check(name, row, value, lo, hi, threshold, direction, note="") -> Check:
     lo = value if lo is None else lo
     hi = value if hi is None else hi
     v = "uncertain" if value is None else verdict(lo, hi, threshold, direction)
-    return Check(name, str(row["tokenizer"]), str(row["group"]), str(row["key"]), value, lo, hi,
-                 float(threshold), direction, v, note)
+    return Check(
+        name,
+        str(row["tokenizer"]),
+        str(row["group"]),
+        str(row["key"]),
+        value,
+        lo,
+        hi,
+        float(threshold),
+        direction,
+        v,
+        note,
+    )
 
 
 def _labels(report: Any) -> list[str]:
@@ -203,8 +244,14 @@ def _has_unk(report: Any, label: str) -> bool:
     return True
 
 
-def evaluate(report: Any, policy: Policy, *, label: str | None = None,
-             baseline_label: str | None = None, findings: list | None = None) -> GateResult:
+def evaluate(
+    report: Any,
+    policy: Policy,
+    *,
+    label: str | None = None,
+    baseline_label: str | None = None,
+    findings: list | None = None,
+) -> GateResult:
     """Apply `policy` to the measurements in `report`. Reads the frame only; no I/O.
 
     findings: `diagnose(report, ...)` for every tokenizer when the caller already has them
@@ -212,18 +259,22 @@ def evaluate(report: Any, policy: Policy, *, label: str | None = None,
     known = _labels(report)
     for name in (label, baseline_label):
         if name is not None and name not in known:
-            raise TokenizerError(f"no tokenizer labelled {name!r} in the report "
-                                 f"(have: {', '.join(known) or 'none'})")
+            raise TokenizerError(
+                f"no tokenizer labelled {name!r} in the report (have: {', '.join(known) or 'none'})"
+            )
     gated = [label] if label else [x for x in known if x != baseline_label]
     if not gated:
-        raise TokenizerError("nothing to gate: the report holds no tokenizer besides the "
-                             "baseline and pre-tokenizer families")
+        raise TokenizerError(
+            "nothing to gate: the report holds no tokenizer besides the "
+            "baseline and pre-tokenizer families"
+        )
     frame = report.frame
     # One premium table (a bootstrap per language) for the parity rule and the premium check.
     prem = premiums(report, policy.thresholds, reference=policy.reference)
     if findings is None:
-        findings = diagnose(report, policy.thresholds, reference=policy.reference,
-                            premium_table=prem)
+        findings = diagnose(
+            report, policy.thresholds, reference=policy.reference, premium_table=prem
+        )
     findings = [f for f in findings if f.tokenizer in gated]
     checks: list[Check] = []
     skipped: list[dict] = []
@@ -236,62 +287,118 @@ def evaluate(report: Any, policy: Policy, *, label: str | None = None,
         if policy.premium is not None:
             for p in prem[prem["tokenizer"] == lab].itertuples():
                 row = {"tokenizer": lab, "group": "language", "key": p.lang}
-                checks.append(_check("premium", row, p.premium, p.lo, p.hi, policy.premium, "<=",
-                                     f"vs {policy.reference}, {p.lines} aligned lines"))
+                checks.append(
+                    _check(
+                        "premium",
+                        row,
+                        p.premium,
+                        p.lo,
+                        p.hi,
+                        policy.premium,
+                        "<=",
+                        f"vs {policy.reference}, {p.lines} aligned lines",
+                    )
+                )
         for _, r in rows[rows["group"] == "language"].iterrows():
             if int(r["roundtrip_checked"]) > 0:
                 checks.append(_roundtrip_check(r, policy))
         if len(checks) == before:
-            checks.append(Check("corpus", lab, "all", "*", None, None, None, None, ">=",
-                                "uncertain", "no script had enough text to check"))
+            checks.append(
+                Check(
+                    "corpus",
+                    lab,
+                    "all",
+                    "*",
+                    None,
+                    None,
+                    None,
+                    None,
+                    ">=",
+                    "uncertain",
+                    "no script had enough text to check",
+                )
+            )
     bad = any(c.verdict == "fail" for c in checks)
     unsure = any(c.verdict == "uncertain" for c in checks) and policy.uncertain == "fail"
     blocking = any(f.severity in policy.fail_on for f in findings)
-    return GateResult(not (bad or unsure or blocking), checks, findings, policy.to_dict(),
-                      skipped)
+    return GateResult(not (bad or unsure or blocking), checks, findings, policy.to_dict(), skipped)
 
 
-def _row_checks(report: Any, r: pd.Series, policy: Policy, total_chars: float,
-                baseline: str | None, skipped: list[dict]) -> Iterable[Check]:
+def _row_checks(
+    report: Any,
+    r: pd.Series,
+    policy: Policy,
+    total_chars: float,
+    baseline: str | None,
+    skipped: list[dict],
+) -> Iterable[Check]:
     group, key = r["group"], r["key"]
     floor = policy.floor_for(group, key)
     exempt = policy.thresholds.exempt_scripts
-    wanted = floor is not None or (group == "script" and key not in exempt and (
-        policy.byte_fallback_rate is not None or policy.unk_rate is not None or baseline))
+    wanted = floor is not None or (
+        group == "script"
+        and key not in exempt
+        and (policy.byte_fallback_rate is not None or policy.unk_rate is not None or baseline)
+    )
     if not wanted:
         return []
     docs = int(r["documents"])  # documents holding the script (or of the language)
     share = r["chars"] / total_chars if group == "script" else 1.0
     if share < policy.min_share:
-        skipped.append({"tokenizer": str(r["tokenizer"]), "group": group, "key": key,
-                        "reason": f"{share:.2%} of the characters (policy min_share "
-                                  f"{policy.min_share:g})"})
+        skipped.append(
+            {
+                "tokenizer": str(r["tokenizer"]),
+                "group": group,
+                "key": key,
+                "reason": f"{share:.2%} of the characters (policy min_share {policy.min_share:g})",
+            }
+        )
         return []
     note = ""
     if docs < policy.min_documents or r["chars"] < policy.min_chars:
-        note = (f"{NEED_MORE}: {docs} documents / {int(r['chars'])} characters, policy wants "
-                f"{policy.min_documents} / {policy.min_chars}")
+        note = (
+            f"{NEED_MORE}: {docs} documents / {int(r['chars'])} characters, policy wants "
+            f"{policy.min_documents} / {policy.min_chars}"
+        )
     out = []
     unk = None
     if policy.unk_rate is not None and _has_unk(report, r["tokenizer"]):
         lo, hi = wilson(float(r["unk_tokens"]), float(r["tokens"]))
         unk = _check("unk_rate", r, r["unk_rate"], lo, hi, policy.unk_rate, "<=")
     if floor is not None:
-        cpt = _check("chars_per_token", r, r["chars_per_token"], r["chars_per_token_lo"],
-                     r["chars_per_token_hi"], floor, ">=")
+        cpt = _check(
+            "chars_per_token",
+            r,
+            r["chars_per_token"],
+            r["chars_per_token_lo"],
+            r["chars_per_token_hi"],
+            floor,
+            ">=",
+        )
         # Text that became UNK is not compressed, it is gone: a row over the UNK ceiling
         # cannot pass on characters per token, however long its tokens look.
         if unk is not None and unk.verdict != "pass" and cpt.verdict == "pass":
             cpt.verdict = "fail" if unk.verdict == "fail" else "uncertain"
-            cpt.note = (f"UNK rate {unk.value:.3g} [{unk.lo:.3g}, {unk.hi:.3g}] is over the "
-                        f"ceiling {policy.unk_rate:g}: characters lost to UNK are not "
-                        "compressed")
+            cpt.note = (
+                f"UNK rate {unk.value:.3g} [{unk.lo:.3g}, {unk.hi:.3g}] is over the "
+                f"ceiling {policy.unk_rate:g}: characters lost to UNK are not "
+                "compressed"
+            )
         out.append(cpt)
     if group == "script" and key not in exempt:
         if policy.byte_fallback_rate is not None:
             lo, hi = wilson(float(r["byte_fallback_tokens"]), float(r["tokens"]))
-            out.append(_check("byte_fallback_rate", r, r["byte_fallback_rate"], lo, hi,
-                              policy.byte_fallback_rate, "<="))
+            out.append(
+                _check(
+                    "byte_fallback_rate",
+                    r,
+                    r["byte_fallback_rate"],
+                    lo,
+                    hi,
+                    policy.byte_fallback_rate,
+                    "<=",
+                )
+            )
         if unk is not None:  # None too for a tokenizer with no unknown token (byte-level
             out.append(unk)  # BPE): its rate is 0 by construction
         if baseline:
@@ -314,8 +421,19 @@ def _roundtrip_check(r: pd.Series, policy: Policy) -> Check:
         note += "; allowed by the policy (allow_lossy = true)"
     elif k:
         note += "; see the roundtrip finding for which code points and why"
-    return Check("roundtrip", str(r["tokenizer"]), "language", str(r["key"]), k / n, lo, hi,
-                 0.0, "<=", verdict, note)
+    return Check(
+        "roundtrip",
+        str(r["tokenizer"]),
+        "language",
+        str(r["key"]),
+        k / n,
+        lo,
+        hi,
+        0.0,
+        "<=",
+        verdict,
+        note,
+    )
 
 
 def _baseline_check(report: Any, r: pd.Series, baseline: str, policy: Policy) -> list[Check]:
@@ -344,10 +462,18 @@ def _baseline_check(report: Any, r: pd.Series, baseline: str, policy: Policy) ->
     return [_check("vs_baseline", r, value, lo, hi, threshold, ">=", note)]
 
 
-def gate_run(paths, tokenizer, *, policy: Policy | str | Path | None = None,
-             baseline=None, corpus_options: dict | None = None, detail_docs: int | None = 200,
-             seed: int = 0, workers: int | None = None,
-             quiet: bool = True) -> tuple[Report, GateResult]:
+def gate_run(
+    paths,
+    tokenizer,
+    *,
+    policy: Policy | str | Path | None = None,
+    baseline=None,
+    corpus_options: dict | None = None,
+    detail_docs: int | None = 200,
+    seed: int = 0,
+    workers: int | None = None,
+    quiet: bool = True,
+) -> tuple[Report, GateResult]:
     """Measure `tokenizer` (and `baseline`) on the corpus at `paths` and evaluate the policy:
     the measured Report and its GateResult (`fertility gate` prints both).
 
@@ -355,22 +481,44 @@ def gate_run(paths, tokenizer, *, policy: Policy | str | Path | None = None,
     `policy`: a Policy, a policy file path, or None (working directory's config, else default).
     """
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
-    toks = [str(t) if isinstance(t, Path) else t
-            for t in [tokenizer] + ([baseline] if baseline is not None else [])]
+    toks = [
+        str(t) if isinstance(t, Path) else t
+        for t in [tokenizer] + ([baseline] if baseline is not None else [])
+    ]
     if isinstance(paths, (str, Path)):
         paths = [paths]
     progress = Progress("measuring", quiet=quiet)
-    report = analyze(list(paths), toks, corpus_options=corpus_options, detail_docs=detail_docs,
-                     seed=seed, progress=progress, workers=workers)
+    report = analyze(
+        list(paths),
+        toks,
+        corpus_options=corpus_options,
+        detail_docs=detail_docs,
+        seed=seed,
+        progress=progress,
+        workers=workers,
+    )
     progress.done()
     labels = [d["label"] for d in report.tokenizers]  # analyze refuses a shared label
-    return report, evaluate(report, pol, label=labels[0],
-                            baseline_label=labels[1] if baseline is not None else None)
+    return report, evaluate(
+        report, pol, label=labels[0], baseline_label=labels[1] if baseline is not None else None
+    )
 
 
-def gate_corpus(paths, tokenizer, *, policy: Policy | str | Path | None = None,
-                baseline=None, corpus_options: dict | None = None,
-                quiet: bool = True) -> GateResult:
+def gate_corpus(
+    paths,
+    tokenizer,
+    *,
+    policy: Policy | str | Path | None = None,
+    baseline=None,
+    corpus_options: dict | None = None,
+    quiet: bool = True,
+) -> GateResult:
     """gate_run's verdict alone (the trainer's gate before pretraining)."""
-    return gate_run(paths, tokenizer, policy=policy, baseline=baseline,
-                    corpus_options=corpus_options, quiet=quiet)[1]
+    return gate_run(
+        paths,
+        tokenizer,
+        policy=policy,
+        baseline=baseline,
+        corpus_options=corpus_options,
+        quiet=quiet,
+    )[1]

@@ -24,9 +24,6 @@ from typing import Any
 
 from fertility.config import read_toml, tomllib
 from fertility.errors import PolicyError
-import math
-from dataclasses import dataclass, field
-from typing import Any
 
 
 def _floors(name: str) -> Any:
@@ -39,14 +36,14 @@ def _floors(name: str) -> Any:
 class Thresholds:
     """Every number a rule compares with. Defaults and reasons: docs/GATE.md."""
 
-    min_tokens: int = 100                  # rows with fewer tokens are too small to judge
-    mark_initial_rate: float = 0.02        # mark-split: share of the tokenizer's own pre-tokens
+    min_tokens: int = 100  # rows with fewer tokens are too small to judge
+    mark_initial_rate: float = 0.02  # mark-split: share of the tokenizer's own pre-tokens
     mark_initial_token_rate: float = 0.25  # share of tokens: merge-starvation (split clean)
     script_floors: dict = field(default_factory=lambda: _floors("script_floors"))
     language_floors: dict = field(default_factory=lambda: _floors("language_floors"))
     default_floor: float | None = field(default_factory=lambda: _floors("default_floor"))
     exempt_scripts: tuple = field(default_factory=lambda: _floors("exempt_scripts"))
-    ceiling_headroom: float = 1.25         # ceiling < floor * this: warning
+    ceiling_headroom: float = 1.25  # ceiling < floor * this: warning
     starvation_bytes_per_token: float = 1.5
     starvation_graphemes_per_token: float = 1.1
     starvation_ceiling_share: float = 0.6  # below this share of the ceiling: vocabulary limits
@@ -54,11 +51,11 @@ class Thresholds:
     unk_rate: float = 0.001
     top_chars: int = 5
     grapheme_split_rate: float = 0.10
-    overrepresentation: float = 2.0        # tokens per character against the rest
-    flip_margin: float = 0.10              # relative gap both ways for a ranking flip
+    overrepresentation: float = 2.0  # tokens per character against the rest
+    flip_margin: float = 0.10  # relative gap both ways for a ranking flip
     premium: float = 2.0
     parity_min_lines: int = 10
-    parity_min_overlap: float = 0.9        # share of lines two parallel files must share
+    parity_min_overlap: float = 0.9  # share of lines two parallel files must share
     bootstrap: int = 1000
     seed: int = 0
 
@@ -73,11 +70,19 @@ class Thresholds:
         return self.default_floor
 
 
-
 SEVERITIES = ("error", "warning", "info")
 _TOP_KEYS = {
-    "fail_on", "uncertain", "min_documents", "min_chars", "min_share", "baseline_margin",
-    "reference", "allow_lossy", "floors", "ceilings", "rules",
+    "fail_on",
+    "uncertain",
+    "min_documents",
+    "min_chars",
+    "min_share",
+    "baseline_margin",
+    "reference",
+    "allow_lossy",
+    "floors",
+    "ceilings",
+    "rules",
 }
 _FLOOR_KEYS = {"default", "exempt", "script", "language"}
 _CEILING_KEYS = {"byte_fallback_rate", "unk_rate", "premium"}
@@ -88,21 +93,21 @@ _FLOOR_FIELDS = ("script_floors", "language_floors", "default_floor", "exempt_sc
 
 @dataclass
 class Policy:
-    byte_fallback_rate: float | None      # ceilings (None: not checked)
+    byte_fallback_rate: float | None  # ceilings (None: not checked)
     unk_rate: float | None
     premium: float | None
     fail_on: tuple[str, ...] = ("error",)  # finding severities that fail the gate
-    uncertain: str = "fail"               # verdict of the gate when a check is uncertain
+    uncertain: str = "fail"  # verdict of the gate when a check is uncertain
     baseline_margin: float = 0.05
     min_documents: int = 10
     min_chars: int = 1000
     min_share: float = 0.01
     reference: str = "en"
-    allow_lossy: bool = False             # a tokenizer that does not give the text back passes
+    allow_lossy: bool = False  # a tokenizer that does not give the text back passes
     # The diagnose thresholds, floors included: the gate's floor checks and the
     # pretokenizer-ceiling rule read the same numbers, so they live in one place.
     thresholds: Thresholds = field(default_factory=Thresholds)
-    source: str = "built-in"              # where it was read from, for messages
+    source: str = "built-in"  # where it was read from, for messages
 
     def floor_for(self, group: str, key: str) -> float | None:
         """The chars-per-token floor of a frame row, or None when the row is not checked."""
@@ -132,8 +137,12 @@ def default_policy() -> Policy:
 def default_floors() -> dict:
     """The built-in floors, for Thresholds' defaults (read without building a Policy)."""
     floors = _default_table()["floors"]
-    return {"script_floors": dict(floors["script"]), "language_floors": dict(floors["language"]),
-            "default_floor": floors["default"], "exempt_scripts": tuple(floors["exempt"])}
+    return {
+        "script_floors": dict(floors["script"]),
+        "language_floors": dict(floors["language"]),
+        "default_floor": floors["default"],
+        "exempt_scripts": tuple(floors["exempt"]),
+    }
 
 
 def load_policy(path: str | Path | None, *, cwd: str | Path | None = None) -> Policy:
@@ -151,8 +160,10 @@ def load_policy(path: str | Path | None, *, cwd: str | Path | None = None) -> Po
                 raise PolicyError(f"{p}: no [gate] table")
         return _build(_default_table(), table, str(p))
     base = Path(cwd) if cwd is not None else Path.cwd()
-    for name, keys in (("fertility.toml", ("gate",)),
-                       ("pyproject.toml", ("tool", "fertility", "gate"))):
+    for name, keys in (
+        ("fertility.toml", ("gate",)),
+        ("pyproject.toml", ("tool", "fertility", "gate")),
+    ):
         p = base / name
         if p.is_file():
             table = _subtable(_read(p), keys, p)
@@ -186,17 +197,28 @@ def _build(default: dict, user: dict, source: str) -> Policy:
     _check_keys(user, source)
     t = _merge(default, user)
     floors, ceilings = t.get("floors", {}), t.get("ceilings", {})
-    where = (lambda key: f"{source}: {key}")
+    where = lambda key: f"{source}: {key}"
 
-    def number(value: Any, key: str, *, allow_off: bool = False, lo: float = 0.0,
-               hi: float = math.inf, integer: bool = False) -> float | None:
+    def number(
+        value: Any,
+        key: str,
+        *,
+        allow_off: bool = False,
+        lo: float = 0.0,
+        hi: float = math.inf,
+        integer: bool = False,
+    ) -> float | None:
         if value is False and allow_off:
             return None
         ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
         # nan compares false with everything and inf passes an open upper bound: neither
         # is a threshold a user means, so both are refused by name
-        if isinstance(value, bool) or not ok_type or not math.isfinite(value) \
-                or not (lo <= value <= hi):
+        if (
+            isinstance(value, bool)
+            or not ok_type
+            or not math.isfinite(value)
+            or not (lo <= value <= hi)
+        ):
             kind = "an integer" if integer else "a number"
             rng = f" in [{lo:g}, {hi:g}]" if hi != math.inf else f" >= {lo:g}"
             off = " (or false)" if allow_off else ""
@@ -215,11 +237,12 @@ def _build(default: dict, user: dict, source: str) -> Policy:
 
     fail_on = t.get("fail_on", ["error"])
     if not isinstance(fail_on, list) or any(s not in SEVERITIES for s in fail_on):
-        raise PolicyError(f"{where('fail_on')} must be a list of {', '.join(SEVERITIES)}, "
-                          f"got {fail_on!r}")
+        raise PolicyError(
+            f"{where('fail_on')} must be a list of {', '.join(SEVERITIES)}, got {fail_on!r}"
+        )
     uncertain = t.get("uncertain", "fail")
     if uncertain not in ("fail", "pass"):
-        raise PolicyError(f"{where('uncertain')} must be \"fail\" or \"pass\", got {uncertain!r}")
+        raise PolicyError(f'{where("uncertain")} must be "fail" or "pass", got {uncertain!r}')
     exempt = floors.get("exempt", [])
     if not isinstance(exempt, list) or not all(isinstance(s, str) for s in exempt):
         raise PolicyError(f"{where('floors.exempt')} must be a list of script codes")
@@ -230,22 +253,30 @@ def _build(default: dict, user: dict, source: str) -> Policy:
     if not isinstance(allow_lossy, bool):
         raise PolicyError(f"{where('allow_lossy')} must be true or false, got {allow_lossy!r}")
     default_floor = number(floors.get("default", False), "floors.default", allow_off=True)
-    thresholds = _rules(t.get("rules", {}), source, {
-        "script_floors": floor_table("script"),
-        "language_floors": floor_table("language"),
-        "default_floor": None if default_floor is None else float(default_floor),
-        "exempt_scripts": tuple(exempt),
-    })
+    thresholds = _rules(
+        t.get("rules", {}),
+        source,
+        {
+            "script_floors": floor_table("script"),
+            "language_floors": floor_table("language"),
+            "default_floor": None if default_floor is None else float(default_floor),
+            "exempt_scripts": tuple(exempt),
+        },
+    )
     return Policy(
-        byte_fallback_rate=number(ceilings.get("byte_fallback_rate", False),
-                                  "ceilings.byte_fallback_rate", allow_off=True, hi=1.0),
-        unk_rate=number(ceilings.get("unk_rate", False), "ceilings.unk_rate",
-                        allow_off=True, hi=1.0),
+        byte_fallback_rate=number(
+            ceilings.get("byte_fallback_rate", False),
+            "ceilings.byte_fallback_rate",
+            allow_off=True,
+            hi=1.0,
+        ),
+        unk_rate=number(
+            ceilings.get("unk_rate", False), "ceilings.unk_rate", allow_off=True, hi=1.0
+        ),
         premium=number(ceilings.get("premium", False), "ceilings.premium", allow_off=True),
         fail_on=tuple(fail_on),
         uncertain=uncertain,
-        baseline_margin=float(number(t.get("baseline_margin", 0.05), "baseline_margin",
-                                     hi=1.0)),
+        baseline_margin=float(number(t.get("baseline_margin", 0.05), "baseline_margin", hi=1.0)),
         min_documents=int(number(t.get("min_documents", 10), "min_documents", integer=True)),
         min_chars=int(number(t.get("min_chars", 1000), "min_chars", integer=True)),
         min_share=float(number(t.get("min_share", 0.01), "min_share", hi=1.0)),
@@ -262,8 +293,10 @@ def _check_keys(user: dict, source: str) -> None:
             raise PolicyError(f"{source}: {prefix.rstrip('.')} must be a table")
         for k in table:
             if k not in allowed:
-                raise PolicyError(f"{source}: unknown key {prefix}{k} "
-                                  f"(expected one of {', '.join(sorted(allowed))})")
+                raise PolicyError(
+                    f"{source}: unknown key {prefix}{k} "
+                    f"(expected one of {', '.join(sorted(allowed))})"
+                )
 
     unknown(user, _TOP_KEYS, "")
     if "floors" in user:

@@ -39,7 +39,6 @@ class Progress(StatusLine):
 
     def __call__(self, docs: int, nbytes: int) -> None:
         rate = docs / max(time.perf_counter() - self.start, 1e-9)
-        self.update(f"{self.what}: {docs:,} documents, {nbytes / 1e6:,.1f} MB, "
-                    f"{rate:,.0f} docs/s")
+        self.update(f"{self.what}: {docs:,} documents, {nbytes / 1e6:,.1f} MB, {rate:,.0f} docs/s")
 
     done = StatusLine.close

@@ -34,9 +34,12 @@ def report(tmp_path_factory):
     text = [x for p in sorted(EXCERPT.glob("*.txt")) for x in _lines(p.stem)]
     specs = []
     for name in ("gpt2", "o200k"):
-        split = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(FAMILIES[name]), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        split = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(FAMILIES[name]), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
         path = root / name / "tokenizer.json"
         byte_level_bpe(text, 2000, pre_tokenizer=split, path=path)
         specs.append(f"{name}={path}")
@@ -44,8 +47,11 @@ def report(tmp_path_factory):
 
 
 def _errors(report, label: str) -> dict[str, dict]:
-    return {f.key: f.evidence for f in report.findings
-            if f.rule == "mark-split" and f.severity == "error" and f.tokenizer == label}
+    return {
+        f.key: f.evidence
+        for f in report.findings
+        if f.rule == "mark-split" and f.severity == "error" and f.tokenizer == label
+    }
 
 
 def _mark_initial(pattern: str, lines: list[str]) -> tuple[int, int]:

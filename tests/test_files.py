@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from fertility.files import write_text_atomic
 from fertility.errors import EvalError, FixError
+from fertility.files import write_text_atomic
 
 
 def test_reader_of_the_old_file_sees_it_whole(tmp_path):
@@ -21,7 +21,7 @@ def test_reader_of_the_old_file_sees_it_whole(tmp_path):
 def test_chain_of_symlinks_and_a_dangling_one_are_written_through(tmp_path):
     target = tmp_path / "target.txt"
     middle, top = tmp_path / "middle", tmp_path / "top"
-    middle.symlink_to(target)       # dangling until the write creates the target
+    middle.symlink_to(target)  # dangling until the write creates the target
     top.symlink_to(middle)
     write_text_atomic(top, "through\n")
     assert top.is_symlink() and middle.is_symlink() and not target.is_symlink()

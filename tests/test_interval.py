@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from fertility.measure.counters import Bootstrap
 from fertility.measure import analyze
+from fertility.measure.counters import Bootstrap
 from tests.bpe import byte_level_bpe
 
 EXCERPT = Path(__file__).resolve().parent / "realworld" / "excerpt"  # real text, 13 languages
@@ -21,8 +21,10 @@ EXCERPT = Path(__file__).resolve().parent / "realworld" / "excerpt"  # real text
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
     root = tmp_path_factory.mktemp("interval")
-    lines = {p.stem: [x for x in p.read_text(encoding="utf-8").splitlines() if x.strip()]
-             for p in sorted(EXCERPT.glob("*.txt"))}
+    lines = {
+        p.stem: [x for x in p.read_text(encoding="utf-8").splitlines() if x.strip()]
+        for p in sorted(EXCERPT.glob("*.txt"))
+    }
     byte_level_bpe([x for v in lines.values() for x in v], 1500, path=root / "tok.json")
     rep = analyze(sorted(EXCERPT.glob("*.txt")), [f"bpe={root / 'tok.json'}"], workers=1)
     return rep, lines, Tokenizer.from_file(str(root / "tok.json"))
@@ -42,8 +44,9 @@ def test_interval_agrees_with_a_document_bootstrap_on_real_text(measured):
     per_lang = {}
     for lang, docs in lines.items():
         chars = np.array([len(x) for x in docs], dtype=float)
-        tokens = np.array([len(e.ids) for e in hf.encode_batch(docs, add_special_tokens=False)],
-                          dtype=float)
+        tokens = np.array(
+            [len(e.ids) for e in hf.encode_batch(docs, add_special_tokens=False)], dtype=float
+        )
         per_lang[lang] = (chars, tokens)
     groups = {("language", k): v for k, v in per_lang.items()}
     groups[("all", "all")] = tuple(np.concatenate(x) for x in zip(*per_lang.values()))

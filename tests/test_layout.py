@@ -27,8 +27,12 @@ def module_name(path: Path) -> str:
 
 
 def sources() -> dict[str, Path]:
-    return {module_name(p): p for package in PACKAGES
-            for p in sorted((REPO / package).rglob("*.py")) if "__pycache__" not in p.parts}
+    return {
+        module_name(p): p
+        for package in PACKAGES
+        for p in sorted((REPO / package).rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
 
 
 MODULES = sources()
@@ -67,10 +71,16 @@ def imports(name: str, deferred_too: bool = False) -> list[tuple[int, str, list[
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and node.lineno not in skip:
-            out += [(node.lineno, a.name, []) for a in node.names
-                    if a.name.split(".")[0] in PACKAGES]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and \
-                node.module.split(".")[0] in PACKAGES and node.lineno not in skip:
+            out += [
+                (node.lineno, a.name, []) for a in node.names if a.name.split(".")[0] in PACKAGES
+            ]
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.split(".")[0] in PACKAGES
+            and node.lineno not in skip
+        ):
             for a in node.names:
                 sub = f"{node.module}.{a.name}"
                 if sub in MODULES:  # `from package import submodule`
@@ -81,8 +91,9 @@ def imports(name: str, deferred_too: bool = False) -> list[tuple[int, str, list[
 
 
 def graph() -> dict[str, set[str]]:
-    return {name: {m for _, m, _ in imports(name) if m in MODULES and m != name}
-            for name in MODULES}
+    return {
+        name: {m for _, m, _ in imports(name) if m in MODULES and m != name} for name in MODULES
+    }
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -138,6 +149,9 @@ def test_no_import_of_another_modules_underscore_name(name):
     for line, module, names in imports(name, deferred_too=True):
         if any(part.startswith("_") and not part.startswith("__") for part in module.split(".")):
             bad.append(f"{line}: {module}")
-        bad += [f"{line}: {module}.{n}" for n in names
-                if n.startswith("_") and not n.startswith("__") and module != name]
+        bad += [
+            f"{line}: {module}.{n}"
+            for n in names
+            if n.startswith("_") and not n.startswith("__") and module != name
+        ]
     assert bad == []

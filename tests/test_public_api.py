@@ -31,8 +31,11 @@ def import_everything() -> list[str]:
 def naive(tmp_path_factory):
     """A byte-level BPE with GPT-2's split: it cuts Bengali words at their vowel signs."""
     path = tmp_path_factory.mktemp("tok") / "naive.json"
-    lines = [line for f in sorted(CORPUS.glob("*.txt"))
-             for line in f.read_text(encoding="utf-8").splitlines()]
+    lines = [
+        line
+        for f in sorted(CORPUS.glob("*.txt"))
+        for line in f.read_text(encoding="utf-8").splitlines()
+    ]
     byte_level_bpe(lines, 600, path=path)
     return path
 
@@ -77,8 +80,9 @@ def test_analyze_takes_the_command_policy(naive, tmp_path, monkeypatch, run):
     monkeypatch.chdir(tmp_path)
     policy = tmp_path / "policy.toml"
     policy.write_text("[floors.script]\nLatn = 50\n", encoding="utf-8")
-    code, out, _ = run("report", CORPUS, "-t", f"naive={naive}", "--format", "json",
-                       "--policy", policy)
+    code, out, _ = run(
+        "report", CORPUS, "-t", f"naive={naive}", "--format", "json", "--policy", policy
+    )
     library = fertility.analyze([str(CORPUS)], [f"naive={naive}"], policy=policy)
     assert code == 0 and json.loads(library.to_json()) == json.loads(out)
     default = fertility.analyze([str(CORPUS)], [f"naive={naive}"])

@@ -25,9 +25,9 @@ wrapper would all-reduce and wait for every rank.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -82,57 +82,76 @@ class ArbiterReport:
         if self.tol is None:
             return []
         named = {name for name, _ in self.offenders}
-        return [(n, d) for n, d in self.path_diffs.items()
-                if not d <= self.tol and n.removeprefix("compiled:") not in named]
+        return [
+            (n, d)
+            for n, d in self.path_diffs.items()
+            if not d <= self.tol and n.removeprefix("compiled:") not in named
+        ]
 
     def summary(self) -> str:
         """One line naming what failed (empty when ok)."""
         parts = []
         if self.offenders:
             n = len(self.offenders)
-            parts.append(f"{n} parameter{'s' if n != 1 else ''} got no gradient: "
-                         + _listing([f"{name} ({kind})" for name, kind in self.offenders]))
+            parts.append(
+                f"{n} parameter{'s' if n != 1 else ''} got no gradient: "
+                + _listing([f"{name} ({kind})" for name, kind in self.offenders])
+            )
         bad = self.path_failures()
         if bad:
             n = len(bad)
-            parts.append(f"{n} gradient{'s differ' if n != 1 else ' differs'} between "
-                         f"attention/compile paths beyond tol {self.tol:g}: "
-                         + _listing([f"{name} ({d:.3g})" for name, d in bad]))
+            parts.append(
+                f"{n} gradient{'s differ' if n != 1 else ' differs'} between "
+                f"attention/compile paths beyond tol {self.tol:g}: "
+                + _listing([f"{name} ({d:.3g})" for name, d in bad])
+            )
         wrong = self.exact_failures()
         if wrong:
-            parts.append(f"{len(wrong)} gradient{'s' if len(wrong) != 1 else ''} disagree with "
-                         f"a float64 finite difference beyond {TOL_EXACT:g}: "
-                         + _listing([f"{name} ({e:.3g})" for name, e in wrong]))
+            parts.append(
+                f"{len(wrong)} gradient{'s' if len(wrong) != 1 else ''} disagree with "
+                f"a float64 finite difference beyond {TOL_EXACT:g}: "
+                + _listing([f"{name} ({e:.3g})" for name, e in wrong])
+            )
         kern = self.kernel_failures()
         if kern:
-            parts.append(f"fused attention gradients differ from the math kernel's: "
-                         + _listing([f"{name} ({e:.3g} > {t:.3g})" for name, e, t in kern]))
+            parts.append(
+                "fused attention gradients differ from the math kernel's: "
+                + _listing([f"{name} ({e:.3g} > {t:.3g})" for name, e, t in kern])
+            )
         parts.extend(self.notes)
         return "; ".join(parts)
 
     def format_text(self) -> str:
         tol = "unset" if self.tol is None else f"{self.tol:g}"
-        lines = [f"gradient-flow arbiter: {'ok' if self.ok else 'FAILED'} "
-                 f"({self.checked} trainable parameters checked)"]
+        lines = [
+            f"gradient-flow arbiter: {'ok' if self.ok else 'FAILED'} "
+            f"({self.checked} trainable parameters checked)"
+        ]
         for name, kind in self.offenders:
             lines.append(f"  bad gradient  {name}: {kind}")
         if self.path_diffs:
             worst = max(self.path_diffs.items(), key=lambda kv: _sortable(kv[1]))
-            lines.append(f"  paths compared: {len(self.path_diffs)} gradients, worst "
-                         f"{worst[0]} {worst[1]:.3g} (tol {tol})")
+            lines.append(
+                f"  paths compared: {len(self.path_diffs)} gradients, worst "
+                f"{worst[0]} {worst[1]:.3g} (tol {tol})"
+            )
         for name, d in self.path_failures():
             lines.append(f"  path mismatch {name}: {d:.3g} > {tol}")
         for name, e in self.exact_failures():
             lines.append(f"  wrong gradient {name}: {e:.3g} from a float64 finite difference")
         if self.exact:
-            lines.append(f"  exact check: {len(self.exact)} gradients against float64 finite "
-                         f"differences, worst {max(self.exact.values(), key=_sortable):.3g} "
-                         f"(tol {TOL_EXACT:g})")
+            lines.append(
+                f"  exact check: {len(self.exact)} gradients against float64 finite "
+                f"differences, worst {max(self.exact.values(), key=_sortable):.3g} "
+                f"(tol {TOL_EXACT:g})"
+            )
         for name, e, t in self.kernel_failures():
             lines.append(f"  kernel mismatch {name}: {e:.3g} > {t:.3g}")
         if self.kernels:
-            lines.append(f"  attention kernels: {len(self.kernels)} gradients (dq, dk, dv per "
-                         f"layer) against float64, calibrated on the math kernel's noise")
+            lines.append(
+                f"  attention kernels: {len(self.kernels)} gradients (dq, dk, dv per "
+                f"layer) against float64, calibrated on the math kernel's noise"
+            )
         for name in self.frozen:
             lines.append(f"  frozen (not checked) {name}")
         for why in self.skipped:
@@ -154,7 +173,7 @@ def _sortable(d: float) -> float:
 def _clean(name: str) -> str:
     for prefix in _PREFIXES:
         while name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
     return name
 
 
@@ -164,15 +183,20 @@ def _autocast(ids: torch.Tensor, amp_dtype: torch.dtype | None):
     return torch.autocast(ids.device.type, dtype=amp_dtype)
 
 
-def _loss(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor,
-          loss_fn: Callable | None) -> torch.Tensor:
+def _loss(
+    model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, loss_fn: Callable | None
+) -> torch.Tensor:
     """loss_fn(logits, targets), or the model's own loss (chunked, as the run computes it)."""
     return model(ids, targets) if loss_fn is None else loss_fn(model(ids), targets)
 
 
-def _gradients(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor,
-               loss_fn: Callable | None,
-               amp_dtype: torch.dtype | None) -> dict[str, torch.Tensor | None]:
+def _gradients(
+    model: nn.Module,
+    ids: torch.Tensor,
+    targets: torch.Tensor,
+    loss_fn: Callable | None,
+    amp_dtype: torch.dtype | None,
+) -> dict[str, torch.Tensor | None]:
     """One forward+backward; returns each trainable parameter's gradient and puts the
     parameters' previous .grad back (the caller's accumulated gradients survive)."""
     params = [(_clean(n), p) for n, p in model.named_parameters() if p.requires_grad]
@@ -199,16 +223,20 @@ def _classify(grad: torch.Tensor | None) -> str | None:
     return None
 
 
-def check_gradient_flow(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
-                        loss_fn: Callable | None = None,
-                        amp_dtype: torch.dtype | None = None) -> ArbiterReport:
+def check_gradient_flow(
+    model: nn.Module,
+    ids: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    loss_fn: Callable | None = None,
+    amp_dtype: torch.dtype | None = None,
+) -> ArbiterReport:
     """Every parameter with requires_grad must receive a finite gradient that is not all
     zeros. Tied parameters are one parameter (named once, by their first name)."""
     grads = _gradients(model, ids, targets, loss_fn, amp_dtype)
     offenders = [(name, kind) for name, g in grads.items() if (kind := _classify(g))]
     frozen = [_clean(n) for n, p in model.named_parameters() if not p.requires_grad]
-    return ArbiterReport(ok=not offenders, checked=len(grads), offenders=offenders,
-                         frozen=frozen)
+    return ArbiterReport(ok=not offenders, checked=len(grads), offenders=offenders, frozen=frozen)
 
 
 def _sharded(model: nn.Module) -> bool:
@@ -229,9 +257,17 @@ def _as_float64(model: nn.Module):
             p.data = data
 
 
-def check_exact(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
-                loss_fn: Callable | None = None, directions: int = 2, h: float = 1e-3,
-                tokens: int = EXACT_TOKENS, seed: int = 0) -> dict[str, float]:
+def check_exact(
+    model: nn.Module,
+    ids: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    loss_fn: Callable | None = None,
+    directions: int = 2,
+    h: float = 1e-3,
+    tokens: int = EXACT_TOKENS,
+    seed: int = 0,
+) -> dict[str, float]:
     """Per trainable parameter, the worst relative disagreement between autograd's
     directional derivative <g, d> and the central difference (L(p+hd) - L(p-hd)) / 2h, in
     float64 without autocast, on the first sequence cut to `tokens`; the step is h times the
@@ -278,10 +314,15 @@ def _position_stats(g: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return float(err), float(bias)
 
 
-def check_attention_kernels(model: nn.Module, ids: torch.Tensor, *, fast: str = "auto",
-                            reference: str = "math",
-                            amp_dtype: torch.dtype | None = None,
-                            seed: int = 0) -> dict[str, tuple[float, float]]:
+def check_attention_kernels(
+    model: nn.Module,
+    ids: torch.Tensor,
+    *,
+    fast: str = "auto",
+    reference: str = "math",
+    amp_dtype: torch.dtype | None = None,
+    seed: int = 0,
+) -> dict[str, tuple[float, float]]:
     """Each attention call's inputs are recorded in one forward pass over the first sequence;
     then, per layer, the `fast` kernel's dq, dk, dv (in the inputs' dtype) and the `reference`
     kernel's (same dtype) are compared with the reference in float64, for a random upstream
@@ -336,11 +377,18 @@ def _rel_diff(fast: torch.Tensor | None, ref: torch.Tensor | None, atol: float) 
     return math.inf if math.isnan(d) else d
 
 
-def compare_paths(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
-                  reference: str = "math", fast: str = "auto",
-                  compiled: bool | nn.Module = False, atol: float = 1e-12,
-                  loss_fn: Callable | None = None,
-                  amp_dtype: torch.dtype | None = None) -> dict[str, float]:
+def compare_paths(
+    model: nn.Module,
+    ids: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    reference: str = "math",
+    fast: str = "auto",
+    compiled: bool | nn.Module = False,
+    atol: float = 1e-12,
+    loss_fn: Callable | None = None,
+    amp_dtype: torch.dtype | None = None,
+) -> dict[str, float]:
     """Max relative gradient difference per parameter, max|g_fast - g_ref| / (max|g_ref| +
     atol), between the `fast` attention backend and the `reference` one. With `compiled`
     (True: torch.compile(model); or an already compiled module wrapping the same
@@ -353,16 +401,34 @@ def compare_paths(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
         fast_g = _gradients(model, ids, targets, loss_fn, amp_dtype)
     diffs = {name: _rel_diff(fast_g.get(name), g, atol) for name, g in ref.items()}
     if compiled is not False:
-        diffs.update(compare_compiled(model, ids, targets, compiled=compiled, fast=fast,
-                                      atol=atol, loss_fn=loss_fn, amp_dtype=amp_dtype,
-                                      eager=fast_g))
+        diffs.update(
+            compare_compiled(
+                model,
+                ids,
+                targets,
+                compiled=compiled,
+                fast=fast,
+                atol=atol,
+                loss_fn=loss_fn,
+                amp_dtype=amp_dtype,
+                eager=fast_g,
+            )
+        )
     return diffs
 
 
-def compare_compiled(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
-                     compiled: bool | nn.Module = True, fast: str = "auto", atol: float = 1e-12,
-                     loss_fn: Callable | None = None, amp_dtype: torch.dtype | None = None,
-                     eager: dict | None = None) -> dict[str, float]:
+def compare_compiled(
+    model: nn.Module,
+    ids: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    compiled: bool | nn.Module = True,
+    fast: str = "auto",
+    atol: float = 1e-12,
+    loss_fn: Callable | None = None,
+    amp_dtype: torch.dtype | None = None,
+    eager: dict | None = None,
+) -> dict[str, float]:
     """{"compiled:<name>": diff} of compiled against eager gradients on the fast backend."""
     if eager is None:
         with attention_backend(fast):
@@ -383,11 +449,19 @@ def _default_tol(model: nn.Module, ids: torch.Tensor, amp_dtype: torch.dtype | N
     return TOL_FP32
 
 
-def run_arbiter(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
-                compiled: bool | nn.Module = False, tol: float | None = None,
-                loss_fn: Callable | None = None, amp_dtype: torch.dtype | None = None,
-                reference: str = "math", fast: str = "auto",
-                exact_on: nn.Module | None = None) -> ArbiterReport:
+def run_arbiter(
+    model: nn.Module,
+    ids: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    compiled: bool | nn.Module = False,
+    tol: float | None = None,
+    loss_fn: Callable | None = None,
+    amp_dtype: torch.dtype | None = None,
+    reference: str = "math",
+    fast: str = "auto",
+    exact_on: nn.Module | None = None,
+) -> ArbiterReport:
     """Every check. Raises nothing: an error inside a check becomes a note and ok=False;
     the caller decides (assert_arbiter raises). `exact_on`: a copy of `model` to run the
     float64 check on, for a model inside DistributedDataParallel, whose gradient hooks a
@@ -400,40 +474,68 @@ def run_arbiter(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, *,
         report = ArbiterReport(ok=False, checked=n, notes=[f"forward/backward failed: {e}"])
     report.tol = tol
     if _sharded(model):
-        report.skipped.append("float64 and kernel checks: the parameters are sharded (FSDP); "
-                              "an unsharded run of the same model checks them")
+        report.skipped.append(
+            "float64 and kernel checks: the parameters are sharded (FSDP); "
+            "an unsharded run of the same model checks them"
+        )
     else:
         try:
-            report.exact = check_exact(model if exact_on is None else exact_on, ids, targets,
-                                       loss_fn=loss_fn)
+            report.exact = check_exact(
+                model if exact_on is None else exact_on, ids, targets, loss_fn=loss_fn
+            )
         except Exception as e:  # noqa: BLE001
             report.notes.append(f"float64 finite-difference check failed: {one_line(e)}")
         try:
-            report.kernels = check_attention_kernels(model, ids, fast=fast, reference=reference,
-                                                     amp_dtype=amp_dtype)
+            report.kernels = check_attention_kernels(
+                model, ids, fast=fast, reference=reference, amp_dtype=amp_dtype
+            )
         except Exception as e:  # noqa: BLE001
-            report.notes.append(f"attention kernel check ({fast} vs {reference}) failed: "
-                                f"{one_line(e)}")
+            report.notes.append(
+                f"attention kernel check ({fast} vs {reference}) failed: {one_line(e)}"
+            )
     try:
         # Whole-model fast vs math on one sequence: the math kernel keeps every layer's
         # T x T matrices (0.4b at 2048: ~13 GB per sequence), so not on the whole batch.
-        report.path_diffs = compare_paths(model, ids[:1], targets[:1], reference=reference,
-                                          fast=fast, loss_fn=loss_fn, amp_dtype=amp_dtype)
+        report.path_diffs = compare_paths(
+            model,
+            ids[:1],
+            targets[:1],
+            reference=reference,
+            fast=fast,
+            loss_fn=loss_fn,
+            amp_dtype=amp_dtype,
+        )
         if compiled is not False:  # on the run's own batch shape: the run's one compilation
-            report.path_diffs.update(compare_compiled(model, ids, targets, compiled=compiled,
-                                                      fast=fast, loss_fn=loss_fn,
-                                                      amp_dtype=amp_dtype))
+            report.path_diffs.update(
+                compare_compiled(
+                    model,
+                    ids,
+                    targets,
+                    compiled=compiled,
+                    fast=fast,
+                    loss_fn=loss_fn,
+                    amp_dtype=amp_dtype,
+                )
+            )
     except Exception as e:  # noqa: BLE001
-        report.notes.append(f"path comparison ({fast} vs {reference}"
-                            f"{', compiled' if compiled is not False else ''}) failed: "
-                            f"{one_line(e)}")
-    report.ok = not (report.offenders or report.path_failures() or report.notes
-                     or report.exact_failures() or report.kernel_failures())
+        report.notes.append(
+            f"path comparison ({fast} vs {reference}"
+            f"{', compiled' if compiled is not False else ''}) failed: "
+            f"{one_line(e)}"
+        )
+    report.ok = not (
+        report.offenders
+        or report.path_failures()
+        or report.notes
+        or report.exact_failures()
+        or report.kernel_failures()
+    )
     return report
 
 
-def assert_arbiter(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor,
-                   **kw) -> ArbiterReport:
+def assert_arbiter(
+    model: nn.Module, ids: torch.Tensor, targets: torch.Tensor, **kw
+) -> ArbiterReport:
     """run_arbiter, raising TrainingError naming every failing parameter."""
     report = run_arbiter(model, ids, targets, **kw)
     if not report.ok:

@@ -25,9 +25,10 @@ import random
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -76,16 +77,24 @@ def _fsync(path: Path) -> None:
 
 # -- RNG states as weights_only-safe values ------------------------------------------------
 
+
 def capture_rng() -> dict[str, Any]:
     _, keys, pos, has_gauss, cached = np.random.get_state()
     version, py_state, gauss = random.getstate()
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy": {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached": float(cached)},
-        "python": {"version": version, "state": torch.tensor(py_state, dtype=torch.int64),
-                   "gauss": gauss},
+        "numpy": {
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
+        "python": {
+            "version": version,
+            "state": torch.tensor(py_state, dtype=torch.int64),
+            "gauss": gauss,
+        },
     }
 
 
@@ -94,13 +103,15 @@ def restore_rng(state: dict[str, Any]) -> None:
     if state["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
     n = state["numpy"]
-    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"],
-                         n["has_gauss"], n["cached"]))
+    np.random.set_state(
+        ("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["cached"])
+    )
     p = state["python"]
     random.setstate((p["version"], tuple(int(x) for x in p["state"].tolist()), p["gauss"]))
 
 
 # -- writing -------------------------------------------------------------------------------
+
 
 def _dedupe(weights: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """safetensors refuses tensors sharing storage (tied embeddings): store each once."""
@@ -108,8 +119,14 @@ def _dedupe(weights: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], 
     out: dict[str, torch.Tensor] = {}
     aliases: dict[str, str] = {}
     for name, t in weights.items():
-        key = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape),
-               tuple(t.stride()), t.dtype)
+        key = (
+            t.device,
+            t.untyped_storage().data_ptr(),
+            t.storage_offset(),
+            tuple(t.shape),
+            tuple(t.stride()),
+            t.dtype,
+        )
         if key in seen:
             aliases[name] = seen[key]
         else:
@@ -118,9 +135,14 @@ def _dedupe(weights: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], 
     return out, aliases
 
 
-def save_checkpoint(run_dir: str | Path, step: int, weights: dict[str, torch.Tensor],
-                    train_state: dict[str, Any], manifest: dict[str, Any],
-                    keep_last: int = 3) -> Path:
+def save_checkpoint(
+    run_dir: str | Path,
+    step: int,
+    weights: dict[str, torch.Tensor],
+    train_state: dict[str, Any],
+    manifest: dict[str, Any],
+    keep_last: int = 3,
+) -> Path:
     """Write checkpoint `step` atomically and prune all but the newest `keep_last`.
 
     `weights` is a full (unsharded) state dict, `train_state` holds the optimizer, scheduler,
@@ -140,8 +162,9 @@ def save_checkpoint(run_dir: str | Path, step: int, weights: dict[str, torch.Ten
     except (OSError, RuntimeError, SafetensorError) as e:
         shutil.rmtree(tmp, ignore_errors=True)
         cause = e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())
-        raise TrainingError(f"{final}: cannot write the checkpoint ({cause}); "
-                            "the previous checkpoints are kept") from None
+        raise TrainingError(
+            f"{final}: cannot write the checkpoint ({cause}); the previous checkpoints are kept"
+        ) from None
     if final.exists():  # the same step written again after a rollback: replace it
         old = root / f".tmp-old-{final.name}-{os.getpid()}"
         os.replace(final, old)
@@ -153,19 +176,30 @@ def save_checkpoint(run_dir: str | Path, step: int, weights: dict[str, torch.Ten
     return final
 
 
-def _write_folder(tmp: Path, step: int, weights: dict[str, torch.Tensor],
-                  train_state: dict[str, Any], manifest: dict[str, Any]) -> None:
+def _write_folder(
+    tmp: Path,
+    step: int,
+    weights: dict[str, torch.Tensor],
+    train_state: dict[str, Any],
+    manifest: dict[str, Any],
+) -> None:
     """The checkpoint's three files in `tmp`, each fsync'd, the manifest last."""
     tensors, aliases = _dedupe(weights)
-    save_file(tensors, str(tmp / WEIGHTS), metadata={"format": "pt",
-                                                      "aliases": json.dumps(aliases)})
+    save_file(
+        tensors, str(tmp / WEIGHTS), metadata={"format": "pt", "aliases": json.dumps(aliases)}
+    )
     torch.save(train_state, tmp / TRAIN_STATE)
     files = {}
     for name in (WEIGHTS, TRAIN_STATE):
         _fsync(tmp / name)
         files[name] = sha256(tmp / name)
-    state = {"schema": SCHEMA, "step": step, **manifest, "files": files,
-             "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    state = {
+        "schema": SCHEMA,
+        "step": step,
+        **manifest,
+        "files": files,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
     state["manifest_sha256"] = _manifest_sha256(state)
     with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
         json.dump(state, f, indent=1, ensure_ascii=False)
@@ -184,13 +218,15 @@ def remove_partial(run_dir: str | Path) -> None:
 
 # -- reading -------------------------------------------------------------------------------
 
+
 def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
     """(step, folder) of every finished checkpoint folder, oldest first (not yet verified)."""
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir()
-             if p.is_dir() and (m := _STEP_RE.match(p.name))]
+    found = [
+        (int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _STEP_RE.match(p.name))
+    ]
     return sorted(found)
 
 
@@ -207,12 +243,16 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
         raise TrainingError(f"{path / MANIFEST}: not a {SCHEMA} manifest")
     # Checkpoints written before the manifest carried its own checksum have none.
     if "manifest_sha256" in state and state["manifest_sha256"] != _manifest_sha256(state):
-        raise EditedManifest(f"{path / MANIFEST}: checksum does not match its contents "
-                             "(edited after it was written); restore it or delete the folder")
+        raise EditedManifest(
+            f"{path / MANIFEST}: checksum does not match its contents "
+            "(edited after it was written); restore it or delete the folder"
+        )
     m = _STEP_RE.match(path.name)
     if m and state.get("step") != int(m.group(1)):
-        raise EditedManifest(f"{path / MANIFEST}: step {state.get('step')!r} is not the "
-                             f"folder's {int(m.group(1))}; restore it or delete the folder")
+        raise EditedManifest(
+            f"{path / MANIFEST}: step {state.get('step')!r} is not the "
+            f"folder's {int(m.group(1))}; restore it or delete the folder"
+        )
     for name in (WEIGHTS, TRAIN_STATE):
         expected = state.get("files", {}).get(name)
         if not (path / name).is_file():
@@ -222,8 +262,9 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
     return state
 
 
-def latest_checkpoint(run_dir: str | Path, warn: Callable[[str], None] | None = None
-                      ) -> tuple[Path, dict[str, Any]] | None:
+def latest_checkpoint(
+    run_dir: str | Path, warn: Callable[[str], None] | None = None
+) -> tuple[Path, dict[str, Any]] | None:
     """The newest valid checkpoint, skipping (with a warning) corrupt or partial ones;
     EditedManifest when a state.json was changed by hand."""
     warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
@@ -259,8 +300,9 @@ def load_train_state(path: str | Path) -> dict[str, Any]:
         raise TrainingError(f"{file}: unreadable training state ({e})") from None
 
 
-def load_model(run_dir: str | Path, step: int | None = None, device: str = "cpu"
-               ) -> tuple[torch.nn.Module, dict[str, Any]]:
+def load_model(
+    run_dir: str | Path, step: int | None = None, device: str = "cpu"
+) -> tuple[torch.nn.Module, dict[str, Any]]:
     """(Transformer in eval mode, checkpoint manifest) for evaluation and export.
 
     `step` None takes the newest valid checkpoint (corrupt ones skipped with a warning).

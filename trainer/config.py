@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from fertility.config import read_toml
 from fertility.errors import TrainingError
@@ -84,23 +85,35 @@ class TrainConfig:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], source: str = "<dict>") -> "TrainConfig":
+    def from_dict(cls, d: Mapping[str, Any], source: str = "<dict>") -> TrainConfig:
         return _build(dict(d), source)
 
-    def validate(self, source: str = "<config>") -> "TrainConfig":
+    def validate(self, source: str = "<config>") -> TrainConfig:
         def bad(key: str, why: str) -> TrainingError:
             return TrainingError(f"{source}: {key} = {getattr(self, key)!r}: {why}")
 
-        for key in ("seq_len", "micro_batch", "keep_last", "log_every", "shard_tokens",
-                    "tokenize_batch", "max_bad_steps", "checkpoint_every", "eval_windows"):
+        for key in (
+            "seq_len",
+            "micro_batch",
+            "keep_last",
+            "log_every",
+            "shard_tokens",
+            "tokenize_batch",
+            "max_bad_steps",
+            "checkpoint_every",
+            "eval_windows",
+        ):
             if getattr(self, key) < 1:
                 raise bad(key, "must be at least 1")
         if self.eval_every < 0:
             raise bad("eval_every", "must be >= 0 (0: no held-out loss)")
         top = self.model_max_seq_len()
         if isinstance(top, int) and self.seq_len > top:  # refused before anything is written
-            raise bad("seq_len", f"exceeds the model's max_seq_len {top} (preset "
-                                 f"{self.preset}); lower seq_len or set [model] max_seq_len")
+            raise bad(
+                "seq_len",
+                f"exceeds the model's max_seq_len {top} (preset "
+                f"{self.preset}); lower seq_len or set [model] max_seq_len",
+            )
         for key in ("steps", "tokens", "tokens_per_step"):
             v = getattr(self, key)
             if v is not None and v < 1:
@@ -118,8 +131,9 @@ class TrainConfig:
                 raise bad(key, 'expected true, false or "auto"')
         if not (isinstance(self.separator, int) or self.separator in ("auto", "none")):
             raise bad("separator", 'expected "auto", "none" or a token id')
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                   for v in self.mix.values()):
+        if not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.mix.values()
+        ):
             raise bad("mix", "expected LANG = SHARE numbers")
         self.mix = check_mix(self.mix, self.mix_temperature, source)
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
@@ -188,14 +202,16 @@ def _check_type(key: str, value: Any, source: str) -> Any:
 def _build(values: dict[str, Any], source: str) -> TrainConfig:
     unknown = sorted(set(values) - set(_FIELDS))
     if unknown:
-        raise TrainingError(f"{source}: unknown key {unknown[0]!r} "
-                            f"(known: {', '.join(sorted(_FIELDS))})")
+        raise TrainingError(
+            f"{source}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_FIELDS))})"
+        )
     checked = {k: _check_type(k, v, source) for k, v in values.items()}
     return TrainConfig(**checked).validate(source)
 
 
-def load_config(path: str | Path | None = None,
-                overrides: Mapping[str, Any] | None = None) -> TrainConfig:
+def load_config(
+    path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> TrainConfig:
     """TrainConfig from a TOML file (or the defaults), then `overrides` (None values skipped).
 
     A `model` override is merged into the file's `[model]` table rather than replacing it.

@@ -16,17 +16,18 @@ import multiprocessing
 import os
 import shutil
 import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
 from fertility.corpus import batched
 from fertility.errors import TrainingError
 from fertility.progress import StatusLine
-from trainer.shards import DocTableWriter, ShardWriter, dtype_for_vocab, open_doc_table, open_shard
-from collections import deque
 from fertility.tokenizers import reload_key, reload_tokenizer
+from trainer.shards import DocTableWriter, ShardWriter, dtype_for_vocab, open_doc_table, open_shard
 
 INDEX_SCHEMA = "fertility.shards/1"
 DOC_TABLE = "train-docs.bin"
@@ -34,8 +35,9 @@ DOC_TABLE = "train-docs.bin"
 _EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "[EOS]", "<|im_end|>")
 
 
-def choose_separator(special_tokens: dict[str, int], setting: int | str,
-                     vocab_size: int | None = None) -> int | None:
+def choose_separator(
+    special_tokens: dict[str, int], setting: int | str, vocab_size: int | None = None
+) -> int | None:
     """The id put between documents: the tokenizer's end-of-text token when it has one.
 
     With "auto" and no such token (any tiktoken rank file, say) the id just past the
@@ -107,7 +109,7 @@ class _Split:
         table[:, 2:] = np.array(rows, dtype=np.int64).reshape(-1, 4)
         table[:, 0] = len(self.done)
         offset = 0 if self.cur is None else self.cur.n_tokens
-        table[:, 1] = offset + np.concatenate([[0], np.cumsum(table[:-1, 2])])[:len(rows)]
+        table[:, 1] = offset + np.concatenate([[0], np.cumsum(table[:-1, 2])])[: len(rows)]
         return table
 
     def close(self) -> list[dict[str, Any]]:
@@ -117,10 +119,20 @@ class _Split:
         return self.done
 
 
-def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path, *,
-                 seed: int = 0, heldout_fraction: float = 0.01, separator: int | str = "auto",
-                 shard_tokens: int = 1 << 28, batch_size: int = 512, workers: int = 0,
-                 quiet: bool = False, summary: Any = None) -> dict[str, Any]:
+def build_shards(
+    documents: Iterable[Any],
+    tokenizer: Any,
+    data_dir: str | Path,
+    *,
+    seed: int = 0,
+    heldout_fraction: float = 0.01,
+    separator: int | str = "auto",
+    shard_tokens: int = 1 << 28,
+    batch_size: int = 512,
+    workers: int = 0,
+    quiet: bool = False,
+    summary: Any = None,
+) -> dict[str, Any]:
     """Tokenize `documents` (objects with text, lang, source, line) into `data_dir`.
 
     Streams: documents are encoded `batch_size` at a time, in order, so the shards are the
@@ -136,8 +148,10 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
     vocab = int(tokenizer.vocab_size)
     sep = choose_separator(dict(tokenizer.special_tokens), separator, vocab)
     if sep is not None and not 0 <= sep <= vocab:
-        raise TrainingError(f"separator id {sep} is outside the tokenizer's vocabulary "
-                            f"(size {vocab}; {vocab} itself reserves a new id)")
+        raise TrainingError(
+            f"separator id {sep} is outside the tokenizer's vocabulary "
+            f"(size {vocab}; {vocab} itself reserves a new id)"
+        )
     vocab += sep == vocab  # a reserved separator: the shards hold one id more
     meta = {"vocab_size": vocab, "fingerprint": tokenizer.fingerprint, "separator": sep}
     splits = {name: _Split(part, name, meta, shard_tokens) for name in ("train", "heldout")}
@@ -150,12 +164,13 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
     if workers > 1:
         # spawn, not fork: forked HF tokenizers deadlock, and workers reload from the spec
         ctx = multiprocessing.get_context("spawn")
-        pool = ctx.Pool(workers, initializer=_worker_init,
-                        initargs=(reload_key(tokenizer),))
+        pool = ctx.Pool(workers, initializer=_worker_init, initargs=(reload_key(tokenizer),))
         encoded = _parallel_encode(pool, batches, in_flight=2 * workers)
     else:
-        encoded = ((b, [np.asarray(e.ids) for e in tokenizer.encode_batch([d.text for d in b])])
-                   for b in batches)
+        encoded = (
+            (b, [np.asarray(e.ids) for e in tokenizer.encode_batch([d.text for d in b])])
+            for b in batches
+        )
 
     doc_table = DocTableWriter(part / DOC_TABLE, tokenizer.fingerprint)
     langs: dict[str, dict[str, int]] = {}  # per language of the training split, first seen first
@@ -171,39 +186,61 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
                 for doc, ids in zip(docs, ids_list):
                     if len(ids) == 0:
                         continue  # an empty line adds nothing but a separator
-                    split = ("heldout" if is_heldout(seed, doc.source, doc.line,
-                                                     heldout_fraction) else "train")
+                    split = (
+                        "heldout"
+                        if is_heldout(seed, doc.source, doc.line, heldout_fraction)
+                        else "train"
+                    )
                     parts[split] += [ids, sep_arr]
                     counts[split] += 1
                     if split == "train":
-                        lang = langs.setdefault(doc.lang, {"lang": doc.lang, "docs": 0,
-                                                           "chars": 0, "bytes": 0, "tokens": 0})
-                        row = (len(ids) + len(sep_arr), list(langs).index(doc.lang),
-                               len(doc.text), len(doc.text.encode("utf-8")))
+                        lang = langs.setdefault(
+                            doc.lang,
+                            {"lang": doc.lang, "docs": 0, "chars": 0, "bytes": 0, "tokens": 0},
+                        )
+                        row = (
+                            len(ids) + len(sep_arr),
+                            list(langs).index(doc.lang),
+                            len(doc.text),
+                            len(doc.text.encode("utf-8")),
+                        )
                         rows.append(row)
-                        for key, value in zip(("docs", "tokens", "chars", "bytes"),
-                                              (1, row[0], row[2], row[3])):
+                        for key, value in zip(
+                            ("docs", "tokens", "chars", "bytes"), (1, row[0], row[2], row[3])
+                        ):
                             lang[key] += value
                     if split == "heldout":
-                        held_f.write(json.dumps({"text": doc.text, "lang": doc.lang,
-                                                 "source": doc.source, "line": doc.line},
-                                                ensure_ascii=False) + "\n")
+                        held_f.write(
+                            json.dumps(
+                                {
+                                    "text": doc.text,
+                                    "lang": doc.lang,
+                                    "source": doc.source,
+                                    "line": doc.line,
+                                },
+                                ensure_ascii=False,
+                            )
+                            + "\n"
+                        )
                 for name, arrays in parts.items():
                     if arrays:
                         tokens = np.concatenate(arrays)
                         # An id past the vocabulary would wrap silently in a uint16 shard.
                         if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
-                            raise TrainingError(f"{tokenizer.spec}: produced token id "
-                                                f"{int(tokens.max())} outside its vocabulary "
-                                                f"(size {vocab})")
+                            raise TrainingError(
+                                f"{tokenizer.spec}: produced token id "
+                                f"{int(tokens.max())} outside its vocabulary "
+                                f"(size {vocab})"
+                            )
                         if name == "train":
                             doc_table.append(splits["train"].doc_rows(rows))
                         splits[name].add(tokens, counts[name])
                         n_tokens += len(tokens)
                 n_docs += len(docs)
                 rate = n_tokens / max(time.monotonic() - t0, 1e-9)
-                status.update(f"tokenizing: {n_docs:,} documents, {n_tokens:,} tokens, "
-                              f"{rate:,.0f} tokens/s")
+                status.update(
+                    f"tokenizing: {n_docs:,} documents, {n_tokens:,} tokens, {rate:,.0f} tokens/s"
+                )
     finally:
         if pool is not None:
             pool.terminate()
@@ -231,8 +268,9 @@ def build_shards(documents: Iterable[Any], tokenizer: Any, data_dir: str | Path,
     return index
 
 
-def _parallel_encode(pool: Any, batches: Iterator[list[Any]],
-                     in_flight: int) -> Iterator[tuple[list[Any], list[np.ndarray]]]:
+def _parallel_encode(
+    pool: Any, batches: Iterator[list[Any]], in_flight: int
+) -> Iterator[tuple[list[Any], list[np.ndarray]]]:
     """Encode batches in worker processes, in order, with at most `in_flight` outstanding.
 
     (Pool.imap would read the whole corpus ahead into memory; this keeps streaming.)
@@ -265,6 +303,7 @@ def read_index(data_dir: str | Path) -> dict[str, Any] | None:
 
 # -- reading -----------------------------------------------------------------------------
 
+
 class TokenData:
     """The shards of one split, checked against the run's tokenizer and model."""
 
@@ -280,27 +319,35 @@ class TokenData:
         for p in self.paths:
             h, arr = open_shard(p)
             if h.fingerprint != fingerprint:
-                raise TrainingError(f"{p}: shard was made by tokenizer {h.fingerprint}, this run's "
-                                    f"tokenizer is {fingerprint}; rebuild the shards "
-                                    "(use a new --out) or use the tokenizer that made them")
+                raise TrainingError(
+                    f"{p}: shard was made by tokenizer {h.fingerprint}, this run's "
+                    f"tokenizer is {fingerprint}; rebuild the shards "
+                    "(use a new --out) or use the tokenizer that made them"
+                )
             if len(arr):
                 top = int(arr.max())  # one vectorised pass; an id >= vocab would index garbage
                 if top >= vocab_size:
-                    raise TrainingError(f"{p}: token id {top} >= the model's vocabulary size "
-                                        f"{vocab_size}")
+                    raise TrainingError(
+                        f"{p}: token id {top} >= the model's vocabulary size {vocab_size}"
+                    )
             self.tokens.append(arr)
 
     @classmethod
-    def from_dir(cls, data_dir: str | Path, split: str, *, fingerprint: str,
-                 vocab_size: int) -> "TokenData":
+    def from_dir(
+        cls, data_dir: str | Path, split: str, *, fingerprint: str, vocab_size: int
+    ) -> TokenData:
         index = read_index(data_dir)
         if index is None:
             raise TrainingError(f"{data_dir}: no token shards (index.json missing)")
-        data = cls([Path(data_dir) / s["file"] for s in index[split]], fingerprint=fingerprint,
-                   vocab_size=vocab_size)
+        data = cls(
+            [Path(data_dir) / s["file"] for s in index[split]],
+            fingerprint=fingerprint,
+            vocab_size=vocab_size,
+        )
         if split == "train" and "languages" in index:
-            data.docs = open_doc_table(Path(data_dir) / DOC_TABLE, fingerprint=fingerprint,
-                                       n_tokens=data.n_tokens)
+            data.docs = open_doc_table(
+                Path(data_dir) / DOC_TABLE, fingerprint=fingerprint, n_tokens=data.n_tokens
+            )
             data.languages = index["languages"]
         data.separator = index["separator"]
         return data
@@ -322,17 +369,27 @@ class Batches:
     next epoch (the tail is dropped, never repeated).
     """
 
-    def __init__(self, data: TokenData, seq_len: int, micro_batch: int, *, seed: int,
-                 rank: int = 0, world: int = 1) -> None:
+    def __init__(
+        self,
+        data: TokenData,
+        seq_len: int,
+        micro_batch: int,
+        *,
+        seed: int,
+        rank: int = 0,
+        world: int = 1,
+    ) -> None:
         self.data, self.seq_len, self.micro_batch = data, seq_len, micro_batch
         self.seed, self.rank, self.world = seed, rank, world
         per_shard = np.array([max(0, (len(t) - 1) // seq_len) for t in data.tokens], np.int64)
         self.n_windows = int(per_shard.sum())
         self._starts = np.concatenate([[0], np.cumsum(per_shard)])
         if self.n_windows < micro_batch * world:
-            raise TrainingError(f"{data.paths[0].parent}: {self.n_windows} windows of "
-                                f"{seq_len + 1} tokens, fewer than one batch "
-                                f"({micro_batch} x {world}); lower seq_len or micro_batch")
+            raise TrainingError(
+                f"{data.paths[0].parent}: {self.n_windows} windows of "
+                f"{seq_len + 1} tokens, fewer than one batch "
+                f"({micro_batch} x {world}); lower seq_len or micro_batch"
+            )
         self.epoch, self.position = 0, 0
         self.last_batch = np.empty(0, np.int64)
         self._perm_epoch, self._perm = -1, np.empty(0, np.int64)
@@ -349,11 +406,11 @@ class Batches:
         epoch, pos = self.epoch, self.position
         if pos + need > self.n_windows:
             epoch, pos = epoch + 1, 0
-        batch = self._permutation(epoch)[pos: pos + need]
+        batch = self._permutation(epoch)[pos : pos + need]
         if advance:
             self.epoch, self.position = epoch, pos + need
             self.last_batch = batch  # every rank's windows: what the run consumed (trainer.mix)
-        return batch[self.rank::self.world]
+        return batch[self.rank :: self.world]
 
     def window_starts(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(shard, token offset in it) where each window begins."""
@@ -363,7 +420,7 @@ class Batches:
     def windows(self, indices: np.ndarray) -> np.ndarray:
         """(len(indices), seq_len+1) int64 array of the windows' tokens."""
         shard, offsets = self.window_starts(indices)
-        rows = [self.data.tokens[s][o: o + self.seq_len + 1] for s, o in zip(shard, offsets)]
+        rows = [self.data.tokens[s][o : o + self.seq_len + 1] for s, o in zip(shard, offsets)]
         return np.stack(rows).astype(np.int64)
 
     def next(self, advance: bool = True) -> tuple[Any, Any]:
@@ -378,12 +435,19 @@ class Batches:
         return self.next(advance=False)
 
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
-                "n_windows": self.n_windows, "seq_len": self.seq_len}
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "n_windows": self.n_windows,
+            "seq_len": self.seq_len,
+        }
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         for key in ("seed", "n_windows", "seq_len"):
             if key in state and int(state[key]) != getattr(self, key):
-                raise TrainingError(f"checkpoint data cursor has {key} = {state[key]}, the data "
-                                    f"now has {getattr(self, key)}; the shards or config changed")
+                raise TrainingError(
+                    f"checkpoint data cursor has {key} = {state[key]}, the data "
+                    f"now has {getattr(self, key)}; the shards or config changed"
+                )
         self.epoch, self.position = int(state["epoch"]), int(state["position"])

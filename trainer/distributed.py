@@ -18,13 +18,16 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-
-from fertility.errors import TrainingError
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_state_dict,
+    set_model_state_dict,
+    set_state_dict,
+)
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-set_state_dict)
+
+from fertility.errors import TrainingError
 
 
 @dataclass
@@ -45,7 +48,7 @@ class DistEnv:
 
 
 def resolve_device(pref: str, local_rank: int = 0) -> torch.device:
-    """"auto" takes CUDA when present; "cuda" without a GPU is an error, not a silent CPU run."""
+    """ "auto" takes CUDA when present; "cuda" without a GPU is an error, not a silent CPU run."""
     if pref == "auto":
         pref = "cuda" if torch.cuda.is_available() else "cpu"
     if pref.startswith("cuda"):
@@ -170,15 +173,24 @@ def full_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict
     return get_state_dict(model, optimizer, options=opts)
 
 
-def load_full_state(model: nn.Module, optimizer: torch.optim.Optimizer | None,
-                    weights: dict[str, Any], optim_state: dict[str, Any] | None) -> None:
+def load_full_state(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    weights: dict[str, Any],
+    optim_state: dict[str, Any] | None,
+) -> None:
     opts = StateDictOptions(full_state_dict=True, strict=True)
     try:
         if optimizer is None or optim_state is None:
             set_model_state_dict(model, weights, options=opts)
         else:
-            set_state_dict(model, optimizer, model_state_dict=weights,
-                           optim_state_dict=optim_state, options=opts)
+            set_state_dict(
+                model,
+                optimizer,
+                model_state_dict=weights,
+                optim_state_dict=optim_state,
+                options=opts,
+            )
     except (RuntimeError, KeyError, ValueError) as e:
         raise TrainingError(f"checkpoint does not fit this model/optimizer ({e})") from None
 

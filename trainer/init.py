@@ -30,11 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from fertility.errors import TrainingError
-from trainer.model import ModelConfig, Transformer, hf_llama_state_dict
 from fertility.tokenizers import load_tokenizer
+from trainer.model import ModelConfig, Transformer, hf_llama_state_dict
 
-RULE = ("base ids: the base rows unchanged; a new id: the mean of the base rows of the base "
-        "ids that spell it (ids-map.json base_ids); any other new id: the mean of all base rows")
+RULE = (
+    "base ids: the base rows unchanged; a new id: the mean of the base rows of the base "
+    "ids that spell it (ids-map.json base_ids); any other new id: the mean of all base rows"
+)
 
 
 def _config(model_dir: Path) -> dict:
@@ -42,8 +44,10 @@ def _config(model_dir: Path) -> dict:
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise TrainingError(f"{path}: --init-from needs a Hugging Face model folder with "
-                            "config.json and model.safetensors") from None
+        raise TrainingError(
+            f"{path}: --init-from needs a Hugging Face model folder with "
+            "config.json and model.safetensors"
+        ) from None
     except (OSError, ValueError) as e:
         raise TrainingError(f"{path}: not readable JSON ({e})") from None
     if not isinstance(cfg, dict):
@@ -57,30 +61,42 @@ def model_config(model_dir: str | Path, vocab_size: int) -> ModelConfig:
     c = _config(model_dir)
     where = model_dir / "config.json"
     if c.get("model_type") != "llama" and "LlamaForCausalLM" not in (c.get("architectures") or []):
-        raise TrainingError(f"{where}: model_type {c.get('model_type')!r}: --init-from takes "
-                            "Llama-architecture models (LlamaForCausalLM)")
-    unsupported = {"hidden_act": c.get("hidden_act", "silu") != "silu",
-                   "rope_scaling": c.get("rope_scaling") is not None,
-                   "attention_bias": bool(c.get("attention_bias")),
-                   "mlp_bias": bool(c.get("mlp_bias"))}
+        raise TrainingError(
+            f"{where}: model_type {c.get('model_type')!r}: --init-from takes "
+            "Llama-architecture models (LlamaForCausalLM)"
+        )
+    unsupported = {
+        "hidden_act": c.get("hidden_act", "silu") != "silu",
+        "rope_scaling": c.get("rope_scaling") is not None,
+        "attention_bias": bool(c.get("attention_bias")),
+        "mlp_bias": bool(c.get("mlp_bias")),
+    }
     bad = [k for k, v in unsupported.items() if v]
     if bad:
-        raise TrainingError(f"{where}: {', '.join(f'{k}={c.get(k)!r}' for k in bad)}: the "
-                            "trainer's Llama has SiLU, no biases and no rope scaling")
+        raise TrainingError(
+            f"{where}: {', '.join(f'{k}={c.get(k)!r}' for k in bad)}: the "
+            "trainer's Llama has SiLU, no biases and no rope scaling"
+        )
     try:
         d, heads = int(c["hidden_size"]), int(c["num_attention_heads"])
         if int(c.get("head_dim") or d // heads) != d // heads:
-            raise TrainingError(f"{where}: head_dim {c['head_dim']} is not hidden_size / "
-                                "num_attention_heads, which the trainer's Llama assumes")
-        return ModelConfig(vocab_size=vocab_size, d_model=d, n_layers=int(c["num_hidden_layers"]),
-                           n_heads=heads,
-                           n_kv_heads=int(c.get("num_key_value_heads") or heads),
-                           d_ff=int(c["intermediate_size"]),
-                           max_seq_len=int(c.get("max_position_embeddings", 2048)),
-                           rope_theta=float(c.get("rope_theta", 10000.0)),
-                           norm_eps=float(c.get("rms_norm_eps", 1e-6)),
-                           tie_embeddings=bool(c.get("tie_word_embeddings", False)),
-                           init_std=float(c.get("initializer_range", 0.02)))
+            raise TrainingError(
+                f"{where}: head_dim {c['head_dim']} is not hidden_size / "
+                "num_attention_heads, which the trainer's Llama assumes"
+            )
+        return ModelConfig(
+            vocab_size=vocab_size,
+            d_model=d,
+            n_layers=int(c["num_hidden_layers"]),
+            n_heads=heads,
+            n_kv_heads=int(c.get("num_key_value_heads") or heads),
+            d_ff=int(c["intermediate_size"]),
+            max_seq_len=int(c.get("max_position_embeddings", 2048)),
+            rope_theta=float(c.get("rope_theta", 10000.0)),
+            norm_eps=float(c.get("rms_norm_eps", 1e-6)),
+            tie_embeddings=bool(c.get("tie_word_embeddings", False)),
+            init_std=float(c.get("initializer_range", 0.02)),
+        )
     except KeyError as e:
         raise TrainingError(f"{where}: no {e.args[0]!r}") from None
 
@@ -113,39 +129,59 @@ def plan(model_dir: str | Path, tok) -> dict:
     base_v = int(_config(model_dir).get("vocab_size") or 0)
     n = int(tok.vocab_size)
     if n < base_v:
-        raise TrainingError(f"{tok.spec}: {n} ids, fewer than the model's vocab_size {base_v}: "
-                            "not an extension of its tokenizer")
+        raise TrainingError(
+            f"{tok.spec}: {n} ids, fewer than the model's vocab_size {base_v}: "
+            "not an extension of its tokenizer"
+        )
     checked = "vocab_size"
-    own = next((model_dir / f for f in ("tokenizer.json", "tokenizer.model")
-                if (model_dir / f).is_file()), None)
+    own = next(
+        (model_dir / f for f in ("tokenizer.json", "tokenizer.model") if (model_dir / f).is_file()),
+        None,
+    )
     if own is not None:
         base = load_tokenizer(str(own))
         for i in range(min(int(base.vocab_size), base_v)):
             if base.token_bytes(i) != tok.token_bytes(i):
-                raise TrainingError(f"{tok.spec}: id {i} is {tok.token_bytes(i)!r}, the model's "
-                                    f"tokenizer {own} has {base.token_bytes(i)!r} there")
+                raise TrainingError(
+                    f"{tok.spec}: id {i} is {tok.token_bytes(i)!r}, the model's "
+                    f"tokenizer {own} has {base.token_bytes(i)!r} there"
+                )
         checked = f"token bytes of ids 0..{min(int(base.vocab_size), base_v) - 1} against {own}"
     spell: dict[int, list[int]] = {}
     ids_map = None
     if n > base_v:
         path = Path(tok.path).parent / "ids-map.json" if getattr(tok, "path", None) else None
         if path is None or not path.is_file():
-            raise TrainingError(f"{tok.spec}: {n - base_v} ids above the model's vocab_size "
-                                f"{base_v} and no ids-map.json beside it; extend the model's "
-                                "tokenizer with `fertility extend`")
+            raise TrainingError(
+                f"{tok.spec}: {n - base_v} ids above the model's vocab_size "
+                f"{base_v} and no ids-map.json beside it; extend the model's "
+                "tokenizer with `fertility extend`"
+            )
         m = json.loads(path.read_text(encoding="utf-8"))
         if m.get("fingerprint") != tok.fingerprint:
-            raise TrainingError(f"{path}: written for another tokenizer (fingerprint "
-                                f"{m.get('fingerprint')}, {tok.spec} is {tok.fingerprint})")
+            raise TrainingError(
+                f"{path}: written for another tokenizer (fingerprint "
+                f"{m.get('fingerprint')}, {tok.spec} is {tok.fingerprint})"
+            )
         first = int(m["unchanged_ids"][1])
         if first != base_v:
-            raise TrainingError(f"{path}: new ids start at {first}, the model's vocab_size is "
-                                f"{base_v}: this tokenizer extends another vocabulary")
+            raise TrainingError(
+                f"{path}: new ids start at {first}, the model's vocab_size is "
+                f"{base_v}: this tokenizer extends another vocabulary"
+            )
         spell = {int(e["id"]): [int(i) for i in e["base_ids"]] for e in m["new"]}
         ids_map = str(path)
-    return {"model_dir": str(model_dir), "base_vocab_size": base_v, "vocab_size": n,
-            "new_rows": n - base_v, "spelled_rows": len(spell), "checked": checked,
-            "ids_map": ids_map, "rule": RULE, "_spell": spell}
+    return {
+        "model_dir": str(model_dir),
+        "base_vocab_size": base_v,
+        "vocab_size": n,
+        "new_rows": n - base_v,
+        "spelled_rows": len(spell),
+        "checked": checked,
+        "ids_map": ids_map,
+        "rule": RULE,
+        "_spell": spell,
+    }
 
 
 def load_into(model: Transformer, record: dict) -> None:
@@ -158,15 +194,19 @@ def load_into(model: Transformer, record: dict) -> None:
     ours = hf_llama_state_dict(model)  # views of the model's own tensors, under HF names
     missing = sorted(set(ours) - set(weights))
     if missing:
-        raise TrainingError(f"{record['model_dir']}: no weight {missing[0]} in its safetensors "
-                            f"({len(missing)} missing)")
+        raise TrainingError(
+            f"{record['model_dir']}: no weight {missing[0]} in its safetensors "
+            f"({len(missing)} missing)"
+        )
     with torch.no_grad():
         for name, dest in ours.items():
             src = weights[name]
             if name in ("model.embed_tokens.weight", "lm_head.weight"):
                 if tuple(src.shape) != (base_v, dest.shape[1]):
-                    raise TrainingError(f"{record['model_dir']}: {name} is {tuple(src.shape)}, "
-                                        f"expected ({base_v}, {dest.shape[1]})")
+                    raise TrainingError(
+                        f"{record['model_dir']}: {name} is {tuple(src.shape)}, "
+                        f"expected ({base_v}, {dest.shape[1]})"
+                    )
                 src = src.to(dest.dtype)
                 dest[:base_v].copy_(src)
                 mean = src.double().mean(0).to(dest.dtype)
@@ -175,9 +215,11 @@ def load_into(model: Transformer, record: dict) -> None:
                     dest[i].copy_(src[ids].double().mean(0).to(dest.dtype) if ids else mean)
                 continue
             if tuple(src.shape) != tuple(dest.shape):
-                raise TrainingError(f"{record['model_dir']}: {name} is {tuple(src.shape)}, "
-                                    f"the model built from its config.json has "
-                                    f"{tuple(dest.shape)}")
+                raise TrainingError(
+                    f"{record['model_dir']}: {name} is {tuple(src.shape)}, "
+                    f"the model built from its config.json has "
+                    f"{tuple(dest.shape)}"
+                )
             dest.copy_(src.to(dest.dtype))
 
 

@@ -43,8 +43,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from fertility.files import write_text_atomic
+from fertility.cli import Terminated
 from fertility.errors import TrainingError
+from fertility.files import write_text_atomic
 from fertility.progress import StatusLine
 from trainer import checkpoint as ck
 from trainer import distributed as D
@@ -52,7 +53,6 @@ from trainer.config import TrainConfig
 from trainer.data import TokenData
 from trainer.mix import make_batches, record_consumed
 from trainer.model import ModelConfig, Transformer
-from fertility.cli import Terminated
 from trainer.throughput import ThroughputMeter
 
 
@@ -64,12 +64,15 @@ def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
     return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
-def make_optimizer(model: torch.nn.Module, cfg: TrainConfig,
-                   device: torch.device) -> torch.optim.AdamW:
+def make_optimizer(
+    model: torch.nn.Module, cfg: TrainConfig, device: torch.device
+) -> torch.optim.AdamW:
     # Matrices decay; norms (1-D) do not: decaying a gain towards 0 only fights the norm.
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
-              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
     # Fused on the CPU too: one kernel on both, and found_inf (a skip on the device) works.
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=True)
 
@@ -90,19 +93,31 @@ def _step_of(line: str) -> float:
 
 
 class Trainer:
-    def __init__(self, run_dir: str | Path, cfg: TrainConfig, model_cfg: ModelConfig,
-                 data: TokenData, *, fingerprint: str, special_ids: dict[str, int] | None = None,
-                 env: D.DistEnv | None = None, quiet: bool = False,
-                 callbacks: Any = None, heldout: TokenData | None = None,
-                 init: Any = None) -> None:
+    def __init__(
+        self,
+        run_dir: str | Path,
+        cfg: TrainConfig,
+        model_cfg: ModelConfig,
+        data: TokenData,
+        *,
+        fingerprint: str,
+        special_ids: dict[str, int] | None = None,
+        env: D.DistEnv | None = None,
+        quiet: bool = False,
+        callbacks: Any = None,
+        heldout: TokenData | None = None,
+        init: Any = None,
+    ) -> None:
         self.run_dir, self.cfg, self.model_cfg = Path(run_dir), cfg, model_cfg
         self.env = env or D.DistEnv()
         self.device = self.env.device
         self.fingerprint, self.special_ids = fingerprint, dict(special_ids or {})
         self.quiet, self.callbacks = quiet, callbacks
         if cfg.seq_len > model_cfg.max_seq_len:
-            raise TrainingError(f"seq_len {cfg.seq_len} exceeds the model's max_seq_len "
-                                f"{model_cfg.max_seq_len} (preset {cfg.preset})")
+            raise TrainingError(
+                f"seq_len {cfg.seq_len} exceeds the model's max_seq_len "
+                f"{model_cfg.max_seq_len} (preset {cfg.preset})"
+            )
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
         self.raw = Transformer(model_cfg).to(self.device)
@@ -153,17 +168,27 @@ class Trainer:
         weights, optim_state = D.full_state(self.raw, self.optimizer)  # collective under FSDP
         path = None
         if self.env.is_main:
-            state = {"optimizer": optim_state,
-                     "scheduler": {"name": "warmup_cosine", "step": self.step,
-                                   "total_steps": self.total_steps},
-                     "rng": ck.capture_rng(),
-                     "cursor": self.batches.state_dict(),
-                     "counters": {"skipped": self.skipped, "rollbacks": self.rollbacks}}
-            manifest = {"tokens_seen": self.tokens_seen, "tokenizer_fingerprint": self.fingerprint,
-                        "config": self.cfg.to_dict(), "model": self.model_cfg.to_dict(),
-                        "world_size": self.env.world_size}
-            path = ck.save_checkpoint(self.run_dir, self.step, weights, state, manifest,
-                                      self.cfg.keep_last)
+            state = {
+                "optimizer": optim_state,
+                "scheduler": {
+                    "name": "warmup_cosine",
+                    "step": self.step,
+                    "total_steps": self.total_steps,
+                },
+                "rng": ck.capture_rng(),
+                "cursor": self.batches.state_dict(),
+                "counters": {"skipped": self.skipped, "rollbacks": self.rollbacks},
+            }
+            manifest = {
+                "tokens_seen": self.tokens_seen,
+                "tokenizer_fingerprint": self.fingerprint,
+                "config": self.cfg.to_dict(),
+                "model": self.model_cfg.to_dict(),
+                "world_size": self.env.world_size,
+            }
+            path = ck.save_checkpoint(
+                self.run_dir, self.step, weights, state, manifest, self.cfg.keep_last
+            )
             # So a run killed mid-way still says what it consumed up to its last checkpoint.
             if (self.run_dir / "run.json").exists():
                 record_consumed(self.run_dir / "run.json", self.batches.consumed())
@@ -174,9 +199,11 @@ class Trainer:
     def _load(self, path: Path, manifest: dict[str, Any], keep_cursor: bool) -> dict[str, Any]:
         """Weights, optimizer, RNG and counters from a checkpoint; returns its training state."""
         if manifest.get("tokenizer_fingerprint") != self.fingerprint:
-            raise TrainingError(f"{path}: checkpoint was trained with tokenizer "
-                                f"{manifest.get('tokenizer_fingerprint')}, this run's is "
-                                f"{self.fingerprint}")
+            raise TrainingError(
+                f"{path}: checkpoint was trained with tokenizer "
+                f"{manifest.get('tokenizer_fingerprint')}, this run's is "
+                f"{self.fingerprint}"
+            )
         state = ck.load_train_state(path)
         D.load_full_state(self.raw, self.optimizer, ck.load_weights(path), state["optimizer"])
         ck.restore_rng(state["rng"])
@@ -214,23 +241,39 @@ class Trainer:
     def rollback(self, bad_step: int) -> None:
         found = ck.latest_checkpoint(self.run_dir, warn=self._warn)
         if found is None:
-            raise TrainingError(f"{self.run_dir}: {self.bad_in_row} non-finite steps in a row "
-                                f"(up to step {bad_step}) and no checkpoint to roll back to; "
-                                "lower lr or set a smaller checkpoint_every")
+            raise TrainingError(
+                f"{self.run_dir}: {self.bad_in_row} non-finite steps in a row "
+                f"(up to step {bad_step}) and no checkpoint to roll back to; "
+                "lower lr or set a smaller checkpoint_every"
+            )
         self.rollbacks += 1
         if self.rollbacks > self.cfg.max_rollbacks:
-            raise TrainingError(f"{self.run_dir}: non-finite steps again after "
-                                f"{self.cfg.max_rollbacks} rollbacks (step {bad_step}); the run "
-                                "diverges - lower lr or raise warmup_steps")
+            raise TrainingError(
+                f"{self.run_dir}: non-finite steps again after "
+                f"{self.cfg.max_rollbacks} rollbacks (step {bad_step}); the run "
+                "diverges - lower lr or raise warmup_steps"
+            )
         path, manifest = found
         saved = self._load(path, manifest, keep_cursor=True)["cursor"]
         # The data cursor stays past the bad batches; say how many windows go unread.
-        skipped = (self.batches.epoch - saved["epoch"]) * self.batches.n_windows \
-            + self.batches.position - saved["position"]
-        self._write({"event": "rollback", "step": bad_step, "to_step": self.step,
-                     "skipped_windows": int(skipped), "rollbacks": self.rollbacks})
-        self._warn(f"{self.bad_in_row} non-finite steps in a row (up to step {bad_step}): "
-                   f"rolled back to {path.name}, skipping the {skipped} windows read since")
+        skipped = (
+            (self.batches.epoch - saved["epoch"]) * self.batches.n_windows
+            + self.batches.position
+            - saved["position"]
+        )
+        self._write(
+            {
+                "event": "rollback",
+                "step": bad_step,
+                "to_step": self.step,
+                "skipped_windows": int(skipped),
+                "rollbacks": self.rollbacks,
+            }
+        )
+        self._warn(
+            f"{self.bad_in_row} non-finite steps in a row (up to step {bad_step}): "
+            f"rolled back to {path.name}, skipping the {skipped} windows read since"
+        )
         self.bad_in_row = 0
 
     # -- checks before the first step ----------------------------------------------------
@@ -240,8 +283,11 @@ class Trainer:
 
         vocab = self.model_cfg.vocab_size
         bad = {k: v for k, v in self.special_ids.items() if not 0 <= v < vocab}
-        D.agree(not bad, f"tokenizer special ids {bad} are outside the model's vocabulary "
-                         f"(size {vocab})", self.env)
+        D.agree(
+            not bad,
+            f"tokenizer special ids {bad} are outside the model's vocabulary (size {vocab})",
+            self.env,
+        )
         x, y = self.batches.peek()
         rng = torch.get_rng_state()
         ok, message = True, ""
@@ -251,8 +297,14 @@ class Trainer:
             # reuse its compilation) rather than compile a second copy.
             compiled = self.model if self.compiled and self.ddp is None else self.compiled
             exact_on = copy.deepcopy(self.raw) if self.ddp is not None else None
-            assert_arbiter(self.raw, x.to(self.device), y.to(self.device),
-                           compiled=compiled, amp_dtype=self.amp, exact_on=exact_on)
+            assert_arbiter(
+                self.raw,
+                x.to(self.device),
+                y.to(self.device),
+                compiled=compiled,
+                amp_dtype=self.amp,
+                exact_on=exact_on,
+            )
         except TrainingError as e:
             ok, message = False, str(e)
         torch.set_rng_state(rng)
@@ -266,8 +318,7 @@ class Trainer:
         lr = lr_at(step, self.cfg, self.total_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        autocast = (torch.autocast(self.device.type, dtype=self.amp) if self.amp
-                    else nullcontext())
+        autocast = torch.autocast(self.device.type, dtype=self.amp) if self.amp else nullcontext()
         loss_sum = torch.zeros((), device=self.device)
         for micro in range(self.accum):
             x, y = (self._to_device(t) for t in self.batches.next())
@@ -287,9 +338,15 @@ class Trainer:
             norm_t = norm_t.full_tensor()
         self.step = step
         self.tokens_seen += self.step_tokens
-        record = {"step": step, "loss": loss_t, "lr": lr, "grad_norm": norm_t,
-                  "tokens": self.tokens_seen, "epoch": self.batches.epoch,
-                  "languages": self.batches.consumed()}
+        record = {
+            "step": step,
+            "loss": loss_t,
+            "lr": lr,
+            "grad_norm": norm_t,
+            "tokens": self.tokens_seen,
+            "epoch": self.batches.epoch,
+            "languages": self.batches.consumed(),
+        }
         if self.sync_every == 1:
             if not self._read(record)["skipped"]:
                 self.optimizer.step()
@@ -309,12 +366,18 @@ class Trainer:
     @staticmethod
     def _read(record: dict[str, Any]) -> dict[str, Any]:
         """A step record's device tensors as numbers (one transfer for both)."""
-        loss, norm = (float(v) for v in torch.stack(
-            [record["loss"].float(), record["grad_norm"].float()]).cpu())
+        loss, norm = (
+            float(v)
+            for v in torch.stack([record["loss"].float(), record["grad_norm"].float()]).cpu()
+        )
         finite = math.isfinite(loss) and math.isfinite(norm)
-        record.update({"loss": loss if finite else None,
-                       "grad_norm": norm if math.isfinite(norm) else None,
-                       "skipped": not finite})
+        record.update(
+            {
+                "loss": loss if finite else None,
+                "grad_norm": norm if math.isfinite(norm) else None,
+                "skipped": not finite,
+            }
+        )
         if not finite:
             record["nonfinite"] = "loss" if not math.isfinite(loss) else "grad_norm"
         return record
@@ -326,16 +389,16 @@ class Trainer:
         if self.heldout is None:
             return None
         n, T = self.cfg.eval_windows, self.cfg.seq_len
-        rows = [arr[o: o + T + 1] for arr in self.heldout.tokens
-                for o in range(0, len(arr) - T, T)][:n]
+        rows = [
+            arr[o : o + T + 1] for arr in self.heldout.tokens for o in range(0, len(arr) - T, T)
+        ][:n]
         if not rows:
             return None
         w = torch.from_numpy(np.stack(rows).astype(np.int64))
-        autocast = (torch.autocast(self.device.type, dtype=self.amp) if self.amp
-                    else nullcontext())
+        autocast = torch.autocast(self.device.type, dtype=self.amp) if self.amp else nullcontext()
         total = torch.zeros((), device=self.device, dtype=torch.float64)
         for i in range(0, len(w), self.cfg.micro_batch):
-            chunk = self._to_device(w[i: i + self.cfg.micro_batch])
+            chunk = self._to_device(w[i : i + self.cfg.micro_batch])
             with autocast:
                 total += self.raw(chunk[:, :-1], chunk[:, 1:]).double() * len(chunk)
         return float(total) / len(w), len(w) * T
@@ -354,8 +417,10 @@ class Trainer:
             if record["skipped"]:
                 self.skipped += 1
                 self.bad_in_row += 1
-                self._warn(f"step {record['step']}: non-finite {record['nonfinite']}; step "
-                           f"skipped ({self.bad_in_row} in a row)")
+                self._warn(
+                    f"step {record['step']}: non-finite {record['nonfinite']}; step "
+                    f"skipped ({self.bad_in_row} in a row)"
+                )
                 if self.bad_in_row >= self.cfg.max_bad_steps:
                     self.rollback(record["step"])
                     return True
@@ -363,12 +428,15 @@ class Trainer:
             self.bad_in_row = 0
             self.last_loss = record["loss"]
         last = pending[-1]
-        if not last["skipped"] and (self.step % self.cfg.log_every == 0
-                                    or self.step == self.total_steps):
+        if not last["skipped"] and (
+            self.step % self.cfg.log_every == 0 or self.step == self.total_steps
+        ):
             mfu = "" if last["mfu"] is None else f"  mfu {last['mfu']:.1%}"
-            status.update(f"step {self.step}/{self.total_steps}  loss {last['loss']:.4f}  "
-                          f"lr {last['lr']:.2e}  {last['tokens_per_s']:,.0f} tok/s{mfu}",
-                          force=True)
+            status.update(
+                f"step {self.step}/{self.total_steps}  loss {last['loss']:.4f}  "
+                f"lr {last['lr']:.2e}  {last['tokens_per_s']:,.0f} tok/s{mfu}",
+                force=True,
+            )
         return False
 
     # -- SIGTERM: stop at a step boundary with a checkpoint -------------------------------
@@ -406,8 +474,11 @@ class Trainer:
         if self.saved_step != self.step:
             self.save()
         self._write({"event": "terminated", "step": self.step})
-        D.log(self.env, f"terminated: checkpoint at step {self.step} in "
-                        f"{ck.step_dir(self.run_dir, self.step)}; --resume continues it")
+        D.log(
+            self.env,
+            f"terminated: checkpoint at step {self.step} in "
+            f"{ck.step_dir(self.run_dir, self.step)}; --resume continues it",
+        )
         raise Terminated()
 
     # -- the run --------------------------------------------------------------------------
@@ -418,23 +489,35 @@ class Trainer:
         elif self.env.is_main:
             self.metrics_path.unlink(missing_ok=True)
         if self.cfg.warmup_steps >= self.total_steps:
-            self._warn(f"warmup_steps {self.cfg.warmup_steps} >= the run's {self.total_steps} "
-                       "steps: the learning rate never reaches lr")
+            self._warn(
+                f"warmup_steps {self.cfg.warmup_steps} >= the run's {self.total_steps} "
+                "steps: the learning rate never reaches lr"
+            )
         self.preflight()
         local_tokens = self.step_tokens // self.env.world_size
-        meter = ThroughputMeter(self.model_cfg, self.cfg.seq_len, self.device,
-                                warn=self._warn if self.env.is_main else (lambda m: None))
+        meter = ThroughputMeter(
+            self.model_cfg,
+            self.cfg.seq_len,
+            self.device,
+            warn=self._warn if self.env.is_main else (lambda m: None),
+        )
         status = StatusLine(self.quiet or not self.env.is_main)
         t0 = time.monotonic()
         path = None
         with self._stop_on_sigterm():
             path = self._train(meter, local_tokens, status)
-        return {"run_dir": str(self.run_dir), "steps": self.step, "tokens": self.tokens_seen,
-                "final_loss": self.last_loss, "skipped_steps": self.skipped,
-                "rollbacks": self.rollbacks, "elapsed_s": time.monotonic() - t0,
-                "checkpoint": str(path) if path else None,
-                "languages": self.batches.consumed(),
-                "params": self.raw.num_params()}
+        return {
+            "run_dir": str(self.run_dir),
+            "steps": self.step,
+            "tokens": self.tokens_seen,
+            "final_loss": self.last_loss,
+            "skipped_steps": self.skipped,
+            "rollbacks": self.rollbacks,
+            "elapsed_s": time.monotonic() - t0,
+            "checkpoint": str(path) if path else None,
+            "languages": self.batches.consumed(),
+            "params": self.raw.num_params(),
+        }
 
     def _train(self, meter: Any, local_tokens: int, status: StatusLine) -> Path | None:
         """Steps until the run's length; the path of the checkpoint holding the result."""
@@ -442,15 +525,24 @@ class Trainer:
         try:
             while self.step < self.total_steps:
                 self._pending.append(self.train_step())
-                due = (self.step % self.sync_every == 0 or self.step == self.total_steps
-                       or self.step % self.cfg.checkpoint_every == 0)
+                due = (
+                    self.step % self.sync_every == 0
+                    or self.step == self.total_steps
+                    or self.step % self.cfg.checkpoint_every == 0
+                )
                 if due and self._flush(meter, local_tokens, status):
                     continue  # rolled back: the run goes on from the checkpoint's step
                 if self.cfg.eval_every and self.step % self.cfg.eval_every == 0:
                     held = self.heldout_loss()
                     if held is not None:
-                        self._write({"event": "heldout", "step": self.step, "loss": held[0],
-                                     "tokens": held[1]})
+                        self._write(
+                            {
+                                "event": "heldout",
+                                "step": self.step,
+                                "loss": held[0],
+                                "tokens": held[1],
+                            }
+                        )
                 if self.step % self.cfg.checkpoint_every == 0:
                     path = self.save()
                 if self._stop_agreed(due):
@@ -466,7 +558,15 @@ class Trainer:
         return path
 
 
-def train(run_dir: str | Path, cfg: TrainConfig, model_cfg: ModelConfig, data: TokenData, *,
-          fingerprint: str, resume: bool = False, **kw: Any) -> dict[str, Any]:
+def train(
+    run_dir: str | Path,
+    cfg: TrainConfig,
+    model_cfg: ModelConfig,
+    data: TokenData,
+    *,
+    fingerprint: str,
+    resume: bool = False,
+    **kw: Any,
+) -> dict[str, Any]:
     """Build a Trainer and run it to cfg's length; returns the summary dict."""
     return Trainer(run_dir, cfg, model_cfg, data, fingerprint=fingerprint, **kw).run(resume)

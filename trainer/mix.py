@@ -31,14 +31,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
-from fertility.files import write_text_atomic
 from fertility.corpus.sampling import temperature_shares
 from fertility.errors import TrainingError
+from fertility.files import write_text_atomic
 from trainer.data import Batches, TokenData
 
 MAX_PASSES = 4  # data-constrained scaling: repeated text stops paying off past about 4 epochs
@@ -61,8 +62,7 @@ def parse_mix(text: str, source: str = "--mix") -> dict[str, float]:
     return check_mix(mix, None, source)
 
 
-def check_mix(mix: Mapping[str, float], temperature: float | None,
-              source: str) -> dict[str, float]:
+def check_mix(mix: Mapping[str, float], temperature: float | None, source: str) -> dict[str, float]:
     if mix and temperature is not None:
         raise TrainingError(f"{source}: give mix or mix_temperature, not both")
     if temperature is not None and not (0 <= temperature < math.inf):
@@ -77,8 +77,13 @@ def check_mix(mix: Mapping[str, float], temperature: float | None,
 
 # -- the plan --------------------------------------------------------------------------------
 
-def plan_mix(languages: list[dict[str, Any]], mix: Mapping[str, float],
-             temperature: float | None, total_tokens: int) -> dict[str, Any]:
+
+def plan_mix(
+    languages: list[dict[str, Any]],
+    mix: Mapping[str, float],
+    temperature: float | None,
+    total_tokens: int,
+) -> dict[str, Any]:
     """The run.json `mix` record (docs/TRAIN.md, "Mixtures") for the training split's
     per-language totals (index.json's `languages`) and the run's length in tokens."""
     names = [lang["lang"] for lang in languages]
@@ -87,9 +92,11 @@ def plan_mix(languages: list[dict[str, Any]], mix: Mapping[str, float],
     if mix:
         missing = sorted(set(mix) - {n for n, c in zip(names, chars) if c > 0})
         if missing:
-            raise TrainingError(f"mix: {missing[0]} = {mix[missing[0]]:g} names a language with "
-                                f"no training text in the corpus (its languages: "
-                                f"{', '.join(names) or 'none'})")
+            raise TrainingError(
+                f"mix: {missing[0]} = {mix[missing[0]]:g} names a language with "
+                f"no training text in the corpus (its languages: "
+                f"{', '.join(names) or 'none'})"
+            )
         rule, shares = "shares", np.array([mix.get(n, 0.0) for n in names])
     elif temperature is not None:
         rule, shares = "temperature", temperature_shares(chars, temperature)
@@ -99,22 +106,33 @@ def plan_mix(languages: list[dict[str, Any]], mix: Mapping[str, float],
     want = np.divide(shares, per_token, out=np.zeros_like(shares), where=per_token > 0)
     token_share = want / want.sum()
     planned = token_share * total_tokens
-    return {"rule": rule, "temperature": temperature, "total_tokens": int(total_tokens),
-            "languages": {n: {"char_share": float(shares[i]),
-                              "token_share": float(token_share[i]),
-                              "chars_per_token": float(per_token[i]),
-                              "available_chars": int(chars[i]),
-                              "available_tokens": int(tokens[i]),
-                              "planned_tokens": int(round(planned[i])),
-                              "passes": float(planned[i] / tokens[i]) if tokens[i] else 0.0}
-                          for i, n in enumerate(names)},
-            "consumed": None}
+    return {
+        "rule": rule,
+        "temperature": temperature,
+        "total_tokens": int(total_tokens),
+        "languages": {
+            n: {
+                "char_share": float(shares[i]),
+                "token_share": float(token_share[i]),
+                "chars_per_token": float(per_token[i]),
+                "available_chars": int(chars[i]),
+                "available_tokens": int(tokens[i]),
+                "planned_tokens": int(round(planned[i])),
+                "passes": float(planned[i] / tokens[i]) if tokens[i] else 0.0,
+            }
+            for i, n in enumerate(names)
+        },
+        "consumed": None,
+    }
 
 
 def plan_warnings(plan: dict[str, Any]) -> list[str]:
-    out = [f"mix: {lang}'s training text will be repeated {p['passes']:.1f} times; returns "
-           f"fall off past about {MAX_PASSES} passes (add {lang} text or lower its share)"
-           for lang, p in plan["languages"].items() if p["passes"] > MAX_PASSES]
+    out = [
+        f"mix: {lang}'s training text will be repeated {p['passes']:.1f} times; returns "
+        f"fall off past about {MAX_PASSES} passes (add {lang} text or lower its share)"
+        for lang, p in plan["languages"].items()
+        if p["passes"] > MAX_PASSES
+    ]
     unused = [lang for lang, p in plan["languages"].items() if p["char_share"] == 0]
     if unused:
         out.append(f"mix: {', '.join(unused)} in the corpus but not in the mix: not trained on")
@@ -122,15 +140,22 @@ def plan_warnings(plan: dict[str, Any]) -> list[str]:
 
 
 def format_plan(plan: dict[str, Any]) -> str:
-    rule = {"shares": "--mix", "temperature": f"temperature {plan['temperature']}",
-            "corpus": "the corpus's own proportions"}[plan["rule"]]
-    lines = [f"training mix ({rule}; shares of characters of source text):",
-             f"  {'lang':<8}{'chars':>8}{'tokens':>8}{'chars/tok':>11}{'tokens to see':>16}"
-             f"{'passes':>8}"]
+    rule = {
+        "shares": "--mix",
+        "temperature": f"temperature {plan['temperature']}",
+        "corpus": "the corpus's own proportions",
+    }[plan["rule"]]
+    lines = [
+        f"training mix ({rule}; shares of characters of source text):",
+        f"  {'lang':<8}{'chars':>8}{'tokens':>8}{'chars/tok':>11}{'tokens to see':>16}"
+        f"{'passes':>8}",
+    ]
     for lang, p in plan["languages"].items():
-        lines.append(f"  {lang:<8}{p['char_share']:>8.1%}{p['token_share']:>8.1%}"
-                     f"{p['chars_per_token']:>11.2f}{p['planned_tokens']:>16,}"
-                     f"{p['passes']:>8.2f}")
+        lines.append(
+            f"  {lang:<8}{p['char_share']:>8.1%}{p['token_share']:>8.1%}"
+            f"{p['chars_per_token']:>11.2f}{p['planned_tokens']:>16,}"
+            f"{p['passes']:>8.2f}"
+        )
     return "\n".join(lines)
 
 
@@ -139,11 +164,11 @@ def record_consumed(run_json: Path, consumed: dict[str, Any]) -> None:
     record = json.loads(run_json.read_text(encoding="utf-8"))
     if record.get("mix") is not None:
         record["mix"]["consumed"] = consumed
-        write_text_atomic(run_json, json.dumps(record, indent=1, ensure_ascii=False),
-                          TrainingError)
+        write_text_atomic(run_json, json.dumps(record, indent=1, ensure_ascii=False), TrainingError)
 
 
 # -- counting what was consumed ----------------------------------------------------------------
+
 
 class Ledger:
     """Characters, bytes and tokens consumed per language, from the document table."""
@@ -171,8 +196,10 @@ class Ledger:
         self.totals[2] += np.bincount(self.lang[d], minlength=n)
 
     def as_dict(self) -> dict[str, dict[str, int]]:
-        return {lang: {"chars": int(round(c)), "bytes": int(round(b)), "tokens": int(t)}
-                for lang, c, b, t in zip(self.languages, *self.totals)}
+        return {
+            lang: {"chars": int(round(c)), "bytes": int(round(b)), "tokens": int(t)}
+            for lang, c, b, t in zip(self.languages, *self.totals)
+        }
 
     def state(self) -> list[list[float]]:
         return self.totals.tolist()
@@ -217,15 +244,27 @@ class CountedBatches:
 
 # -- sampling by language ----------------------------------------------------------------------
 
+
 class MixBatches:
     """Windows of one language each, dealt in token shares (module docstring); resumable."""
 
-    def __init__(self, data: TokenData, token_share: np.ndarray, seq_len: int, micro_batch: int,
-                 *, seed: int, rank: int = 0, world: int = 1,
-                 separator: int | None = None) -> None:
+    def __init__(
+        self,
+        data: TokenData,
+        token_share: np.ndarray,
+        seq_len: int,
+        micro_batch: int,
+        *,
+        seed: int,
+        rank: int = 0,
+        world: int = 1,
+        separator: int | None = None,
+    ) -> None:
         if separator is None:
-            raise TrainingError(f"{data.paths[0].parent}: a mix needs a separator between "
-                                "documents (separator = \"none\" would join them silently)")
+            raise TrainingError(
+                f"{data.paths[0].parent}: a mix needs a separator between "
+                'documents (separator = "none" would join them silently)'
+            )
         self.data, self.seq_len, self.micro_batch = data, seq_len, micro_batch
         self.seed, self.rank, self.world = seed, rank, world
         self.share = np.asarray(token_share, dtype=np.float64)
@@ -241,9 +280,11 @@ class MixBatches:
             self.lang_windows[g] = max(0, (int(self.vstarts[g][-1]) - 1) // seq_len)
             if self.lang_windows[g] == 0:
                 name = data.languages[g]["lang"]
-                raise TrainingError(f"{data.paths[0].parent}: language {name} has "
-                                    f"{int(self.vstarts[g][-1])} training tokens, fewer than "
-                                    f"one window of {seq_len + 1}")
+                raise TrainingError(
+                    f"{data.paths[0].parent}: language {name} has "
+                    f"{int(self.vstarts[g][-1])} training tokens, fewer than "
+                    f"one window of {seq_len + 1}"
+                )
         self.n_windows = int(self.lang_windows.sum())
         self.counts = np.zeros(len(self.share), dtype=np.int64)  # windows dealt per language
         self._perms: dict[tuple[int, int], np.ndarray] = {}
@@ -301,7 +342,7 @@ class MixBatches:
         if advance:
             self.counts = counts
             self.ledger.add(doc[:, 1:])
-        doc, offset = doc[self.rank::self.world], offset[self.rank::self.world]
+        doc, offset = doc[self.rank :: self.world], offset[self.rank :: self.world]
         shard = np.asarray(self.data.docs)[doc, 0]
         out = np.empty(doc.shape, dtype=np.int64)
         for s in np.unique(shard):
@@ -317,48 +358,70 @@ class MixBatches:
         return self.ledger.as_dict()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
-                "n_windows": self.n_windows, "seq_len": self.seq_len,
-                "mix": self.share.tolist(), "counts": self.counts.tolist(),
-                "consumed": self.ledger.state()}
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "n_windows": self.n_windows,
+            "seq_len": self.seq_len,
+            "mix": self.share.tolist(),
+            "counts": self.counts.tolist(),
+            "consumed": self.ledger.state(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for key in ("seed", "n_windows", "seq_len"):
             if int(state[key]) != getattr(self, key):
-                raise TrainingError(f"checkpoint data cursor has {key} = {state[key]}, the data "
-                                    f"now has {getattr(self, key)}; the shards or config changed")
+                raise TrainingError(
+                    f"checkpoint data cursor has {key} = {state[key]}, the data "
+                    f"now has {getattr(self, key)}; the shards or config changed"
+                )
         if "counts" not in state or not np.allclose(state.get("mix", []), self.share):
-            raise TrainingError("checkpoint data cursor was made with another mix than the "
-                                "run's; resume with the run's own configuration")
+            raise TrainingError(
+                "checkpoint data cursor was made with another mix than the "
+                "run's; resume with the run's own configuration"
+            )
         self.counts = np.array(state["counts"], dtype=np.int64)
         self.ledger.load(state.get("consumed"))
 
 
-def make_batches(data: TokenData, cfg: Any, *, rank: int = 0,
-                 world: int = 1) -> CountedBatches | MixBatches:
+def make_batches(
+    data: TokenData, cfg: Any, *, rank: int = 0, world: int = 1
+) -> CountedBatches | MixBatches:
     """The run's batch source: by language when cfg sets a mix, else in corpus order."""
     if not cfg.mix and cfg.mix_temperature is None:
-        batches = Batches(data, cfg.seq_len, cfg.micro_batch, seed=cfg.seed, rank=rank,
-                          world=world)
+        batches = Batches(data, cfg.seq_len, cfg.micro_batch, seed=cfg.seed, rank=rank, world=world)
         return CountedBatches(batches, Ledger(data) if data.docs is not None else None)
     if data.docs is None:
-        raise TrainingError(f"{data.paths[0].parent}: these shards have no document table "
-                            "(built by an older version); a mix needs one: use a new --out")
+        raise TrainingError(
+            f"{data.paths[0].parent}: these shards have no document table "
+            "(built by an older version); a mix needs one: use a new --out"
+        )
     plan = plan_mix(data.languages, cfg.mix, cfg.mix_temperature, total_tokens=1)
     share = np.array([p["token_share"] for p in plan["languages"].values()])
-    return MixBatches(data, share, cfg.seq_len, cfg.micro_batch, seed=cfg.seed, rank=rank,
-                      world=world, separator=data.separator)
+    return MixBatches(
+        data,
+        share,
+        cfg.seq_len,
+        cfg.micro_batch,
+        seed=cfg.seed,
+        rank=rank,
+        world=world,
+        separator=data.separator,
+    )
 
 
-
-def plan_for_run(index: dict[str, Any], cfg: Any, total_tokens: int, say: Any,
-                 warn: Any) -> dict[str, Any] | None:
+def plan_for_run(
+    index: dict[str, Any], cfg: Any, total_tokens: int, say: Any, warn: Any
+) -> dict[str, Any] | None:
     """The run's plan from its shard index: `say` gets the table, `warn` each warning.
     None for shards built before per-language totals existed (refused with a mix)."""
     if "languages" not in index:
         if cfg.mix or cfg.mix_temperature is not None:
-            raise TrainingError("mix: these shards have no per-language document table (built "
-                                "by an older version); use a new --out")
+            raise TrainingError(
+                "mix: these shards have no per-language document table (built "
+                "by an older version); use a new --out"
+            )
         return None
     plan = plan_mix(index["languages"], cfg.mix, cfg.mix_temperature, total_tokens)
     say(format_plan(plan))
@@ -376,6 +439,6 @@ def mix_summary(plan: dict[str, Any]) -> str:
     for lang, p in plan["languages"].items():
         if p["char_share"] == 0 and not consumed.get(lang, {}).get("tokens"):
             continue
-        got = (f", consumed {consumed[lang]['chars'] / total:.1%}" if lang in consumed else "")
+        got = f", consumed {consumed[lang]['chars'] / total:.1%}" if lang in consumed else ""
         parts.append(f"{lang} {p['char_share']:.1%} (tokens {p['token_share']:.1%}{got})")
     return f"training mix ({plan['rule']}; share of characters): " + ", ".join(parts)

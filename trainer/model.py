@@ -13,17 +13,17 @@ trained here therefore loads into LlamaForCausalLM without permuting a single we
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, fields
-from typing import Iterator
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.checkpoint import checkpoint
 
 from fertility.errors import TrainingError
-from torch.utils.checkpoint import checkpoint
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 # Llama rounds the SwiGLU hidden size up to a multiple of 256 (tensor-core friendly shapes).
 FF_MULTIPLE_OF = 256
@@ -55,19 +55,30 @@ class ModelConfig:
         if self.d_ff is None:
             hidden = int(8 * self.d_model / 3)
             self.d_ff = FF_MULTIPLE_OF * ((hidden + FF_MULTIPLE_OF - 1) // FF_MULTIPLE_OF)
-        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "d_ff",
-                     "max_seq_len", "pad_vocab_to"):
+        for name in (
+            "vocab_size",
+            "d_model",
+            "n_layers",
+            "n_heads",
+            "n_kv_heads",
+            "d_ff",
+            "max_seq_len",
+            "pad_vocab_to",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise TrainingError(
-                    f"model config: {name} must be a positive integer, got {value!r}")
+                    f"model config: {name} must be a positive integer, got {value!r}"
+                )
         if self.d_model % self.n_heads:
             raise TrainingError(
-                f"model config: d_model {self.d_model} is not divisible by n_heads {self.n_heads}")
+                f"model config: d_model {self.d_model} is not divisible by n_heads {self.n_heads}"
+            )
         if self.n_heads % self.n_kv_heads:
             raise TrainingError(
                 f"model config: n_heads {self.n_heads} is not divisible by "
-                f"n_kv_heads {self.n_kv_heads}")
+                f"n_kv_heads {self.n_kv_heads}"
+            )
         if self.head_dim % 2:
             raise TrainingError(f"model config: head size {self.head_dim} must be even for RoPE")
 
@@ -85,12 +96,13 @@ class ModelConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ModelConfig":
+    def from_dict(cls, d: dict) -> ModelConfig:
         known = {f.name for f in fields(cls)}
         for key in d:
             if key not in known:
                 raise TrainingError(
-                    f"model config: unknown key {key!r} (known: {', '.join(sorted(known))})")
+                    f"model config: unknown key {key!r} (known: {', '.join(sorted(known))})"
+                )
         try:
             return cls(**d)
         except TypeError as e:  # a required key is missing
@@ -116,7 +128,8 @@ PRESETS: dict[str, dict] = {
 def config_from_preset(name: str, vocab_size: int, overrides: dict | None = None) -> ModelConfig:
     if name not in PRESETS:
         raise TrainingError(
-            f"model preset {name!r} is unknown (known presets: {', '.join(PRESETS)})")
+            f"model preset {name!r} is unknown (known presets: {', '.join(PRESETS)})"
+        )
     d = {**PRESETS[name], "vocab_size": vocab_size, **(overrides or {})}
     return ModelConfig.from_dict(d)
 
@@ -136,11 +149,13 @@ class RMSNorm(nn.Module):
         return self.weight * x.to(dtype)
 
 
-def rope_cos_sin(seq_len: int, head_dim: int, theta: float,
-                 device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_cos_sin(
+    seq_len: int, head_dim: int, theta: float, device: torch.device | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin of shape [seq_len, head_dim] in float32, Llama's duplicated-halves layout."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device)
-                                .float() / head_dim))
+    inv_freq = 1.0 / (
+        theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64, device=device).float() / head_dim)
+    )
     freqs = torch.outer(torch.arange(seq_len, device=device).float(), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()
@@ -238,7 +253,8 @@ class Transformer(nn.Module):
         T = ids.shape[1]
         if T > self.cfg.max_seq_len:
             raise TrainingError(
-                f"model: sequence of {T} tokens is longer than max_seq_len {self.cfg.max_seq_len}")
+                f"model: sequence of {T} tokens is longer than max_seq_len {self.cfg.max_seq_len}"
+            )
         cos, sin = rope_cos_sin(T, self.cfg.head_dim, self.cfg.rope_theta, ids.device)
         x = self.tok_embeddings(ids)
         for layer in self.layers:
@@ -246,7 +262,7 @@ class Transformer(nn.Module):
         h = self.norm(x)
         if targets is not None:
             return chunked_lm_loss(h, self.lm_head.weight, targets, self.cfg.vocab_size)
-        return _widen(self.lm_head(h)[..., :self.cfg.vocab_size])
+        return _widen(self.lm_head(h)[..., : self.cfg.vocab_size])
 
     def num_params(self, non_embedding: bool = False) -> int:
         """Parameters, the padding rows of the embedding/LM head left out; a tied matrix
@@ -266,8 +282,9 @@ def _widen(logits: torch.Tensor) -> torch.Tensor:
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
     """Mean next-token cross-entropy in nats over the targets that are not ignore_index."""
-    return F.cross_entropy(_widen(logits).reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                           ignore_index=ignore_index)
+    return F.cross_entropy(
+        _widen(logits).reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=ignore_index
+    )
 
 
 # Tokens per cross-entropy chunk: 8192 x a 32k vocabulary is 1 GiB of float32 logits at a
@@ -275,15 +292,21 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -10
 CE_CHUNK_TOKENS = 8192
 
 
-def _chunk_ce_sum(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                  vocab_size: int, ignore_index: int) -> torch.Tensor:
+def _chunk_ce_sum(
+    h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor, vocab_size: int, ignore_index: int
+) -> torch.Tensor:
     logits = _widen(F.linear(h, weight)[:, :vocab_size])
     return F.cross_entropy(logits, targets, ignore_index=ignore_index, reduction="sum")
 
 
-def chunked_lm_loss(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
-                    vocab_size: int, ignore_index: int = -100,
-                    chunk: int = CE_CHUNK_TOKENS) -> torch.Tensor:
+def chunked_lm_loss(
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    targets: torch.Tensor,
+    vocab_size: int,
+    ignore_index: int = -100,
+    chunk: int = CE_CHUNK_TOKENS,
+) -> torch.Tensor:
     """lm_loss(h @ weight[:vocab_size].T, targets) without the whole batch's logits: each
     chunk of tokens is projected, scored and dropped, and recomputed in the backward pass
     (activation checkpointing), so at most one chunk's float32 logits exist at a time."""
@@ -291,9 +314,12 @@ def chunked_lm_loss(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor
     h, targets = h.reshape(-1, h.shape[-1]), targets.reshape(-1)
     total = None
     for i in range(0, h.shape[0], chunk):
-        args = (h[i:i + chunk], weight, targets[i:i + chunk], vocab_size, ignore_index)
-        part = (checkpoint(_chunk_ce_sum, *args, use_reentrant=False)
-                if h.shape[0] > chunk else _chunk_ce_sum(*args))
+        args = (h[i : i + chunk], weight, targets[i : i + chunk], vocab_size, ignore_index)
+        part = (
+            checkpoint(_chunk_ce_sum, *args, use_reentrant=False)
+            if h.shape[0] > chunk
+            else _chunk_ce_sum(*args)
+        )
         total = part if total is None else total + part
     assert total is not None
     return total / (targets != ignore_index).sum().clamp(min=1)
@@ -317,7 +343,8 @@ def attention_backend(name: str) -> Iterator[None]:
         ctx = sdpa_kernel(getattr(SDPBackend, _SDPA_BACKENDS[name]))
     else:
         raise TrainingError(
-            f"attention backend {name!r} is unknown (known: auto, {', '.join(_SDPA_BACKENDS)})")
+            f"attention backend {name!r} is unknown (known: auto, {', '.join(_SDPA_BACKENDS)})"
+        )
     try:
         with ctx:
             yield
@@ -326,7 +353,8 @@ def attention_backend(name: str) -> Iterator[None]:
         if "No available kernel" in str(e) or "No viable backend" in str(e):
             raise TrainingError(
                 f"attention backend {name!r} cannot run these inputs on this device "
-                f"(dtype/device/head size unsupported); use 'auto' or 'math'") from None
+                f"(dtype/device/head size unsupported); use 'auto' or 'math'"
+            ) from None
         raise
 
 
@@ -337,16 +365,16 @@ def hf_llama_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {}
     for name, tensor in model.state_dict().items():
         if name in ("tok_embeddings.weight", "lm_head.weight"):
-            tensor = tensor[:model.cfg.vocab_size]  # the padding rows are not part of the model
+            tensor = tensor[: model.cfg.vocab_size]  # the padding rows are not part of the model
         if name == "lm_head.weight":
             if not model.cfg.tie_embeddings:
                 out[name] = tensor
             continue
         name = name.replace("tok_embeddings.", "model.embed_tokens.")
         if name.startswith("layers."):
-            name = ("model." + name.replace(".attn.", ".self_attn.")
-                    .replace(".attn_norm.", ".input_layernorm.")
-                    .replace(".mlp_norm.", ".post_attention_layernorm."))
+            name = "model." + name.replace(".attn.", ".self_attn.").replace(
+                ".attn_norm.", ".input_layernorm."
+            ).replace(".mlp_norm.", ".post_attention_layernorm.")
         elif name == "norm.weight":
             name = "model.norm.weight"
         out[name] = tensor

@@ -51,8 +51,16 @@ def _pack_header(h: ShardHeader) -> bytes:
     fp = h.fingerprint.encode("ascii")
     if len(fp) > 64:
         raise TrainingError(f"tokenizer fingerprint longer than 64 characters: {h.fingerprint}")
-    packed = HEADER.pack(MAGIC, VERSION, h.dtype.itemsize, h.vocab_size, fp, h.n_tokens,
-                         h.n_docs, -1 if h.separator is None else h.separator)
+    packed = HEADER.pack(
+        MAGIC,
+        VERSION,
+        h.dtype.itemsize,
+        h.vocab_size,
+        fp,
+        h.n_tokens,
+        h.n_docs,
+        -1 if h.separator is None else h.separator,
+    )
     return packed.ljust(HEADER_BYTES, b"\0")
 
 
@@ -69,15 +77,23 @@ def read_header(path: str | Path) -> ShardHeader:
         raise TrainingError(f"{path}: token shard version {version}, this build reads {VERSION}")
     if code not in _DTYPES:
         raise TrainingError(f"{path}: unknown token dtype code {code}")
-    return ShardHeader(version, _DTYPES[code], vocab, fp.rstrip(b"\0").decode("ascii"),
-                       n_tok, n_docs, None if sep < 0 else sep)
+    return ShardHeader(
+        version,
+        _DTYPES[code],
+        vocab,
+        fp.rstrip(b"\0").decode("ascii"),
+        n_tok,
+        n_docs,
+        None if sep < 0 else sep,
+    )
 
 
 class ShardWriter:
     """Appends token arrays to one shard file; the header is written on close."""
 
-    def __init__(self, path: Path, *, vocab_size: int, fingerprint: str,
-                 separator: int | None) -> None:
+    def __init__(
+        self, path: Path, *, vocab_size: int, fingerprint: str, separator: int | None
+    ) -> None:
         self.path = path
         self.dtype = dtype_for_vocab(vocab_size)
         self._meta = (vocab_size, fingerprint, separator)
@@ -94,19 +110,28 @@ class ShardWriter:
     def close(self) -> dict[str, Any]:
         vocab, fp, sep = self._meta
         self._f.seek(0)
-        self._f.write(_pack_header(ShardHeader(VERSION, self.dtype, vocab, fp, self.n_tokens,
-                                               self.n_docs, sep)))
+        self._f.write(
+            _pack_header(
+                ShardHeader(VERSION, self.dtype, vocab, fp, self.n_tokens, self.n_docs, sep)
+            )
+        )
         self._f.flush()
         os.fsync(self._f.fileno())
         self._f.close()
         return {"file": self.path.name, "tokens": self.n_tokens, "docs": self.n_docs}
 
 
-def write_shard(path: str | Path, tokens: np.ndarray, *, vocab_size: int, fingerprint: str,
-                n_docs: int = 1, separator: int | None = None) -> ShardHeader:
+def write_shard(
+    path: str | Path,
+    tokens: np.ndarray,
+    *,
+    vocab_size: int,
+    fingerprint: str,
+    n_docs: int = 1,
+    separator: int | None = None,
+) -> ShardHeader:
     """Write a whole token array as one shard (tests and tools; the pipeline streams)."""
-    w = ShardWriter(Path(path), vocab_size=vocab_size, fingerprint=fingerprint,
-                    separator=separator)
+    w = ShardWriter(Path(path), vocab_size=vocab_size, fingerprint=fingerprint, separator=separator)
     w.append(np.asarray(tokens), n_docs)
     w.close()
     return read_header(path)
@@ -158,8 +183,11 @@ class DocTableWriter:
 
     def close(self) -> None:
         self._f.seek(0)
-        self._f.write(DOC_HEADER.pack(DOC_MAGIC, VERSION, self.fingerprint.encode("ascii"),
-                                      self.n_docs, self.n_tokens).ljust(HEADER_BYTES, b"\0"))
+        self._f.write(
+            DOC_HEADER.pack(
+                DOC_MAGIC, VERSION, self.fingerprint.encode("ascii"), self.n_docs, self.n_tokens
+            ).ljust(HEADER_BYTES, b"\0")
+        )
         self._f.flush()
         os.fsync(self._f.fileno())
         self._f.close()
@@ -176,20 +204,23 @@ def open_doc_table(path: str | Path, *, fingerprint: str, n_tokens: int) -> np.n
         raise TrainingError(f"{path}: not a fertility document table (bad magic)")
     _, version, fp, n_docs, total = DOC_HEADER.unpack_from(raw)
     if version != VERSION:
-        raise TrainingError(f"{path}: document table version {version}, this build reads "
-                            f"{VERSION}")
+        raise TrainingError(f"{path}: document table version {version}, this build reads {VERSION}")
     fp = fp.rstrip(b"\0").decode("ascii")
     if fp != fingerprint:
-        raise TrainingError(f"{path}: document table was made by tokenizer {fp}, the shards' "
-                            f"is {fingerprint}")
+        raise TrainingError(
+            f"{path}: document table was made by tokenizer {fp}, the shards' is {fingerprint}"
+        )
     if total != n_tokens:
-        raise TrainingError(f"{path}: document table covers {total} tokens, the shards hold "
-                            f"{n_tokens}")
+        raise TrainingError(
+            f"{path}: document table covers {total} tokens, the shards hold {n_tokens}"
+        )
     size = os.path.getsize(path)
     if size != HEADER_BYTES + n_docs * 8 * len(DOC_COLUMNS):
-        raise TrainingError(f"{path}: document table is {size} bytes, its header says "
-                            f"{n_docs} documents")
+        raise TrainingError(
+            f"{path}: document table is {size} bytes, its header says {n_docs} documents"
+        )
     if n_docs == 0:
         return np.zeros((0, len(DOC_COLUMNS)), dtype="<i8")
-    return np.memmap(path, dtype="<i8", mode="r", offset=HEADER_BYTES,
-                     shape=(n_docs, len(DOC_COLUMNS)))
+    return np.memmap(
+        path, dtype="<i8", mode="r", offset=HEADER_BYTES, shape=(n_docs, len(DOC_COLUMNS))
+    )

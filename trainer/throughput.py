@@ -15,7 +15,7 @@ import platform
 import re
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -79,8 +79,9 @@ def peak_for_name(name: str) -> tuple[str, float] | None:
     return None
 
 
-def detect_peak_flops(device: torch.device | str,
-                      warn: Callable[[str], None] = _stderr) -> tuple[str, float | None]:
+def detect_peak_flops(
+    device: torch.device | str, warn: Callable[[str], None] = _stderr
+) -> tuple[str, float | None]:
     """(device name, dense bf16 peak FLOP/s or None). None for a CPU, and for a GPU missing
     from PEAK_BF16_FLOPS (with a message saying how to get a number)."""
     device = torch.device(device)
@@ -89,8 +90,10 @@ def detect_peak_flops(device: torch.device | str,
     name = torch.cuda.get_device_name(device)
     hit = peak_for_name(name)
     if hit is None:
-        warn(f"throughput: no dense bf16 peak known for {name!r}; MFU is not reported "
-             f"(add it to trainer.throughput.PEAK_BF16_FLOPS or measure_matmul_peak)")
+        warn(
+            f"throughput: no dense bf16 peak known for {name!r}; MFU is not reported "
+            f"(add it to trainer.throughput.PEAK_BF16_FLOPS or measure_matmul_peak)"
+        )
         return name, None
     return name, hit[1]
 
@@ -121,10 +124,19 @@ class ThroughputMeter:
     counters. The first `warmup_steps` intervals (compilation, allocator warm-up) are left
     out of the running average that the warning looks at."""
 
-    def __init__(self, cfg: ModelConfig, seq_len: int, device: torch.device | str,
-                 warn_below: float = 0.10, warn: Callable[[str], None] = _stderr, *,
-                 peak_flops: float | None = None, warn_every: int = 100,
-                 warmup_steps: int = 3, sync: bool = True):
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        seq_len: int,
+        device: torch.device | str,
+        warn_below: float = 0.10,
+        warn: Callable[[str], None] = _stderr,
+        *,
+        peak_flops: float | None = None,
+        warn_every: int = 100,
+        warmup_steps: int = 3,
+        sync: bool = True,
+    ):
         self.flops_per_token = flops_per_token(cfg, seq_len)
         self.device = torch.device(device)
         self.warn_below, self.warn, self.warn_every = warn_below, warn, warn_every
@@ -150,11 +162,20 @@ class ThroughputMeter:
             self._steady_tokens += tokens
             self._steady_s += dt
         avg = self._steady_tokens / self._steady_s if self._steady_s > 0 else None
-        out = {"tokens_per_s": rate, "mfu": self._mfu(rate), "elapsed_s": now - self._start,
-               "avg_tokens_per_s": avg, "avg_mfu": self._mfu(avg)}
+        out = {
+            "tokens_per_s": rate,
+            "mfu": self._mfu(rate),
+            "elapsed_s": now - self._start,
+            "avg_tokens_per_s": avg,
+            "avg_mfu": self._mfu(avg),
+        }
         since_warmup = self.steps - self.warmup_steps
-        if (out["avg_mfu"] is not None and out["avg_mfu"] < self.warn_below
-                and since_warmup > 0 and (since_warmup - 1) % self.warn_every == 0):
+        if (
+            out["avg_mfu"] is not None
+            and out["avg_mfu"] < self.warn_below
+            and since_warmup > 0
+            and (since_warmup - 1) % self.warn_every == 0
+        ):
             self.warn(self._warning(out["avg_mfu"]))
         return out
 
@@ -164,16 +185,23 @@ class ThroughputMeter:
         return rate * self.flops_per_token / self.peak_flops
 
     def _warning(self, mfu: float) -> str:
-        return (f"WARNING throughput: MFU {mfu:.1%} is below {self.warn_below:.0%} of "
-                f"{self.device_name}'s dense bf16 peak ({self.peak_flops / 1e12:.0f} TFLOP/s). "
-                f"The reference run lost its budget this way (backward pass at ~3% of peak). "
-                f"Check: bf16 autocast on, torch.compile on, the fused attention kernel taken "
-                f"(run the arbiter), a batch large enough to fill the GPU, a data loader that "
-                f"keeps up.")
+        return (
+            f"WARNING throughput: MFU {mfu:.1%} is below {self.warn_below:.0%} of "
+            f"{self.device_name}'s dense bf16 peak ({self.peak_flops / 1e12:.0f} TFLOP/s). "
+            f"The reference run lost its budget this way (backward pass at ~3% of peak). "
+            f"Check: bf16 autocast on, torch.compile on, the fused attention kernel taken "
+            f"(run the arbiter), a batch large enough to fill the GPU, a data loader that "
+            f"keeps up."
+        )
 
 
-def measure_matmul_peak(device: torch.device | str, dtype: torch.dtype = torch.bfloat16,
-                        n: int = 8192, *, min_time_s: float = 0.5) -> float:
+def measure_matmul_peak(
+    device: torch.device | str,
+    dtype: torch.dtype = torch.bfloat16,
+    n: int = 8192,
+    *,
+    min_time_s: float = 0.5,
+) -> float:
     """Achieved FLOP/s of a dense n x n x n matmul: the practical ceiling MFU can be read
     against (datasheet peaks assume boost clocks that power limits rarely allow)."""
     device = torch.device(device)

@@ -41,13 +41,30 @@ def main() -> None:
     args = ap.parse_args()
     naive, fixed = args.out / "naive" / "tokenizer.json", args.out / "fixed" / "fix-report.json"
     if not naive.is_file() or not fixed.is_file():
-        sys.exit(f"error: {args.out}: no naive tokenizer or fix report; run "
-                 "examples/bangla_trap/run.py first")
+        sys.exit(
+            f"error: {args.out}: no naive tokenizer or fix report; run "
+            "examples/bangla_trap/run.py first"
+        )
     fix = json.loads(fixed.read_text(encoding="utf-8"))
     naive_size = json.loads(naive.read_text(encoding="utf-8"))["model"]["vocab"]
     add = args.add or fix["tokenizer"]["vocab_size"] - len(naive_size)
-    cmd = [*CLI, "extend", str(naive), *map(str, CORPUS), "--add", str(add), "--langs", "bn",
-           "--heldout", "0.2", "--seed", "0", "--out", str(args.out / "extended"), "--quiet"]
+    cmd = [
+        *CLI,
+        "extend",
+        str(naive),
+        *map(str, CORPUS),
+        "--add",
+        str(add),
+        "--langs",
+        "bn",
+        "--heldout",
+        "0.2",
+        "--seed",
+        "0",
+        "--out",
+        str(args.out / "extended"),
+        "--quiet",
+    ]
     print("$", " ".join(cmd[2:]))
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode not in (0, 1):  # 1: the gate said no; the files are written either way
@@ -55,21 +72,35 @@ def main() -> None:
     print(done.stdout)
     ext = json.loads((args.out / "extended" / "extend-report.json").read_text(encoding="utf-8"))
     figures = {
-        "add": add, "vocab_size": {"naive": len(naive_size),
-                                   "fixed": fix["tokenizer"]["vocab_size"],
-                                   "extended": ext["tokenizer"]["vocab_size"]},
-        "chars_per_token": {lang: {"naive": cpt(ext["rows"], lang, "base"),
-                                   "fixed": cpt(fix["rows"], lang, "after"),
-                                   "extended": cpt(ext["rows"], lang, "extended")}
-                            for lang in ("bn", "en")},
+        "add": add,
+        "vocab_size": {
+            "naive": len(naive_size),
+            "fixed": fix["tokenizer"]["vocab_size"],
+            "extended": ext["tokenizer"]["vocab_size"],
+        },
+        "chars_per_token": {
+            lang: {
+                "naive": cpt(ext["rows"], lang, "base"),
+                "fixed": cpt(fix["rows"], lang, "after"),
+                "extended": cpt(ext["rows"], lang, "extended"),
+            }
+            for lang in ("bn", "en")
+        },
         "same_ids_as_naive": ext["unchanged"],
-        "pattern": ext["pattern"]["extended"], "gate_passed": ext["gate"]["passed"]}
+        "pattern": ext["pattern"]["extended"],
+        "gate_passed": ext["gate"]["passed"],
+    }
     print(f"{'held-out chars/token':<22}{'naive':>8}{'fixed':>8}{'extended':>10}")
     for lang, f in figures["chars_per_token"].items():
-        print(f"{lang:<22}" + "".join(f"{(f[k] or 0):>{w}.2f}" for k, w in
-                                      (("naive", 8), ("fixed", 8), ("extended", 10))))
-    (args.out / "extend.json").write_text(json.dumps(figures, indent=1, ensure_ascii=False)
-                                          + "\n", encoding="utf-8")
+        print(
+            f"{lang:<22}"
+            + "".join(
+                f"{(f[k] or 0):>{w}.2f}" for k, w in (("naive", 8), ("fixed", 8), ("extended", 10))
+            )
+        )
+    (args.out / "extend.json").write_text(
+        json.dumps(figures, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     print(f"wrote {args.out / 'extend.json'}")
 
 

@@ -41,20 +41,21 @@ import numpy as np
 import regex
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from fertility.corpus.sampling import temperature_shares
 from fertility.corpus import Corpus
-from fertility.fix.config import FixConfig
+from fertility.corpus.sampling import temperature_shares
 from fertility.fix import heldout_documents
+from fertility.fix.config import FixConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "examples" / "corpus"
-EXTRA = Path(__file__).resolve().parent / "extra"   # more Bengali (and its English), same split
-CLI = [sys.executable, "-m", "fertility.cli"]   # the `fertility` command of this interpreter
-TEMPERATURE = FixConfig.temperature   # `fertility fix`'s default; the budget rule needs it
+EXTRA = Path(__file__).resolve().parent / "extra"  # more Bengali (and its English), same split
+CLI = [sys.executable, "-m", "fertility.cli"]  # the `fertility` command of this interpreter
+TEMPERATURE = FixConfig.temperature  # `fertility fix`'s default; the budget rule needs it
 
 
-def training_lines(paths: list[Path], held: set[tuple[str, int]]
-                   ) -> tuple[list[str], dict[str, list[str]]]:
+def training_lines(
+    paths: list[Path], held: set[tuple[str, int]]
+) -> tuple[list[str], dict[str, list[str]]]:
     """Bangla-weighted training text for the naive tokenizer; the training lines per language.
 
     Read through fertility.corpus, as `fertility fix` reads them, so both tokenizers train on
@@ -72,9 +73,12 @@ def train_naive(lines: list[str], vocab_size: int, path: Path) -> int:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(lines, trainer)
     path.parent.mkdir(parents=True, exist_ok=True)
     tok.save(str(path))
@@ -82,9 +86,19 @@ def train_naive(lines: list[str], vocab_size: int, path: Path) -> int:
 
 
 def run_report(paths: list[Path], naive: Path, out: Path) -> dict:
-    cmd = [*CLI, "report", *map(str, paths), "-t", f"naive={naive}", "--format", "json", "-o",
-           str(out), "--quiet"]
-    print("$", "fertility", *cmd[len(CLI):], flush=True)
+    cmd = [
+        *CLI,
+        "report",
+        *map(str, paths),
+        "-t",
+        f"naive={naive}",
+        "--format",
+        "json",
+        "-o",
+        str(out),
+        "--quiet",
+    ]
+    print("$", "fertility", *cmd[len(CLI) :], flush=True)
     subprocess.run(cmd, check=True)
     return json.loads(out.read_text("utf-8"))
 
@@ -104,16 +118,31 @@ def cover_budget(per_lang: dict[str, list[str]], temperature: float) -> int:
     return -(-int(need) // 1000) * 1000 + 1000
 
 
-def run_fix(paths: list[Path], naive: Path, out: Path, args, vocab_size: int,
-            budget: int | None) -> dict:
-    argv = ["fix", *map(str, paths), "--from", str(naive), "--vocab-size", str(vocab_size),
-            "--out", str(out), "--heldout", str(args.heldout), "--seed", str(args.seed),
-            "--temperature", str(TEMPERATURE),
-            *(["--max-train-chars", str(budget)] if budget else []), "--quiet"]
+def run_fix(
+    paths: list[Path], naive: Path, out: Path, args, vocab_size: int, budget: int | None
+) -> dict:
+    argv = [
+        "fix",
+        *map(str, paths),
+        "--from",
+        str(naive),
+        "--vocab-size",
+        str(vocab_size),
+        "--out",
+        str(out),
+        "--heldout",
+        str(args.heldout),
+        "--seed",
+        str(args.seed),
+        "--temperature",
+        str(TEMPERATURE),
+        *(["--max-train-chars", str(budget)] if budget else []),
+        "--quiet",
+    ]
     print("$", "fertility", *argv, flush=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / "fix-stdout.txt", "w", encoding="utf-8") as log:
-        done = subprocess.run([*CLI, *argv], stdout=log)   # its summary table: kept, not shown
+        done = subprocess.run([*CLI, *argv], stdout=log)  # its summary table: kept, not shown
     if done.returncode not in (0, 1):  # 1: written, but the gate said no
         sys.exit(done.returncode)
     return json.loads((out / "fix-report.json").read_text("utf-8"))
@@ -121,8 +150,11 @@ def run_fix(paths: list[Path], naive: Path, out: Path, args, vocab_size: int,
 
 def heldout_records(fixed: Path) -> list[dict]:
     """The held-out documents `fertility fix` wrote (text, lang, source, line)."""
-    return [json.loads(x) for p in sorted((fixed / "heldout").glob("*.jsonl"))
-            for x in p.read_text("utf-8").splitlines()]
+    return [
+        json.loads(x)
+        for p in sorted((fixed / "heldout").glob("*.jsonl"))
+        for x in p.read_text("utf-8").splitlines()
+    ]
 
 
 def unseen_share(per_lang: dict[str, list[str]], held_texts: list[str], lang: str) -> float:
@@ -132,13 +164,16 @@ def unseen_share(per_lang: dict[str, list[str]], held_texts: list[str], lang: st
     return sum(w not in seen for w in words) / max(len(words), 1)
 
 
-def by_source(records: list[dict], naive: Path, fixed: Path,
-              per_lang: dict[str, list[str]]) -> dict:
+def by_source(
+    records: list[dict], naive: Path, fixed: Path, per_lang: dict[str, list[str]]
+) -> dict:
     """Held-out chars per token of each tokenizer per Bengali and English file, so the 12 lines
     of examples/corpus (written apart from extra/) can be read on their own. The tokenizers'
     own counts, not fix's measurement; chars are code points of the line."""
-    toks = {"naive": Tokenizer.from_file(str(naive)),
-            "fixed": Tokenizer.from_file(str(fixed / "tokenizer.json"))}
+    toks = {
+        "naive": Tokenizer.from_file(str(naive)),
+        "fixed": Tokenizer.from_file(str(fixed / "tokenizer.json")),
+    }
     texts: dict[tuple[str, str], list[str]] = {}
     for r in records:
         if r["lang"] in ("bn", "en"):
@@ -162,64 +197,102 @@ def round_trip(records: list[dict], fixed: Path) -> dict:
     texts = [r["text"] for r in records]
     back = [tok.decode(e.ids) == t for e, t in zip(tok.encode_batch(texts), texts)]
     yya = [ok for ok, t in zip(back, texts) if "\u09df" in t]
-    return {"lines": len(texts), "round_trip": sum(back), "lines_with_u09df": len(yya),
-            "u09df_round_trip": sum(yya)}
+    return {
+        "lines": len(texts),
+        "round_trip": sum(back),
+        "lines_with_u09df": len(yya),
+        "u09df_round_trip": sum(yya),
+    }
 
 
 def figures(fix_report: dict) -> dict:
     rows = {(r["group"], r["key"]): r for r in fix_report["rows"]}
     out = {}
-    for group, key in (("script", "Beng"), ("language", "bn"), ("language", "en"),
-                       ("script", "Latn")):
+    for group, key in (
+        ("script", "Beng"),
+        ("language", "bn"),
+        ("language", "en"),
+        ("script", "Latn"),
+    ):
         r = rows[(group, key)]
         b, a = r["before"], r["after"]
         out[f"{group}:{key}"] = {
-            "before": b["chars_per_token"], "before_ci": [b["chars_per_token_lo"],
-                                                          b["chars_per_token_hi"]],
-            "after": a["chars_per_token"], "after_ci": [a["chars_per_token_lo"],
-                                                        a["chars_per_token_hi"]],
-            "ratio": r["chars_per_token_ratio"], "before_ceiling": b["chars_per_pretoken"],
+            "before": b["chars_per_token"],
+            "before_ci": [b["chars_per_token_lo"], b["chars_per_token_hi"]],
+            "after": a["chars_per_token"],
+            "after_ci": [a["chars_per_token_lo"], a["chars_per_token_hi"]],
+            "ratio": r["chars_per_token_ratio"],
+            "before_ceiling": b["chars_per_pretoken"],
             "after_ceiling": a["chars_per_pretoken"],
-            "after_roundtrip_failures": a["roundtrip_failures"], "documents": a["documents"]}
+            "after_roundtrip_failures": a["roundtrip_failures"],
+            "documents": a["documents"],
+        }
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=None,
-                    help="default out/bangla_trap (out/bangla_trap-no-extra with --no-extra)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="default out/bangla_trap (out/bangla_trap-no-extra with --no-extra)",
+    )
     ap.add_argument("--vocab-size", type=int, default=24000)
     ap.add_argument("--heldout", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--sweep", default="8000,16000,32000",
-                    help="other vocabulary sizes, comma-separated ('' for none)")
-    ap.add_argument("--budget", default="cover",
-                    help="sampling budget of `fertility fix`: cover (every language's share "
-                         "covers its training text), corpus (fix's default), or a number")
-    ap.add_argument("--no-extra", action="store_true",
-                    help="examples/corpus only: too little Bengali to learn its words from")
+    ap.add_argument(
+        "--sweep",
+        default="8000,16000,32000",
+        help="other vocabulary sizes, comma-separated ('' for none)",
+    )
+    ap.add_argument(
+        "--budget",
+        default="cover",
+        help="sampling budget of `fertility fix`: cover (every language's share "
+        "covers its training text), corpus (fix's default), or a number",
+    )
+    ap.add_argument(
+        "--no-extra",
+        action="store_true",
+        help="examples/corpus only: too little Bengali to learn its words from",
+    )
     args = ap.parse_args()
-    out: Path = args.out or ROOT / "out" / ("bangla_trap-no-extra" if args.no_extra
-                                            else "bangla_trap")
+    out: Path = args.out or ROOT / "out" / (
+        "bangla_trap-no-extra" if args.no_extra else "bangla_trap"
+    )
     paths = [CORPUS] if args.no_extra else [CORPUS, EXTRA]
 
     held = set(heldout_documents(paths, args.heldout, args.seed))
     weighted, per_lang = training_lines(paths, held)
-    print(f"held out {len(held)} lines ({args.heldout:g} per language, seed {args.seed}); "
-          f"the naive tokenizer trains on the other {sum(map(len, per_lang.values()))} "
-          "(Bengali three times)")
-    budget = (cover_budget(per_lang, TEMPERATURE) if args.budget == "cover"
-              else None if args.budget == "corpus" else int(args.budget))
+    print(
+        f"held out {len(held)} lines ({args.heldout:g} per language, seed {args.seed}); "
+        f"the naive tokenizer trains on the other {sum(map(len, per_lang.values()))} "
+        "(Bengali three times)"
+    )
+    budget = (
+        cover_budget(per_lang, TEMPERATURE)
+        if args.budget == "cover"
+        else None
+        if args.budget == "corpus"
+        else int(args.budget)
+    )
 
     naive = out / "naive" / "tokenizer.json"
     naive_size = train_naive(weighted, args.vocab_size, naive)
     rep = run_report(paths, naive, out / "naive-report.json")
-    beng = next(r for r in rep["tokenizers"][0]["rows"]
-                if r["group"] == "script" and r["key"] == "Beng")
-    marks = [f for f in rep.get("findings", []) if f["rule"] == "mark-split"
-             and f["key"] in ("Beng", "bn")]
-    print(f"naive, whole corpus: Bengali {beng['chars_per_token']:.2f} chars/token "
-          f"[{beng['chars_per_token_lo']:.2f}, {beng['chars_per_token_hi']:.2f}]")
+    beng = next(
+        r for r in rep["tokenizers"][0]["rows"] if r["group"] == "script" and r["key"] == "Beng"
+    )
+    marks = [
+        f
+        for f in rep.get("findings", [])
+        if f["rule"] == "mark-split" and f["key"] in ("Beng", "bn")
+    ]
+    print(
+        f"naive, whole corpus: Bengali {beng['chars_per_token']:.2f} chars/token "
+        f"[{beng['chars_per_token_lo']:.2f}, {beng['chars_per_token_hi']:.2f}]"
+    )
     for f in marks:
         print(f"  {f['severity']} {f['rule']} {f['group']}={f['key']}: {f['cause']}")
 
@@ -228,68 +301,102 @@ def main() -> None:
     records = heldout_records(out / "fixed")
     held_bn = [r["text"] for r in records if r["lang"] == "bn"]
     result = {
-        "settings": {"vocab_size": args.vocab_size, "heldout": args.heldout, "seed": args.seed,
-                     "temperature": fixed["settings"]["temperature"], "budget": args.budget,
-                     "max_train_chars": budget},
+        "settings": {
+            "vocab_size": args.vocab_size,
+            "heldout": args.heldout,
+            "seed": args.seed,
+            "temperature": fixed["settings"]["temperature"],
+            "budget": args.budget,
+            "max_train_chars": budget,
+        },
         "paths": [str(p.relative_to(ROOT)) for p in paths],
-        "sampling": {g: {"train_chars": fixed["split"]["languages"][g]["train_chars"],
-                         "repeat": round(v["repeat"], 3)}
-                     for g, v in fixed["sampling"]["languages"].items()},
-        "naive_vocab_size": naive_size, "fixed_vocab_size": fixed["tokenizer"]["vocab_size"],
-        "report_whole_corpus": {"Beng": beng["chars_per_token"],
-                                "Beng_ci": [beng["chars_per_token_lo"],
-                                            beng["chars_per_token_hi"]],
-                                "mark_split": [f["cause"] for f in marks]},
-        "heldout": fig, "gate_passed": fixed["gate"]["passed"],
-        "gate_failures": [f"{c['name']} {c['group']}={c['key']}: {c['value']:.3g} "
-                          f"{c['direction']} {c['threshold']:g} ({c['verdict']})"
-                          for c in fixed["gate"]["checks"] if c["verdict"] != "pass"],
+        "sampling": {
+            g: {
+                "train_chars": fixed["split"]["languages"][g]["train_chars"],
+                "repeat": round(v["repeat"], 3),
+            }
+            for g, v in fixed["sampling"]["languages"].items()
+        },
+        "naive_vocab_size": naive_size,
+        "fixed_vocab_size": fixed["tokenizer"]["vocab_size"],
+        "report_whole_corpus": {
+            "Beng": beng["chars_per_token"],
+            "Beng_ci": [beng["chars_per_token_lo"], beng["chars_per_token_hi"]],
+            "mark_split": [f["cause"] for f in marks],
+        },
+        "heldout": fig,
+        "gate_passed": fixed["gate"]["passed"],
+        "gate_failures": [
+            f"{c['name']} {c['group']}={c['key']}: {c['value']:.3g} "
+            f"{c['direction']} {c['threshold']:g} ({c['verdict']})"
+            for c in fixed["gate"]["checks"]
+            if c["verdict"] != "pass"
+        ],
         "bn_heldout_words_unseen_in_training": unseen_share(per_lang, held_bn, "bn"),
         "heldout_by_file": by_source(records, naive, out / "fixed", per_lang),
         "heldout_round_trip": round_trip(records, out / "fixed"),
-        "fix_roundtrip": {g: {k: v[k] for k in ("checked", "failures")}
-                          for g, v in fixed["roundtrip"].items()},
+        "fix_roundtrip": {
+            g: {k: v[k] for k in ("checked", "failures")} for g, v in fixed["roundtrip"].items()
+        },
         "sweep": [],
     }
     for size in [int(s) for s in args.sweep.split(",") if s.strip()]:
         path = out / f"sweep-{size}" / "naive" / "tokenizer.json"
         n = train_naive(weighted, size, path)
         rep_s = run_fix(paths, path, out / f"sweep-{size}" / "fixed", args, size, budget)
-        result["sweep"].append({"vocab_size": size, "naive_vocab_size": n,
-                                "fixed_vocab_size": rep_s["tokenizer"]["vocab_size"],
-                                **figures(rep_s)})
+        result["sweep"].append(
+            {
+                "vocab_size": size,
+                "naive_vocab_size": n,
+                "fixed_vocab_size": rep_s["tokenizer"]["vocab_size"],
+                **figures(rep_s),
+            }
+        )
     (out / "walkthrough.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
 
-    print(f"\nheld-out lines only (vocabulary {args.vocab_size}: naive used {naive_size}, "
-          f"fixed {result['fixed_vocab_size']})")
+    print(
+        f"\nheld-out lines only (vocabulary {args.vocab_size}: naive used {naive_size}, "
+        f"fixed {result['fixed_vocab_size']})"
+    )
     for key in ("language:bn", "language:en"):
         f = fig[key]
-        print(f"  {key:<12} naive {f['before']:.2f} [{f['before_ci'][0]:.2f}, "
-              f"{f['before_ci'][1]:.2f}]  fixed {f['after']:.2f} [{f['after_ci'][0]:.2f}, "
-              f"{f['after_ci'][1]:.2f}]  x{f['ratio']:.2f}  ceiling {f['before_ceiling']:.2f}"
-              f" -> {f['after_ceiling']:.2f}  round-trip failures {f['after_roundtrip_failures']}")
-    print(f"  sampling budget {budget or 'all training characters'} (--budget {args.budget}): "
-          "share of its training text each language got: " + ", ".join(
-              f"{g} x{v['repeat']:.2f}" for g, v in result["sampling"].items()))
-    print(f"  held-out Bengali words never seen in training: "
-          f"{result['bn_heldout_words_unseen_in_training']:.0%}")
+        print(
+            f"  {key:<12} naive {f['before']:.2f} [{f['before_ci'][0]:.2f}, "
+            f"{f['before_ci'][1]:.2f}]  fixed {f['after']:.2f} [{f['after_ci'][0]:.2f}, "
+            f"{f['after_ci'][1]:.2f}]  x{f['ratio']:.2f}  ceiling {f['before_ceiling']:.2f}"
+            f" -> {f['after_ceiling']:.2f}  round-trip failures {f['after_roundtrip_failures']}"
+        )
+    print(
+        f"  sampling budget {budget or 'all training characters'} (--budget {args.budget}): "
+        "share of its training text each language got: "
+        + ", ".join(f"{g} x{v['repeat']:.2f}" for g, v in result["sampling"].items())
+    )
+    print(
+        f"  held-out Bengali words never seen in training: "
+        f"{result['bn_heldout_words_unseen_in_training']:.0%}"
+    )
     for name, row in result["heldout_by_file"].items():
         unseen = row.get("words_unseen_in_training")
-        print(f"    {name:<32} {row['lines']:>3} lines: naive {row['naive']:.2f}, fixed "
-              f"{row['fixed']:.2f}" + (f", words unseen {unseen:.0%}" if unseen is not None
-                                       else ""))
+        print(
+            f"    {name:<32} {row['lines']:>3} lines: naive {row['naive']:.2f}, fixed "
+            f"{row['fixed']:.2f}" + (f", words unseen {unseen:.0%}" if unseen is not None else "")
+        )
     rt = result["heldout_round_trip"]
-    print(f"  round trip (tokenizers library): {rt['round_trip']} of {rt['lines']} held-out lines "
-          f"decode to themselves; of the {rt['lines_with_u09df']} with U+09DF, "
-          f"{rt['u09df_round_trip']}")
+    print(
+        f"  round trip (tokenizers library): {rt['round_trip']} of {rt['lines']} held-out lines "
+        f"decode to themselves; of the {rt['lines_with_u09df']} with U+09DF, "
+        f"{rt['u09df_round_trip']}"
+    )
     print(f"  gate on the fixed tokenizer: {'PASS' if result['gate_passed'] else 'FAIL'}")
     for line in result["gate_failures"]:
         print(f"    {line}")
     for s in result["sweep"]:
-        print(f"  vocabulary {s['vocab_size']} (naive used {s['naive_vocab_size']}, fixed "
-              f"{s['fixed_vocab_size']}): bn {s['language:bn']['before']:.2f} -> "
-              f"{s['language:bn']['after']:.2f}, en {s['language:en']['before']:.2f} -> "
-              f"{s['language:en']['after']:.2f} (x{s['language:en']['ratio']:.3f})")
+        print(
+            f"  vocabulary {s['vocab_size']} (naive used {s['naive_vocab_size']}, fixed "
+            f"{s['fixed_vocab_size']}): bn {s['language:bn']['before']:.2f} -> "
+            f"{s['language:bn']['after']:.2f}, en {s['language:en']['before']:.2f} -> "
+            f"{s['language:en']['after']:.2f} (x{s['language:en']['ratio']:.3f})"
+        )
     print(f"wrote {out / 'walkthrough.json'}")
 
 

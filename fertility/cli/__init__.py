@@ -7,18 +7,17 @@ any unexpected error: one line, the traceback with `fertility --debug`); 130 int
 
 from __future__ import annotations
 
-import sys
-
-import click
-
-from fertility.errors import FertilityError
-from fertility.cli.options import silence_stdout
-from fertility.cli import eval as eval_verb
-from fertility.cli import export, extend, fix, gate, pretrain, report
 import signal
+import sys
 import threading
 import traceback
 
+import click
+
+from fertility.cli import eval as eval_verb
+from fertility.cli import export, extend, fix, gate, pretrain, report
+from fertility.cli.options import silence_stdout
+from fertility.errors import FertilityError
 
 _DEBUG = {"on": False}
 
@@ -29,14 +28,27 @@ def _set_debug(ctx, param, value) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fertility")
-@click.option("--debug", is_flag=True, expose_value=False, is_eager=True, callback=_set_debug,
-              help="Show the traceback of an unexpected error (it still exits 2).")
+@click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_set_debug,
+    help="Show the traceback of an unexpected error (it still exits 2).",
+)
 def cli() -> None:
     """Measure, diagnose and fix tokenizer fertility per Unicode script and language."""
 
 
-for _command in (report.report, gate.gate, fix.fix, extend.extend, pretrain.pretrain,
-                 eval_verb.eval_cmd, export.export):
+for _command in (
+    report.report,
+    gate.gate,
+    fix.fix,
+    extend.extend,
+    pretrain.pretrain,
+    eval_verb.eval_cmd,
+    export.export,
+):
     cli.add_command(_command)
 
 
@@ -67,7 +79,6 @@ def main(argv: list[str] | None = None) -> None:
 def _run(argv: list[str] | None) -> None:
     _DEBUG["on"] = False
     try:
-
         cli.main(args=argv, prog_name="fertility", standalone_mode=False)
         sys.stdout.flush()
     except FertilityError as exc:
@@ -108,6 +119,9 @@ def _unexpected(exc: BaseException) -> None:
         what = f"unexpected {type(exc).__name__}: {one_line(exc)}"
     if _DEBUG["on"]:
         traceback.print_exception(exc)
-    click.echo(f"error: {what}" + ("" if _DEBUG["on"] else
-               " (rerun as `fertility --debug ...` for the traceback)"), err=True)
+    click.echo(
+        f"error: {what}"
+        + ("" if _DEBUG["on"] else " (rerun as `fertility --debug ...` for the traceback)"),
+        err=True,
+    )
     sys.exit(2)

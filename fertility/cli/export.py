@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import click
+
 from fertility.cli.options import need_torch
 
 
 @click.command()
 @click.argument("run_dir")
 @click.argument("out_dir")
-@click.option("--to", "target", type=click.Choice(["hf"]), required=True,
-              help="hf: a Llama-architecture folder transformers loads.")
+@click.option(
+    "--to",
+    "target",
+    type=click.Choice(["hf"]),
+    required=True,
+    help="hf: a Llama-architecture folder transformers loads.",
+)
 @click.option("--step", type=int, default=None)
-@click.option("--overwrite", is_flag=True,
-              help="Replace a previous export's files in OUT_DIR (other files are kept).")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace a previous export's files in OUT_DIR (other files are kept).",
+)
 def export(run_dir, out_dir, target, step, overwrite) -> None:
     """Write RUN_DIR's model and tokenizer as a Hugging Face Llama folder."""
     need_torch("export")

@@ -2,21 +2,36 @@
 
 from __future__ import annotations
 
-import click
-from fertility.cli.options import corpus_kwargs, corpus_options
 import sys
+
+import click
+
+from fertility.cli.options import corpus_kwargs, corpus_options
 
 
 @click.command()
 @click.argument("base")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--add", type=click.IntRange(1), required=True, help="New tokens to learn.")
-@click.option("--out", "out_dir", required=True, help="Folder for tokenizer.json, "
-              "ids-map.json, extend-report.json and the held-out documents.")
-@click.option("--langs", default=None, metavar="bn,hi",
-              help="Languages to learn the new tokens on (default: those the gate fails).")
-@click.option("--heldout", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              default=0.1, show_default=True, help="Share of each language held out.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    help="Folder for tokenizer.json, ids-map.json, extend-report.json and the held-out documents.",
+)
+@click.option(
+    "--langs",
+    default=None,
+    metavar="bn,hi",
+    help="Languages to learn the new tokens on (default: those the gate fails).",
+)
+@click.option(
+    "--heldout",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.1,
+    show_default=True,
+    help="Share of each language held out.",
+)
 @click.option("--heldout-max", type=click.IntRange(1), default=1000, show_default=True)
 @click.option("--policy", default=None, help="Gate policy TOML.")
 @corpus_options
@@ -27,11 +42,22 @@ def extend(base, paths, add, out_dir, langs, heldout, heldout_max, policy, **kw)
     from fertility.extend import extend as run_extend
 
     opts = corpus_kwargs(kw)
-    say = None if kw["quiet"] or not sys.stderr.isatty() else \
-        (lambda msg: click.echo(msg, err=True))
+    say = (
+        None if kw["quiet"] or not sys.stderr.isatty() else (lambda msg: click.echo(msg, err=True))
+    )
     wanted = [x.strip() for x in langs.split(",") if x.strip()] if langs else None
-    result = run_extend(base, paths, out_dir, add, langs=wanted, policy=policy,
-                        corpus_options=opts, heldout_fraction=heldout,
-                        heldout_max_docs=heldout_max, seed=kw["seed"], progress=say)
+    result = run_extend(
+        base,
+        paths,
+        out_dir,
+        add,
+        langs=wanted,
+        policy=policy,
+        corpus_options=opts,
+        heldout_fraction=heldout,
+        heldout_max_docs=heldout_max,
+        seed=kw["seed"],
+        progress=say,
+    )
     click.echo(result.format_text())
     sys.exit(result.gate.exit_code)

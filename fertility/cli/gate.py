@@ -2,35 +2,77 @@
 
 from __future__ import annotations
 
-import sys
-import click
-from fertility.cli.options import corpus_kwargs, corpus_options, parse_detail, workers_option, write_output
 import dataclasses
 import json
+import sys
+
+import click
+
+from fertility.cli.options import (
+    corpus_kwargs,
+    corpus_options,
+    parse_detail,
+    workers_option,
+    write_output,
+)
 
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("-t", "--tokenizer", "tokenizer", required=True, metavar="[LABEL=]SPEC",
-              help="The candidate tokenizer (same SPEC forms as `report`).")
-@click.option("--baseline", default=None, metavar="[LABEL=]SPEC",
-              help="The candidate must not be worse than this one beyond the policy margin.")
-@click.option("--policy", default=None, help="Policy TOML; default: fertility.toml [gate], "
-              "[tool.fertility.gate] of pyproject.toml, else the built-in policy (docs/GATE.md).")
+@click.option(
+    "-t",
+    "--tokenizer",
+    "tokenizer",
+    required=True,
+    metavar="[LABEL=]SPEC",
+    help="The candidate tokenizer (same SPEC forms as `report`).",
+)
+@click.option(
+    "--baseline",
+    default=None,
+    metavar="[LABEL=]SPEC",
+    help="The candidate must not be worse than this one beyond the policy margin.",
+)
+@click.option(
+    "--policy",
+    default=None,
+    help="Policy TOML; default: fertility.toml [gate], "
+    "[tool.fertility.gate] of pyproject.toml, else the built-in policy (docs/GATE.md).",
+)
 @click.option("--reference", default=None, help="Reference language of the premium check.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 @click.option("-o", "--output", default=None, help="Write the verdict to FILE.")
 @click.option("--junit", default=None, metavar="FILE", help="Also write JUnit XML for CI.")
-@click.option("--html", "html_out", default=None, metavar="FILE", help="Also write the HTML "
-              "report.")
+@click.option(
+    "--html", "html_out", default=None, metavar="FILE", help="Also write the HTML report."
+)
 @click.option("--detail", default="200", show_default=True, metavar="N|all")
-@click.option("-v", "--verbose", is_flag=True, help="Every blocking finding with its cause "
-              "and fix, and every check's note (default: one line per rule).")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Every blocking finding with its cause "
+    "and fix, and every check's note (default: one line per rule).",
+)
 @workers_option
 @corpus_options
-def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html_out, detail,
-         verbose, workers, **kw) -> None:
+def gate(
+    paths,
+    tokenizer,
+    baseline,
+    policy,
+    reference,
+    fmt,
+    output,
+    junit,
+    html_out,
+    detail,
+    verbose,
+    workers,
+    **kw,
+) -> None:
     """Exit 0 when the tokenizer passes the policy on PATHS, 1 when it fails, 2 on bad input."""
 
     # deferred: the library loads when a command runs (fast --help)
@@ -41,15 +83,23 @@ def gate(paths, tokenizer, baseline, policy, reference, fmt, output, junit, html
     pol = load_policy(policy)
     if reference:
         pol = dataclasses.replace(pol, reference=reference)
-    rep, result = gate_run(paths, tokenizer, policy=pol, baseline=baseline,
-                           corpus_options=opts, detail_docs=parse_detail(detail),
-                           seed=kw["seed"], workers=workers, quiet=kw["quiet"])
+    rep, result = gate_run(
+        paths,
+        tokenizer,
+        policy=pol,
+        baseline=baseline,
+        corpus_options=opts,
+        detail_docs=parse_detail(detail),
+        seed=kw["seed"],
+        workers=workers,
+        quiet=kw["quiet"],
+    )
     if fmt == "json":
         text = json.dumps(result.to_dict(), ensure_ascii=False, indent=2, allow_nan=False)
     else:
         # deferred: the library loads when a command runs (fast --help)
-        from fertility.report.table import terminal_width
         from fertility.report.summary import gate_lines
+        from fertility.report.table import terminal_width
 
         text = "\n".join(gate_lines(rep, result, terminal_width(), verbose))
     write_output(text if text.endswith("\n") else text + "\n", output)

@@ -2,49 +2,76 @@
 
 from __future__ import annotations
 
-import sys
-import click
-from fertility.errors import FertilityError
-import click
-from fertility.errors import FertilityError
 import os
+import sys
+
+import click
+
+from fertility.errors import FertilityError
 
 
 def need_torch(command: str) -> None:
     """torch is an optional extra: say how to get it instead of raising ImportError."""
     try:
         # deferred: torch is the optional train extra
-        import torch  # noqa: F401
         import safetensors  # noqa: F401
+        import torch  # noqa: F401
     except ImportError:
-        raise FertilityError(f"`fertility {command}` needs PyTorch and safetensors: "
-                             "pip install 'fertility[train]'") from None
-
-
+        raise FertilityError(
+            f"`fertility {command}` needs PyTorch and safetensors: pip install 'fertility[train]'"
+        ) from None
 
 
 def corpus_options(f):
     """Options every command that reads a corpus shares."""
     opts = [
-        click.option("--text-field", default="text", show_default=True,
-                     help="JSONL field / parquet column holding the text."),
-        click.option("--lang-field", default=None,
-                     help="JSONL field / parquet column holding the language label."),
+        click.option(
+            "--text-field",
+            default="text",
+            show_default=True,
+            help="JSONL field / parquet column holding the text.",
+        ),
+        click.option(
+            "--lang-field",
+            default=None,
+            help="JSONL field / parquet column holding the language label.",
+        ),
         click.option("--whole-files", is_flag=True, help="Each file is one document."),
-        click.option("--sample", type=click.FloatRange(0, 1, min_open=True), default=None,
-                     help="Read a deterministic FRACTION of the documents."),
-        click.option("--max-docs", type=click.IntRange(1), default=None,
-                     help="Read at most N documents (after --sample)."),
-        click.option("--seed", type=int, default=0, show_default=True,
-                     help="Seed of --sample."),
-        click.option("--strict", is_flag=True, help="Fail on invalid UTF-8 instead of "
-                     "replacing and counting it."),
-        click.option("--max-doc-chars", type=click.IntRange(1), default=1_000_000,
-                     show_default=True, help="Refuse a longer document (measuring one costs "
-                     "about 75-115 bytes of memory per character)."),
-        click.option("--max-invalid-utf8", type=click.FloatRange(0, 1), default=0.25,
-                     show_default=True, metavar="SHARE", help="Skip a file as binary when "
-                     "more than this share of its first 8 KB is invalid UTF-8 (1: never)."),
+        click.option(
+            "--sample",
+            type=click.FloatRange(0, 1, min_open=True),
+            default=None,
+            help="Read a deterministic FRACTION of the documents.",
+        ),
+        click.option(
+            "--max-docs",
+            type=click.IntRange(1),
+            default=None,
+            help="Read at most N documents (after --sample).",
+        ),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of --sample."),
+        click.option(
+            "--strict",
+            is_flag=True,
+            help="Fail on invalid UTF-8 instead of replacing and counting it.",
+        ),
+        click.option(
+            "--max-doc-chars",
+            type=click.IntRange(1),
+            default=1_000_000,
+            show_default=True,
+            help="Refuse a longer document (measuring one costs "
+            "about 75-115 bytes of memory per character).",
+        ),
+        click.option(
+            "--max-invalid-utf8",
+            type=click.FloatRange(0, 1),
+            default=0.25,
+            show_default=True,
+            metavar="SHARE",
+            help="Skip a file as binary when "
+            "more than this share of its first 8 KB is invalid UTF-8 (1: never).",
+        ),
         click.option("--quiet", "-q", is_flag=True, help="No progress on stderr."),
     ]
     for opt in reversed(opts):
@@ -53,18 +80,27 @@ def corpus_options(f):
 
 
 workers_option = click.option(
-    "--workers", type=click.IntRange(1), default=None,
+    "--workers",
+    type=click.IntRange(1),
+    default=None,
     help="Measuring processes (default: one per core, up to 4, on corpora of 256 MB or more; "
-         "else 1). The result does not depend on it.")
+    "else 1). The result does not depend on it.",
+)
 
 
 def corpus_kwargs(kw: dict) -> dict:
-    return {"text_field": kw.pop("text_field"), "lang_field": kw.pop("lang_field"),
-            "whole_files": kw.pop("whole_files"), "sample": kw.pop("sample"),
-            "max_docs": kw.pop("max_docs"), "seed": kw["seed"], "strict": kw.pop("strict"),
-            "max_doc_chars": kw.pop("max_doc_chars"),
-            "max_invalid_utf8": kw.pop("max_invalid_utf8"),
-            "on_warning": _warn}  # --quiet silences progress, never a warning about the data
+    return {
+        "text_field": kw.pop("text_field"),
+        "lang_field": kw.pop("lang_field"),
+        "whole_files": kw.pop("whole_files"),
+        "sample": kw.pop("sample"),
+        "max_docs": kw.pop("max_docs"),
+        "seed": kw["seed"],
+        "strict": kw.pop("strict"),
+        "max_doc_chars": kw.pop("max_doc_chars"),
+        "max_invalid_utf8": kw.pop("max_invalid_utf8"),
+        "on_warning": _warn,
+    }  # --quiet silences progress, never a warning about the data
 
 
 def _warn(message: str) -> None:
@@ -109,8 +145,9 @@ def parse_detail(value: str) -> int | None:
     try:
         n = int(value)
     except ValueError:
-        raise click.BadParameter("expected a number of documents or 'all'",
-                                 param_hint="'--detail'") from None
+        raise click.BadParameter(
+            "expected a number of documents or 'all'", param_hint="'--detail'"
+        ) from None
     if n < 0:
         raise click.BadParameter("must be >= 0", param_hint="'--detail'")
     return n

@@ -2,38 +2,86 @@
 
 from __future__ import annotations
 
-import click
-from fertility.cli.options import corpus_kwargs, corpus_options, parse_detail, workers_option, write_output
 import dataclasses
+
+import click
+
+from fertility.cli.options import (
+    corpus_kwargs,
+    corpus_options,
+    parse_detail,
+    workers_option,
+    write_output,
+)
 
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True)
-@click.option("-t", "--tokenizer", "tokenizers", multiple=True, metavar="[LABEL=]SPEC",
-              help="tokenizer.json (or its folder), Tekken .json, SentencePiece .model, "
-                   "tiktoken rank file (SPEC#PATTERN names its split pattern), tiktoken:NAME "
-                   "or hf:ORG/NAME. "
-                   "Repeatable.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "html"]),
-              default="table", show_default=True)
+@click.option(
+    "-t",
+    "--tokenizer",
+    "tokenizers",
+    multiple=True,
+    metavar="[LABEL=]SPEC",
+    help="tokenizer.json (or its folder), Tekken .json, SentencePiece .model, "
+    "tiktoken rank file (SPEC#PATTERN names its split pattern), tiktoken:NAME "
+    "or hf:ORG/NAME. "
+    "Repeatable.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv", "html"]),
+    default="table",
+    show_default=True,
+)
 @click.option("-o", "--output", default=None, help="Write to FILE instead of stdout.")
-@click.option("--pretokenizers", default=None, metavar="LIST",
-              help="Comma-separated pre-tokenizer families to measure as ceilings "
-                   "(gpt2, cl100k, o200k, whitespace, mark_aware). Default: all four standard "
-                   "ones when no tokenizer is named, none otherwise.")
-@click.option("--detail", default="200", show_default=True, metavar="N|all",
-              help="Documents per language that get the per-document checks (round trip, "
-                   "own pre-tokenizer ceiling, normaliser changes).")
-@click.option("--reference", default=None,
-              help="Reference language of the parity premium (default: the policy's, en).")
+@click.option(
+    "--pretokenizers",
+    default=None,
+    metavar="LIST",
+    help="Comma-separated pre-tokenizer families to measure as ceilings "
+    "(gpt2, cl100k, o200k, whitespace, mark_aware). Default: all four standard "
+    "ones when no tokenizer is named, none otherwise.",
+)
+@click.option(
+    "--detail",
+    default="200",
+    show_default=True,
+    metavar="N|all",
+    help="Documents per language that get the per-document checks (round trip, "
+    "own pre-tokenizer ceiling, normaliser changes).",
+)
+@click.option(
+    "--reference",
+    default=None,
+    help="Reference language of the parity premium (default: the policy's, en).",
+)
 @click.option("--policy", default=None, help="Gate policy TOML (thresholds of the findings).")
 @click.option("--no-diagnose", is_flag=True, help="Measurements only, no findings.")
-@click.option("-v", "--verbose", is_flag=True, help="Table: every column, and every finding "
-              "with its evidence, cause and fix (default: one line per rule and tokenizer).")
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Table: every column, and every finding "
+    "with its evidence, cause and fix (default: one line per rule and tokenizer).",
+)
 @workers_option
 @corpus_options
-def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, policy,
-           no_diagnose, verbose, workers, **kw) -> None:
+def report(
+    paths,
+    tokenizers,
+    fmt,
+    output,
+    pretokenizers,
+    detail,
+    reference,
+    policy,
+    no_diagnose,
+    verbose,
+    workers,
+    **kw,
+) -> None:
     """Measure PATHS (files or folders) with one or more tokenizers."""
     # deferred: the library loads when a command runs (fast --help)
     from fertility.config import configured_tokenizers
@@ -42,12 +90,18 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
 
     opts = corpus_kwargs(kw)
     specs = list(tokenizers) or configured_tokenizers()
-    families = [p.strip() for p in pretokenizers.split(",") if p.strip()] if pretokenizers \
-        else None
+    families = [p.strip() for p in pretokenizers.split(",") if p.strip()] if pretokenizers else None
     progress = Progress("measuring", quiet=kw["quiet"])
-    rep = analyze(paths, specs, pretokenizers=families, corpus_options=opts,
-                  detail_docs=parse_detail(detail), seed=kw["seed"], progress=progress,
-                  workers=workers)
+    rep = analyze(
+        paths,
+        specs,
+        pretokenizers=families,
+        corpus_options=opts,
+        detail_docs=parse_detail(detail),
+        seed=kw["seed"],
+        progress=progress,
+        workers=workers,
+    )
     progress.close()
     pol = _policy(policy, reference)
     if not no_diagnose:
@@ -70,10 +124,12 @@ def report(paths, tokenizers, fmt, output, pretokenizers, detail, reference, pol
 
         text = render_table(rep, policy=pol, verbose=verbose, verdicts=not no_diagnose)
         if not specs:
-            text += ("\nno tokenizer named: this profiles the corpus and the ceilings of the "
-                     "standard pre-tokenizers.\nname one with -t [LABEL=]SPEC, or list them "
-                     "as `tokenizers = [...]` in fertility.toml or [tool.fertility] of "
-                     "pyproject.toml.\n")
+            text += (
+                "\nno tokenizer named: this profiles the corpus and the ceilings of the "
+                "standard pre-tokenizers.\nname one with -t [LABEL=]SPEC, or list them "
+                "as `tokenizers = [...]` in fertility.toml or [tool.fertility] of "
+                "pyproject.toml.\n"
+            )
         write_output(text, output)
 
 

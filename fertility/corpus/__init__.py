@@ -69,6 +69,7 @@ Sampling
     falls below f; `max_docs=N` stops after the N-th kept document in file order. The subset
     depends only on the seed and the data, never on batch sizes.
 """
+
 from __future__ import annotations
 
 import copy
@@ -77,10 +78,11 @@ import io
 import os
 import warnings
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 from fertility.corpus import formats as fmt
 from fertility.errors import CorpusError, one_line
@@ -150,11 +152,15 @@ class Corpus:
     ):
         if sample is not None and (isinstance(sample, bool) or not 0 < sample <= 1):
             raise CorpusError(f"sample={sample!r}: must be a fraction in (0, 1]")
-        if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int)
-                                     or max_docs < 1):
+        if max_docs is not None and (
+            isinstance(max_docs, bool) or not isinstance(max_docs, int) or max_docs < 1
+        ):
             raise CorpusError(f"max_docs={max_docs!r}: must be a whole number >= 1")
-        if isinstance(max_doc_chars, bool) or not isinstance(max_doc_chars, int) \
-                or max_doc_chars < 1:
+        if (
+            isinstance(max_doc_chars, bool)
+            or not isinstance(max_doc_chars, int)
+            or max_doc_chars < 1
+        ):
             raise CorpusError(f"max_doc_chars={max_doc_chars!r}: must be a whole number >= 1")
         if not 0 <= max_invalid_utf8 <= 1:
             raise CorpusError(f"max_invalid_utf8={max_invalid_utf8!r}: must be in [0, 1]")
@@ -175,8 +181,10 @@ class Corpus:
         for path in self.paths:
             self._resolve(path)
         if not self.files:
-            raise CorpusError(f"{', '.join(map(shown, self.paths)) or '(no paths)'}: no corpus files "
-                              f"({self._skip_counts(self._skipped) or 'nothing found'})")
+            raise CorpusError(
+                f"{', '.join(map(shown, self.paths)) or '(no paths)'}: no corpus files "
+                f"({self._skip_counts(self._skipped) or 'nothing found'})"
+            )
         self._pass = _Pass()
 
     # -- resolving paths --------------------------------------------------------------
@@ -186,8 +194,10 @@ class Corpus:
             before = len(self._skipped)
             self._walk(path, (), [os.path.basename(os.path.abspath(path))])
             if skipped := self._skipped[before:]:
-                self.warn(f"{shown(path)}: skipped {len(skipped)} file(s) "
-                           f"({self._skip_counts(skipped)}); see summary skipped_files")
+                self.warn(
+                    f"{shown(path)}: skipped {len(skipped)} file(s) "
+                    f"({self._skip_counts(skipped)}); see summary skipped_files"
+                )
         elif os.path.isfile(path):
             parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
             if reason := self._add(path, os.path.basename(path), [parent]):
@@ -210,8 +220,9 @@ class Corpus:
                 try:
                     entries = sorted(os.scandir(folder), key=lambda e: e.name)
                 except OSError as e:
-                    raise CorpusError(f"{shown(folder)}: cannot list folder "
-                                      f"({e.strerror or e})") from None
+                    raise CorpusError(
+                        f"{shown(folder)}: cannot list folder ({e.strerror or e})"
+                    ) from None
                 stack.extend((folder, rel, folders, e) for e in reversed(entries))
                 continue
             path = os.path.join(folder, entry.name)
@@ -247,8 +258,11 @@ class Corpus:
             except OSError as e:
                 raise CorpusError(f"{shown(path)}: cannot read ({e.strerror or e})") from None
             name = shown(path)
-            self.files.append(CorpusFile(name, rel, format_, compression, lang, size,
-                                         None if name == path else path))
+            self.files.append(
+                CorpusFile(
+                    name, rel, format_, compression, lang, size, None if name == path else path
+                )
+            )
             return None
         self._skip(path, reason)
         return reason
@@ -267,8 +281,14 @@ class Corpus:
         """Documents in file order. Each call is a fresh pass; summary() describes the last."""
         run = self._pass = _Pass()
         for cf in self.files:
-            entry = {"path": cf.path, "format": cf.format, "compression": cf.compression,
-                     "lang": cf.lang, "documents": 0, "langs": {}}
+            entry = {
+                "path": cf.path,
+                "format": cf.format,
+                "compression": cf.compression,
+                "lang": cf.lang,
+                "documents": 0,
+                "langs": {},
+            }
             run.files.append(entry)
             stats = fmt.FileStats()
             with closing(self._records(cf, stats)) as records:
@@ -292,8 +312,10 @@ class Corpus:
                     self._binary(cf, binary, entry, run)
             if stats.invalid_utf8:
                 run.invalid_utf8[cf.path] = stats.invalid_utf8
-                self.warn(f"{cf.path}: {stats.invalid_utf8} invalid UTF-8 sequence(s) replaced "
-                           f"with U+FFFD (first at byte {stats.first_bad_offset})")
+                self.warn(
+                    f"{cf.path}: {stats.invalid_utf8} invalid UTF-8 sequence(s) replaced "
+                    f"with U+FFFD (first at byte {stats.first_bad_offset})"
+                )
             run.empty_records += stats.empty_records
             if run.stopped_at:
                 break
@@ -319,29 +341,52 @@ class Corpus:
         with raw:
             # Parquet is read through its footer, which an append cannot move; the others
             # stop at the size the file had when the corpus was opened.
-            upto = None if cf.format == "parquet" and not cf.compression else \
-                fmt.UpTo(raw, cf.size, cf.path)
+            upto = (
+                None
+                if cf.format == "parquet" and not cf.compression
+                else fmt.UpTo(raw, cf.size, cf.path)
+            )
             limits = self.limits
             try:
                 stream = fmt.open_decompressed(
-                    raw if upto is None else io.BufferedReader(upto, 1 << 16), cf.compression)
+                    raw if upto is None else io.BufferedReader(upto, 1 << 16), cf.compression
+                )
                 if cf.format == "parquet":
-                    yield from fmt.read_parquet(stream, cf.compression is not None, cf.path,
-                                                self.text_field, self.lang_field, stats, limits)
+                    yield from fmt.read_parquet(
+                        stream,
+                        cf.compression is not None,
+                        cf.path,
+                        self.text_field,
+                        self.lang_field,
+                        stats,
+                        limits,
+                    )
                 elif cf.format == "jsonl":
-                    yield from fmt.read_jsonl(stream, cf.path, self.text_field, self.lang_field,
-                                              self.strict, stats, limits)
+                    yield from fmt.read_jsonl(
+                        stream,
+                        cf.path,
+                        self.text_field,
+                        self.lang_field,
+                        self.strict,
+                        stats,
+                        limits,
+                    )
                 elif self.whole_files:
                     yield from fmt.read_whole(stream, cf.path, self.strict, stats, limits)
                 else:
                     yield from fmt.read_txt(stream, cf.path, self.strict, stats, limits)
             except fmt.STREAM_ERRORS as e:
-                what = (f"corrupt or truncated {cf.compression} data" if cf.compression
-                        else "read error")
+                what = (
+                    f"corrupt or truncated {cf.compression} data"
+                    if cf.compression
+                    else "read error"
+                )
                 raise CorpusError(f"{cf.path}: {what} ({one_line(e)})") from None
             if upto is not None and upto.grew:
-                self.warn(f"{cf.path}: grew while it was read; read its first {cf.size} "
-                           "bytes (its size when the corpus was opened)")
+                self.warn(
+                    f"{cf.path}: grew while it was read; read its first {cf.size} "
+                    "bytes (its size when the corpus was opened)"
+                )
 
     def _sampled(self, rel: str, number: int) -> bool:
         key = f"{self.seed}\0{rel}\0{number}".encode("utf-8", "surrogateescape")
@@ -354,15 +399,21 @@ class Corpus:
             run.files.remove(entry)
             self.warn(f"{cf.path}: skipped (binary: {binary.why})")
         else:
-            self.warn(f"{cf.path}: {binary.why}; kept the {entry['documents']} "
-                       "document(s) before it, skipped the rest as binary")
+            self.warn(
+                f"{cf.path}: {binary.why}; kept the {entry['documents']} "
+                "document(s) before it, skipped the rest as binary"
+            )
 
     def _why_empty(self, run: _Pass) -> str:
         where = ", ".join(map(shown, self.paths))
         if run.seen:
             return f"{where}: sample={self.sample} kept none of the {run.seen} documents"
-        details = [f"{len(run.files)} file(s) read", f"{len(self._skipped)} skipped",
-                   f"{len(run.binary_files)} binary", f"{run.empty_records} empty record(s)"]
+        details = [
+            f"{len(run.files)} file(s) read",
+            f"{len(self._skipped)} skipped",
+            f"{len(run.binary_files)} binary",
+            f"{run.empty_records} empty record(s)",
+        ]
         return f"{where}: no documents ({', '.join(details)})"
 
     # -- reporting --------------------------------------------------------------------
@@ -377,30 +428,32 @@ class Corpus:
         names the first document left unread ({path, line}).
         """
         run = self._pass
-        return copy.deepcopy({
-            "paths": [shown(p) for p in self.paths],
-            "files": run.files,
-            "documents": run.documents,
-            "documents_seen": run.seen,
-            "chars": run.chars,
-            "bytes": run.bytes,
-            "skipped_files": self._skipped,
-            "binary_files": run.binary_files,
-            "invalid_utf8": run.invalid_utf8,
-            "empty_records": run.empty_records,
-            "sample": self.sample,
-            "max_docs": self.max_docs,
-            "seed": self.seed,
-            "stopped_early": run.stopped_at is not None,
-            "stopped_at": run.stopped_at,
-            "text_field": self.text_field,
-            "lang_field": self.lang_field,
-            "whole_files": self.whole_files,
-            "strict": self.strict,
-            "max_doc_chars": self.limits.max_doc_chars,
-            "max_invalid_utf8": self.limits.max_invalid_utf8,
-            "complete": run.complete,
-        })
+        return copy.deepcopy(
+            {
+                "paths": [shown(p) for p in self.paths],
+                "files": run.files,
+                "documents": run.documents,
+                "documents_seen": run.seen,
+                "chars": run.chars,
+                "bytes": run.bytes,
+                "skipped_files": self._skipped,
+                "binary_files": run.binary_files,
+                "invalid_utf8": run.invalid_utf8,
+                "empty_records": run.empty_records,
+                "sample": self.sample,
+                "max_docs": self.max_docs,
+                "seed": self.seed,
+                "stopped_early": run.stopped_at is not None,
+                "stopped_at": run.stopped_at,
+                "text_field": self.text_field,
+                "lang_field": self.lang_field,
+                "whole_files": self.whole_files,
+                "strict": self.strict,
+                "max_doc_chars": self.limits.max_doc_chars,
+                "max_invalid_utf8": self.limits.max_invalid_utf8,
+                "complete": run.complete,
+            }
+        )
 
 
 def shown(path: str) -> str:

@@ -6,6 +6,7 @@ how each format is laid out. Everything streams: .txt and .jsonl are read in blo
 lines (`_line_blocks`, shared), keeping each line's byte offset so invalid UTF-8 can be
 counted per file and located.
 """
+
 from __future__ import annotations
 
 import bz2
@@ -18,8 +19,9 @@ import shutil
 import sys
 import tempfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,8 +42,12 @@ MAX_DOC_CHARS = 1_000_000
 MAX_INVALID_SHARE = 0.25
 MIN_SHARE_BYTES = 512  # a shorter head is too small to judge by its share
 # Byte order marks of the encodings we do not read; UTF-32 first (its LE mark starts as UTF-16's).
-_FOREIGN_BOMS = ((b"\xff\xfe\0\0", "UTF-32LE"), (b"\0\0\xfe\xff", "UTF-32BE"),
-                 (b"\xff\xfe", "UTF-16LE"), (b"\xfe\xff", "UTF-16BE"))
+_FOREIGN_BOMS = (
+    (b"\xff\xfe\0\0", "UTF-32LE"),
+    (b"\0\0\xfe\xff", "UTF-32BE"),
+    (b"\xff\xfe", "UTF-16LE"),
+    (b"\xfe\xff", "UTF-16BE"),
+)
 
 # What a broken stream raises while we decompress or read it.
 STREAM_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, zstandard.ZstdError)
@@ -88,8 +94,10 @@ class Limits:
 
 
 def too_long(path: str, where: str, limits: Limits) -> CorpusError:
-    return CorpusError(f"{path}: {where} is longer than --max-doc-chars "
-                       f"({limits.max_doc_chars} characters); raise it or split the document")
+    return CorpusError(
+        f"{path}: {where} is longer than --max-doc-chars "
+        f"({limits.max_doc_chars} characters); raise it or split the document"
+    )
 
 
 def check_head(head: bytes, path: str, limits: Limits) -> int:
@@ -98,17 +106,22 @@ def check_head(head: bytes, path: str, limits: Limits) -> int:
     share of invalid UTF-8 above the limit."""
     for bom, name in _FOREIGN_BOMS:
         if head.startswith(bom):
-            raise CorpusError(f"{path}: {name} text (byte order mark); fertility reads UTF-8: "
-                              f"convert it first, e.g. iconv -f {name[:6]} -t UTF-8")
+            raise CorpusError(
+                f"{path}: {name} text (byte order mark); fertility reads UTF-8: "
+                f"convert it first, e.g. iconv -f {name[:6]} -t UTF-8"
+            )
     if b"\0" in head:
         raise BinaryFile(head.index(b"\0"))
     if len(head) >= MIN_SHARE_BYTES and limits.max_invalid_utf8 < 1:
         text = head.decode("utf-8", "replace")
         bad = text.count("\ufffd") - head.count("\ufffd".encode())
         if bad > limits.max_invalid_utf8 * len(head):
-            raise BinaryFile(0, f"{bad / len(head):.0%} of its first {len(head)} bytes are "
-                                f"invalid UTF-8, over --max-invalid-utf8 "
-                                f"{limits.max_invalid_utf8:g}")
+            raise BinaryFile(
+                0,
+                f"{bad / len(head):.0%} of its first {len(head)} bytes are "
+                f"invalid UTF-8, over --max-invalid-utf8 "
+                f"{limits.max_invalid_utf8:g}",
+            )
     return len(_BOM) if head.startswith(_BOM) else 0
 
 
@@ -141,8 +154,11 @@ def open_decompressed(raw: BinaryIO, compression: str | None) -> BinaryIO:
         return gzip.GzipFile(fileobj=raw, mode="rb")
     # bz2.BZ2File and lzma.LZMAFile stop without a word at a corrupt second stream or at
     # trailing garbage (documents lost, exit 0); this reader makes every stream count.
-    new = {"bzip2": bz2.BZ2Decompressor, "xz": lzma.LZMADecompressor,
-           "zstd": zstandard.ZstdDecompressor().decompressobj}[compression]
+    new = {
+        "bzip2": bz2.BZ2Decompressor,
+        "xz": lzma.LZMADecompressor,
+        "zstd": zstandard.ZstdDecompressor().decompressobj,
+    }[compression]
     return io.BufferedReader(_StreamsReader(raw, new), buffer_size=1 << 16)
 
 
@@ -163,8 +179,10 @@ class UpTo(io.RawIOBase):
             return 0
         data = self._raw.read(min(len(buffer), self._left))
         if not data:
-            raise CorpusError(f"{self._path}: shrank while it was read "
-                              f"({self._left} bytes short of its size when opened)")
+            raise CorpusError(
+                f"{self._path}: shrank while it was read "
+                f"({self._left} bytes short of its size when opened)"
+            )
         buffer[: len(data)] = data
         self._left -= len(data)
         return len(data)
@@ -228,8 +246,9 @@ def decode(raw: bytes, offset: int, path: str, strict: bool, stats: FileStats) -
 READ_BLOCK = 1 << 18  # bytes read at a time (memory stays a few times this, any file size)
 
 
-def _line_blocks(stream: BinaryIO, path: str, limits: Limits, max_line: int,
-                 cr: bool = False) -> Iterator[tuple[int, bytes]]:
+def _line_blocks(
+    stream: BinaryIO, path: str, limits: Limits, max_line: int, cr: bool = False
+) -> Iterator[tuple[int, bytes]]:
     """(byte offset, block) for consecutive blocks of whole lines, each line with its \\n
     (the file's last line may lack one). Reading whole blocks lets a caller decode and split
     many lines in one call. The head is checked first (check_head). NUL bytes raise
@@ -279,8 +298,9 @@ def _raw_lines(block: bytes, offset: int) -> Iterator[tuple[int, bytes]]:
         offset += len(raw) + 1
 
 
-def read_txt(stream: BinaryIO, path: str, strict: bool, stats: FileStats,
-             limits: Limits = Limits()) -> Iterator[Record]:
+def read_txt(
+    stream: BinaryIO, path: str, strict: bool, stats: FileStats, limits: Limits = Limits()
+) -> Iterator[Record]:
     """Lines of a .txt file; terminators \\n, \\r\\n and a lone \\r. A whitespace-only line is
     no document but keeps its number."""
     number = 0
@@ -315,8 +335,9 @@ def _txt_lines(block: bytes, offset: int, path: str, strict: bool, stats: FileSt
     return [part for line in lines for part in line.removesuffix("\r").split("\r")]
 
 
-def read_whole(stream: BinaryIO, path: str, strict: bool, stats: FileStats,
-               limits: Limits = Limits()) -> Iterator[Record]:
+def read_whole(
+    stream: BinaryIO, path: str, strict: bool, stats: FileStats, limits: Limits = Limits()
+) -> Iterator[Record]:
     # read no more than can hold max_doc_chars (+ a line end): a huge file is refused unread
     data = stream.read(4 * limits.max_doc_chars + 3)
     start = check_head(data[:BINARY_PROBE], path, limits)
@@ -333,8 +354,13 @@ def read_whole(stream: BinaryIO, path: str, strict: bool, stats: FileStats,
 
 
 def read_jsonl(
-    stream: BinaryIO, path: str, text_field: str, lang_field: str | None, strict: bool,
-    stats: FileStats, limits: Limits = Limits(),
+    stream: BinaryIO,
+    path: str,
+    text_field: str,
+    lang_field: str | None,
+    strict: bool,
+    stats: FileStats,
+    limits: Limits = Limits(),
 ) -> Iterator[Record]:
     # Errors cite the physical line (to find it in an editor); documents carry the record
     # number (blank lines are not records), as the Document contract says.
@@ -355,8 +381,10 @@ def read_jsonl(
         except RecursionError:
             raise CorpusError(f"{path}: line {number}: JSON nested too deeply to read") from None
         except ValueError:  # Python refuses to convert an integer of over 4300 digits
-            raise CorpusError(f"{path}: line {number}: JSON number with too many digits "
-                              f"(over {sys.get_int_max_str_digits()})") from None
+            raise CorpusError(
+                f"{path}: line {number}: JSON number with too many digits "
+                f"(over {sys.get_int_max_str_digits()})"
+            ) from None
         if not isinstance(record, dict):
             raise CorpusError(f"{path}: line {number}: not a JSON object")
         if text_field not in record:
@@ -365,7 +393,8 @@ def read_jsonl(
         if not isinstance(text, str):
             kind = type(text).__name__ if text is not None else "null"
             raise CorpusError(
-                f"{path}: line {number}: field '{text_field}' is {kind}, not a string")
+                f"{path}: line {number}: field '{text_field}' is {kind}, not a string"
+            )
         if len(text) > limits.max_doc_chars:
             raise too_long(path, f"line {number}", limits)
         # A \ud800-style escape decodes to a lone surrogate, which no UTF-8 text can hold.
@@ -384,8 +413,13 @@ def read_jsonl(
 
 
 def read_parquet(
-    stream: BinaryIO, compressed: bool, path: str, text_field: str, lang_field: str | None,
-    stats: FileStats, limits: Limits = Limits(),
+    stream: BinaryIO,
+    compressed: bool,
+    path: str,
+    text_field: str,
+    lang_field: str | None,
+    stats: FileStats,
+    limits: Limits = Limits(),
 ) -> Iterator[Record]:
     if compressed:  # parquet needs to seek: spill the decompressed bytes to disk, not memory
         with tempfile.TemporaryFile() as spool:
@@ -421,6 +455,5 @@ def read_parquet(
                 yield number, text, lang if isinstance(lang, str) and lang else None
     except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
         raise CorpusError(
-            f"{path}: corrupt parquet data after row {number} ({one_line(e)})") from None
-
-
+            f"{path}: corrupt parquet data after row {number} ({one_line(e)})"
+        ) from None

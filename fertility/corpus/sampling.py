@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -65,8 +66,9 @@ def split_keys(lines: np.ndarray, seed: int) -> np.ndarray:
     return mix64(np.asarray(lines, dtype=np.uint64) ^ salt)
 
 
-def heldout_counts(docs_per_group: np.ndarray, fraction: float,
-                   max_docs: int | None = None) -> np.ndarray:
+def heldout_counts(
+    docs_per_group: np.ndarray, fraction: float, max_docs: int | None = None
+) -> np.ndarray:
     """Held out per group: round(fraction * n), capped at max_docs, at least 1, at most n - 1."""
     n = np.asarray(docs_per_group, dtype=np.int64)
     k = np.rint(fraction * n).astype(np.int64)
@@ -76,14 +78,20 @@ def heldout_counts(docs_per_group: np.ndarray, fraction: float,
     return np.where(n >= 2, k, 0)
 
 
-def heldout_mask(groups: np.ndarray, lines: np.ndarray, files: np.ndarray, fraction: float,
-                 seed: int, max_docs: int | None = None) -> np.ndarray:
+def heldout_mask(
+    groups: np.ndarray,
+    lines: np.ndarray,
+    files: np.ndarray,
+    fraction: float,
+    seed: int,
+    max_docs: int | None = None,
+) -> np.ndarray:
     """True for each held-out document (see the module docstring)."""
     groups = np.asarray(groups, dtype=np.int64)
     n_groups = int(groups.max()) + 1 if len(groups) else 0
     keys = split_keys(lines, seed)
-    ties = mix64(split_keys(files, seed))   # whole files all have line 1: the seed picks them
-    order = np.lexsort((ties, keys, groups))   # by group, then key, then the file's hash
+    ties = mix64(split_keys(files, seed))  # whole files all have line 1: the seed picks them
+    order = np.lexsort((ties, keys, groups))  # by group, then key, then the file's hash
     sorted_groups = groups[order]
     starts = np.searchsorted(sorted_groups, np.arange(n_groups), side="left")
     rank = np.arange(len(order)) - starts[sorted_groups]
@@ -104,16 +112,22 @@ def temperature_shares(chars: np.ndarray, temperature: float) -> np.ndarray:
 
 @dataclass
 class SamplingPlan:
-    copies: np.ndarray          # int64 per document: how many times the trainer sees it
-    shares: np.ndarray          # documented share p_g of each group
-    targets: np.ndarray         # p_g * budget, characters
-    sampled: np.ndarray         # characters actually sampled per group (>= targets)
-    available: np.ndarray       # training characters per group in the corpus
+    copies: np.ndarray  # int64 per document: how many times the trainer sees it
+    shares: np.ndarray  # documented share p_g of each group
+    targets: np.ndarray  # p_g * budget, characters
+    sampled: np.ndarray  # characters actually sampled per group (>= targets)
+    available: np.ndarray  # training characters per group in the corpus
     budget: int
 
 
-def plan_copies(groups: np.ndarray, lengths: np.ndarray, train: np.ndarray, temperature: float,
-                budget: int | None, seed: int) -> SamplingPlan:
+def plan_copies(
+    groups: np.ndarray,
+    lengths: np.ndarray,
+    train: np.ndarray,
+    temperature: float,
+    budget: int | None,
+    seed: int,
+) -> SamplingPlan:
     """Copies per document so that each group gets at least its temperature share of `budget`.
 
     `train` masks the documents that may be sampled (the held-out ones are never trained on).
@@ -135,7 +149,7 @@ def plan_copies(groups: np.ndarray, lengths: np.ndarray, train: np.ndarray, temp
     by_group = train_idx[np.argsort(groups[train_idx], kind="stable")]
     bounds = np.searchsorted(groups[by_group], np.arange(n_groups + 1), side="left")
     for g in range(n_groups):
-        idx = by_group[bounds[g]:bounds[g + 1]]
+        idx = by_group[bounds[g] : bounds[g + 1]]
         if len(idx) == 0 or available[g] == 0:
             continue
         full = int(targets[g] // available[g])
@@ -154,20 +168,25 @@ def plan_copies(groups: np.ndarray, lengths: np.ndarray, train: np.ndarray, temp
 
 # ---------------------------------------------------------------- pass 1: what is there
 
+
 @dataclass
 class Scan:
-    groups: np.ndarray      # language index per document
-    lengths: np.ndarray     # characters (code points)
+    groups: np.ndarray  # language index per document
+    lengths: np.ndarray  # characters (code points)
     lines: np.ndarray
-    files: np.ndarray       # file index
-    names: list[str]        # language label per index
-    sources: list[str]      # file path per index
-    max_bytes: int          # longest document in UTF-8 bytes (SentencePiece only)
-    docs: list | None       # the documents themselves, when the corpus is small enough
+    files: np.ndarray  # file index
+    names: list[str]  # language label per index
+    sources: list[str]  # file path per index
+    max_bytes: int  # longest document in UTF-8 bytes (SentencePiece only)
+    docs: list | None  # the documents themselves, when the corpus is small enough
 
 
-def scan_corpus(corpus: Corpus, want_bytes: bool, keep_chars: int | None = None,
-                inspect: Callable[[int, str], None] | None = None) -> Scan:
+def scan_corpus(
+    corpus: Corpus,
+    want_bytes: bool,
+    keep_chars: int | None = None,
+    inspect: Callable[[int, str], None] | None = None,
+) -> Scan:
     """First pass: the per-document arrays the split and the plan work on.
 
     `inspect(index, text)` is called on every document (fix's normaliser preview: it must see
@@ -209,8 +228,16 @@ def scan_corpus(corpus: Corpus, want_bytes: bool, keep_chars: int | None = None,
                 kept.append(doc)
     if not g:
         raise CorpusError(f"{', '.join(corpus.paths)}: no documents")
-    return Scan(np.array(g, np.int64), np.array(n, np.int64), np.array(ln, np.int64),
-                np.array(f, np.int64), list(langs), list(files), max_bytes, kept)
+    return Scan(
+        np.array(g, np.int64),
+        np.array(n, np.int64),
+        np.array(ln, np.int64),
+        np.array(f, np.int64),
+        list(langs),
+        list(files),
+        max_bytes,
+        kept,
+    )
 
 
 def split_and_plan(scan: Scan, config) -> tuple[np.ndarray, SamplingPlan]:
@@ -219,15 +246,21 @@ def split_and_plan(scan: Scan, config) -> tuple[np.ndarray, SamplingPlan]:
     The one place fix's settings meet the split and the plan, so that whatever must reproduce
     fix's training text (the throughput benchmark) gets exactly the same documents.
     """
-    held = heldout_mask(scan.groups, scan.lines, scan.files, config.heldout_fraction,
-                        config.seed, config.heldout_max_docs)
-    plan = plan_copies(scan.groups, scan.lengths, ~held, config.temperature,
-                       config.max_train_chars, config.seed)
+    held = heldout_mask(
+        scan.groups,
+        scan.lines,
+        scan.files,
+        config.heldout_fraction,
+        config.seed,
+        config.heldout_max_docs,
+    )
+    plan = plan_copies(
+        scan.groups, scan.lengths, ~held, config.temperature, config.max_train_chars, config.seed
+    )
     return held, plan
 
 
-def describe_plan(scan: Scan, held: np.ndarray, plan: SamplingPlan,
-                  config) -> tuple[dict, dict]:
+def describe_plan(scan: Scan, held: np.ndarray, plan: SamplingPlan, config) -> tuple[dict, dict]:
     """The `split` and `sampling` objects of fix-report.json (per language)."""
     k = len(scan.names)
     docs = np.bincount(scan.groups, minlength=k)
@@ -235,26 +268,41 @@ def describe_plan(scan: Scan, held: np.ndarray, plan: SamplingPlan,
     held_chars = np.bincount(scan.groups[held], weights=scan.lengths[held], minlength=k)
     total = max(int(plan.sampled.sum()), 1)
     corpus_chars = max(int(plan.available.sum()), 1)
-    split = {"heldout_fraction": config.heldout_fraction,
-             "heldout_max_docs": config.heldout_max_docs, "seed": config.seed,
-             "train_documents": int((~held).sum()), "heldout_documents": int(held.sum()),
-             "languages": {}}
-    sampling = {"temperature": config.temperature, "budget_chars": plan.budget,
-                "sampled_chars": int(plan.sampled.sum()), "languages": {}}
+    split = {
+        "heldout_fraction": config.heldout_fraction,
+        "heldout_max_docs": config.heldout_max_docs,
+        "seed": config.seed,
+        "train_documents": int((~held).sum()),
+        "heldout_documents": int(held.sum()),
+        "languages": {},
+    }
+    sampling = {
+        "temperature": config.temperature,
+        "budget_chars": plan.budget,
+        "sampled_chars": int(plan.sampled.sum()),
+        "languages": {},
+    }
     for i, name in enumerate(scan.names):
         split["languages"][name] = {
-            "train_documents": int(docs[i] - held_docs[i]), "train_chars": int(plan.available[i]),
-            "heldout_documents": int(held_docs[i]), "heldout_chars": int(held_chars[i])}
+            "train_documents": int(docs[i] - held_docs[i]),
+            "train_chars": int(plan.available[i]),
+            "heldout_documents": int(held_docs[i]),
+            "heldout_chars": int(held_chars[i]),
+        }
         avail = int(plan.available[i])
         sampling["languages"][name] = {
-            "corpus_share": avail / corpus_chars, "share": float(plan.shares[i]),
-            "target_chars": float(plan.targets[i]), "sampled_chars": int(plan.sampled[i]),
+            "corpus_share": avail / corpus_chars,
+            "share": float(plan.shares[i]),
+            "target_chars": float(plan.targets[i]),
+            "sampled_chars": int(plan.sampled[i]),
             "sampled_share": int(plan.sampled[i]) / total,
-            "repeat": (int(plan.sampled[i]) / avail) if avail else None}
+            "repeat": (int(plan.sampled[i]) / avail) if avail else None,
+        }
     return split, sampling
 
 
 # ---------------------------------------------------------------- pass 2: the stream
+
 
 class HeldoutWriter:
     """Held-out documents as ``<folder>/<lang>.jsonl`` records (text, lang, source, line).
@@ -275,8 +323,11 @@ class HeldoutWriter:
             stem = lang if plain else f"_lang{self.names.index(lang)}"
             tmp = self.folder / f".{stem}.jsonl.partial-{os.getpid()}"
             self.temps.append(tmp)
-            self.handles[lang] = (open(tmp, "w", encoding="utf-8"), tmp,
-                                  self.folder / f"{stem}.jsonl")
+            self.handles[lang] = (
+                open(tmp, "w", encoding="utf-8"),
+                tmp,
+                self.folder / f"{stem}.jsonl",
+            )
         return self.handles[lang][0]
 
     def write(self, doc) -> None:
@@ -298,9 +349,15 @@ class HeldoutWriter:
         return sorted(str(f) for f in finals)
 
 
-def training_stream(docs: Iterable, held: np.ndarray, copies: np.ndarray,
-                    writer: HeldoutWriter, expected: int, where: str,
-                    batch_chars: int = 1 << 20) -> Iterator[list[str]]:
+def training_stream(
+    docs: Iterable,
+    held: np.ndarray,
+    copies: np.ndarray,
+    writer: HeldoutWriter,
+    expected: int,
+    where: str,
+    batch_chars: int = 1 << 20,
+) -> Iterator[list[str]]:
     """Batches of training texts (each document `copies[i]` times); held-out ones to `writer`.
 
     `docs` is the second pass: Scan.docs, or a fresh Corpus(...).documents().
@@ -326,7 +383,8 @@ def training_stream(docs: Iterable, held: np.ndarray, copies: np.ndarray,
                 yield batch
                 batch, size = [], 0
     if i + 1 != expected:
-        raise CorpusError(f"{where}: the corpus changed while it was read "
-                          f"({expected} documents, then {i + 1})")
+        raise CorpusError(
+            f"{where}: the corpus changed while it was read ({expected} documents, then {i + 1})"
+        )
     if batch:
         yield batch

@@ -23,22 +23,20 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from fertility.extend.bpe import ExtendError, from_tokenizer, hf_json, learn, rank_file
+from fertility.corpus import Corpus, sampling
+from fertility.extend import report as rep
+from fertility.extend import sentencepiece as sp
+from fertility.extend.bpe import ExtendError, from_tokenizer, hf_json, learn, rank_file, tekken_json
 from fertility.extend.pattern import widen_letters
 from fertility.extend.report import format_text
-from fertility.corpus import sampling
-from fertility.files import write_text_atomic
-from fertility.corpus import Corpus
-from fertility.extend import report as rep
-from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
+from fertility.files import json_safe, write_text_atomic
 from fertility.gate import evaluate
-from fertility.extend.bpe import tekken_json
-from fertility.extend import sentencepiece as sp
-from fertility.files import json_safe
+from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 
 SCHEMA = "fertility.extend/1"
 BASE, EXTENDED = "base", "extended"
@@ -46,16 +44,16 @@ BASE, EXTENDED = "base", "extended"
 
 @dataclass
 class ExtendResult:
-    paths: dict[str, str]        # tokenizer, tiktoken, pattern, ids_map, extend_report, heldout
-    base: dict                   # spec, kind, vocab_size, fingerprint, pattern_regex
-    tokenizer: dict              # kind, vocab_size, fingerprint, first_new_id, added
-    pattern: dict                # base, extended, changed
-    langs: list[str]             # target languages
-    langs_from: str              # "--langs" | "gate"
-    scripts: list[str]           # their scripts (ISO 15924)
-    rows: list[dict]             # per (group, key): base/extended metrics on held-out text
-    unchanged: dict              # per other language: documents, same_ids
-    gate: Any                    # fertility.gate.GateResult of the extended tokenizer
+    paths: dict[str, str]  # tokenizer, tiktoken, pattern, ids_map, extend_report, heldout
+    base: dict  # spec, kind, vocab_size, fingerprint, pattern_regex
+    tokenizer: dict  # kind, vocab_size, fingerprint, first_new_id, added
+    pattern: dict  # base, extended, changed
+    langs: list[str]  # target languages
+    langs_from: str  # "--langs" | "gate"
+    scripts: list[str]  # their scripts (ISO 15924)
+    rows: list[dict]  # per (group, key): base/extended metrics on held-out text
+    unchanged: dict  # per other language: documents, same_ids
+    gate: Any  # fertility.gate.GateResult of the extended tokenizer
     split: dict
     timings: dict
     report: Any = field(repr=False)
@@ -65,21 +63,41 @@ class ExtendResult:
         return bool(self.gate.passed)
 
     def to_dict(self) -> dict:
-        return {"schema": SCHEMA, "base": self.base, "tokenizer": self.tokenizer,
-                "pattern": self.pattern, "langs": self.langs, "langs_from": self.langs_from,
-                "scripts": self.scripts, "paths": self.paths, "split": self.split,
-                "rows": self.rows, "unchanged": self.unchanged, "gate": self.gate.to_dict(),
-                "timings": self.timings, "measurement": self.report.to_dict()}
+        return {
+            "schema": SCHEMA,
+            "base": self.base,
+            "tokenizer": self.tokenizer,
+            "pattern": self.pattern,
+            "langs": self.langs,
+            "langs_from": self.langs_from,
+            "scripts": self.scripts,
+            "paths": self.paths,
+            "split": self.split,
+            "rows": self.rows,
+            "unchanged": self.unchanged,
+            "gate": self.gate.to_dict(),
+            "timings": self.timings,
+            "measurement": self.report.to_dict(),
+        }
 
     def format_text(self) -> str:
         return format_text(self)
 
 
-def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_dir,
-           add: int, *, langs: Sequence[str] | None = None, policy=None,
-           corpus_options: dict | None = None, heldout_fraction: float = 0.1,
-           heldout_max_docs: int | None = 1000, seed: int = 0,
-           progress: Callable[[str], None] | None = None) -> ExtendResult:
+def extend(
+    base_spec: str,
+    corpus_paths: Sequence[str | os.PathLike] | str,
+    out_dir,
+    add: int,
+    *,
+    langs: Sequence[str] | None = None,
+    policy=None,
+    corpus_options: dict | None = None,
+    heldout_fraction: float = 0.1,
+    heldout_max_docs: int | None = 1000,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> ExtendResult:
     """Extend `base_spec` ("[LABEL=]SPEC") by `add` tokens learned on `corpus_paths`."""
 
     say = progress or (lambda msg: None)
@@ -101,14 +119,23 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
     corpus = Corpus(corpus_paths, **dict(corpus_options or {}))
     say("extend: reading the corpus")
     scan = sampling.scan_corpus(corpus, False)
-    held = sampling.heldout_mask(scan.groups, scan.lines, scan.files, heldout_fraction, seed,
-                                  heldout_max_docs)
+    held = sampling.heldout_mask(
+        scan.groups, scan.lines, scan.files, heldout_fraction, seed, heldout_max_docs
+    )
     if not held.any():
-        raise ExtendError(f"{', '.join(corpus.paths)}: no language has two documents, so none "
-                          "can be held out to measure the extended tokenizer on")
-    docs = scan.docs if scan.docs is not None else list(
-        Corpus(corpus.paths, **{**(corpus_options or {}), "on_warning": lambda m: None})
-        .documents())
+        raise ExtendError(
+            f"{', '.join(corpus.paths)}: no language has two documents, so none "
+            "can be held out to measure the extended tokenizer on"
+        )
+    docs = (
+        scan.docs
+        if scan.docs is not None
+        else list(
+            Corpus(
+                corpus.paths, **{**(corpus_options or {}), "on_warning": lambda m: None}
+            ).documents()
+        )
+    )
     temps: list[Path] = []
     writer = sampling.HeldoutWriter(out / "heldout", scan.names, temps)
     try:
@@ -118,9 +145,13 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
         heldout_files = writer.commit()
     finally:
         writer.close()
-    split = {"heldout_fraction": heldout_fraction, "heldout_max_docs": heldout_max_docs,
-             "seed": seed, "train_documents": int((~held).sum()),
-             "heldout_documents": int(held.sum())}
+    split = {
+        "heldout_fraction": heldout_fraction,
+        "heldout_max_docs": heldout_max_docs,
+        "seed": seed,
+        "train_documents": int((~held).sum()),
+        "heldout_documents": int(held.sum()),
+    }
 
     say("extend: measuring the base on the held-out documents")
     pol = rep.load(policy)
@@ -129,101 +160,148 @@ def extend(base_spec: str, corpus_paths: Sequence[str | os.PathLike] | str, out_
     targets = list(dict.fromkeys(langs)) if langs else rep.failing_langs(first, BASE, pol)
     unknown = [x for x in targets if x not in scan.names]
     if unknown:
-        raise ExtendError(f"--langs: no documents labelled {', '.join(unknown)} in the corpus "
-                          f"(have: {', '.join(scan.names)})")
+        raise ExtendError(
+            f"--langs: no documents labelled {', '.join(unknown)} in the corpus "
+            f"(have: {', '.join(scan.names)})"
+        )
     if not targets:
-        raise ExtendError(f"{base.spec}: passes the gate on every language of the corpus; "
-                          "name the languages to extend for with --langs")
+        raise ExtendError(
+            f"{base.spec}: passes the gate on every language of the corpus; "
+            "name the languages to extend for with --langs"
+        )
     scripts = rep.scripts_of(first, BASE, targets)
 
     say(f"extend: learning {add:,} tokens for {', '.join(targets)} ({', '.join(scripts)})")
     t1 = time.perf_counter()
     want = {scan.names.index(x) for x in targets}
-    train = [base.normalize(d.text) for d, h, g in zip(docs, held.tolist(), scan.groups.tolist())
-             if not h and g in want]
+    train = [
+        base.normalize(d.text)
+        for d, h, g in zip(docs, held.tolist(), scan.groups.tolist())
+        if not h and g in want
+    ]
     if not train:
-        raise ExtendError(f"{', '.join(corpus.paths)}: no training documents in "
-                          f"{', '.join(targets)}")
-    paths = {"ids_map": str(out / "ids-map.json"),
-             "extend_report": str(out / "extend-report.json"), "heldout": str(out / "heldout")}
+        raise ExtendError(
+            f"{', '.join(corpus.paths)}: no training documents in {', '.join(targets)}"
+        )
+    paths = {
+        "ids_map": str(out / "ids-map.json"),
+        "extend_report": str(out / "extend-report.json"),
+        "heldout": str(out / "heldout"),
+    }
     if bpe is None:
         made = _sentencepiece(base, train, add, scripts, out, paths)
     else:
         made = _byte_level(bpe, regex, base, train, add, scripts, out, paths)
     timings = {"scan_s": t1 - t0, "learn_s": time.perf_counter() - t1}
     ext = load_tokenizer(paths["tokenizer"], label=EXTENDED)
-    ids_map = rep.ids_map(made["first_new_id"], made["special_tokens"], made["spelling"],
-                          base, ext)
-    write_text_atomic(out / "ids-map.json", json.dumps(ids_map, ensure_ascii=False, indent=1)
-                      + "\n", ExtendError)
+    ids_map = rep.ids_map(made["first_new_id"], made["special_tokens"], made["spelling"], base, ext)
+    write_text_atomic(
+        out / "ids-map.json", json.dumps(ids_map, ensure_ascii=False, indent=1) + "\n", ExtendError
+    )
 
     say("extend: measuring base and extended on the held-out documents")
     t2 = time.perf_counter()
     report = rep.measure(heldout_files, [base, ext], pol, seed)
 
     gate = evaluate(report, pol, label=EXTENDED, findings=report.findings)
-    others = [(d.text, d.lang) for d, h in zip(docs, held.tolist())
-              if h and d.lang not in targets]
+    others = [(d.text, d.lang) for d, h in zip(docs, held.tolist()) if h and d.lang not in targets]
     unchanged = rep.same_ids(base, ext, others)
     timings["measure_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0
     result = ExtendResult(
         paths=paths,
-        base={"spec": base.spec, "kind": base.kind, "vocab_size": int(base.vocab_size),
-              "fingerprint": base.fingerprint, **made["base"],
-              "special_tokens": made["special_tokens"]},
-        tokenizer={"kind": ext.kind, "vocab_size": int(ext.vocab_size),
-                   "fingerprint": ext.fingerprint, "first_new_id": made["first_new_id"],
-                   "requested": add, "added": len(made["spelling"]), **made["tokenizer"]},
-        pattern={"base": bpe and bpe.regex, "extended": regex,
-                 "changed": bpe is not None and regex != bpe.regex},
-        langs=targets, langs_from=langs_from, scripts=scripts,
-        rows=rep.rows(report, BASE, EXTENDED), unchanged=unchanged, gate=gate, split=split,
-        timings=timings, report=report)
-    write_text_atomic(out / "extend-report.json",
-                      json.dumps(json_safe(result.to_dict()), ensure_ascii=False, indent=2,
-                                 allow_nan=False, default=str) + "\n", ExtendError)
+        base={
+            "spec": base.spec,
+            "kind": base.kind,
+            "vocab_size": int(base.vocab_size),
+            "fingerprint": base.fingerprint,
+            **made["base"],
+            "special_tokens": made["special_tokens"],
+        },
+        tokenizer={
+            "kind": ext.kind,
+            "vocab_size": int(ext.vocab_size),
+            "fingerprint": ext.fingerprint,
+            "first_new_id": made["first_new_id"],
+            "requested": add,
+            "added": len(made["spelling"]),
+            **made["tokenizer"],
+        },
+        pattern={
+            "base": bpe and bpe.regex,
+            "extended": regex,
+            "changed": bpe is not None and regex != bpe.regex,
+        },
+        langs=targets,
+        langs_from=langs_from,
+        scripts=scripts,
+        rows=rep.rows(report, BASE, EXTENDED),
+        unchanged=unchanged,
+        gate=gate,
+        split=split,
+        timings=timings,
+        report=report,
+    )
+    write_text_atomic(
+        out / "extend-report.json",
+        json.dumps(
+            json_safe(result.to_dict()), ensure_ascii=False, indent=2, allow_nan=False, default=str
+        )
+        + "\n",
+        ExtendError,
+    )
     return result
 
 
-def _byte_level(bpe, regex: str, base, train: list[str], add: int, scripts: list[str],
-                out: Path, paths: dict) -> dict:
+def _byte_level(
+    bpe, regex: str, base, train: list[str], add: int, scripts: list[str], out: Path, paths: dict
+) -> dict:
     """Learn and write a byte-level BPE extension (fertility.extend.bpe)."""
     # deferred: the Rust tokenizers library only when used
     from tokenizers import Tokenizer
-
 
     counts = rep.target_pieces(train, regex, scripts)
     if not counts:
         raise ExtendError(f"no training text in {', '.join(scripts)} to learn from")
     patched = Tokenizer.from_str(json.dumps(hf_json(bpe, regex, {}, [])))
     pieces = list(counts)
-    base_ids = {p: e.ids for p, e in zip(pieces, patched.encode_batch(
-        pieces, add_special_tokens=False))}
+    base_ids = {
+        p: e.ids for p, e in zip(pieces, patched.encode_batch(pieces, add_special_tokens=False))
+    }
     learned = learn(bpe, base_ids, counts, add)
     paths["tokenizer"] = str(out / "tokenizer.json")
     obj = hf_json(bpe, regex, learned.new, learned.merges)
-    write_text_atomic(out / "tokenizer.json", json.dumps(obj, ensure_ascii=False) + "\n",
-                      ExtendError)
+    write_text_atomic(
+        out / "tokenizer.json", json.dumps(obj, ensure_ascii=False) + "\n", ExtendError
+    )
     (out / "tokenizer.model").unlink(missing_ok=True)  # an earlier run's: not this tokenizer
     if bpe.source == "tekken":
         paths["tekken"] = str(out / "tekken.json")
-        write_text_atomic(out / "tekken.json", json.dumps(tekken_json(
-            base.path, bpe, learned.new), ensure_ascii=False) + "\n", ExtendError)
+        write_text_atomic(
+            out / "tekken.json",
+            json.dumps(tekken_json(base.path, bpe, learned.new), ensure_ascii=False) + "\n",
+            ExtendError,
+        )
     if bpe.source == "tiktoken":
         paths["tiktoken"] = str(out / "tokenizer.tiktoken")
         paths["pattern"] = str(out / "tokenizer.pattern.txt")
         write_text_atomic(out / "tokenizer.tiktoken", rank_file(bpe, learned.new), ExtendError)
         write_text_atomic(out / "tokenizer.pattern.txt", regex + "\n", ExtendError)
-    return {"first_new_id": bpe.end, "special_tokens": bpe.specials,
-            "spelling": learned.spelling,
-            "base": {"bpe_tokens": len(bpe.tokens), "merges": len(bpe.merges)},
-            "tokenizer": {"merges_added": len(obj["model"]["merges"]) - len(bpe.merges),
-                          "learned_from_pieces": learned.pieces}}
+    return {
+        "first_new_id": bpe.end,
+        "special_tokens": bpe.specials,
+        "spelling": learned.spelling,
+        "base": {"bpe_tokens": len(bpe.tokens), "merges": len(bpe.merges)},
+        "tokenizer": {
+            "merges_added": len(obj["model"]["merges"]) - len(bpe.merges),
+            "learned_from_pieces": learned.pieces,
+        },
+    }
 
 
-def _sentencepiece(base, train: list[str], add: int, scripts: list[str], out: Path,
-                   paths: dict) -> dict:
+def _sentencepiece(
+    base, train: list[str], add: int, scripts: list[str], out: Path, paths: dict
+) -> dict:
     """Learn and write a SentencePiece extension (fertility.extend.sentencepiece)."""
 
     learned = sp.learn(base, train, add, scripts)
@@ -232,6 +310,10 @@ def _sentencepiece(base, train: list[str], add: int, scripts: list[str], out: Pa
     os.replace(tmp, final)
     (out / "tokenizer.json").unlink(missing_ok=True)  # a folder spec would load it first
     paths["tokenizer"] = str(final)
-    return {"first_new_id": int(base.vocab_size), "special_tokens": dict(base.special_tokens),
-            "spelling": learned.spelling, "base": {"model": base.config()["model"]},
-            "tokenizer": {"learned_from_pieces": learned.pieces}}
+    return {
+        "first_new_id": int(base.vocab_size),
+        "special_tokens": dict(base.special_tokens),
+        "spelling": learned.spelling,
+        "base": {"model": base.config()["model"]},
+        "tokenizer": {"learned_from_pieces": learned.pieces},
+    }

@@ -19,12 +19,12 @@ from __future__ import annotations
 import base64
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from fertility.errors import FertilityError, one_line
-from fertility.tokenizers.hf import bytes_to_unicode
 from fertility.tokenizers.base import whole_chars
+from fertility.tokenizers.hf import bytes_to_unicode
 
 # Base tokens become private-use characters (planes 15-16) for the trainer: one symbol each.
 _SYMBOL0 = 0xF0000
@@ -34,17 +34,31 @@ _SYMBOLS = 0x10FFFE - _SYMBOL0
 # exactly that size with that split reserves them (new ids start after the last), so
 # `<|endoftext|>` or Llama 3's `<|begin_of_text|>` keeps its id.
 # {(split family, number of ranks): {special: id}}
-_LLAMA3 = ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
-           "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|step_id|>",
-           "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>",
-           "<|python_tag|>", "<|image|>"]
+_LLAMA3 = [
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|reserved_special_token_0|>",
+    "<|reserved_special_token_1|>",
+    "<|finetune_right_pad_id|>",
+    "<|step_id|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eom_id|>",
+    "<|eot_id|>",
+    "<|python_tag|>",
+    "<|image|>",
+]
 _LLAMA3 += [f"<|reserved_special_token_{i}|>" for i in range(2, 2 + 256 - len(_LLAMA3))]
 KNOWN_SPECIALS = {
     ("gpt2", 50256): {"<|endoftext|>": 50256},
-    ("cl100k", 100256): {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258,
-                         "<|fim_middle|>": 100259, "<|fim_suffix|>": 100260,
-                         "<|endofprompt|>": 100276},
-    ("cl100k", 128000): {t: 128000 + i for i, t in enumerate(_LLAMA3)},   # Llama 3
+    ("cl100k", 100256): {
+        "<|endoftext|>": 100257,
+        "<|fim_prefix|>": 100258,
+        "<|fim_middle|>": 100259,
+        "<|fim_suffix|>": 100260,
+        "<|endofprompt|>": 100276,
+    },
+    ("cl100k", 128000): {t: 128000 + i for i, t in enumerate(_LLAMA3)},  # Llama 3
     ("o200k", 199998): {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
 
@@ -55,11 +69,11 @@ class ExtendError(FertilityError):
 
 @dataclass
 class ByteBPE:
-    tokens: dict[int, bytes]                 # id -> bytes of every BPE token (no specials)
-    merges: list[tuple[bytes, bytes]]        # in rank order
+    tokens: dict[int, bytes]  # id -> bytes of every BPE token (no specials)
+    merges: list[tuple[bytes, bytes]]  # in rank order
     specials: dict[str, int]
-    regex: str                               # the split, as the base has it
-    source: str                              # "tiktoken" | "hf"
+    regex: str  # the split, as the base has it
+    source: str  # "tiktoken" | "hf"
     hf: dict | None = field(default=None, repr=False)  # the base tokenizer.json (hf only)
 
     @property
@@ -70,6 +84,7 @@ class ByteBPE:
 
 # ---------------------------------------------------------------- reading the base
 
+
 def from_tokenizer(tok) -> ByteBPE:
     """The base as a ByteBPE; ExtendError naming what is not supported otherwise."""
     cfg = tok.config() or {}
@@ -77,24 +92,38 @@ def from_tokenizer(tok) -> ByteBPE:
         return _from_ranks(tok, cfg)
     if tok.kind == "hf" and cfg.get("model") in ("bpe", "BPE") and cfg.get("byte_level"):
         return _from_hf(tok)
-    what = "SentencePiece" if tok.kind == "sentencepiece" else \
-        f"{tok.kind} {cfg.get('model') or ''}".strip()
-    raise ExtendError(f"{tok.spec}: extending a {what} tokenizer is not supported; extend "
-                      "takes byte-level BPE (tiktoken rank files, byte-level BPE tokenizer.json)")
+    what = (
+        "SentencePiece"
+        if tok.kind == "sentencepiece"
+        else f"{tok.kind} {cfg.get('model') or ''}".strip()
+    )
+    raise ExtendError(
+        f"{tok.spec}: extending a {what} tokenizer is not supported; extend "
+        "takes byte-level BPE (tiktoken rank files, byte-level BPE tokenizer.json)"
+    )
 
 
 def _from_ranks(tok, cfg: dict) -> ByteBPE:
     specials = dict(tok.special_tokens)
-    ranks = {tok.token_bytes(i): i for i in range(tok.vocab_size)
-             if i not in specials.values() and tok.token_bytes(i)}
+    ranks = {
+        tok.token_bytes(i): i
+        for i in range(tok.vocab_size)
+        if i not in specials.values() and tok.token_bytes(i)
+    }
     if not specials:
         specials = dict(KNOWN_SPECIALS.get((cfg.get("pattern"), len(ranks)), {}))
-    return ByteBPE(dict((i, b) for b, i in ranks.items()), merges_from_ranks(ranks), specials,
-                   cfg["pattern_regex"], tok.kind)
+    return ByteBPE(
+        dict((i, b) for b, i in ranks.items()),
+        merges_from_ranks(ranks),
+        specials,
+        cfg["pattern_regex"],
+        tok.kind,
+    )
 
 
-def merges_from_ranks(ranks: dict[bytes, int], tokens: Iterable[bytes] | None = None
-                      ) -> list[tuple[bytes, bytes]]:
+def merges_from_ranks(
+    ranks: dict[bytes, int], tokens: Iterable[bytes] | None = None
+) -> list[tuple[bytes, bytes]]:
     """Merges that make a rank file's BPE as a merges list: for each token (every one, or
     `tokens`), every split into two tokens of the vocabulary, ordered by the token's rank.
     tiktoken joins any adjacent pair whose bytes are a token, lowest rank first, so one merge
@@ -102,7 +131,7 @@ def merges_from_ranks(ranks: dict[bytes, int], tokens: Iterable[bytes] | None = 
     listing every split is what makes `tokenizers` give tiktoken's ids (it is how the
     tiktoken conversions in `transformers` build their merges)."""
     found = []
-    for token in (ranks if tokens is None else tokens):
+    for token in ranks if tokens is None else tokens:
         rank = ranks[token]
         for i in range(1, len(token)):
             left, right = ranks.get(token[:i]), ranks.get(token[i:])
@@ -122,17 +151,17 @@ def _from_hf(tok) -> ByteBPE:
     model = obj["model"]
     try:
         tokens = {int(i): raw(s) for s, i in model["vocab"].items()}
-        merges = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
-                  for m in model.get("merges") or []]
+        merges = [
+            tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
+            for m in model.get("merges") or []
+        ]
         merges = [(raw(a), raw(b)) for a, b in merges]
     except (KeyError, ValueError, TypeError, AttributeError) as e:
-        raise ExtendError(f"{tok.path}: not a byte-level BPE vocabulary ({one_line(e)})") \
-            from None
+        raise ExtendError(f"{tok.path}: not a byte-level BPE vocabulary ({one_line(e)})") from None
     added = {a["id"]: a["content"] for a in obj.get("added_tokens") or []}
     for i in added:
         tokens.pop(i, None)
-    return ByteBPE(tokens, merges, {c: i for i, c in added.items()}, _hf_regex(obj),
-                   "hf", obj)
+    return ByteBPE(tokens, merges, {c: i for i, c in added.items()}, _hf_regex(obj), "hf", obj)
 
 
 def _hf_regex(obj: dict) -> str:
@@ -140,8 +169,11 @@ def _hf_regex(obj: dict) -> str:
     itself splits (use_regex)."""
     pre = obj.get("pre_tokenizer") or {}
     for p in [pre, *(pre.get("pretokenizers") or [])]:
-        if p.get("type") == "Split" and isinstance(p.get("pattern"), dict) \
-                and "Regex" in p["pattern"]:
+        if (
+            p.get("type") == "Split"
+            and isinstance(p.get("pattern"), dict)
+            and "Regex" in p["pattern"]
+        ):
             return p["pattern"]["Regex"]
         if p.get("type") == "ByteLevel" and p.get("use_regex", True):
             return BYTELEVEL_REGEX
@@ -154,8 +186,10 @@ BYTELEVEL_REGEX = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}
 
 # ---------------------------------------------------------------- writing
 
-def hf_json(bpe: ByteBPE, regex: str, new: dict[int, bytes],
-            merges: list[tuple[bytes, bytes]]) -> dict:
+
+def hf_json(
+    bpe: ByteBPE, regex: str, new: dict[int, bytes], merges: list[tuple[bytes, bytes]]
+) -> dict:
     """tokenizer.json of the base with `regex` as its split and the `new` tokens appended, made
     by the learned `merges` (a tokenizer.json base) or, for a rank-file base, by every split
     of each new token (as the base's merges are; see merges_from_ranks)."""
@@ -172,21 +206,45 @@ def hf_json(bpe: ByteBPE, regex: str, new: dict[int, bytes],
         as_str = bool(pairs) and isinstance(pairs[0], str)
         obj["pre_tokenizer"] = _patched_pre(obj.get("pre_tokenizer"), regex)
     else:
-        obj = {"version": "1.0", "truncation": None, "padding": None,
-               "added_tokens": [{"id": i, "content": c, "single_word": False, "lstrip": False,
-                                 "rstrip": False, "normalized": False, "special": True}
-                                for c, i in sorted(bpe.specials.items(), key=lambda kv: kv[1])],
-               "normalizer": None, "post_processor": None,
-               "pre_tokenizer": _split_then_bytes(regex, False),
-               "decoder": {"type": "ByteLevel", "add_prefix_space": False,
-                           "trim_offsets": True, "use_regex": False},
-               "model": {"type": "BPE", "dropout": None, "unk_token": None,
-                         "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                         "fuse_unk": False, "byte_fallback": False,
-                         # a piece that is a whole token is that token, as tiktoken does
-                         "ignore_merges": True,
-                         "vocab": {text(b): i for i, b in sorted(bpe.tokens.items())},
-                         "merges": [[text(a), text(b)] for a, b in bpe.merges]}}
+        obj = {
+            "version": "1.0",
+            "truncation": None,
+            "padding": None,
+            "added_tokens": [
+                {
+                    "id": i,
+                    "content": c,
+                    "single_word": False,
+                    "lstrip": False,
+                    "rstrip": False,
+                    "normalized": False,
+                    "special": True,
+                }
+                for c, i in sorted(bpe.specials.items(), key=lambda kv: kv[1])
+            ],
+            "normalizer": None,
+            "post_processor": None,
+            "pre_tokenizer": _split_then_bytes(regex, False),
+            "decoder": {
+                "type": "ByteLevel",
+                "add_prefix_space": False,
+                "trim_offsets": True,
+                "use_regex": False,
+            },
+            "model": {
+                "type": "BPE",
+                "dropout": None,
+                "unk_token": None,
+                "continuing_subword_prefix": None,
+                "end_of_word_suffix": None,
+                "fuse_unk": False,
+                "byte_fallback": False,
+                # a piece that is a whole token is that token, as tiktoken does
+                "ignore_merges": True,
+                "vocab": {text(b): i for i, b in sorted(bpe.tokens.items())},
+                "merges": [[text(a), text(b)] for a, b in bpe.merges],
+            },
+        }
         model, as_str = obj["model"], False
     for i, b in new.items():
         model["vocab"][text(b)] = i
@@ -194,7 +252,8 @@ def hf_json(bpe: ByteBPE, regex: str, new: dict[int, bytes],
         ranks = {b: i for i, b in [*bpe.tokens.items(), *new.items()]}
         merges = merges_from_ranks(ranks, [new[i] for i in sorted(new)])
     model["merges"] = list(model["merges"]) + [
-        f"{text(a)} {text(b)}" if as_str else [text(a), text(b)] for a, b in merges]
+        f"{text(a)} {text(b)}" if as_str else [text(a), text(b)] for a, b in merges
+    ]
     _close_ids(obj)
     return obj
 
@@ -213,16 +272,33 @@ def _close_ids(obj: dict) -> None:
         if i not in held:
             name = f"<|reserved_{i}|>"
             vocab[name] = i
-            added.append({"id": i, "content": name, "single_word": False, "lstrip": False,
-                          "rstrip": False, "normalized": False, "special": True})
+            added.append(
+                {
+                    "id": i,
+                    "content": name,
+                    "single_word": False,
+                    "lstrip": False,
+                    "rstrip": False,
+                    "normalized": False,
+                    "special": True,
+                }
+            )
     added.sort(key=lambda a: a["id"])
 
 
 def _split_then_bytes(regex: str, prefix_space: bool) -> dict:
-    return {"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
-        {"type": "ByteLevel", "add_prefix_space": prefix_space, "trim_offsets": True,
-         "use_regex": False}]}
+    return {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+            {
+                "type": "ByteLevel",
+                "add_prefix_space": prefix_space,
+                "trim_offsets": True,
+                "use_regex": False,
+            },
+        ],
+    }
 
 
 def _patched_pre(pre: dict | None, regex: str) -> dict | None:
@@ -230,14 +306,19 @@ def _patched_pre(pre: dict | None, regex: str) -> dict | None:
     a Split with the widened regex in front of a non-splitting ByteLevel)."""
     if pre is None:
         return None
-    if pre.get("type") == "Split" and isinstance(pre.get("pattern"), dict) \
-            and "Regex" in pre["pattern"]:
+    if (
+        pre.get("type") == "Split"
+        and isinstance(pre.get("pattern"), dict)
+        and "Regex" in pre["pattern"]
+    ):
         return {**pre, "pattern": {"Regex": regex}}
     if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
         return _split_then_bytes(regex, bool(pre.get("add_prefix_space")))
     if pre.get("type") == "Sequence":
-        return {**pre, "pretokenizers": [_patched_pre(p, regex)
-                                          for p in pre.get("pretokenizers") or []]}
+        return {
+            **pre,
+            "pretokenizers": [_patched_pre(p, regex) for p in pre.get("pretokenizers") or []],
+        }
     return pre
 
 
@@ -253,8 +334,13 @@ def tekken_json(path, bpe: ByteBPE, new: dict[int, bytes]) -> dict:
     used = int(cfg["default_vocab_size"]) - k
     vocab = obj["vocab"][:used]
     for i, b in sorted(new.items()):
-        vocab.append({"rank": i - k, "token_bytes": base64.b64encode(b).decode(),
-                      "token_str": b.decode("utf-8") if _whole(b) else None})
+        vocab.append(
+            {
+                "rank": i - k,
+                "token_bytes": base64.b64encode(b).decode(),
+                "token_str": b.decode("utf-8") if _whole(b) else None,
+            }
+        )
     obj["vocab"] = vocab
     cfg["default_vocab_size"] = used + k + len(new)
     cfg["num_vocab_tokens"] = len(vocab)
@@ -273,12 +359,13 @@ def rank_file(bpe: ByteBPE, new: dict[int, bytes]) -> str:
 
 # ---------------------------------------------------------------- learning
 
+
 @dataclass
 class Learned:
-    new: dict[int, bytes]                    # new id -> bytes
-    merges: list[tuple[bytes, bytes]]        # appended after the base's
-    spelling: dict[int, list[int]]           # new id -> the base ids it replaces
-    pieces: int                              # distinct pieces learned from
+    new: dict[int, bytes]  # new id -> bytes
+    merges: list[tuple[bytes, bytes]]  # appended after the base's
+    spelling: dict[int, list[int]]  # new id -> the base ids it replaces
+    pieces: int  # distinct pieces learned from
     requested: int
 
 
@@ -307,8 +394,11 @@ def learn(bpe: ByteBPE, base_ids: dict[str, list[int]], counts: Counter, add: in
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     # Some learned merges give bytes the base already has, or an earlier new token's: ask for
     # more and keep merges until `add` distinct new tokens are made.
-    trainer = trainers.BpeTrainer(vocab_size=len(used) + add + add // 4 + 16,
-                                  show_progress=False, initial_alphabet=list(symbol.values()))
+    trainer = trainers.BpeTrainer(
+        vocab_size=len(used) + add + add // 4 + 16,
+        show_progress=False,
+        initial_alphabet=list(symbol.values()),
+    )
     tok.train_from_iterator(stream(), trainer)
     raw = json.loads(tok.to_str())["model"]["merges"]
     pairs = [tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m) for m in raw]

@@ -34,7 +34,7 @@ def widen_letters(regex: str) -> str:
             continue
         ch = regex[i]
         if ch == "\\":  # an escape is two characters: never a class bracket
-            out.append(regex[i:i + 2])
+            out.append(regex[i : i + 2])
             i += 2
             continue
         if ch == "[" and not in_class:

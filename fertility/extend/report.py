@@ -7,17 +7,18 @@ from collections import Counter
 
 import numpy as np
 
-from fertility.fix import METRICS
-from fertility.tokenizers.patterns import compile_pattern
-from fertility.policy import Policy, load_policy
 from fertility.corpus import Corpus
 from fertility.findings import diagnose
+from fertility.fix import METRICS
 from fertility.gate import evaluate
+from fertility.policy import Policy, load_policy
+from fertility.tokenizers.patterns import compile_pattern
 
 MARKS = "\\p{M}\\u200c\\u200d"
 
 
 # ---------------------------------------------------------------- learning text
+
 
 def target_pieces(texts: list[str], regex: str, scripts: list[str]) -> Counter:
     """How often each piece of `texts` (cut by `regex`) occurs, counting only pieces that are
@@ -34,6 +35,7 @@ def target_pieces(texts: list[str], regex: str, scripts: list[str]) -> Counter:
 
 
 # ---------------------------------------------------------------- measuring
+
 
 def load(policy):
     return policy if isinstance(policy, Policy) else load_policy(policy)
@@ -55,14 +57,18 @@ def failing_langs(report, label: str, pol) -> list[str]:
     a failed script check on the script that dominates the language's documents."""
 
     gate = evaluate(report, pol, label=label, findings=report.findings)
-    bad = {("language", c.key) for c in gate.checks if c.verdict == "fail"
-           and c.group == "language"}
+    bad = {
+        ("language", c.key) for c in gate.checks if c.verdict == "fail" and c.group == "language"
+    }
     bad |= {("script", c.key) for c in gate.checks if c.verdict == "fail" and c.group == "script"}
     bad |= {(f.group, f.key) for f in gate.blocking}
     docs = report.docs[report.docs["tokenizer"] == label]
     dominant = _dominant_scripts(docs)
-    return sorted(lang for lang, script in dominant.items()
-                  if ("language", lang) in bad or ("script", script) in bad)
+    return sorted(
+        lang
+        for lang, script in dominant.items()
+        if ("language", lang) in bad or ("script", script) in bad
+    )
 
 
 def _dominant_scripts(docs) -> dict[str, str]:
@@ -88,14 +94,18 @@ def same_ids(base, ext, docs: list[tuple[str, str]]) -> dict:
         a, b = base.encode_batch(texts), ext.encode_batch(texts)
         same = [np.array_equal(x.ids, y.ids) for x, y in zip(a, b)]
         plain = [not marked(t) for t in texts]
-        out[lang] = {"documents": len(texts), "same_ids": int(sum(same)),
-                     "without_marks": int(sum(plain)),
-                     "without_marks_same_ids": int(sum(s and p for s, p in zip(same, plain)))}
+        out[lang] = {
+            "documents": len(texts),
+            "same_ids": int(sum(same)),
+            "without_marks": int(sum(plain)),
+            "without_marks_same_ids": int(sum(s and p for s, p in zip(same, plain))),
+        }
     return out
 
 
 def rows(report, before: str, after: str) -> list[dict]:
     """Per (group, key) of `after`: its METRICS, `before`'s, and the chars/token ratio."""
+
     def metrics(r: dict) -> dict:
         return {c: r[c] for c in METRICS if c in r}
 
@@ -103,19 +113,31 @@ def rows(report, before: str, after: str) -> list[dict]:
     out = []
     for r in report.rows(after):
         a, b = metrics(r), old.get((r["group"], r["key"]))
-        ratio = (a["chars_per_token"] / b["chars_per_token"]
-                 if b and b.get("chars_per_token") and a.get("chars_per_token") else None)
-        out.append({"group": r["group"], "key": r["key"], "base": b, "extended": a,
-                    "chars_per_token_ratio": ratio})
+        ratio = (
+            a["chars_per_token"] / b["chars_per_token"]
+            if b and b.get("chars_per_token") and a.get("chars_per_token")
+            else None
+        )
+        out.append(
+            {
+                "group": r["group"],
+                "key": r["key"],
+                "base": b,
+                "extended": a,
+                "chars_per_token_ratio": ratio,
+            }
+        )
     return out
 
 
 # ---------------------------------------------------------------- the ids map
 
+
 def ids_map(first: int, specials: dict, spelling: dict[int, list[int]], base, ext) -> dict:
     """ids-map.json: ids below `first` are the base's, unchanged; per new id its bytes (as the
     extended tokenizer decodes it) and the base ids it replaces (`spelling`). `fingerprint` is
     the extended tokenizer's, so `pretrain --init-from` can tell the map is for it."""
+
     def entry(i: int) -> dict:
         b = ext.token_bytes(i)
         try:
@@ -124,14 +146,23 @@ def ids_map(first: int, specials: dict, spelling: dict[int, list[int]], base, ex
             text = None  # part of a character: only its bytes say what it is
         return {"id": i, "hex": b.hex(), "text": text, "base_ids": spelling[i]}
 
-    return {"schema": "fertility.extend-ids/1", "fingerprint": ext.fingerprint,
-            "base": {"spec": base.spec, "kind": base.kind, "fingerprint": base.fingerprint,
-                     "vocab_size": int(base.vocab_size)},
-            "unchanged_ids": [0, first], "special_tokens": specials,
-            "new": [entry(i) for i in sorted(spelling)]}
+    return {
+        "schema": "fertility.extend-ids/1",
+        "fingerprint": ext.fingerprint,
+        "base": {
+            "spec": base.spec,
+            "kind": base.kind,
+            "fingerprint": base.fingerprint,
+            "vocab_size": int(base.vocab_size),
+        },
+        "unchanged_ids": [0, first],
+        "special_tokens": specials,
+        "new": [entry(i) for i in sorted(spelling)],
+    }
 
 
 # ---------------------------------------------------------------- the summary
+
 
 def format_text(r) -> str:
     def cell(m: dict | None) -> str:
@@ -142,36 +173,49 @@ def format_text(r) -> str:
         return f"{m['chars_per_token']:>6.2f} {iv:<13}"
 
     t, g = r.tokenizer, r.gate
-    lines = [f"fertility extend: {r.base['spec']} + {t['added']:,} tokens (ids "
-             f"{t['first_new_id']:,}..{t['first_new_id'] + t['added'] - 1:,}) for "
-             f"{', '.join(r.langs)} ({', '.join(r.scripts)}; from {r.langs_from}) -> "
-             f"{r.paths['tokenizer']}"]
+    lines = [
+        f"fertility extend: {r.base['spec']} + {t['added']:,} tokens (ids "
+        f"{t['first_new_id']:,}..{t['first_new_id'] + t['added'] - 1:,}) for "
+        f"{', '.join(r.langs)} ({', '.join(r.scripts)}; from {r.langs_from}) -> "
+        f"{r.paths['tokenizer']}"
+    ]
     if t["added"] < t["requested"]:
-        lines.append(f"only {t['added']:,} of {t['requested']:,} requested: the target text "
-                     "offers no more merges")
+        lines.append(
+            f"only {t['added']:,} of {t['requested']:,} requested: the target text "
+            "offers no more merges"
+        )
     if r.pattern["extended"] is None:
         lines.append("split: SentencePiece's own (no regex; it never cuts a word at its marks)")
     else:
-        lines.append(f"split pattern {'widened' if r.pattern['changed'] else 'unchanged'}: "
-                     f"{r.pattern['extended']}")
-    lines.append(f"held out: {r.split['heldout_documents']:,} documents; every figure below "
-                 "is measured on them only")
-    lines.append(f"{'':<19}{'chars/token base':>20}  {'extended':>20}  {'change':>7}  "
-                 "round trip")
+        lines.append(
+            f"split pattern {'widened' if r.pattern['changed'] else 'unchanged'}: "
+            f"{r.pattern['extended']}"
+        )
+    lines.append(
+        f"held out: {r.split['heldout_documents']:,} documents; every figure below "
+        "is measured on them only"
+    )
+    lines.append(f"{'':<19}{'chars/token base':>20}  {'extended':>20}  {'change':>7}  round trip")
     for group in ("script", "language"):
         for row in sorted((x for x in r.rows if x["group"] == group), key=lambda x: x["key"]):
             a, ratio = row["extended"], row["chars_per_token_ratio"]
-            lines.append(f"{group:<9}{row['key']:<10}{cell(row['base'])}  {cell(a)}  "
-                         f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
-                         f"{a.get('roundtrip_failures') or 0}/{a.get('roundtrip_checked') or 0}"
-                         " failed")
+            lines.append(
+                f"{group:<9}{row['key']:<10}{cell(row['base'])}  {cell(a)}  "
+                f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
+                f"{a.get('roundtrip_failures') or 0}/{a.get('roundtrip_checked') or 0}"
+                " failed"
+            )
     for lang, u in r.unchanged.items():
-        lines.append(f"same ids as the base: {lang} {u['same_ids']}/{u['documents']} documents "
-                     f"({u['without_marks_same_ids']}/{u['without_marks']} without marks)")
+        lines.append(
+            f"same ids as the base: {lang} {u['same_ids']}/{u['documents']} documents "
+            f"({u['without_marks_same_ids']}/{u['without_marks']} without marks)"
+        )
     counts = {v: sum(c.verdict == v for c in g.checks) for v in ("fail", "uncertain", "pass")}
-    lines.append(f"gate: {'PASS' if g.passed else 'FAIL'} ({counts['fail']} failed, "
-                 f"{counts['uncertain']} uncertain, {counts['pass']} passed, "
-                 f"{len(g.blocking)} blocking findings)")
+    lines.append(
+        f"gate: {'PASS' if g.passed else 'FAIL'} ({counts['fail']} failed, "
+        f"{counts['uncertain']} uncertain, {counts['pass']} passed, "
+        f"{len(g.blocking)} blocking findings)"
+    )
     lines += [f"  {c.verdict:<9} {c.describe()}" for c in g.checks if c.verdict != "pass"]
     lines.append(f"wrote {r.paths['extend_report']}, {r.paths['ids_map']}")
     return "\n".join(lines) + "\n"

@@ -31,10 +31,10 @@ BOUNDARY = "\u2581"  # ▁, SentencePiece's whitespace
 
 @dataclass
 class Learned:
-    model: bytes                   # the extended ModelProto
-    new: dict[int, str]            # new id -> piece
+    model: bytes  # the extended ModelProto
+    new: dict[int, str]  # new id -> piece
     spelling: dict[int, list[int]]  # new id -> the base ids that spell its text
-    pieces: int                    # pieces the trained model offered
+    pieces: int  # pieces the trained model offered
     requested: int
 
 
@@ -57,12 +57,13 @@ def learn(base, texts: list[str], add: int, scripts: list[str]) -> Learned:
     # deferred: sentencepiece only for its files
     import sentencepiece as spm
 
-
     cfg = base.config()
     kind = cfg["model"]
     if kind not in ("bpe", "unigram"):
-        raise ExtendError(f"{base.spec}: a SentencePiece {kind} model; extend takes BPE or "
-                          "Unigram SentencePiece models")
+        raise ExtendError(
+            f"{base.spec}: a SentencePiece {kind} model; extend takes BPE or "
+            "Unigram SentencePiece models"
+        )
     data = base.path.read_bytes()
     sp = spm.SentencePieceProcessor(model_file=str(base.path))
     have = {sp.id_to_piece(i) for i in range(sp.get_piece_size())}
@@ -72,20 +73,34 @@ def learn(base, texts: list[str], add: int, scripts: list[str]) -> Learned:
     buf = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts), model_writer=buf, model_type=kind,
-            vocab_size=add + add // 4 + 64, hard_vocab_limit=False, character_coverage=1.0,
+            sentence_iterator=iter(texts),
+            model_writer=buf,
+            model_type=kind,
+            vocab_size=add + add // 4 + 64,
+            hard_vocab_limit=False,
+            character_coverage=1.0,
             normalization_rule_name="identity",
             add_dummy_prefix=cfg["normalizer"]["add_dummy_prefix"],
-            remove_extra_whitespaces=False, split_by_unicode_script=True,
-            max_sentencepiece_length=16, input_sentence_size=0, bos_id=-1, eos_id=-1,
-            pad_id=-1, unk_id=0, minloglevel=2)
+            remove_extra_whitespaces=False,
+            split_by_unicode_script=True,
+            max_sentencepiece_length=16,
+            input_sentence_size=0,
+            bos_id=-1,
+            eos_id=-1,
+            pad_id=-1,
+            unk_id=0,
+            minloglevel=2,
+        )
     except Exception as e:  # sentencepiece raises RuntimeError with its log line
-        raise ExtendError(f"SentencePiece training on the target text failed: "
-                          f"{one_line(e)[-300:]}") from None
+        raise ExtendError(
+            f"SentencePiece training on the target text failed: {one_line(e)[-300:]}"
+        ) from None
     trained = spm.SentencePieceProcessor(model_proto=buf.getvalue())
-    offered = [(trained.id_to_piece(i), trained.get_score(i))
-               for i in range(trained.get_piece_size())
-               if not (trained.is_unknown(i) or trained.is_control(i) or trained.is_byte(i))]
+    offered = [
+        (trained.id_to_piece(i), trained.get_score(i))
+        for i in range(trained.get_piece_size())
+        if not (trained.is_unknown(i) or trained.is_control(i) or trained.is_byte(i))
+    ]
     fresh = [(p, s) for p, s in offered if p not in have and ok(p)]
     if kind == "bpe":  # characters first (pieces are built from them), then merges in order
         fresh = [x for x in fresh if len(x[0]) == 1] + [x for x in fresh if len(x[0]) > 1]
@@ -94,8 +109,9 @@ def learn(base, texts: list[str], add: int, scripts: list[str]) -> Learned:
     fresh = fresh[:add]
     floor = min(sp.get_score(i) for i in range(sp.get_piece_size()))
     first = sp.get_piece_size()
-    tail = b"".join(_piece_field(p, floor - 1.0 - k if kind == "bpe" else s)
-                    for k, (p, s) in enumerate(fresh))
+    tail = b"".join(
+        _piece_field(p, floor - 1.0 - k if kind == "bpe" else s) for k, (p, s) in enumerate(fresh)
+    )
     new = {first + k: p for k, (p, _) in enumerate(fresh)}
     spelling = {}
     for i, p in new.items():

@@ -17,14 +17,22 @@ import os
 import numpy as np
 import pandas as pd
 
-EMPTY = pd.DataFrame({"tokenizer": pd.Series(dtype=str), "lang": pd.Series(dtype=str),
-                      "reference": pd.Series(dtype=str), "lines": pd.Series(dtype=int),
-                      "premium": pd.Series(dtype=float), "lo": pd.Series(dtype=float),
-                      "hi": pd.Series(dtype=float)})
+EMPTY = pd.DataFrame(
+    {
+        "tokenizer": pd.Series(dtype=str),
+        "lang": pd.Series(dtype=str),
+        "reference": pd.Series(dtype=str),
+        "lines": pd.Series(dtype=int),
+        "premium": pd.Series(dtype=float),
+        "lo": pd.Series(dtype=float),
+        "hi": pd.Series(dtype=float),
+    }
+)
 
 
-def bootstrap_ratio(num: np.ndarray, den: np.ndarray, reps: int,
-                    rng: np.random.Generator) -> tuple[float, float]:
+def bootstrap_ratio(
+    num: np.ndarray, den: np.ndarray, reps: int, rng: np.random.Generator
+) -> tuple[float, float]:
     """95% percentile interval of sum(num)/sum(den), resampling paired items."""
     num, den = np.asarray(num, float), np.asarray(den, float)
     n = len(num)
@@ -35,14 +43,14 @@ def bootstrap_ratio(num: np.ndarray, den: np.ndarray, reps: int,
     for done in range(0, reps, step):
         idx = rng.integers(0, n, size=(min(step, reps - done), n))
         d = den[idx].sum(axis=1)
-        stats.append(np.divide(num[idx].sum(axis=1), d, out=np.full(len(d), np.inf),
-                               where=d > 0))
+        stats.append(np.divide(num[idx].sum(axis=1), d, out=np.full(len(d), np.inf), where=d > 0))
     lo, hi = np.percentile(np.concatenate(stats), [2.5, 97.5])
     return (float(lo), float(hi))
 
 
-def _pairs(files: pd.DataFrame, reference: str, min_lines: int,
-           min_overlap: float) -> list[tuple[str, str, str]]:
+def _pairs(
+    files: pd.DataFrame, reference: str, min_lines: int, min_overlap: float
+) -> list[tuple[str, str, str]]:
     """(source, lang, reference source) for every file parallel to a reference file."""
     refs = files[files["lang"] == reference]
     out = []
@@ -50,25 +58,37 @@ def _pairs(files: pd.DataFrame, reference: str, min_lines: int,
         cands = []
         for g in refs.itertuples():
             shared = len(f.lines & g.lines)
-            if (f.nlines == g.nlines and shared >= min_lines
-                    and shared >= min_overlap * max(len(f.lines), len(g.lines))):
+            if (
+                f.nlines == g.nlines
+                and shared >= min_lines
+                and shared >= min_overlap * max(len(f.lines), len(g.lines))
+            ):
                 cands.append(g.source)
         if len(cands) > 1:
-            same = [c for c in cands
-                    if os.path.basename(c) == os.path.basename(f.source)]
+            same = [c for c in cands if os.path.basename(c) == os.path.basename(f.source)]
             cands = same if len(same) == 1 else []
         if len(cands) == 1:
             out.append((f.source, f.lang, cands[0]))
     return out
 
 
-def premiums(docs: pd.DataFrame, reference: str, *, min_lines: int, min_overlap: float,
-             reps: int, rng: np.random.Generator) -> pd.DataFrame:
+def premiums(
+    docs: pd.DataFrame,
+    reference: str,
+    *,
+    min_lines: int,
+    min_overlap: float,
+    reps: int,
+    rng: np.random.Generator,
+) -> pd.DataFrame:
     if docs.empty or reference not in set(docs["lang"]):
         return EMPTY.copy()
     first = docs[docs["tokenizer"] == docs["tokenizer"].iloc[0]]
-    files = first.groupby("source").agg(lang=("lang", "first"), nlines=("line", "max"),
-                                        lines=("line", frozenset)).reset_index()
+    files = (
+        first.groupby("source")
+        .agg(lang=("lang", "first"), nlines=("line", "max"), lines=("line", frozenset))
+        .reset_index()
+    )
     pairs = _pairs(files, reference, min_lines, min_overlap)
     if not pairs:
         return EMPTY.copy()
@@ -79,13 +99,22 @@ def premiums(docs: pd.DataFrame, reference: str, *, min_lines: int, min_overlap:
         for src, lang, ref in pairs:
             a, b = tok.loc[src], tok.loc[ref]
             common = a.index.intersection(b.index)
-            by_lang.setdefault(lang, []).append((a.loc[common].to_numpy(),
-                                                 b.loc[common].to_numpy()))
+            by_lang.setdefault(lang, []).append(
+                (a.loc[common].to_numpy(), b.loc[common].to_numpy())
+            )
         for lang, parts in by_lang.items():
             num = np.concatenate([p[0] for p in parts])
             den = np.concatenate([p[1] for p in parts])
             lo, hi = bootstrap_ratio(num, den, reps, rng)
-            rows.append({"tokenizer": str(label), "lang": lang, "reference": reference,
-                         "lines": len(num), "premium": float(num.sum() / den.sum()),
-                         "lo": lo, "hi": hi})
+            rows.append(
+                {
+                    "tokenizer": str(label),
+                    "lang": lang,
+                    "reference": reference,
+                    "lines": len(num),
+                    "premium": float(num.sum() / den.sum()),
+                    "lo": lo,
+                    "hi": hi,
+                }
+            )
     return pd.DataFrame(rows, columns=EMPTY.columns)

@@ -14,8 +14,9 @@ class with \\p{L} but no \\p{M}) is reported alongside.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import regex
 
@@ -23,20 +24,26 @@ from fertility.errors import TokenizerError
 from fertility.tokenizers.patterns import FAMILIES, compile_pattern, identify
 
 # Words whose vowel signs, viramas and joiners sit inside the word, space separated.
-PROBE = ("বাংলা ভাষার কিছু শব্দ हिन्दी भाषा தமிழ் மொழி ภาษาไทย "
-         "ক্\u200cষ क्\u200dष ര്\u200d")
+PROBE = "বাংলা ভাষার কিছু শব্দ हिन्दी भाषा தமிழ் மொழி ภาษาไทย ক্\u200cষ क्\u200dष ര്\u200d"
 _JOINERS = ("\u200c", "\u200d")
-_NORM_FORMS = {"nfc": "NFC", "nfd": "NFD", "nfkc": "NFKC", "nfkd": "NFKD",
-               "nmt_nfkc": "NFKC", "nfkc_cf": "NFKC", "nmt_nfkc_cf": "NFKC"}
+_NORM_FORMS = {
+    "nfc": "NFC",
+    "nfd": "NFD",
+    "nfkc": "NFKC",
+    "nfkd": "NFKD",
+    "nmt_nfkc": "NFKC",
+    "nfkc_cf": "NFKC",
+    "nmt_nfkc_cf": "NFKC",
+}
 
 
 @dataclass
 class ConfigInfo:
-    family: str | None = None          # known pre-tokenizer family the split matches
-    pattern: str | None = None         # the split regex: the first step that cuts, else the first
-    source: str = ""                   # where in the config the split came from
-    cuts_marks: bool = False           # some step cuts a piece of the probe at \p{M}
-    cuts_joiners: bool = False         # some step cuts a piece at ZWJ/ZWNJ
+    family: str | None = None  # known pre-tokenizer family the split matches
+    pattern: str | None = None  # the split regex: the first step that cuts, else the first
+    source: str = ""  # where in the config the split came from
+    cuts_marks: bool = False  # some step cuts a piece of the probe at \p{M}
+    cuts_joiners: bool = False  # some step cuts a piece at ZWJ/ZWNJ
     letter_class_without_marks: bool = False  # some step's pattern has \p{L} but no \p{M}
     normalizers: list[str] = field(default_factory=list)
 
@@ -123,8 +130,7 @@ def inspect_config(config: Any) -> ConfigInfo:
         info.source, info.pattern, info.family = source, pat, identify(pat)
         info.cuts_marks = any(marks for _, _, (marks, _) in steps)
         info.cuts_joiners = any(joins for _, _, (_, joins) in steps)
-        info.letter_class_without_marks = any(_letter_class_without_marks(p)
-                                              for _, p, _ in steps)
+        info.letter_class_without_marks = any(_letter_class_without_marks(p) for _, p, _ in steps)
     info.normalizers = _normalizers(config)
     return info
 

@@ -46,54 +46,71 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-
-from fertility.fix import normalize
-from fertility.corpus import sampling as _sampling
-from fertility.corpus import Corpus
-from fertility.fix.train import BYTES, train
-from fertility.files import locked_folder, mark_finished, mark_unfinished, write_text_atomic
-from fertility.errors import FixError
-from fertility.fix.config import FixConfig
-from fertility.tokenizers.patterns import resolve_pattern
 import fertility.findings  # noqa: F401
 import fertility.gate  # noqa: F401
 import fertility.measure  # noqa: F401
 import fertility.tokenizers  # noqa: F401
-from fertility.tokenizers import load_tokenizer_arg
+from fertility.corpus import Corpus
+from fertility.corpus import sampling as _sampling
+from fertility.errors import FixError
+from fertility.files import (
+    json_safe,
+    locked_folder,
+    mark_finished,
+    mark_unfinished,
+    write_text_atomic,
+)
 from fertility.findings import diagnose
+from fertility.fix import normalize
+from fertility.fix.config import FixConfig
+from fertility.fix.train import BYTES, train
 from fertility.gate import evaluate
 from fertility.policy import Policy, load_policy
-from fertility.tokenizers import load_tokenizer
-from fertility.files import json_safe
+from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
+from fertility.tokenizers.patterns import resolve_pattern
 
 SCHEMA = "fertility.fix/1"
 DEFAULT_SPECIALS = ("<|endoftext|>",)
 UNK = "<unk>"
-BEFORE, AFTER = "before", "after"            # tokenizer labels in the held-out measurement
-METRICS = ("documents", "chars", "tokens", "chars_per_token", "chars_per_token_lo",
-           "chars_per_token_hi", "tokens_per_word", "continued_word_rate", "byte_fallback_rate",
-           "unk_rate", "roundtrip_checked", "roundtrip_failures", "mark_initial_rate",
-           "grapheme_split_rate", "chars_per_pretoken")
+BEFORE, AFTER = "before", "after"  # tokenizer labels in the held-out measurement
+METRICS = (
+    "documents",
+    "chars",
+    "tokens",
+    "chars_per_token",
+    "chars_per_token_lo",
+    "chars_per_token_hi",
+    "tokens_per_word",
+    "continued_word_rate",
+    "byte_fallback_rate",
+    "unk_rate",
+    "roundtrip_checked",
+    "roundtrip_failures",
+    "mark_initial_rate",
+    "grapheme_split_rate",
+    "chars_per_pretoken",
+)
 
 
 @dataclass
 class FixResult:
-    paths: dict[str, str]        # tokenizer, model (.model), fix_report, report_html, heldout
-    rows: list[dict]             # per (group, key): before/after metrics on held-out text
-    gate: Any                    # fertility.gate.GateResult of the new tokenizer
-    special_tokens: list[dict]   # token, old_id, new_id, kept
-    changes: dict                # what differs from --from: {field: [old, new]}
-    tokenizer: dict              # kind, vocab_size, fingerprint of the new tokenizer
+    paths: dict[str, str]  # tokenizer, model (.model), fix_report, report_html, heldout
+    rows: list[dict]  # per (group, key): before/after metrics on held-out text
+    gate: Any  # fertility.gate.GateResult of the new tokenizer
+    special_tokens: list[dict]  # token, old_id, new_id, kept
+    changes: dict  # what differs from --from: {field: [old, new]}
+    tokenizer: dict  # kind, vocab_size, fingerprint of the new tokenizer
     settings: dict
     split: dict
     sampling: dict
     corpus: dict
     timings: dict
-    report: Any = field(repr=False)   # the held-out measurement (fertility.measure.Report)
+    report: Any = field(repr=False)  # the held-out measurement (fertility.measure.Report)
     normalizer_preview: dict | None = None  # what --nfc/--nfkc changes in the training text
     roundtrip: dict = field(default_factory=dict)  # per language: failures and their cause
 
@@ -103,13 +120,23 @@ class FixResult:
 
     def to_dict(self) -> dict:
         """The content of fix-report.json (schema "fertility.fix/1")."""
-        return {"schema": SCHEMA, "settings": self.settings, "tokenizer": self.tokenizer,
-                "paths": self.paths, "corpus": self.corpus, "split": self.split,
-                "sampling": self.sampling, "special_tokens": self.special_tokens,
-                "changes": self.changes, "rows": self.rows,
-                "normalizer_preview": self.normalizer_preview, "roundtrip": self.roundtrip,
-                "gate": self.gate.to_dict(),
-                "timings": self.timings, "measurement": self.report.to_dict()}
+        return {
+            "schema": SCHEMA,
+            "settings": self.settings,
+            "tokenizer": self.tokenizer,
+            "paths": self.paths,
+            "corpus": self.corpus,
+            "split": self.split,
+            "sampling": self.sampling,
+            "special_tokens": self.special_tokens,
+            "changes": self.changes,
+            "rows": self.rows,
+            "normalizer_preview": self.normalizer_preview,
+            "roundtrip": self.roundtrip,
+            "gate": self.gate.to_dict(),
+            "timings": self.timings,
+            "measurement": self.report.to_dict(),
+        }
 
     def format_text(self) -> str:
         """The summary `fertility fix` prints: held-out figures only."""
@@ -118,10 +145,17 @@ class FixResult:
 
 # ---------------------------------------------------------------- the run
 
-def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
-        out_dir: str | os.PathLike, config: FixConfig, *, from_tokenizer: str | None = None,
-        corpus_options: dict | None = None, policy=None,
-        progress: Callable[[str], None] | None = None) -> FixResult:
+
+def fix(
+    corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
+    out_dir: str | os.PathLike,
+    config: FixConfig,
+    *,
+    from_tokenizer: str | None = None,
+    corpus_options: dict | None = None,
+    policy=None,
+    progress: Callable[[str], None] | None = None,
+) -> FixResult:
     """Train the corrected vocabulary on `corpus_paths`, measure and gate it, write `out_dir`.
 
     from_tokenizer: "[LABEL=]SPEC" of the tokenizer being replaced (its special tokens are kept;
@@ -133,12 +167,27 @@ def fix(corpus_paths: Sequence[str | os.PathLike] | str | os.PathLike,
     config.validate()
     out = _prepare_dir(Path(out_dir))
     with locked_folder(out, FixError, "`fertility fix`"):
-        return _fix(corpus_paths, out, config, from_tokenizer=from_tokenizer,
-                    corpus_options=corpus_options, policy=policy, progress=progress)
+        return _fix(
+            corpus_paths,
+            out,
+            config,
+            from_tokenizer=from_tokenizer,
+            corpus_options=corpus_options,
+            policy=policy,
+            progress=progress,
+        )
 
 
-def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corpus_options,
-         policy, progress) -> FixResult:
+def _fix(
+    corpus_paths,
+    out_dir: Path,
+    config: FixConfig,
+    *,
+    from_tokenizer,
+    corpus_options,
+    policy,
+    progress,
+) -> FixResult:
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
     pattern_name, pattern_regex = resolve_pattern(config.pattern)
@@ -150,9 +199,11 @@ def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corp
         if unk not in dict(specials):
             specials.append((unk, None))
     if config.vocab_size < BYTES + len(specials):
-        raise FixError(f"--vocab-size {config.vocab_size}: smaller than the base alphabet "
-                       f"({BYTES} bytes) plus {len(specials)} special tokens "
-                       f"= {BYTES + len(specials)}")
+        raise FixError(
+            f"--vocab-size {config.vocab_size}: smaller than the base alphabet "
+            f"({BYTES} bytes) plus {len(specials)} special tokens "
+            f"= {BYTES + len(specials)}"
+        )
     out = out_dir
 
     opts = dict(corpus_options or {})
@@ -160,20 +211,28 @@ def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corp
     say("fix: reading the corpus")
     norm = normalize.normalizer(config)
     log = norm and normalize.ChangeLog(norm, normalize.FORMS[config.normalization])
-    scan = _sampling.scan_corpus(corpus, want_bytes=config.backend == "sentencepiece",
-                                 inspect=log.add if log else None)
+    scan = _sampling.scan_corpus(
+        corpus, want_bytes=config.backend == "sentencepiece", inspect=log.add if log else None
+    )
     held, plan = _sampling.split_and_plan(scan, config)
     if not held.any():
-        raise FixError(f"{', '.join(corpus.paths)}: no language has two documents, so none "
-                       "can be held out to measure the new tokenizer on")
+        raise FixError(
+            f"{', '.join(corpus.paths)}: no language has two documents, so none "
+            "can be held out to measure the new tokenizer on"
+        )
     split, sampling = _sampling.describe_plan(scan, held, plan, config)
     preview = log.summary(~held) if log else None
-    heldout_changes = {name: log.summary(held & (scan.groups == g))
-                       for g, name in enumerate(scan.names)} if log else {}
+    heldout_changes = (
+        {name: log.summary(held & (scan.groups == g)) for g, name in enumerate(scan.names)}
+        if log
+        else {}
+    )
     timings = {"scan_s": time.perf_counter() - t0}
-    say(f"fix: {split['train_documents']:,} training / {split['heldout_documents']:,} held-out "
+    say(
+        f"fix: {split['train_documents']:,} training / {split['heldout_documents']:,} held-out "
         f"documents; sampling {sampling['sampled_chars']:,} characters at temperature "
-        f"{config.temperature:g}")
+        f"{config.temperature:g}"
+    )
     for line in _preview_lines(preview):
         say(f"fix: {line}")
 
@@ -183,14 +242,23 @@ def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corp
         quiet = {**opts, "on_warning": lambda msg: None}  # the first pass already warned
         docs = scan.docs if scan.docs is not None else Corpus(corpus.paths, **quiet).documents()
         scan.docs = None  # the stream holds the only reference: freed as training ends
-        stream = _sampling.training_stream(docs, held, plan.copies, writer, len(scan.lengths),
-                                           ", ".join(corpus.paths))
+        stream = _sampling.training_stream(
+            docs, held, plan.copies, writer, len(scan.lengths), ", ".join(corpus.paths)
+        )
         say(f"fix: training {config.model} ({config.backend}), vocabulary {config.vocab_size:,}")
         t1 = time.perf_counter()
         threading.Thread(target=_warm_up, daemon=True).start()
-        trained = train(config, pattern_regex, specials, unk, stream, out, temps,
-                         max_doc_bytes=scan.max_bytes,
-                         show_progress=progress is not None and sys.stderr.isatty())
+        trained = train(
+            config,
+            pattern_regex,
+            specials,
+            unk,
+            stream,
+            out,
+            temps,
+            max_doc_bytes=scan.max_bytes,
+            show_progress=progress is not None and sys.stderr.isatty(),
+        )
         for _ in stream:  # a trainer that stopped reading early still leaves every held-out file
             pass
         timings["train_s"] = time.perf_counter() - t1
@@ -211,8 +279,12 @@ def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corp
     new, report, gate = _measure(config, old, trained.path, heldout_files, policy)
     say(f"fix: gate {'PASS' if gate.passed else 'FAIL'} on the held-out documents")
     roundtrip = _roundtrip_rows(report, heldout_changes)
-    paths = {"tokenizer": str(trained.path), "fix_report": str(out / "fix-report.json"),
-             "report_html": str(out / "report.html"), "heldout": str(out / "heldout")}
+    paths = {
+        "tokenizer": str(trained.path),
+        "fix_report": str(out / "fix-report.json"),
+        "report_html": str(out / "report.html"),
+        "heldout": str(out / "heldout"),
+    }
     if trained.is_model:
         paths["model"] = str(trained.path)
     # deferred: plotly only when HTML is written
@@ -222,19 +294,41 @@ def _fix(corpus_paths, out_dir: Path, config: FixConfig, *, from_tokenizer, corp
     timings["measure_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0
     result = FixResult(
-        paths=paths, rows=_rows(report, old is not None), gate=gate,
-        special_tokens=_special_ids(specials, new, unk), changes=_changes(old, new),
-        tokenizer={"kind": new.kind, "vocab_size": int(new.vocab_size),
-                   "requested_vocab_size": config.vocab_size, "fingerprint": new.fingerprint},
-        settings={**asdict(config), "special_tokens": [t for t, _ in specials],
-                  **_split_settings(config, pattern_name, pattern_regex),
-                  "byte_fallback": True, "from": from_tokenizer,
-                  "corpus": list(corpus.paths)},
-        split=split, sampling=sampling, corpus=corpus.summary(), timings=timings, report=report,
-        normalizer_preview=preview, roundtrip=roundtrip)
-    write_text_atomic(out / "fix-report.json",
-                      json.dumps(json_safe(result.to_dict()), ensure_ascii=False, indent=2,
-                                 allow_nan=False, default=str) + "\n", FixError)
+        paths=paths,
+        rows=_rows(report, old is not None),
+        gate=gate,
+        special_tokens=_special_ids(specials, new, unk),
+        changes=_changes(old, new),
+        tokenizer={
+            "kind": new.kind,
+            "vocab_size": int(new.vocab_size),
+            "requested_vocab_size": config.vocab_size,
+            "fingerprint": new.fingerprint,
+        },
+        settings={
+            **asdict(config),
+            "special_tokens": [t for t, _ in specials],
+            **_split_settings(config, pattern_name, pattern_regex),
+            "byte_fallback": True,
+            "from": from_tokenizer,
+            "corpus": list(corpus.paths),
+        },
+        split=split,
+        sampling=sampling,
+        corpus=corpus.summary(),
+        timings=timings,
+        report=report,
+        normalizer_preview=preview,
+        roundtrip=roundtrip,
+    )
+    write_text_atomic(
+        out / "fix-report.json",
+        json.dumps(
+            json_safe(result.to_dict()), ensure_ascii=False, indent=2, allow_nan=False, default=str
+        )
+        + "\n",
+        FixError,
+    )
     mark_finished(out)
     return result
 
@@ -254,17 +348,23 @@ def _warm_up() -> None:
     import fertility.report.html  # noqa: F401
 
 
-def heldout_documents(corpus_paths, heldout_fraction: float = 0.1, seed: int = 0,
-                      corpus_options: dict | None = None,
-                      heldout_max_docs: int | None = 1000) -> list[tuple[str, int]]:
+def heldout_documents(
+    corpus_paths,
+    heldout_fraction: float = 0.1,
+    seed: int = 0,
+    corpus_options: dict | None = None,
+    heldout_max_docs: int | None = 1000,
+) -> list[tuple[str, int]]:
     """(source, line) of every document `fix` holds out with these settings.
 
     So a baseline can be trained on the training part only, as the walkthrough does.
     """
-    scan = _sampling.scan_corpus(Corpus(corpus_paths, **(corpus_options or {})), False,
-                                 keep_chars=0)
-    held = _sampling.heldout_mask(scan.groups, scan.lines, scan.files, heldout_fraction, seed,
-                                  heldout_max_docs)
+    scan = _sampling.scan_corpus(
+        Corpus(corpus_paths, **(corpus_options or {})), False, keep_chars=0
+    )
+    held = _sampling.heldout_mask(
+        scan.groups, scan.lines, scan.files, heldout_fraction, seed, heldout_max_docs
+    )
     return [(scan.sources[f], int(ln)) for f, ln in zip(scan.files[held], scan.lines[held])]
 
 
@@ -307,6 +407,7 @@ def _prepare_dir(out: Path) -> Path:
 
 # ---------------------------------------------------------------- measure, report
 
+
 def _measure(config: FixConfig, old, path: Path, heldout_files: list[str], policy):
     """Old and new side by side on the held-out files; the gate on the new one."""
     # deferred: looked up when called, so a test can replace it
@@ -316,8 +417,13 @@ def _measure(config: FixConfig, old, path: Path, heldout_files: list[str], polic
     heldout = Corpus(heldout_files, lang_field="lang", on_warning=lambda m: None)
     # `fertility report`'s defaults, except that every held-out document gets the per-document
     # checks (the round trip among them): fix holds out at most --heldout-max per language.
-    report = analyze(heldout, [t for t in (old, new) if t is not None], pretokenizers=[],
-                     seed=config.seed, detail_docs=None)
+    report = analyze(
+        heldout,
+        [t for t in (old, new) if t is not None],
+        pretokenizers=[],
+        seed=config.seed,
+        detail_docs=None,
+    )
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     report.findings = diagnose(report, pol.thresholds, reference=pol.reference)
     gate = evaluate(report, pol, label=AFTER, findings=report.findings)
@@ -328,24 +434,38 @@ def _special_ids(planned: list[tuple[str, int | None]], new, unk: str | None) ->
     have = dict(new.special_tokens)
     if unk is not None and new.unk_id is not None:
         have.setdefault(unk, int(new.unk_id))  # SentencePiece lists its UNK apart
-    return [{"token": t, "old_id": i, "new_id": have.get(t),
-             "kept": i is not None and have.get(t) == i} for t, i in planned]
+    return [
+        {"token": t, "old_id": i, "new_id": have.get(t), "kept": i is not None and have.get(t) == i}
+        for t, i in planned
+    ]
 
 
 def _rows(report, has_before: bool) -> list[dict]:
     """Per (group, key) of the new tokenizer: its METRICS, the old one's, and the ratio."""
+
     def metrics(r: dict) -> dict:
         return {c: r[c] for c in METRICS if c in r}
 
-    before = {(r["group"], r["key"]): metrics(r)
-              for r in (report.rows(BEFORE) if has_before else [])}
+    before = {
+        (r["group"], r["key"]): metrics(r) for r in (report.rows(BEFORE) if has_before else [])
+    }
     out = []
     for r in report.rows(AFTER):
         a, b = metrics(r), before.get((r["group"], r["key"]))
-        ratio = (a["chars_per_token"] / b["chars_per_token"]
-                 if b and b["chars_per_token"] and a["chars_per_token"] is not None else None)
-        out.append({"group": r["group"], "key": r["key"], BEFORE: b, AFTER: a,
-                    "chars_per_token_ratio": ratio})
+        ratio = (
+            a["chars_per_token"] / b["chars_per_token"]
+            if b and b["chars_per_token"] and a["chars_per_token"] is not None
+            else None
+        )
+        out.append(
+            {
+                "group": r["group"],
+                "key": r["key"],
+                BEFORE: b,
+                AFTER: a,
+                "chars_per_token_ratio": ratio,
+            }
+        )
     return out
 
 
@@ -356,8 +476,7 @@ def _changes(old, new) -> dict:
     out = {"vocab_size": [int(old.vocab_size), int(new.vocab_size)]}
     if old.kind != new.kind:
         out["kind"] = [old.kind, new.kind]
-    for key in ("model", "normalizer", "pattern", "pattern_regex", "byte_level",
-                "byte_fallback"):
+    for key in ("model", "normalizer", "pattern", "pattern_regex", "byte_level", "byte_fallback"):
         if a.get(key) != b.get(key):
             out[key] = [a.get(key), b.get(key)]
     return out
@@ -372,10 +491,12 @@ def _roundtrip_rows(report, heldout_changes: dict) -> dict:
         if r["group"] != "language":
             continue
         seen = heldout_changes.get(r["key"]) or {}
-        out[r["key"]] = {"checked": int(r["roundtrip_checked"] or 0),
-                         "failures": int(r["roundtrip_failures"] or 0),
-                         "normalizer_changed": int(seen.get("changed_documents", 0)),
-                         "changes": list(seen.get("changes", []))[:5]}
+        out[r["key"]] = {
+            "checked": int(r["roundtrip_checked"] or 0),
+            "failures": int(r["roundtrip_failures"] or 0),
+            "normalizer_changed": int(seen.get("changed_documents", 0)),
+            "changes": list(seen.get("changes", []))[:5],
+        }
     return out
 
 
@@ -383,18 +504,24 @@ def _preview_lines(preview: dict | None, top: int = 5) -> list[str]:
     if not preview:
         return []
     name = preview["normalizer"]
-    head = (f"normaliser {name} (asked for) changes {preview['changed_documents']:,} of "
-            f"{preview['documents']:,} training documents before training"
-            + (":" if preview["changes"] else "; decode(encode(x)) is x for the others"))
+    head = (
+        f"normaliser {name} (asked for) changes {preview['changed_documents']:,} of "
+        f"{preview['documents']:,} training documents before training"
+        + (":" if preview["changes"] else "; decode(encode(x)) is x for the others")
+    )
     rows = preview["changes"][:top]
     more = preview["distinct_changes"] - len(rows)
-    return [head] + [f"  {normalize.describe(c, name)}" for c in rows] + \
-        ([f"  and {more} more (fix-report.json normalizer_preview)"] if more > 0 else [])
+    return (
+        [head]
+        + [f"  {normalize.describe(c, name)}" for c in rows]
+        + ([f"  and {more} more (fix-report.json normalizer_preview)"] if more > 0 else [])
+    )
 
 
 def _format(r: FixResult) -> str:
     """What `fertility fix` prints: what the normaliser changes, the special tokens, then the
     held-out figures per script and language, why any text does not round-trip, the verdict."""
+
     def cell(m: dict | None) -> str:
         if not m or m.get("chars_per_token") is None:
             return f"{'-':>20}"
@@ -404,26 +531,33 @@ def _format(r: FixResult) -> str:
 
     s, g = r.split, r.gate
     name = (r.normalizer_preview or {}).get("normalizer")
-    lines = [f"fertility fix: {r.tokenizer['vocab_size']:,} tokens, {r.settings['model']} "
-             f"({r.settings['backend']}), normaliser {name or 'none'} -> {r.paths['tokenizer']}"]
+    lines = [
+        f"fertility fix: {r.tokenizer['vocab_size']:,} tokens, {r.settings['model']} "
+        f"({r.settings['backend']}), normaliser {name or 'none'} -> {r.paths['tokenizer']}"
+    ]
     lines += _preview_lines(r.normalizer_preview)
     for t in r.special_tokens:
         how = "kept" if t["kept"] else "new" if t["old_id"] is None else "id not kept"
         lines.append(f"special token {t['token']}: id {t['old_id']} -> {t['new_id']} ({how})")
-    lines += [f"changed {k}: {a} -> {b}" for k, (a, b) in r.changes.items()
-              if k != "pattern_regex"]
-    lines.append(f"wrote {r.paths['fix_report']}, {r.paths['report_html']}; held-out text in "
-                 f"{r.paths['heldout']}")
-    lines += [f"held out: {s['heldout_documents']:,} documents (fraction "
-              f"{s['heldout_fraction']:g}, seed {s['seed']}); every figure below is measured "
-              "on them only",
-              f"{'':<19}{'chars/token ' + BEFORE:>20}  {AFTER:>20}  {'change':>7}  round trip"]
+    lines += [f"changed {k}: {a} -> {b}" for k, (a, b) in r.changes.items() if k != "pattern_regex"]
+    lines.append(
+        f"wrote {r.paths['fix_report']}, {r.paths['report_html']}; held-out text in "
+        f"{r.paths['heldout']}"
+    )
+    lines += [
+        f"held out: {s['heldout_documents']:,} documents (fraction "
+        f"{s['heldout_fraction']:g}, seed {s['seed']}); every figure below is measured "
+        "on them only",
+        f"{'':<19}{'chars/token ' + BEFORE:>20}  {AFTER:>20}  {'change':>7}  round trip",
+    ]
     for group in ("script", "language"):
         for row in sorted((x for x in r.rows if x["group"] == group), key=lambda x: x["key"]):
             a, ratio = row[AFTER], row["chars_per_token_ratio"]
-            lines.append(f"{group:<9}{row['key']:<10}{cell(row[BEFORE])}  {cell(a)}  "
-                         f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
-                         f"{a['roundtrip_failures'] or 0}/{a['roundtrip_checked'] or 0} failed")
+            lines.append(
+                f"{group:<9}{row['key']:<10}{cell(row[BEFORE])}  {cell(a)}  "
+                f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
+                f"{a['roundtrip_failures'] or 0}/{a['roundtrip_checked'] or 0} failed"
+            )
     failed = checked = 0
     for lang, rt in sorted(r.roundtrip.items()):
         failed, checked = failed + rt["failures"], checked + rt["checked"]
@@ -431,15 +565,28 @@ def _format(r: FixResult) -> str:
             continue
         why = "; ".join(f"{normalize.describe(c, name)}" for c in rt["changes"][:3])
         rest = rt["failures"] - rt["normalizer_changed"]
-        lines.append(f"round trip {lang}: {rt['failures']} of {rt['checked']} held-out documents "
-                     "do not decode to their text" + (f"; {why}" if why else "")
-                     + (f"; {rest} not from the normaliser (fix-report.json measurement)"
-                        if rest > 0 else ""))
+        lines.append(
+            f"round trip {lang}: {rt['failures']} of {rt['checked']} held-out documents "
+            "do not decode to their text"
+            + (f"; {why}" if why else "")
+            + (
+                f"; {rest} not from the normaliser (fix-report.json measurement)"
+                if rest > 0
+                else ""
+            )
+        )
     counts = {v: sum(c.verdict == v for c in g.checks) for v in ("fail", "uncertain", "pass")}
-    verdict = "FAIL" if not g.passed else "PASS" if not failed else \
-        f"PASS, LOSSY ({failed} of {checked} held-out documents do not round-trip)"
-    lines.append(f"gate: {verdict} ({counts['fail']} failed, {counts['uncertain']} uncertain, "
-                 f"{counts['pass']} passed, {len(g.blocking)} blocking findings)")
+    verdict = (
+        "FAIL"
+        if not g.passed
+        else "PASS"
+        if not failed
+        else f"PASS, LOSSY ({failed} of {checked} held-out documents do not round-trip)"
+    )
+    lines.append(
+        f"gate: {verdict} ({counts['fail']} failed, {counts['uncertain']} uncertain, "
+        f"{counts['pass']} passed, {len(g.blocking)} blocking findings)"
+    )
     lines += [f"  {c.verdict:<9} {c.describe()}" for c in g.checks if c.verdict != "pass"]
     lines += [f"  {f.severity:<9} {f.rule} {f.group}={f.key}: {f.cause}" for f in g.blocking]
     return "\n".join(lines) + "\n"

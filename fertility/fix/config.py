@@ -3,34 +3,41 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
+
 from fertility.errors import FixError
 
 
 @dataclass
 class FixConfig:
     vocab_size: int
-    model: str = "bpe"                   # "bpe" | "unigram"
-    backend: str = "tokenizers"          # "tokenizers" | "sentencepiece"
-    normalization: str = "none"          # "none" | "nfc" | "nfkc" (lossy: see the docstring)
-    temperature: float = 0.3             # p_lang ∝ chars_lang ** temperature
-    heldout_fraction: float = 0.1        # per language, by document
+    model: str = "bpe"  # "bpe" | "unigram"
+    backend: str = "tokenizers"  # "tokenizers" | "sentencepiece"
+    normalization: str = "none"  # "none" | "nfc" | "nfkc" (lossy: see the docstring)
+    temperature: float = 0.3  # p_lang ∝ chars_lang ** temperature
+    heldout_fraction: float = 0.1  # per language, by document
     heldout_max_docs: int | None = 1000  # per language; None: no cap
-    seed: int = 0                        # held-out split and sampling order
-    max_train_chars: int | None = None   # sampling budget; None: all training characters
+    seed: int = 0  # held-out split and sampling order
+    max_train_chars: int | None = None  # sampling budget; None: all training characters
     special_tokens: tuple[str, ...] | None = None  # None: --from's, else DEFAULT_SPECIALS
-    pattern: str = "mark_aware"          # split of the tokenizers backend (a patterns name)
+    pattern: str = "mark_aware"  # split of the tokenizers backend (a patterns name)
 
     def validate(self) -> None:
         def bad(msg: str) -> FixError:
             return FixError(f"fix settings: {msg}")
 
-        if isinstance(self.vocab_size, bool) or not isinstance(self.vocab_size, int) \
-                or self.vocab_size < 1:
+        if (
+            isinstance(self.vocab_size, bool)
+            or not isinstance(self.vocab_size, int)
+            or self.vocab_size < 1
+        ):
             raise bad(f"vocab_size={self.vocab_size!r}: must be a whole number >= 1")
-        for name, allowed in (("model", ("bpe", "unigram")),
-                              ("backend", ("tokenizers", "sentencepiece")),
-                              ("normalization", ("nfc", "nfkc", "none"))):
+        for name, allowed in (
+            ("model", ("bpe", "unigram")),
+            ("backend", ("tokenizers", "sentencepiece")),
+            ("normalization", ("nfc", "nfkc", "none")),
+        ):
             if getattr(self, name) not in allowed:
                 raise bad(f"{name}={getattr(self, name)!r}: use one of {', '.join(allowed)}")
         if not (self.temperature >= 0 and np.isfinite(self.temperature)):

@@ -20,12 +20,12 @@ import re
 import unicodedata
 from array import array
 from collections import Counter
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
-FORMS = {"nfc": "NFC", "nfkc": "NFKC"}   # FixConfig.normalization -> the normaliser's name
-_RUNS = re.compile(r"\s+|\S+")          # words and the space between them, nothing left out
+FORMS = {"nfc": "NFC", "nfkc": "NFKC"}  # FixConfig.normalization -> the normaliser's name
+_RUNS = re.compile(r"\s+|\S+")  # words and the space between them, nothing left out
 
 
 def normalizer(config) -> Callable[[str], str] | None:
@@ -72,10 +72,10 @@ def changes_in(text: str, norm: Callable[[str], str]) -> Counter | None:
             continue
         pieces = _pieces(run, norm)
         outs = [norm(p) for p in pieces]
-        if "".join(outs) != after:   # the cut was not safe: count the word as one change
+        if "".join(outs) != after:  # the cut was not safe: count the word as one change
             pieces, outs = [run], [after]
         found.update(_trim(p, o) for p, o in zip(pieces, outs) if p != o)
-    if "".join(done) != whole:   # a change across words: count the document as one
+    if "".join(done) != whole:  # a change across words: count the document as one
         found = Counter({(text, whole): 1})
     return found
 
@@ -129,26 +129,40 @@ class ChangeLog:
         occurrences = np.bincount(key[sel], weights=cnt[sel], minlength=k).astype(np.int64)
         documents = np.bincount(key[sel], minlength=k)
         names = list(self.keys)
-        ranked = sorted(np.flatnonzero(occurrences).tolist(),
-                        key=lambda i: (-occurrences[i], names[i]))
+        ranked = sorted(
+            np.flatnonzero(occurrences).tolist(), key=lambda i: (-occurrences[i], names[i])
+        )
         rows = [_row(*names[i], int(occurrences[i]), int(documents[i])) for i in ranked[:top]]
-        return {"normalizer": self.name, "documents": int(docs.sum()),
-                "changed_documents": int(len(np.unique(doc[sel]))),
-                "distinct_changes": len(ranked), "changes": rows}
+        return {
+            "normalizer": self.name,
+            "documents": int(docs.sum()),
+            "changed_documents": int(len(np.unique(doc[sel]))),
+            "distinct_changes": len(ranked),
+            "changes": rows,
+        }
 
 
 def _row(before: str, after: str, occurrences: int, documents: int) -> dict:
-    def cps(s: str) -> str:   # a whole document (the fallback of changes_in) is cut short
+    def cps(s: str) -> str:  # a whole document (the fallback of changes_in) is cut short
         return code_points(s[:8]) + (" ..." if len(s) > 8 else "")
 
-    return {"from": cps(before), "to": cps(after), "text": before[:64], "normalized": after[:64],
-            "name": " + ".join(unicodedata.name(c, "<unnamed>") for c in before[:4]),
-            "change": _verb(before, after), "occurrences": occurrences, "documents": documents}
+    return {
+        "from": cps(before),
+        "to": cps(after),
+        "text": before[:64],
+        "normalized": after[:64],
+        "name": " + ".join(unicodedata.name(c, "<unnamed>") for c in before[:4]),
+        "change": _verb(before, after),
+        "occurrences": occurrences,
+        "documents": documents,
+    }
 
 
 def describe(row: dict, name: str) -> str:
     """One line: "NFC decomposed U+09DF BENGALI LETTER YYA into U+09AF U+09BC: 412 times in 61
     documents"."""
     what = row["from"] if len(row["text"]) > 4 else f"{row['from']} {row['name']}"
-    return (f"{name} {row['change']} {what} into {row['to'] or 'nothing'}: "
-            f"{row['occurrences']:,} times in {row['documents']:,} documents")
+    return (
+        f"{name} {row['change']} {what} into {row['to'] or 'nothing'}: "
+        f"{row['occurrences']:,} times in {row['documents']:,} documents"
+    )

@@ -3,16 +3,17 @@ module trains it and stages the artifact under a temporary name until the run co
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
+import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from fertility.errors import FertilityError, FixError, one_line
-import io
-import unicodedata
 
 if TYPE_CHECKING:
     from fertility.fix.config import FixConfig
@@ -22,10 +23,10 @@ BYTES = 256  # the base alphabet every backend starts from
 
 @dataclass
 class Trained:
-    path: Path       # the final artifact: DIR/tokenizer.json, or DIR/tokenizer.model
-    staged: Path     # its temporary name until commit()
-    stale: Path      # the other backend's artifact from an earlier run in DIR
-    is_model: bool   # a SentencePiece .model
+    path: Path  # the final artifact: DIR/tokenizer.json, or DIR/tokenizer.model
+    staged: Path  # its temporary name until commit()
+    stale: Path  # the other backend's artifact from an earlier run in DIR
+    is_model: bool  # a SentencePiece .model
     trainer_s: float  # seconds inside the trainer call (it also pulls the stream)
 
     def commit(self) -> None:
@@ -34,9 +35,18 @@ class Trained:
             self.stale.unlink()
 
 
-def train(config: FixConfig, regex: str, specials: list[tuple[str, int | None]],
-           unk: str | None, stream: Iterator[list[str]], out: Path, temps: list[Path], *,
-           max_doc_bytes: int, show_progress: bool) -> Trained:
+def train(
+    config: FixConfig,
+    regex: str,
+    specials: list[tuple[str, int | None]],
+    unk: str | None,
+    stream: Iterator[list[str]],
+    out: Path,
+    temps: list[Path],
+    *,
+    max_doc_bytes: int,
+    show_progress: bool,
+) -> Trained:
     """Train, then stage the artifact under a temporary name in `out` (see Trained)."""
     if config.backend == "sentencepiece":
         data, secs = _train_sp(config, specials, unk, stream, max_doc_bytes, show_progress)
@@ -70,19 +80,22 @@ def _stage(final: Path, temps: list[Path]) -> Path:
 def _train_hf(config: FixConfig, regex: str, specials, unk, stream, show_progress):
     """A trained `tokenizers.Tokenizer` and the seconds its trainer took."""
     # deferred: the Rust tokenizers library only when used
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
-    from tokenizers import trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     split = pre_tokenizers.Split(Regex(regex), behavior="isolated")
     names = [t for t, _ in specials]
     if config.model == "bpe":
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.Sequence(
-            [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+            [split, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+        )
         tok.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
-            vocab_size=config.vocab_size, special_tokens=names, show_progress=show_progress,
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+            vocab_size=config.vocab_size,
+            special_tokens=names,
+            show_progress=show_progress,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        )
     else:
         # Unigram: characters as they are, the 256 <0xNN> pieces added after training as the
         # byte fallback of characters the vocabulary lacks (what SentencePiece does).
@@ -90,11 +103,14 @@ def _train_hf(config: FixConfig, regex: str, specials, unk, stream, show_progres
         tok.pre_tokenizer = split
         tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Fuse()])
         trainer = trainers.UnigramTrainer(
-            vocab_size=config.vocab_size - BYTES, special_tokens=names, unk_token=unk,
-            show_progress=show_progress, max_piece_length=16)
+            vocab_size=config.vocab_size - BYTES,
+            special_tokens=names,
+            unk_token=unk,
+            show_progress=show_progress,
+            max_piece_length=16,
+        )
     if config.normalization != "none":
-        tok.normalizer = normalizers.NFKC() if config.normalization == "nfkc" \
-            else normalizers.NFC()
+        tok.normalizer = normalizers.NFKC() if config.normalization == "nfkc" else normalizers.NFC()
     t = time.perf_counter()
     try:
         tok.train_from_iterator(stream, trainer)
@@ -146,8 +162,9 @@ def _pin_ids(obj: dict, wanted: dict[str, int]) -> None:
     obj["added_tokens"].sort(key=lambda a: a["id"])
 
 
-def _train_sp(config: FixConfig, specials, unk: str, stream, max_doc_bytes: int,
-              show_progress: bool) -> tuple[bytes, float]:
+def _train_sp(
+    config: FixConfig, specials, unk: str, stream, max_doc_bytes: int, show_progress: bool
+) -> tuple[bytes, float]:
     """A SentencePiece model with byte fallback; specials are control symbols.
 
     SentencePiece has no NFC rule: with "nfc" the training text is NFC-normalised here and the
@@ -169,22 +186,36 @@ def _train_sp(config: FixConfig, specials, unk: str, stream, max_doc_bytes: int,
     t = time.perf_counter()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=sentences, model_writer=buf, model_type=config.model,
-            vocab_size=config.vocab_size, hard_vocab_limit=False, byte_fallback=True,
-            character_coverage=0.9995, normalization_rule_name="nfkc"
-            if config.normalization == "nfkc" else "identity",
-            split_by_unicode_script=True, split_by_number=True, split_digits=True,
-            split_by_whitespace=True, allow_whitespace_only_pieces=True,
-            remove_extra_whitespaces=False, add_dummy_prefix=True, max_sentencepiece_length=16,
+            sentence_iterator=sentences,
+            model_writer=buf,
+            model_type=config.model,
+            vocab_size=config.vocab_size,
+            hard_vocab_limit=False,
+            byte_fallback=True,
+            character_coverage=0.9995,
+            normalization_rule_name="nfkc" if config.normalization == "nfkc" else "identity",
+            split_by_unicode_script=True,
+            split_by_number=True,
+            split_digits=True,
+            split_by_whitespace=True,
+            allow_whitespace_only_pieces=True,
+            remove_extra_whitespaces=False,
+            add_dummy_prefix=True,
+            max_sentencepiece_length=16,
             max_sentence_length=min(max(4192, max_doc_bytes + 16), 1 << 22),
-            input_sentence_size=0, num_threads=os.cpu_count() or 1,
-            unk_id=unk_id, unk_piece=unk, bos_id=-1, eos_id=-1, pad_id=-1,
-            control_symbols=control, minloglevel=0 if show_progress else 2)
+            input_sentence_size=0,
+            num_threads=os.cpu_count() or 1,
+            unk_id=unk_id,
+            unk_piece=unk,
+            bos_id=-1,
+            eos_id=-1,
+            pad_id=-1,
+            control_symbols=control,
+            minloglevel=0 if show_progress else 2,
+        )
     except FertilityError:
         raise
     except Exception as e:
         msg = one_line(e)
         raise FixError(f"SentencePiece training failed: {msg[-300:]}") from None
     return buf.getvalue(), time.perf_counter() - t
-
-

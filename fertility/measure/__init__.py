@@ -8,23 +8,23 @@ same documents and its counters are updated with vectorised numpy. Nothing here 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
-
-from fertility.measure import parallel
 from fertility import unicode as U
-from fertility.measure.counters import COUNTS, NS, TokenizerAccumulator
-from fertility.measure.frame import build_frame, docs_frame
 from fertility.corpus import Corpus
-from fertility.tokenizers import load_tokenizer_arg
-from fertility.tokenizers.pretokenizer import PRETOKENIZER, PretokenizerFamily
-from fertility.measure.passes import PassState, run_pass
-import json
 from fertility.errors import TokenizerError
 from fertility.files import json_safe
+from fertility.measure import parallel
+from fertility.measure.counters import COUNTS, NS, TokenizerAccumulator
+from fertility.measure.frame import build_frame, docs_frame
+from fertility.measure.passes import PassState, run_pass
+from fertility.tokenizers import load_tokenizer_arg
+from fertility.tokenizers.pretokenizer import PRETOKENIZER, PretokenizerFamily
 
 if TYPE_CHECKING:  # the frame is built with pandas at the end; measuring needs only numpy
     import pandas as pd
@@ -42,7 +42,9 @@ class Report:
     byte_fallback_chars: dict = field(default_factory=dict)
     unk_chars: dict = field(default_factory=dict)
     normalization: dict = field(default_factory=dict)
-    roundtrip: dict = field(default_factory=dict)  # {(label, lang): fertility.measure.roundtrip changes}
+    roundtrip: dict = field(
+        default_factory=dict
+    )  # {(label, lang): fertility.measure.roundtrip changes}
     settings: dict = field(default_factory=dict)
     findings: list = field(default_factory=list)
 
@@ -53,8 +55,10 @@ class Report:
 
     def to_dict(self) -> dict:
         def entry(t: dict) -> dict:
-            return {**{k: t[k] for k in ("label", "spec", "kind", "vocab_size", "fingerprint")},
-                    "rows": self.rows(t["label"])}
+            return {
+                **{k: t[k] for k in ("label", "spec", "kind", "vocab_size", "fingerprint")},
+                "rows": self.rows(t["label"]),
+            }
 
         out = {
             "schema": SCHEMA,
@@ -107,11 +111,13 @@ def analyze(
     threading.Thread(target=importlib.import_module, args=("pandas",), daemon=True).start()
     n_workers = parallel.choose_workers(workers, paths, toks)
     if n_workers > 1:
-        accs, state, summary = parallel.run(paths, corpus_options or {}, toks, state,
-                                             n_workers, batch_size, progress)
+        accs, state, summary = parallel.run(
+            paths, corpus_options or {}, toks, state, n_workers, batch_size, progress
+        )
     else:
-        corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths),
-                                                                **(corpus_options or {}))
+        corpus = (
+            paths if isinstance(paths, Corpus) else Corpus(list(paths), **(corpus_options or {}))
+        )
         accs = [TokenizerAccumulator(t) for t in toks]
         run_pass(corpus, toks, accs, state, batch_size, progress=progress)
         summary = corpus.summary()
@@ -122,32 +128,56 @@ def analyze(
         docs=docs_frame(state),
         corpus=summary,
         tokenizers=[_describe(t) for t in toks],
-        samples={(a.tok.label, U.SCRIPTS[s]): _in_order(v)
-                 for a in accs for s, v in a.samples.items()},
-        byte_fallback_chars={(a.tok.label, U.SCRIPTS[s]): dict(c.most_common(10))
-                             for a in accs for s, c in a.byte_fallback_chars.items()},
-        unk_chars={(a.tok.label, U.SCRIPTS[s]): dict(c.most_common(10))
-                   for a in accs for s, c in a.unk_chars.items()},
-        normalization={a.tok.label: {**a.normalization,
-                                     "examples": _in_order(a.normalization["examples"])}
-                       for a in accs if a.tok.kind != PRETOKENIZER},
-        roundtrip={(a.tok.label, lang_names[k]): {**v, "examples": _in_order(v["examples"])}
-                   for a in accs for k, v in a.roundtrip.items()},
-        settings={"detail_docs": detail_docs, "seed": seed,
-                  "keep_docs": keep_docs, "workers": n_workers},
+        samples={
+            (a.tok.label, U.SCRIPTS[s]): _in_order(v) for a in accs for s, v in a.samples.items()
+        },
+        byte_fallback_chars={
+            (a.tok.label, U.SCRIPTS[s]): dict(c.most_common(10))
+            for a in accs
+            for s, c in a.byte_fallback_chars.items()
+        },
+        unk_chars={
+            (a.tok.label, U.SCRIPTS[s]): dict(c.most_common(10))
+            for a in accs
+            for s, c in a.unk_chars.items()
+        },
+        normalization={
+            a.tok.label: {**a.normalization, "examples": _in_order(a.normalization["examples"])}
+            for a in accs
+            if a.tok.kind != PRETOKENIZER
+        },
+        roundtrip={
+            (a.tok.label, lang_names[k]): {**v, "examples": _in_order(v["examples"])}
+            for a in accs
+            for k, v in a.roundtrip.items()
+        },
+        settings={
+            "detail_docs": detail_docs,
+            "seed": seed,
+            "keep_docs": keep_docs,
+            "workers": n_workers,
+        },
     )
 
 
 def _in_order(items: list[dict]) -> list[dict]:
     """Items tagged with their corpus position, in corpus order, without the tag."""
-    return [{k: v for k, v in x.items() if k != "order"}
-            for x in sorted(items, key=lambda x: x["order"])]
+    return [
+        {k: v for k, v in x.items() if k != "order"}
+        for x in sorted(items, key=lambda x: x["order"])
+    ]
 
 
 def _describe(tok) -> dict:
-    return {"label": tok.label, "spec": tok.spec, "kind": tok.kind,
-            "vocab_size": int(tok.vocab_size or 0) or None, "fingerprint": tok.fingerprint,
-            "config": tok.config(), "tokenizer": tok}
+    return {
+        "label": tok.label,
+        "spec": tok.spec,
+        "kind": tok.kind,
+        "vocab_size": int(tok.vocab_size or 0) or None,
+        "fingerprint": tok.fingerprint,
+        "config": tok.config(),
+        "tokenizer": tok,
+    }
 
 
 __all__ = ["analyze", "Report", "PretokenizerFamily", "COUNTS", "NS", "SCHEMA"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fertility.measure import roundtrip
 from fertility import unicode as U
+from fertility.measure import roundtrip
 from fertility.measure.counters import COUNTS, NOSPACE, NS, C
 from fertility.tokenizers.base import concat_encoded
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
@@ -93,22 +93,30 @@ def measure_batch(batch, texts, encoded, accs, state, index: int = 0) -> None:
     pds_chars = _per_doc(char_key, n, len(present))
     dominant = present[pds_chars.argmax(axis=1)] if len(present) else np.zeros(n, np.int64)
     base_lang, base_script, doc_graphemes, doc_bytes = _base_counts(
-        tb, doc_lang, n_langs, char_key, pds_chars, present)
+        tb, doc_lang, n_langs, char_key, pds_chars, present
+    )
     doc_tokens = {}
     for acc, enc in zip(accs, encoded):
         acc.counts.add_table(base_lang, base_script)
-        pds_tokens = _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail,
-                                        dominant, present, cscript, index)
+        pds_tokens = _measure_tokenizer(
+            acc, enc, texts, tb, doc_lang, n_langs, detail, dominant, present, cscript, index
+        )
         acc.boot.add(doc_lang, n_langs, pds_chars, pds_tokens, present)
         doc_tokens[acc.tok.label] = pds_tokens.sum(axis=1)
     if keep:
-        state.doc_rows.append({
-            "order": index, "lang": langs[:keep],
-            "source": [d.source for d in batch[:keep]], "line": [d.line for d in batch[:keep]],
-            "script": dominant[:keep], "chars": np.diff(tb.doc_offsets)[:keep],
-            "graphemes": doc_graphemes[:keep], "bytes": doc_bytes[:keep],
-            "tokens": {label: t[:keep] for label, t in doc_tokens.items()},
-        })
+        state.doc_rows.append(
+            {
+                "order": index,
+                "lang": langs[:keep],
+                "source": [d.source for d in batch[:keep]],
+                "line": [d.line for d in batch[:keep]],
+                "script": dominant[:keep],
+                "chars": np.diff(tb.doc_offsets)[:keep],
+                "graphemes": doc_graphemes[:keep],
+                "bytes": doc_bytes[:keep],
+                "tokens": {label: t[:keep] for label, t in doc_tokens.items()},
+            }
+        )
     state.docs_measured += n
     state.bytes_measured += int(doc_bytes.sum())
 
@@ -126,8 +134,9 @@ def _detail_mask(doc_lang, state) -> np.ndarray:
     return mask
 
 
-def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant, present,
-                       cscript, index) -> np.ndarray:
+def _measure_tokenizer(
+    acc, enc, texts, tb, doc_lang, n_langs, detail, dominant, present, cscript, index
+) -> np.ndarray:
     # Documents are never empty (fertility.corpus), so every batch has characters.
     counts = acc.counts
     ids, starts, ends, per_doc = enc
@@ -181,17 +190,44 @@ def _measure_tokenizer(acc, enc, texts, tb, doc_lang, n_langs, detail, dominant,
     ws, we = tb.word_starts, tb.word_ends
     overlap = np.searchsorted(gsn, we, "left") - np.searchsorted(gen, ws, "right")
     cont = ws[(overlap >= 2) & ~NOSPACE[tb.script[ws]]]
-    counts.add("continued_words", *_table(doc_lang[tb.doc_of_char[cont]], tb.script[cont],
-                                          n_langs))
+    counts.add("continued_words", *_table(doc_lang[tb.doc_of_char[cont]], tb.script[cont], n_langs))
 
-    _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per_doc,
-                   t_script, tok_doc, gs, ge, index)
+    _detail_checks(
+        acc,
+        texts,
+        tb,
+        doc_lang,
+        n_langs,
+        detail,
+        dominant,
+        ids,
+        per_doc,
+        t_script,
+        tok_doc,
+        gs,
+        ge,
+        index,
+    )
     _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index)
     return pds_tokens
 
 
-def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per_doc,
-                   t_script, tok_doc, gs, ge, index) -> None:
+def _detail_checks(
+    acc,
+    texts,
+    tb,
+    doc_lang,
+    n_langs,
+    detail,
+    dominant,
+    ids,
+    per_doc,
+    t_script,
+    tok_doc,
+    gs,
+    ge,
+    index,
+) -> None:
     """Checks that call the tokenizer once per document, on the detail subset."""
     tok, counts = acc.tok, acc.counts
     docs = np.flatnonzero(detail)
@@ -199,8 +235,10 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
         return
     off = tb.doc_offsets
     in_detail = detail[tb.doc_of_char]
-    counts.add("pretoken_chars", *_table(doc_lang[tb.doc_of_char[in_detail]],
-                                         tb.script[in_detail], n_langs))
+    counts.add(
+        "pretoken_chars",
+        *_table(doc_lang[tb.doc_of_char[in_detail]], tb.script[in_detail], n_langs),
+    )
     if tok.kind == PRETOKENIZER:  # its tokens are its pre-tokens
         sel = detail[tok_doc] & (ge > gs)
         _pretoken_counts(counts, tb, doc_lang, n_langs, detail, gs[sel], ge[sel])
@@ -216,22 +254,29 @@ def _detail_checks(acc, texts, tb, doc_lang, n_langs, detail, dominant, ids, per
     # is encoding the next batches, which costs more than it saves.
     for i in docs.tolist():
         text = texts[i]
-        doc_ids = ids[bounds[i]:bounds[i + 1]].tolist()
+        doc_ids = ids[bounds[i] : bounds[i + 1]].tolist()
         decoded = tok.decode(doc_ids)
         after = tok.normalize(text)
         if decoded != text:
             rt_fail.append(i)
             had_unk = acc.unk_id is not None and acc.unk_id in doc_ids
             changes = acc.roundtrip.setdefault(int(doc_lang[i]), roundtrip.new_changes())
-            roundtrip.record(changes, text, decoded, after,
-                              tok.decode([acc.unk_id]) if had_unk else None, (index, i))
+            roundtrip.record(
+                changes,
+                text,
+                decoded,
+                after,
+                tok.decode([acc.unk_id]) if had_unk else None,
+                (index, i),
+            )
         norm = acc.normalization
         norm["checked_docs"] += 1
         if after != text:
             norm["changed_docs"] += 1
             if len(norm["examples"]) < 5:
-                norm["examples"].append({**roundtrip.diff_example(text, after),
-                                         "order": (index, i)})
+                norm["examples"].append(
+                    {**roundtrip.diff_example(text, after), "order": (index, i)}
+                )
     se = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     span_doc = np.repeat(docs, n_spans)
     keep = (se[:, 1] > se[:, 0]) & (se[:, 0] < off[span_doc + 1] - off[span_doc])
@@ -256,8 +301,11 @@ def _pretoken_counts(counts, tb, doc_lang, n_langs, detail, ps, pe) -> None:
     zwj, zwnj = first == 0x200D, first == 0x200C
     mark = U.is_mark_or_joiner(first) & ~zwj & ~zwnj
     counts.add("pretokens", *_table(p_lang, p_script, n_langs))
-    for name, sel in (("pretoken_mark_initial", mark), ("pretoken_zwj_initial", zwj),
-                      ("pretoken_zwnj_initial", zwnj)):
+    for name, sel in (
+        ("pretoken_mark_initial", mark),
+        ("pretoken_zwj_initial", zwj),
+        ("pretoken_zwnj_initial", zwnj),
+    ):
         counts.add(name, *_table(p_lang[sel], p_script[sel], n_langs))
     ws, we = tb.word_starts, tb.word_ends
     keep = detail[tb.doc_of_char[ws]] & ~NOSPACE[tb.script[ws]]
@@ -272,8 +320,11 @@ def _pretoken_counts(counts, tb, doc_lang, n_langs, detail, ps, pe) -> None:
 
 
 def _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index) -> None:
-    wanted = [s for s in np.unique(dominant).tolist()
-              if len(acc.samples.get(s, ())) < acc.samples_per_script]
+    wanted = [
+        s
+        for s in np.unique(dominant).tolist()
+        if len(acc.samples.get(s, ())) < acc.samples_per_script
+    ]
     if not wanted:  # the usual case after the first batches
         return
     bounds = np.concatenate(([0], np.cumsum(per_doc)))
@@ -282,12 +333,18 @@ def _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index) -> No
         if len(have) >= acc.samples_per_script:
             continue
         cut = min(len(texts[i]), SAMPLE_CHARS)
-        s, e = starts[bounds[i]:bounds[i + 1]], ends[bounds[i]:bounds[i + 1]]
+        s, e = starts[bounds[i] : bounds[i + 1]], ends[bounds[i] : bounds[i + 1]]
         keep = s < cut
         spans = np.stack([s[keep], np.minimum(e[keep], cut)], axis=1).tolist()
-        have.append({"text": texts[i][:cut], "truncated": cut < len(texts[i]), "spans": spans,
-                     "ids": ids[bounds[i]:bounds[i + 1]][keep].tolist(),  # the HTML's hover
-                     "order": (index, i)})
+        have.append(
+            {
+                "text": texts[i][:cut],
+                "truncated": cut < len(texts[i]),
+                "spans": spans,
+                "ids": ids[bounds[i] : bounds[i + 1]][keep].tolist(),  # the HTML's hover
+                "order": (index, i),
+            }
+        )
 
 
 def _keep_rows(n: int, state) -> int:

@@ -17,11 +17,29 @@ from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 # Raw counts, in the order of the columns of the measurement frame.
 COUNTS = (
-    "documents", "chars", "graphemes", "bytes", "words", "tokens", "continued_words",
-    "unk_tokens", "byte_fallback_tokens", "mark_initial_tokens", "token_boundaries",
-    "grapheme_split_boundaries", "roundtrip_checked", "roundtrip_failures", "pretoken_chars",
-    "pretokens", "nospace_chars", "word_tokens", "pretoken_mark_initial", "pretoken_zwj_initial",
-    "pretoken_zwnj_initial", "pretoken_words", "pretoken_cut_words",
+    "documents",
+    "chars",
+    "graphemes",
+    "bytes",
+    "words",
+    "tokens",
+    "continued_words",
+    "unk_tokens",
+    "byte_fallback_tokens",
+    "mark_initial_tokens",
+    "token_boundaries",
+    "grapheme_split_boundaries",
+    "roundtrip_checked",
+    "roundtrip_failures",
+    "pretoken_chars",
+    "pretokens",
+    "nospace_chars",
+    "word_tokens",
+    "pretoken_mark_initial",
+    "pretoken_zwj_initial",
+    "pretoken_zwnj_initial",
+    "pretoken_words",
+    "pretoken_cut_words",
 )
 C = {name: i for i, name in enumerate(COUNTS)}
 NS = len(U.SCRIPTS)
@@ -78,11 +96,26 @@ class Bootstrap:
     def sums(chars: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """The six sums over documents with `chars` and `tokens` (per-document int64 arrays;
         along axis 0, so (documents x groups) matrices give one row per group)."""
-        return np.stack([(chars > 0).sum(0), chars.sum(0), tokens.sum(0), (chars * chars).sum(0),
-                         (chars * tokens).sum(0), (tokens * tokens).sum(0)], axis=-1)
+        return np.stack(
+            [
+                (chars > 0).sum(0),
+                chars.sum(0),
+                tokens.sum(0),
+                (chars * chars).sum(0),
+                (chars * tokens).sum(0),
+                (tokens * tokens).sum(0),
+            ],
+            axis=-1,
+        )
 
-    def add(self, doc_lang: np.ndarray, n_langs: int, per_doc_script_chars: np.ndarray,
-            per_doc_script_tokens: np.ndarray, present: np.ndarray) -> None:
+    def add(
+        self,
+        doc_lang: np.ndarray,
+        n_langs: int,
+        per_doc_script_chars: np.ndarray,
+        per_doc_script_tokens: np.ndarray,
+        present: np.ndarray,
+    ) -> None:
         """per_doc_*: (documents x k) counts; column j is the global script present[j]."""
         self.lang = grow_rows(self.lang, n_langs)
         c, t = per_doc_script_chars.sum(axis=1), per_doc_script_tokens.sum(axis=1)
@@ -148,4 +181,3 @@ class TokenizerAccumulator:
         uniq, counts = np.unique(pairs, return_counts=True)
         for pair, n in zip(uniq.tolist(), counts.tolist()):
             table.setdefault(pair // 0x110000, Counter())[chr(pair % 0x110000)] += n
-

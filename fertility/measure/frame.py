@@ -48,16 +48,26 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
             hi.append(z)
             used.append(int(vocab.sum()) if vocab is not None else np.nan)
 
-        add("all", "all", total, boot_lang[:n].sum(0),
-            acc.vocab_all if acc.track_vocab else None)
+        add("all", "all", total, boot_lang[:n].sum(0), acc.vocab_all if acc.track_vocab else None)
         for i, name in enumerate(lang_names):
-            add("language", name, lang_tab[i], boot_lang[i],
-                acc.vocab_lang.get(i, np.zeros(0, bool)) if acc.track_vocab else None)
+            add(
+                "language",
+                name,
+                lang_tab[i],
+                boot_lang[i],
+                acc.vocab_lang.get(i, np.zeros(0, bool)) if acc.track_vocab else None,
+            )
         for s in np.flatnonzero(acc.counts.script[:, C["chars"]]):
-            add("script", U.SCRIPTS[s], acc.counts.script[s], acc.boot.script[s],
-                acc.vocab_script.get(int(s), np.zeros(0, bool)) if acc.track_vocab else None)
-        f = pd.DataFrame(np.array(rows, dtype=np.int64).reshape(-1, len(COUNTS)),
-                         columns=list(COUNTS))
+            add(
+                "script",
+                U.SCRIPTS[s],
+                acc.counts.script[s],
+                acc.boot.script[s],
+                acc.vocab_script.get(int(s), np.zeros(0, bool)) if acc.track_vocab else None,
+            )
+        f = pd.DataFrame(
+            np.array(rows, dtype=np.int64).reshape(-1, len(COUNTS)), columns=list(COUNTS)
+        )
         f.insert(0, "key", keys)
         f.insert(0, "group", groups)
         f.insert(0, "kind", t.kind)
@@ -93,8 +103,12 @@ def _ratios(f: pd.DataFrame, total: np.ndarray) -> None:
     # Pre-tokens that begin with a combining mark or a ZWJ: the pre-tokenizer itself cut inside
     # a cluster (mark_initial_rate counts tokens, which the vocabulary also decides). A ZWNJ
     # asks for the parts to stay apart, so a cut before it is kept separate.
-    _rate(f, "pretoken_mark_initial_rate",
-          f.pretoken_mark_initial + f.pretoken_zwj_initial, f.pretokens)
+    _rate(
+        f,
+        "pretoken_mark_initial_rate",
+        f.pretoken_mark_initial + f.pretoken_zwj_initial,
+        f.pretokens,
+    )
     _rate(f, "pretoken_zwnj_initial_rate", f.pretoken_zwnj_initial, f.pretokens)
     _rate(f, "pretoken_cut_word_rate", f.pretoken_cut_words, f.pretoken_words)
 
@@ -114,18 +128,40 @@ def docs_frame(state) -> pd.DataFrame:
     # deferred: pandas off the start-up path
     import pandas as pd
 
-    cols = ["tokenizer", "lang", "source", "line", "script", "chars", "graphemes", "bytes",
-            "tokens"]
+    cols = [
+        "tokenizer",
+        "lang",
+        "source",
+        "line",
+        "script",
+        "chars",
+        "graphemes",
+        "bytes",
+        "tokens",
+    ]
     chunks = sorted(state.doc_rows, key=lambda c: c["order"])
     if not chunks:
         return pd.DataFrame(columns=cols)
     joined = lambda key: list(chain.from_iterable(c[key] for c in chunks))
     stacked = lambda key: np.concatenate([c[key] for c in chunks])
     scripts = np.asarray(U.SCRIPTS, dtype=object)[stacked("script")].tolist()
-    base = {"lang": joined("lang"), "source": joined("source"), "line": joined("line"),
-            "script": scripts, "chars": stacked("chars"), "graphemes": stacked("graphemes"),
-            "bytes": stacked("bytes")}
-    parts = [pd.DataFrame({"tokenizer": label, **base,
-                           "tokens": np.concatenate([c["tokens"][label] for c in chunks])})
-             for label in chunks[0]["tokens"]]
+    base = {
+        "lang": joined("lang"),
+        "source": joined("source"),
+        "line": joined("line"),
+        "script": scripts,
+        "chars": stacked("chars"),
+        "graphemes": stacked("graphemes"),
+        "bytes": stacked("bytes"),
+    }
+    parts = [
+        pd.DataFrame(
+            {
+                "tokenizer": label,
+                **base,
+                "tokens": np.concatenate([c["tokens"][label] for c in chunks]),
+            }
+        )
+        for label in chunks[0]["tokens"]
+    ]
     return pd.concat(parts, ignore_index=True)[cols]

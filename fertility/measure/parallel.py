@@ -15,21 +15,19 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import signal
+import threading
+import time
 from collections import Counter
 
 import numpy as np
 
-from fertility.measure import roundtrip
-from fertility.measure.counters import grow_rows
-from fertility.tokenizers import reload_key, reload_tokenizer
-from fertility.corpus import Corpus
-from fertility.measure.counters import TokenizerAccumulator
+from fertility.corpus import Corpus, warn
 from fertility.errors import FertilityError
-from fertility.corpus import warn
-import signal
-import threading
-import time
+from fertility.measure import roundtrip
+from fertility.measure.counters import TokenizerAccumulator, grow_rows
 from fertility.measure.passes import PassState, run_pass
+from fertility.tokenizers import reload_key, reload_tokenizer
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 # Below this much input a second process costs more than it saves, as measured by
@@ -54,7 +52,9 @@ def _reloadable(paths, toks) -> bool:
 
     return not isinstance(paths, Corpus) and all(
         getattr(t, "kind", None) in ("hf", "sentencepiece", "tiktoken", "tekken", PRETOKENIZER)
-        and isinstance(getattr(t, "spec", None), str) for t in toks)
+        and isinstance(getattr(t, "spec", None), str)
+        for t in toks
+    )
 
 
 def _input_bytes(paths) -> int:
@@ -67,18 +67,29 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
     options = {k: v for k, v in corpus_options.items() if k != "on_warning"}
     # every worker reads each file up to the size it has now, even if it grows meanwhile
 
-    options["sizes"] = Corpus([str(p) for p in paths], **options,
-                              on_warning=lambda m: None).sizes()
+    options["sizes"] = Corpus([str(p) for p in paths], **options, on_warning=lambda m: None).sizes()
     on_warning = corpus_options.get("on_warning")
     ctx = multiprocessing.get_context("spawn")
     messages = ctx.Queue()
     specs = [reload_key(t) for t in toks]
-    procs = [ctx.Process(target=_worker, daemon=True,
-                         args=(os.getpid(), w, n_workers, [str(p) for p in paths], options,
-                               specs,
-                               (state.seed, state.detail_docs, state.keep_docs),
-                               batch_size, messages))
-             for w in range(n_workers)]
+    procs = [
+        ctx.Process(
+            target=_worker,
+            daemon=True,
+            args=(
+                os.getpid(),
+                w,
+                n_workers,
+                [str(p) for p in paths],
+                options,
+                specs,
+                (state.seed, state.detail_docs, state.keep_docs),
+                batch_size,
+                messages,
+            ),
+        )
+        for w in range(n_workers)
+    ]
     for p in procs:
         p.start()
     results, done, bytes_ = {}, {}, {}
@@ -89,8 +100,10 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
             except queue.Empty:
                 dead = [p for p in procs if p.exitcode not in (None, 0)]
                 if dead:
-                    raise FertilityError(f"a measuring process died (exit code "
-                                         f"{dead[0].exitcode}); run with workers=1") from None
+                    raise FertilityError(
+                        f"a measuring process died (exit code "
+                        f"{dead[0].exitcode}); run with workers=1"
+                    ) from None
                 continue
             if kind == "progress":
                 done[w], bytes_[w] = payload
@@ -144,14 +157,12 @@ def _end_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _worker(parent, w, n_workers, paths, options, specs, settings, batch_size,
-            messages) -> None:
+def _worker(parent, w, n_workers, paths, options, specs, settings, batch_size, messages) -> None:
     _end_with_parent(parent)
     # One tokenizer thread per process: the processes are the parallelism.
     os.environ["RAYON_NUM_THREADS"] = "1"
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
-
         warn = (lambda m: messages.put(("warning", w, m))) if w == 0 else (lambda m: None)
         corpus = Corpus(paths, **options, on_warning=warn)
         toks = [reload_tokenizer(*s) for s in specs]
@@ -161,13 +172,28 @@ def _worker(parent, w, n_workers, paths, options, specs, settings, batch_size,
         def progress(docs, nbytes):
             messages.put(("progress", w, (docs, nbytes)))
 
-        run_pass(corpus, toks, accs, state, batch_size, progress=progress,
-                 owned=lambda i: i % n_workers == w)
-        messages.put(("result", w, {
-            "accs": [_export(a) for a in accs], "doc_rows": state.doc_rows,
-            "langs": state.langs, "docs_table_full": state.docs_table_full,
-            "summary": corpus.summary() if w == 0 else None,
-        }))
+        run_pass(
+            corpus,
+            toks,
+            accs,
+            state,
+            batch_size,
+            progress=progress,
+            owned=lambda i: i % n_workers == w,
+        )
+        messages.put(
+            (
+                "result",
+                w,
+                {
+                    "accs": [_export(a) for a in accs],
+                    "doc_rows": state.doc_rows,
+                    "langs": state.langs,
+                    "docs_table_full": state.docs_table_full,
+                    "summary": corpus.summary() if w == 0 else None,
+                },
+            )
+        )
     except BaseException as exc:  # handed to the parent, which raises it
         try:
             messages.put(("error", w, exc))
@@ -177,12 +203,19 @@ def _worker(parent, w, n_workers, paths, options, specs, settings, batch_size,
 
 def _export(acc) -> dict:
     """What the parent needs from an accumulator (everything but the tokenizer object)."""
-    return {"lang": acc.counts.lang, "script": acc.counts.script,
-            "boot": (acc.boot.lang, acc.boot.script),
-            "vocab_all": acc.vocab_all, "vocab_lang": acc.vocab_lang,
-            "vocab_script": acc.vocab_script, "byte_fallback_chars": acc.byte_fallback_chars,
-            "unk_chars": acc.unk_chars, "samples": acc.samples,
-            "normalization": acc.normalization, "roundtrip": acc.roundtrip}
+    return {
+        "lang": acc.counts.lang,
+        "script": acc.counts.script,
+        "boot": (acc.boot.lang, acc.boot.script),
+        "vocab_all": acc.vocab_all,
+        "vocab_lang": acc.vocab_lang,
+        "vocab_script": acc.vocab_script,
+        "byte_fallback_chars": acc.byte_fallback_chars,
+        "unk_chars": acc.unk_chars,
+        "samples": acc.samples,
+        "normalization": acc.normalization,
+        "roundtrip": acc.roundtrip,
+    }
 
 
 def _add_rows(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
@@ -198,15 +231,19 @@ def _merge(acc, part: dict) -> None:
     acc.boot.script += script
     if acc.track_vocab:
         acc.vocab_all |= part["vocab_all"]
-        for mine, theirs in ((acc.vocab_lang, part["vocab_lang"]),
-                             (acc.vocab_script, part["vocab_script"])):
+        for mine, theirs in (
+            (acc.vocab_lang, part["vocab_lang"]),
+            (acc.vocab_script, part["vocab_script"]),
+        ):
             for key, mask in theirs.items():
                 if key in mine:
                     mine[key] |= mask
                 else:
                     mine[key] = mask
-    for mine, theirs in ((acc.byte_fallback_chars, part["byte_fallback_chars"]),
-                         (acc.unk_chars, part["unk_chars"])):
+    for mine, theirs in (
+        (acc.byte_fallback_chars, part["byte_fallback_chars"]),
+        (acc.unk_chars, part["unk_chars"]),
+    ):
         for key, counter in theirs.items():
             mine.setdefault(key, Counter()).update(counter)
     for key, items in part["samples"].items():
@@ -217,5 +254,4 @@ def _merge(acc, part: dict) -> None:
     norm, other = acc.normalization, part["normalization"]
     norm["checked_docs"] += other["checked_docs"]
     norm["changed_docs"] += other["changed_docs"]
-    norm["examples"] = sorted(norm["examples"] + other["examples"],
-                              key=lambda x: x["order"])[:5]
+    norm["examples"] = sorted(norm["examples"] + other["examples"], key=lambda x: x["order"])[:5]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import queue
 import threading
-from fertility.measure.batch import encode_flat, measure_batch
-from fertility.errors import CorpusError
 
+from fertility.errors import CorpusError
+from fertility.measure.batch import encode_flat, measure_batch
 
 # A batch ends at `batch_size` documents or this many characters, whichever comes first: big
 # enough that numpy's per-call cost is spread over many characters (4,096 documents of real
@@ -18,6 +18,7 @@ BATCH_CHARS = 1 << 18
 def run_pass(corpus, toks, accs, state, batch_size: int, *, owned=None, progress=None) -> None:
     """One pass over the corpus; with `owned` (batch number -> bool) only those batches are
     encoded and measured, the others only advance the order-dependent bookkeeping."""
+
     def encode_all(texts):
         return [encode_flat(t, texts) for t in toks]
 

@@ -26,18 +26,33 @@ from __future__ import annotations
 import unicodedata
 from collections import Counter
 
-CAUSES = ("unk", "lowercase", "stripped_accents", "composition_exclusion", "compatibility",
-          "whitespace", "reordered", "normaliser", "decoder")
+CAUSES = (
+    "unk",
+    "lowercase",
+    "stripped_accents",
+    "composition_exclusion",
+    "compatibility",
+    "whitespace",
+    "reordered",
+    "normaliser",
+    "decoder",
+)
 EXAMPLES = 3  # changed passages kept per (tokenizer, language)
 
 
 def new_changes() -> dict:
-    return {"failures": 0, "lost": Counter(), "added": Counter(), "causes": Counter(),
-            "examples": []}
+    return {
+        "failures": 0,
+        "lost": Counter(),
+        "added": Counter(),
+        "causes": Counter(),
+        "examples": [],
+    }
 
 
-def record(changes: dict, text: str, decoded: str, normalized: str, unk_text: str | None,
-           order) -> None:
+def record(
+    changes: dict, text: str, decoded: str, normalized: str, unk_text: str | None, order
+) -> None:
     """Add one failing document (decoded != text) to `changes`. unk_text: how the unknown
     token decodes ("[UNK]") when the document has one, else None; its letters are the UNK's
     trace, not text the tokenizer added, so they are not counted as added."""
@@ -87,8 +102,9 @@ def _char_causes(before: str, after: str) -> set[str]:
             out.add("composition_exclusion")
         elif unicodedata.normalize("NFKC", c) != c:
             out.add("compatibility")
-        elif c != c.lower() and (c.lower() in added or
-                                 unicodedata.normalize("NFD", c.lower())[0] in added):
+        elif c != c.lower() and (
+            c.lower() in added or unicodedata.normalize("NFD", c.lower())[0] in added
+        ):
             out.add("lowercase")
             if len(nfd) > 1 and nfd[0].lower() in added:
                 out.add("stripped_accents")
@@ -102,13 +118,15 @@ def merge(mine: dict, theirs: dict) -> None:
     mine["failures"] += theirs["failures"]
     for k in ("lost", "added", "causes"):
         mine[k].update(theirs[k])
-    mine["examples"] = sorted(mine["examples"] + theirs["examples"],
-                              key=lambda x: x["order"])[:EXAMPLES]
+    mine["examples"] = sorted(mine["examples"] + theirs["examples"], key=lambda x: x["order"])[
+        :EXAMPLES
+    ]
 
 
 def diff_example(before: str, after: str, context: int = 30) -> dict:
     """The passage around the first difference of two strings."""
-    i = next((k for k, (x, y) in enumerate(zip(before, after)) if x != y),
-             min(len(before), len(after)))
+    i = next(
+        (k for k, (x, y) in enumerate(zip(before, after)) if x != y), min(len(before), len(after))
+    )
     lo = max(0, i - context)
-    return {"before": before[lo:i + context], "after": after[lo:i + context], "at": i}
+    return {"before": before[lo : i + context], "after": after[lo : i + context], "at": i}

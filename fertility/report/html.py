@@ -21,14 +21,13 @@ import plotly.offline
 from plotly.utils import PlotlyJSONEncoder
 
 from fertility import unicode as U
-from fertility.report import summary as S
 from fertility.gate import evaluate
 from fertility.policy import default_policy
+from fertility.report import summary as S
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 _SEV_COLOR = {"error": "#b91c1c", "warning": "#b45309", "info": "#1d4ed8"}
-_PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f",
-            "#be185d"]
+_PALETTE = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4d7c0f", "#be185d"]
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI","Noto Sans","Noto Sans Bengali",
 "Noto Sans Devanagari","Noto Sans Tamil","Noto Sans Telugu","Noto Sans Thai","Noto Sans Arabic",
@@ -66,8 +65,13 @@ def esc(value: Any) -> str:
 
 def _json(obj: Any) -> str:
     text = json.dumps(obj, cls=PlotlyJSONEncoder, ensure_ascii=False)
-    for a, b in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"),
-                 ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+    for a, b in (
+        ("&", "\\u0026"),
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
         text = text.replace(a, b)
     return text
 
@@ -80,8 +84,7 @@ def _fmt(x: Any, digits: int = 2) -> str:
     return "" if math.isnan(v) else f"{v:.{digits}f}"
 
 
-def render_html(report: Any, findings: list, gate_result: Any = None, *,
-                policy: Any = None) -> str:
+def render_html(report: Any, findings: list, gate_result: Any = None, *, policy: Any = None) -> str:
     """The whole report as one HTML string. gate_result: the gate's own verdict (`fertility
     gate --html`, `fertility fix`); else the verdicts come from evaluating `policy` (default:
     the built-in one) on the report, as `fertility report` prints them."""
@@ -93,65 +96,94 @@ def render_html(report: Any, findings: list, gate_result: Any = None, *,
     scripts = _order_keys(frame, "script")
     result = gate_result
     if result is None and labels:
-
         result = evaluate(report, policy or default_policy(), findings=findings)
-    parts = ["<h1>Tokenizer fertility report</h1>",
-             _verdict_section(report, result, gated=gate_result is not None),
-             _overview(report, tokd)]
-    figs = [("cpt", "Characters per token, by script (95% interval)",
-             _fig_cpt(frame, shown, scripts)),
-            ("share", "Share of tokens against share of characters, by language",
-             _fig_share(frame, shown)),
-            ("ceiling", "Pre-tokenizer ceiling against what the tokenizer reaches",
-             _fig_ceiling(frame, labels, families, scripts))]
+    parts = [
+        "<h1>Tokenizer fertility report</h1>",
+        _verdict_section(report, result, gated=gate_result is not None),
+        _overview(report, tokd),
+    ]
+    figs = [
+        ("cpt", "Characters per token, by script (95% interval)", _fig_cpt(frame, shown, scripts)),
+        (
+            "share",
+            "Share of tokens against share of characters, by language",
+            _fig_share(frame, shown),
+        ),
+        (
+            "ceiling",
+            "Pre-tokenizer ceiling against what the tokenizer reaches",
+            _fig_ceiling(frame, labels, families, scripts),
+        ),
+    ]
     for name, title, fig in figs:
         if fig is None:
             continue
-        parts.append(f"<h2>{esc(title)}</h2><div id=\"plot-{name}\" class=\"plot\"></div>"
-                     f"<script type=\"application/json\" data-plot=\"plot-{name}\">"
-                     f"{_json(fig.to_plotly_json())}</script>")
+        parts.append(
+            f'<h2>{esc(title)}</h2><div id="plot-{name}" class="plot"></div>'
+            f'<script type="application/json" data-plot="plot-{name}">'
+            f"{_json(fig.to_plotly_json())}</script>"
+        )
     parts.append(_table_section(frame, shown, scripts))
     if gate_result is not None:
         parts.append(_gate_section(gate_result))
     parts.append(_findings_section(findings, shown))
     parts.append(_samples_section(report, findings, labels + families))
     body = "\n".join(parts)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>fertility report</title><style>{_CSS}</style>"
-            f"<script>{plotly.offline.get_plotlyjs()}</script></head>\n<body>\n{body}\n"
-            f"<script>{_INIT}</script>\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>fertility report</title><style>{_CSS}</style>"
+        f"<script>{plotly.offline.get_plotlyjs()}</script></head>\n<body>\n{body}\n"
+        f"<script>{_INIT}</script>\n</body></html>\n"
+    )
 
 
 _BADGE = {"PASS": "pass", "PASS, LOSSY": "lossy", "FAIL": "fail", "UNCERTAIN": "uncertain"}
 
 
 def _badge(word: str) -> str:
-    return f"<span class=\"verdict {_BADGE.get(word, 'uncertain')}\">{esc(word)}</span>"
+    return f'<span class="verdict {_BADGE.get(word, "uncertain")}">{esc(word)}</span>'
 
 
 def _verdict_section(report: Any, result: Any, *, gated: bool) -> str:
     """The answer first: one row per tokenizer with the figures that decide it. A tokenizer
     whose text does not round-trip is never shown as a plain PASS."""
     if result is None:
-        return ("<p>Corpus profile: no tokenizer named, so no verdict; the charts show the "
-                "ceilings of the standard pre-tokenizers.</p>")
+        return (
+            "<p>Corpus profile: no tokenizer named, so no verdict; the charts show the "
+            "ceilings of the standard pre-tokenizers.</p>"
+        )
     vs = S.verdicts(report, result)
-    head = ("PASS, LOSSY" if result.passed and any(v.verdict == "PASS, LOSSY" for v in vs)
-            else "PASS" if result.passed else "FAIL")
+    head = (
+        "PASS, LOSSY"
+        if result.passed and any(v.verdict == "PASS, LOSSY" for v in vs)
+        else "PASS"
+        if result.passed
+        else "FAIL"
+    )
     title = f"<h2>Gate {_badge(head)}</h2>" if gated else "<h2>Verdict</h2>"
     rows = []
     for v in vs:
         cells = S.verdict_cells(v)
-        rows.append(f"<tr><td>{_badge(cells[0])}</td>"
-                    + "".join(f"<td>{esc(c)}</td>" for c in cells[1:]) + "</tr>")
+        rows.append(
+            f"<tr><td>{_badge(cells[0])}</td>"
+            + "".join(f"<td>{esc(c)}</td>" for c in cells[1:])
+            + "</tr>"
+        )
     pref = S.preference(vs)
-    return (title + "<table class=summary><tr>"
-            + "".join(f"<th>{esc(h)}</th>" for h in S.SUMMARY_HEADERS) + "</tr>"
-            + "".join(rows) + "</table>" + (f"<p><b>{esc(pref)}</b></p>" if pref else ""))
+    return (
+        title
+        + "<table class=summary><tr>"
+        + "".join(f"<th>{esc(h)}</th>" for h in S.SUMMARY_HEADERS)
+        + "</tr>"
+        + "".join(rows)
+        + "</table>"
+        + (f"<p><b>{esc(pref)}</b></p>" if pref else "")
+    )
 
 
 # ---------------------------------------------------------------- sections
+
 
 def _order_keys(frame, group: str) -> list[str]:
     rows = frame[frame["group"] == group]
@@ -169,9 +201,12 @@ def _overview(report: Any, tokd: dict) -> str:
     toks = "".join(
         f"<tr><td>{esc(d['label'])}</td><td>{esc(d.get('kind', ''))}</td>"
         f"<td class=num>{esc(d.get('vocab_size') or '')}</td><td>{esc(d.get('spec', ''))}</td></tr>"
-        for d in tokd.values())
-    return (f"<p class=muted>corpus: {esc(line)}</p><table><tr><th>tokenizer</th><th>kind</th>"
-            f"<th>vocabulary</th><th>spec</th></tr>{toks}</table>")
+        for d in tokd.values()
+    )
+    return (
+        f"<p class=muted>corpus: {esc(line)}</p><table><tr><th>tokenizer</th><th>kind</th>"
+        f"<th>vocabulary</th><th>spec</th></tr>{toks}</table>"
+    )
 
 
 def _gate_section(g: Any) -> str:
@@ -180,18 +215,26 @@ def _gate_section(g: Any) -> str:
     for c in g.checks:
         iv = "" if c.lo is None else f"[{_fmt(c.lo, 3)}, {_fmt(c.hi, 3)}]"
         thr = "" if c.threshold is None else f"{c.direction} {c.threshold:g}"
-        rows.append(f"<tr><td><span class=\"verdict {esc(c.verdict)}\">{esc(c.verdict)}</span>"
-                    f"</td><td>{esc(c.tokenizer)}</td><td>{esc(c.name)}</td>"
-                    f"<td>{esc(c.group)}={esc(c.key)}</td><td class=num>{_fmt(c.value, 3)}</td>"
-                    f"<td class=num>{esc(iv)}</td><td>{esc(thr)}</td><td>{esc(c.note)}</td></tr>")
-    need = ("<p>uncertain: need more text (an interval straddles its threshold)</p>"
-            if any(c.verdict == "uncertain" for c in g.checks) else "")
+        rows.append(
+            f'<tr><td><span class="verdict {esc(c.verdict)}">{esc(c.verdict)}</span>'
+            f"</td><td>{esc(c.tokenizer)}</td><td>{esc(c.name)}</td>"
+            f"<td>{esc(c.group)}={esc(c.key)}</td><td class=num>{_fmt(c.value, 3)}</td>"
+            f"<td class=num>{esc(iv)}</td><td>{esc(thr)}</td><td>{esc(c.note)}</td></tr>"
+        )
+    need = (
+        "<p>uncertain: need more text (an interval straddles its threshold)</p>"
+        if any(c.verdict == "uncertain" for c in g.checks)
+        else ""
+    )
     fails = sum(c.verdict != "pass" for c in g.checks)
-    return (f"<h2>Gate checks</h2><details{' open' if head == 'fail' else ''}><summary>"
-            f"{len(g.checks)} checks, {fails} not passed</summary>{need}"
-            "<table><tr><th>verdict</th><th>tokenizer</th><th>check</th><th>row</th>"
-            "<th>value</th><th>95% interval</th><th>threshold</th><th>note</th></tr>"
-            + "".join(rows) + "</table></details>")
+    return (
+        f"<h2>Gate checks</h2><details{' open' if head == 'fail' else ''}><summary>"
+        f"{len(g.checks)} checks, {fails} not passed</summary>{need}"
+        "<table><tr><th>verdict</th><th>tokenizer</th><th>check</th><th>row</th>"
+        "<th>value</th><th>95% interval</th><th>threshold</th><th>note</th></tr>"
+        + "".join(rows)
+        + "</table></details>"
+    )
 
 
 def _evidence(ev: dict) -> str:
@@ -225,13 +268,15 @@ def _findings_section(findings: list, labels: list[str]) -> str:
         rows = "".join(
             f"<tr><td>{esc(f.group)}={esc(f.key)}</td><td>{esc(f.cause)}</td>"
             f"<td>{esc(f.fix)}</td><td class=muted>{_evidence(f.evidence)}</td></tr>"
-            for f in by[(g.severity, g.rule, g.tokenizer)])
+            for f in by[(g.severity, g.rule, g.tokenizer)]
+        )
         parts.append(
-            f"<details><summary><span class=sev style=\"color:"
-            f"{_SEV_COLOR.get(g.severity, '#111')}\">{esc(g.severity)}</span> "
+            f'<details><summary><span class=sev style="color:'
+            f'{_SEV_COLOR.get(g.severity, "#111")}">{esc(g.severity)}</span> '
             f"<b>{esc(g.rule)}</b> {esc(g.tokenizer)} \u00b7 {len(g.keys)}: "
             f"{esc(' '.join(g.keys))}{esc(worst)}</summary><table><tr><th>row</th>"
-            f"<th>cause</th><th>fix</th><th>evidence</th></tr>{rows}</table></details>")
+            f"<th>cause</th><th>fix</th><th>evidence</th></tr>{rows}</table></details>"
+        )
     return "\n".join(parts)
 
 
@@ -248,20 +293,32 @@ def _table_section(frame, labels: list[str], scripts: list[str]) -> str:
                 cells.append("<td></td>")
                 continue
             r = rows.loc[(lab, s)]
-            cells.append(f"<td class=num>{_fmt(r['chars_per_token'])} "
-                         f"[{_fmt(r['chars_per_token_lo'])}, {_fmt(r['chars_per_token_hi'])}]"
-                         f"<br><span class=muted>marks {_fmt(r['mark_initial_rate'] * 100, 1)}%"
-                         f" \u00b7 ceiling {_fmt(r['chars_per_pretoken'])}</span></td>")
+            cells.append(
+                f"<td class=num>{_fmt(r['chars_per_token'])} "
+                f"[{_fmt(r['chars_per_token_lo'])}, {_fmt(r['chars_per_token_hi'])}]"
+                f"<br><span class=muted>marks {_fmt(r['mark_initial_rate'] * 100, 1)}%"
+                f" \u00b7 ceiling {_fmt(r['chars_per_pretoken'])}</span></td>"
+            )
         body.append(f"<tr><th>{esc(s)}</th>{''.join(cells)}</tr>")
-    return ("<h2>Side by side: characters per token [95% interval]</h2>"
-            f"<table><tr><th>script</th>{head}</tr>{''.join(body)}</table>")
+    return (
+        "<h2>Side by side: characters per token [95% interval]</h2>"
+        f"<table><tr><th>script</th>{head}</tr>{''.join(body)}</table>"
+    )
 
 
 # ---------------------------------------------------------------- charts
 
+
 def _layout(title_y: str, **kw) -> dict:
-    return dict(yaxis_title=title_y, barmode="group", height=420, template="plotly_white",
-                margin={"l": 60, "r": 20, "t": 30, "b": 60}, legend={"orientation": "h", "y": 1.12}, **kw)
+    return dict(
+        yaxis_title=title_y,
+        barmode="group",
+        height=420,
+        template="plotly_white",
+        margin={"l": 60, "r": 20, "t": 30, "b": 60},
+        legend={"orientation": "h", "y": 1.12},
+        **kw,
+    )
 
 
 def _fig_cpt(frame, labels: list[str], scripts: list[str]):
@@ -272,12 +329,18 @@ def _fig_cpt(frame, labels: list[str], scripts: list[str]):
         rows = frame[(frame["tokenizer"] == lab) & (frame["group"] == "script")]
         rows = rows.set_index("key").reindex(scripts)
         y = rows["chars_per_token"].astype(float)
-        fig.add_bar(name=esc(lab), x=[esc(s) for s in scripts], y=y.tolist(),
-                    marker_color=_PALETTE[i % len(_PALETTE)],
-                    error_y={"type": "data", "symmetric": False,
-                                 "array": (rows["chars_per_token_hi"].astype(float) - y).tolist(),
-                                 "arrayminus": (y - rows["chars_per_token_lo"].astype(float))
-                                 .tolist()})
+        fig.add_bar(
+            name=esc(lab),
+            x=[esc(s) for s in scripts],
+            y=y.tolist(),
+            marker_color=_PALETTE[i % len(_PALETTE)],
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": (rows["chars_per_token_hi"].astype(float) - y).tolist(),
+                "arrayminus": (y - rows["chars_per_token_lo"].astype(float)).tolist(),
+            },
+        )
     fig.update_layout(**_layout("characters per token"))
     return fig
 
@@ -288,14 +351,24 @@ def _fig_share(frame, labels: list[str]):
         return None
     fig = go.Figure()
     top = float(max(rows["char_share"].max(), rows["token_share"].max(), 0.01)) * 1.05
-    fig.add_scatter(x=[0, top], y=[0, top], mode="lines", name="tokens = characters",
-                    line={"color": "#999", "dash": "dot"})
+    fig.add_scatter(
+        x=[0, top],
+        y=[0, top],
+        mode="lines",
+        name="tokens = characters",
+        line={"color": "#999", "dash": "dot"},
+    )
     for i, lab in enumerate(labels):
         r = rows[rows["tokenizer"] == lab]
-        fig.add_scatter(x=r["char_share"].tolist(), y=r["token_share"].tolist(),
-                        mode="markers+text", name=esc(lab), text=[esc(k) for k in r["key"]],
-                        textposition="top center", marker={"size": 10,
-                                                               "color": _PALETTE[i % len(_PALETTE)]})
+        fig.add_scatter(
+            x=r["char_share"].tolist(),
+            y=r["token_share"].tolist(),
+            mode="markers+text",
+            name=esc(lab),
+            text=[esc(k) for k in r["key"]],
+            textposition="top center",
+            marker={"size": 10, "color": _PALETTE[i % len(_PALETTE)]},
+        )
     fig.update_layout(**_layout("share of tokens", xaxis_title="share of characters"))
     return fig
 
@@ -309,18 +382,31 @@ def _fig_ceiling(frame, labels: list[str], families: list[str], scripts: list[st
         rows = frame[(frame["tokenizer"] == lab) & (frame["group"] == "script")]
         rows = rows.set_index("key").reindex(scripts)
         color = _PALETTE[i % len(_PALETTE)]
-        fig.add_bar(name=f"{esc(lab)}: actual", x=x, y=rows["chars_per_token"].tolist(),
-                    marker_color=color)
-        fig.add_scatter(name=f"{esc(lab)}: own ceiling", x=x,
-                        y=rows["chars_per_pretoken"].tolist(), mode="markers",
-                        marker={"symbol": "line-ew-open", "size": 28, "color": color,
-                                    "line": {"width": 3, "color": color}})
+        fig.add_bar(
+            name=f"{esc(lab)}: actual", x=x, y=rows["chars_per_token"].tolist(), marker_color=color
+        )
+        fig.add_scatter(
+            name=f"{esc(lab)}: own ceiling",
+            x=x,
+            y=rows["chars_per_pretoken"].tolist(),
+            mode="markers",
+            marker={
+                "symbol": "line-ew-open",
+                "size": 28,
+                "color": color,
+                "line": {"width": 3, "color": color},
+            },
+        )
     for j, fam in enumerate(families):
         rows = frame[(frame["tokenizer"] == fam) & (frame["group"] == "script")]
         rows = rows.set_index("key").reindex(scripts)
-        fig.add_scatter(name=f"{esc(fam)} ceiling", x=x, y=rows["chars_per_token"].tolist(),
-                        mode="markers", marker={"symbol": "diamond", "size": 11,
-                                                    "color": _PALETTE[(j + 3) % len(_PALETTE)]})
+        fig.add_scatter(
+            name=f"{esc(fam)} ceiling",
+            x=x,
+            y=rows["chars_per_token"].tolist(),
+            mode="markers",
+            marker={"symbol": "diamond", "size": 11, "color": _PALETTE[(j + 3) % len(_PALETTE)]},
+        )
     fig.update_layout(**_layout("characters per token / per pre-token"))
     return fig
 
@@ -361,8 +447,10 @@ def tokens_html(text: str, spans: list, ids: list | None = None, token_bytes=Non
         cls = f"t{n % 2}" + (" bp" if len(ks) > 1 else "")
         if piece and marks[s]:
             cls += " mi"
-        out.append(f"<span class=\"{cls}\" title=\"{esc(_title(piece, ks, ids, token_bytes))}"
-                   f"\">{esc(piece)}</span>")
+        out.append(
+            f'<span class="{cls}" title="{esc(_title(piece, ks, ids, token_bytes))}'
+            f'">{esc(piece)}</span>'
+        )
         cursor = max(cursor, e)
     if cursor < len(text):
         out.append(esc(text[cursor:]))
@@ -374,8 +462,10 @@ def _title(piece: str, ks: list[int], ids: list | None, token_bytes) -> str:
         return f"bytes {piece.encode('utf-8').hex(' ')}"
     tid = [int(ids[k]) for k in ks]
     if token_bytes is None:
-        return (f"token{'s' if len(tid) > 1 else ''} {', '.join(map(str, tid))}; text bytes "
-                f"{piece.encode('utf-8').hex(' ')}")
+        return (
+            f"token{'s' if len(tid) > 1 else ''} {', '.join(map(str, tid))}; text bytes "
+            f"{piece.encode('utf-8').hex(' ')}"
+        )
     return "; ".join(f"token {t}: bytes {token_bytes(t).hex(' ')}" for t in tid)
 
 
@@ -393,20 +483,25 @@ def _samples_section(report: Any, findings: list, labels: list[str]) -> str:
     flagged = _flagged_scripts(findings, samples)
     if not flagged:
         return "<h2>Samples</h2><p class=muted>No script was flagged.</p>"
-    legend = ("<p class=legend><span class=t0>token</span><span class=t1>next token</span>"
-              "<span class=\"t0 mi\">begins with a combining mark</span>"
-              "<span class=bp>a character spelled in byte pieces (several tokens)</span> "
-              "<span class=muted>(hover a token for its id and bytes)</span></p>")
+    legend = (
+        "<p class=legend><span class=t0>token</span><span class=t1>next token</span>"
+        '<span class="t0 mi">begins with a combining mark</span>'
+        "<span class=bp>a character spelled in byte pieces (several tokens)</span> "
+        "<span class=muted>(hover a token for its id and bytes)</span></p>"
+    )
     parts = ["<h2 id=samples>Samples of flagged scripts, token by token</h2>", legend]
     # the loaded tokenizers (a measured report holds them) spell each id's bytes
-    live = {d["label"]: d["tokenizer"].token_bytes for d in getattr(report, "tokenizers", [])
-            if d.get("kind") != PRETOKENIZER and d.get("tokenizer") is not None}
+    live = {
+        d["label"]: d["tokenizer"].token_bytes
+        for d in getattr(report, "tokenizers", [])
+        if d.get("kind") != PRETOKENIZER and d.get("tokenizer") is not None
+    }
     real = {d["label"] for d in getattr(report, "tokenizers", []) if d.get("kind") != PRETOKENIZER}
     for script in flagged:
         cols = [lab for lab in labels if samples.get((lab, script))]
         n = max(len(samples[(lab, script)]) for lab in cols)
         direction = "rtl" if script in _RTL else "ltr"
-        parts.append(f"<h3 id=\"sample-{esc(script)}\">{esc(script)}</h3>")
+        parts.append(f'<h3 id="sample-{esc(script)}">{esc(script)}</h3>')
         for i in range(n):
             cells = []
             for lab in cols:
@@ -416,10 +511,15 @@ def _samples_section(report: Any, findings: list, labels: list[str]) -> str:
                     continue
                 d = docs[i]
                 more = " \u2026" if d.get("truncated") else ""
-                toks = tokens_html(d["text"], d["spans"], d.get("ids") if lab in real else
-                                   None, live.get(lab))
-                cells.append(f"<div><h4>{esc(lab)} \u00b7 {len(d['spans'])} tokens</h4>"
-                             f"<div class=toks dir=\"{direction}\">{toks}{more}</div></div>")
-            parts.append(f"<div class=cmp style=\"grid-template-columns:repeat({len(cols)},"
-                         f"minmax(0,1fr))\">{''.join(cells)}</div>")
+                toks = tokens_html(
+                    d["text"], d["spans"], d.get("ids") if lab in real else None, live.get(lab)
+                )
+                cells.append(
+                    f"<div><h4>{esc(lab)} \u00b7 {len(d['spans'])} tokens</h4>"
+                    f'<div class=toks dir="{direction}">{toks}{more}</div></div>'
+                )
+            parts.append(
+                f'<div class=cmp style="grid-template-columns:repeat({len(cols)},'
+                f'minmax(0,1fr))">{"".join(cells)}</div>'
+            )
     return "\n".join(parts)

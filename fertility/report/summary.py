@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fertility.findings import RULES, SEVERITY_ORDER
-from fertility.report.table import grid
 from fertility.gate import NEED_MORE
+from fertility.report.table import grid
 
 # rule -> (evidence key, "max" or "min" is worse, how the worst value reads)
 _WORST = {
@@ -32,14 +32,14 @@ _WORST = {
 @dataclass
 class Verdict:
     label: str
-    verdict: str                  # "PASS" | "PASS, LOSSY" | "FAIL" | "UNCERTAIN"
-    failed: int                   # failed checks
+    verdict: str  # "PASS" | "PASS, LOSSY" | "FAIL" | "UNCERTAIN"
+    failed: int  # failed checks
     uncertain: int
     passed: int
-    worst: Any                    # the chars_per_token script check furthest under its floor
-    below: int                    # scripts whose interval lies under their floor
-    floored: int                  # scripts checked against a floor
-    premium: Any                  # the premium check with the highest premium, or None
+    worst: Any  # the chars_per_token script check furthest under its floor
+    below: int  # scripts whose interval lies under their floor
+    floored: int  # scripts checked against a floor
+    premium: Any  # the premium check with the highest premium, or None
     rt_failures: int
     rt_checked: int
     errors: int
@@ -65,8 +65,14 @@ def verdicts(report: Any, result: Any) -> list[Verdict]:
         checks = [c for c in result.checks if c.tokenizer == lab]
         n = {v: sum(c.verdict == v for c in checks) for v in ("fail", "uncertain", "pass")}
         blocking = [f for f in result.blocking if f.tokenizer == lab]
-        cpt = [c for c in checks if c.name == "chars_per_token" and c.group == "script"
-               and c.value is not None and c.threshold]
+        cpt = [
+            c
+            for c in checks
+            if c.name == "chars_per_token"
+            and c.group == "script"
+            and c.value is not None
+            and c.threshold
+        ]
         worst = min(cpt, key=lambda c: c.value / c.threshold, default=None)
         prem = [c for c in checks if c.name == "premium" and c.value is not None]
         top = max(prem, key=lambda c: c.value, default=None)
@@ -80,10 +86,23 @@ def verdicts(report: Any, result: Any) -> list[Verdict]:
         else:  # a tokenizer that changes text passes only where the policy allows it
             word = "PASS, LOSSY" if rt_f else "PASS"
         mine = [f for f in result.findings if f.tokenizer == lab]
-        out.append(Verdict(lab, word, n["fail"], n["uncertain"], n["pass"], worst,
-                           sum(c.verdict == "fail" for c in cpt), len(cpt), top, rt_f, rt_n,
-                           sum(f.severity == "error" for f in mine),
-                           sum(f.severity == "warning" for f in mine)))
+        out.append(
+            Verdict(
+                lab,
+                word,
+                n["fail"],
+                n["uncertain"],
+                n["pass"],
+                worst,
+                sum(c.verdict == "fail" for c in cpt),
+                len(cpt),
+                top,
+                rt_f,
+                rt_n,
+                sum(f.severity == "error" for f in mine),
+                sum(f.severity == "warning" for f in mine),
+            )
+        )
     return out
 
 
@@ -107,8 +126,15 @@ def verdict_cells(v: Verdict) -> list[str]:
     return [v.verdict, v.label, worst, below, prem, rt, found]
 
 
-SUMMARY_HEADERS = ["verdict", "tokenizer", "worst script vs floor", "under floor",
-                   "max premium", "round trip fails", "gate"]
+SUMMARY_HEADERS = [
+    "verdict",
+    "tokenizer",
+    "worst script vs floor",
+    "under floor",
+    "max premium",
+    "round trip fails",
+    "gate",
+]
 
 
 def verdict_table(vs: list[Verdict], width: int) -> list[str]:
@@ -134,12 +160,15 @@ def preference(vs: list[Verdict]) -> str | None:
     if best.failed != nxt.failed:
         why.append(f"{best.failed} failed checks against {nxt.failed}")
     if best.worst is not None and nxt.worst is not None:
-        why.append(f"worst script {best.worst.key} {best.worst.value:.2f} chars/token against "
-                   f"{nxt.worst.key} {nxt.worst.value:.2f}")
+        why.append(
+            f"worst script {best.worst.key} {best.worst.value:.2f} chars/token against "
+            f"{nxt.worst.key} {nxt.worst.value:.2f}"
+        )
     return f"prefer {best.label}: " + "; ".join(why)
 
 
 # ---------------------------------------------------------------- findings, grouped
+
 
 @dataclass
 class Group:
@@ -148,7 +177,7 @@ class Group:
     tokenizer: str
     keys: list[str]
     worst_key: str | None
-    worst: str | None         # the worst value, as a phrase
+    worst: str | None  # the worst value, as a phrase
 
 
 def group_findings(findings: list, labels: list[str] | None = None) -> list[Group]:
@@ -161,16 +190,24 @@ def group_findings(findings: list, labels: list[str] | None = None) -> list[Grou
     out = []
     for (sev, rule, tok), fs in groups.items():
         key, way, phrase = _WORST.get(rule, (None, "max", ""))
-        scored = [(f.evidence.get(key), f) for f in fs
-                  if key and isinstance(f.evidence.get(key), (int, float))]
+        scored = [
+            (f.evidence.get(key), f)
+            for f in fs
+            if key and isinstance(f.evidence.get(key), (int, float))
+        ]
         worst_key = worst = None
         if scored:
             val, f = (max if way == "max" else min)(scored, key=lambda p: p[0])
             worst_key = f.key
             worst = phrase.format(int(val) if "{:d}" in phrase else val)
         out.append(Group(sev, rule, tok, [f.key for f in fs], worst_key, worst))
-    out.sort(key=lambda g: (SEVERITY_ORDER.get(g.severity, 9), tok_order.get(g.tokenizer, 99),
-                            RULES.index(g.rule) if g.rule in RULES else 99))
+    out.sort(
+        key=lambda g: (
+            SEVERITY_ORDER.get(g.severity, 9),
+            tok_order.get(g.tokenizer, 99),
+            RULES.index(g.rule) if g.rule in RULES else 99,
+        )
+    )
     return out
 
 
@@ -210,36 +247,61 @@ def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> l
     many = len({c.tokenizer for c in result.checks}) > 1
     rows = []
     for c in sorted(result.checks, key=lambda c: _VERDICT_ORDER.get(c.verdict, 3)):
-        rows.append([c.verdict.upper()] + ([c.tokenizer] if many else [])
-                    + [c.name, f"{c.group}={c.key}",
-                       "n/a" if c.value is None else f"{c.value:.3f}",
-                       "" if c.lo is None else f"[{c.lo:.3f}, {c.hi:.3f}]",
-                       "" if c.threshold is None else f"{c.direction} {c.threshold:g}", c.note])
-    headers = ["verdict"] + (["tokenizer"] if many else []) + [
-        "check", "row", "value", "95% interval", "threshold", "note"]
+        rows.append(
+            [c.verdict.upper()]
+            + ([c.tokenizer] if many else [])
+            + [
+                c.name,
+                f"{c.group}={c.key}",
+                "n/a" if c.value is None else f"{c.value:.3f}",
+                "" if c.lo is None else f"[{c.lo:.3f}, {c.hi:.3f}]",
+                "" if c.threshold is None else f"{c.direction} {c.threshold:g}",
+                c.note,
+            ]
+        )
+    headers = (
+        ["verdict"]
+        + (["tokenizer"] if many else [])
+        + ["check", "row", "value", "95% interval", "threshold", "note"]
+    )
     checks = grid(headers, rows)
     if not verbose and max(len(x) for x in checks) > width:  # notes are words, not numbers
         checks = grid(headers[:-1], [r[:-1] for r in rows])
     lines += ["", f"checks ({len(result.checks)}):"] + checks
-    lines += [f"skipped {s['tokenizer']} {s['group']}={s['key']}: {s['reason']}"
-              for s in result.skipped]
+    lines += [
+        f"skipped {s['tokenizer']} {s['group']}={s['key']}: {s['reason']}" for s in result.skipped
+    ]
     # a failed round trip is explained by its finding (which code points change, why)
-    lossy = {(c.tokenizer, c.key) for c in result.checks
-             if c.name == "roundtrip" and c.verdict == "fail"}
-    explain = [f for f in result.findings if f.rule == "roundtrip"
-               and (f.tokenizer, f.key) in lossy and f not in result.blocking]
+    lossy = {
+        (c.tokenizer, c.key) for c in result.checks if c.name == "roundtrip" and c.verdict == "fail"
+    }
+    explain = [
+        f
+        for f in result.findings
+        if f.rule == "roundtrip" and (f.tokenizer, f.key) in lossy and f not in result.blocking
+    ]
     if result.blocking and not verbose:
-        lines += ["", (f"blocking findings ({len(result.blocking)}): one line per rule "
-                       "(-v: each with its cause and fix)")]
+        lines += [
+            "",
+            (
+                f"blocking findings ({len(result.blocking)}): one line per rule "
+                "(-v: each with its cause and fix)"
+            ),
+        ]
         lines += [group_line(g, width) for g in group_findings(result.blocking)]
     for f in (result.blocking if verbose else []) + explain:
-        lines.append(f"{f.severity.upper()} {f.tokenizer} {f.rule} {f.group}={f.key}: "
-                     f"{f.cause} Fix: {f.fix}")
+        lines.append(
+            f"{f.severity.upper()} {f.tokenizer} {f.rule} {f.group}={f.key}: {f.cause} Fix: {f.fix}"
+        )
     n = {v: sum(c.verdict == v for c in result.checks) for v in ("fail", "uncertain", "pass")}
-    lines.append(f"verdict: {head} ({n['fail']} failed, {n['uncertain']} uncertain, "
-                 f"{n['pass']} passed, {len(result.blocking)} blocking findings)")
+    lines.append(
+        f"verdict: {head} ({n['fail']} failed, {n['uncertain']} uncertain, "
+        f"{n['pass']} passed, {len(result.blocking)} blocking findings)"
+    )
     if result.uncertain:
         lines.append(f"{NEED_MORE}: {len(result.uncertain)} checks straddle their threshold;")
-        lines.append("add documents in those scripts to decide (policy: uncertain = "
-                     f"\"{result.policy.get('uncertain', 'fail')}\").")
+        lines.append(
+            "add documents in those scripts to decide (policy: uncertain = "
+            f'"{result.policy.get("uncertain", "fail")}").'
+        )
     return lines

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 
-
 GAP = "  "
 
 
@@ -13,8 +12,9 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((120, 40)).columns
 
 
-def grid(headers: list[str], rows: list[list[str]], spans: list[tuple[str, int]] | None = None
-          ) -> list[str]:
+def grid(
+    headers: list[str], rows: list[list[str]], spans: list[tuple[str, int]] | None = None
+) -> list[str]:
     """Left-aligned first column, right-aligned numbers. `spans`: a title over each run of
     columns (the tokenizer's label over its own columns), widened to hold the title."""
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
@@ -22,7 +22,7 @@ def grid(headers: list[str], rows: list[list[str]], spans: list[tuple[str, int]]
     if spans:
         pos, titles = 0, []
         for title, n in spans:
-            inner = sum(widths[pos:pos + n]) + len(GAP) * (n - 1)
+            inner = sum(widths[pos : pos + n]) + len(GAP) * (n - 1)
             if len(title) > inner:  # widen the run's last column so the label fits whole
                 widths[pos + n - 1] += len(title) - inner
                 inner = len(title)
@@ -31,8 +31,9 @@ def grid(headers: list[str], rows: list[list[str]], spans: list[tuple[str, int]]
         out.append(GAP.join(titles).rstrip())
 
     def line(cells):
-        return GAP.join(c.ljust(w) if i == 0 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return GAP.join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     out += [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
     return out

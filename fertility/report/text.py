@@ -15,10 +15,10 @@ import textwrap
 
 import pandas as pd
 
+from fertility.gate import evaluate
+from fertility.policy import default_policy
 from fertility.report import summary as S
 from fertility.report.table import GAP, grid, terminal_width
-from fertility.policy import default_policy
-from fertility.gate import evaluate
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 # (header, column, format), most useful first: the default table keeps as many as fit.
@@ -58,14 +58,19 @@ def _cell(r: dict | None, col: str | None, spec: str | None) -> str:
 
 
 def corpus_lines(corpus: dict) -> list[str]:
-    out = [(f"corpus: {corpus['documents']} documents, {corpus['chars']:,} chars, "
-            f"{corpus['bytes']:,} bytes from {len(corpus['files'])} files")]
+    out = [
+        (
+            f"corpus: {corpus['documents']} documents, {corpus['chars']:,} chars, "
+            f"{corpus['bytes']:,} bytes from {len(corpus['files'])} files"
+        )
+    ]
     if corpus.get("sample") is not None or corpus.get("max_docs") is not None:
-        out.append(f"  subset: sample={corpus.get('sample')} max_docs={corpus.get('max_docs')} "
-                   f"seed={corpus.get('seed')}: read {corpus['documents']} of "
-                   f"{corpus['documents_seen']} documents seen"
-                   + (f", stopped at {corpus['stopped_at']}" if corpus.get("stopped_early")
-                      else ""))
+        out.append(
+            f"  subset: sample={corpus.get('sample')} max_docs={corpus.get('max_docs')} "
+            f"seed={corpus.get('seed')}: read {corpus['documents']} of "
+            f"{corpus['documents_seen']} documents seen"
+            + (f", stopped at {corpus['stopped_at']}" if corpus.get("stopped_early") else "")
+        )
     if corpus.get("skipped_files"):
         out.append(f"  skipped {len(corpus['skipped_files'])} files (see --format json)")
     if corpus.get("binary_files"):
@@ -78,6 +83,7 @@ def corpus_lines(corpus: dict) -> list[str]:
 
 # ---------------------------------------------------------------- the side-by-side table
 
+
 def _rows(frame: pd.DataFrame, labels: list[str], min_share: float):
     """Row keys in order (all, languages, scripts) and the scripts folded into "other
     scripts": those under `min_share` of the characters (the gate skips them too)."""
@@ -85,8 +91,9 @@ def _rows(frame: pd.DataFrame, labels: list[str], min_share: float):
     langs = sorted(first.loc[first["group"] == "language", "key"].astype(str))
     scripts = first[first["group"] == "script"]
     total = float(scripts["chars"].sum()) or 1.0
-    small = sorted(str(k) for k, c in zip(scripts["key"], scripts["chars"])
-                   if c / total < min_share)
+    small = sorted(
+        str(k) for k, c in zip(scripts["key"], scripts["chars"]) if c / total < min_share
+    )
     big = sorted(str(k) for k in scripts["key"] if str(k) not in small)
     keys = [("all", str(k)) for k in first.loc[first["group"] == "all", "key"]]
     return keys + [("language", k) for k in langs] + [("script", k) for k in big], small
@@ -95,18 +102,24 @@ def _rows(frame: pd.DataFrame, labels: list[str], min_share: float):
 def _folded(frame: pd.DataFrame, label: str, small: list[str]) -> dict:
     """The "other scripts" row of one tokenizer: counts summed, then divided (as the frame's
     own ratios are); no interval (it is no single script's)."""
-    sub = frame[(frame["tokenizer"] == label) & (frame["group"] == "script")
-                & frame["key"].astype(str).isin(small)]
+    sub = frame[
+        (frame["tokenizer"] == label)
+        & (frame["group"] == "script")
+        & frame["key"].astype(str).isin(small)
+    ]
     allrow = frame[(frame["tokenizer"] == label) & (frame["group"] == "all")]
     c = sub[["documents", "chars", "tokens", "bytes", "byte_fallback_tokens", "unk_tokens"]].sum()
     tot = allrow.iloc[0] if len(allrow) else None
-    per = (lambda n, d: n / d if d else float("nan"))
-    return {"documents": int(c["documents"]), "chars_per_token": per(c["chars"], c["tokens"]),
-            "bytes_per_token": per(c["bytes"], c["tokens"]),
-            "byte_fallback_rate": per(c["byte_fallback_tokens"], c["tokens"]),
-            "unk_rate": per(c["unk_tokens"], c["tokens"]),
-            "token_share": per(c["tokens"], tot["tokens"]) if tot is not None else None,
-            "char_share": per(c["chars"], tot["chars"]) if tot is not None else None}
+    per = lambda n, d: n / d if d else float("nan")
+    return {
+        "documents": int(c["documents"]),
+        "chars_per_token": per(c["chars"], c["tokens"]),
+        "bytes_per_token": per(c["bytes"], c["tokens"]),
+        "byte_fallback_rate": per(c["byte_fallback_tokens"], c["tokens"]),
+        "unk_rate": per(c["unk_tokens"], c["tokens"]),
+        "token_share": per(c["tokens"], tot["tokens"]) if tot is not None else None,
+        "char_share": per(c["chars"], tot["chars"]) if tot is not None else None,
+    }
 
 
 def _chunks(labels: list[str], ncols: int, fixed: int, widths: dict, width: int):
@@ -133,8 +146,9 @@ def _chunks(labels: list[str], ncols: int, fixed: int, widths: dict, width: int)
     return chunks + [cur] * bool(cur)
 
 
-def table_lines(report, *, min_share: float = 0.0, width: int | None = None,
-                verbose: bool = False) -> list[str]:
+def table_lines(
+    report, *, min_share: float = 0.0, width: int | None = None, verbose: bool = False
+) -> list[str]:
     """The tokenizers side by side, one row per language and script. Default: the most
     useful columns that fit `width` for every tokenizer at once (at least chars/token and its
     interval); verbose: every column. What does not fit wraps onto another table."""
@@ -144,8 +158,9 @@ def table_lines(report, *, min_share: float = 0.0, width: int | None = None,
     if not labels or frame.empty:
         return []
     keys, small = _rows(frame, labels, min_share)
-    by = {(str(r["tokenizer"]), r["group"], str(r["key"])): r
-          for r in frame.to_dict(orient="records")}
+    by = {
+        (str(r["tokenizer"]), r["group"], str(r["key"])): r for r in frame.to_dict(orient="records")
+    }
     folded = {lab: _folded(frame, lab, small) for lab in labels} if small else {}
     names = [("all" if g == "all" else f"{g}:{k}") for g, k in keys]
     if small:
@@ -158,13 +173,17 @@ def table_lines(report, *, min_share: float = 0.0, width: int | None = None,
         return [rec(lab, g, k) for g, k in keys] + ([folded[lab]] if small else [])
 
     shared = [[_cell(r, col, spec) for _, col, spec in _SHARED] for r in records(labels[0])]
-    cells = {lab: [[_cell(r, col, spec) for _, col, spec in _COLUMNS] for r in records(lab)]
-             for lab in labels}
-    widths = {j: max([len(_COLUMNS[j][0])] + [len(c[j]) for lab in labels for c in cells[lab]])
-              for j in range(len(_COLUMNS))}
+    cells = {
+        lab: [[_cell(r, col, spec) for _, col, spec in _COLUMNS] for r in records(lab)]
+        for lab in labels
+    }
+    widths = {
+        j: max([len(_COLUMNS[j][0])] + [len(c[j]) for lab in labels for c in cells[lab]])
+        for j in range(len(_COLUMNS))
+    }
     fixed = max(len(n) for n in names + ["group"]) + sum(
-        len(GAP) + max(len(h), *(len(s[i]) for s in shared)) for i, (h, _, _) in
-        enumerate(_SHARED))
+        len(GAP) + max(len(h), *(len(s[i]) for s in shared)) for i, (h, _, _) in enumerate(_SHARED)
+    )
     ncols = len(_COLUMNS)
     if not verbose:  # drop low-value columns until every tokenizer fits in one table
         while ncols > _MIN_COLUMNS and len(_chunks(labels, ncols, fixed, widths, width)) > 1:
@@ -178,19 +197,25 @@ def table_lines(report, *, min_share: float = 0.0, width: int | None = None,
             else:
                 spans.append([lab, 1])
         headers = ["group"] + [h for h, _, _ in _SHARED] + [_COLUMNS[j][0] for _, j in chunk]
-        rows = [[names[i]] + shared[i] + [cells[lab][i][j] for lab, j in chunk]
-                for i in range(len(names))]
+        rows = [
+            [names[i]] + shared[i] + [cells[lab][i][j] for lab, j in chunk]
+            for i in range(len(names))
+        ]
         out += ([""] if out else []) + grid(headers, rows, [tuple(s) for s in spans])
     if small:
-        out.append(f"other scripts: {' '.join(small)} (each under {min_share:.0%} of the "
-                   "characters; every row is in --format json/csv)")
+        out.append(
+            f"other scripts: {' '.join(small)} (each under {min_share:.0%} of the "
+            "characters; every row is in --format json/csv)"
+        )
     return out
 
 
 # ---------------------------------------------------------------- the whole report
 
-def render_table(report, *, policy=None, width: int | None = None, verbose: bool = False,
-                 verdicts: bool = True) -> str:
+
+def render_table(
+    report, *, policy=None, width: int | None = None, verbose: bool = False, verdicts: bool = True
+) -> str:
     """The terminal report. `policy` (a fertility.policy.Policy) gives the verdicts and the
     folding threshold; without one, the built-in policy. verdicts=False (--no-diagnose: no
     findings to weigh) leaves the summary out."""
@@ -201,17 +226,24 @@ def render_table(report, *, policy=None, width: int | None = None, verbose: bool
     real = [t["label"] for t in report.tokenizers if t["kind"] != PRETOKENIZER]
     families = [t["label"] for t in report.tokenizers if t["kind"] == PRETOKENIZER]
     if real:
-        parts.append("tokenizers: " + "; ".join(
-            f"{t['label']} ({t['kind']}, vocab {t['vocab_size']:,})"
-            for t in report.tokenizers if t["kind"] != PRETOKENIZER))
+        parts.append(
+            "tokenizers: "
+            + "; ".join(
+                f"{t['label']} ({t['kind']}, vocab {t['vocab_size']:,})"
+                for t in report.tokenizers
+                if t["kind"] != PRETOKENIZER
+            )
+        )
     if real and verdicts:
         parts += [""] + summary_lines(report, policy, width)
     if families:
-        parts.append(f"pre-tokenizer ceilings ({', '.join(families)}): each pre-token "
-                     "counted as a token")
+        parts.append(
+            f"pre-tokenizer ceilings ({', '.join(families)}): each pre-token counted as a token"
+        )
     parts += [""] + table_lines(report, min_share=policy.min_share, width=width, verbose=verbose)
-    parts += findings_lines(report.findings, [t["label"] for t in report.tokenizers], width,
-                            verbose)
+    parts += findings_lines(
+        report.findings, [t["label"] for t in report.tokenizers], width, verbose
+    )
     return "\n".join(parts) + "\n"
 
 
@@ -229,18 +261,30 @@ def findings_lines(findings: list, labels: list[str], width: int, verbose: bool)
         return []
     if verbose:
         out = ["", f"findings ({len(findings)}):"]
-        wrap = textwrap.TextWrapper(width=max(width, 40), subsequent_indent=" " * 6,
-                                    break_long_words=False, break_on_hyphens=False)
+        wrap = textwrap.TextWrapper(
+            width=max(width, 40),
+            subsequent_indent=" " * 6,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
         for f in findings:
             ev = "; ".join(f"{k}={v}" for k, v in f.evidence.items() if v not in (None, "", []))
-            for text in (f"  [{f.severity}] {f.rule} {f.tokenizer} {f.group}:{f.key}: {f.cause}",
-                         f"      evidence: {ev}", f"      fix: {f.fix}"):
+            for text in (
+                f"  [{f.severity}] {f.rule} {f.tokenizer} {f.group}:{f.key}: {f.cause}",
+                f"      evidence: {ev}",
+                f"      fix: {f.fix}",
+            ):
                 out += wrap.wrap(text)
         return out
     groups = S.group_findings(findings, labels)
     n = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
-    out = ["", (f"findings: {n['error']} errors, {n['warning']} warnings, {n['info']} info; "
-                "one line per rule and tokenizer (-v: each with its evidence, cause and fix)")]
+    out = [
+        "",
+        (
+            f"findings: {n['error']} errors, {n['warning']} warnings, {n['info']} info; "
+            "one line per rule and tokenizer (-v: each with its evidence, cause and fix)"
+        ),
+    ]
     tw = max(len(g.tokenizer) for g in groups)
     return out + [S.group_line(g, width, tw) for g in groups]
 

@@ -52,19 +52,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
-from fertility.tokenizers import patterns
 from fertility.errors import TokenizerError
-from fertility.tokenizers.base import Tokenizer
-from fertility.tokenizers.spec import default_label, parse_tokenizer_arg, sniff, split_pattern_suffix, unknown_suffix
-from fertility.errors import TokenizerError
-from fertility.tokenizers.pretokenizer import PRETOKENIZER, PretokenizerFamily
-from fertility.tokenizers import tiktoken
-from fertility.tokenizers import hf
 from fertility.files import unfinished_by_another
-from fertility.tokenizers import tekken
-from fertility.tokenizers import sentencepiece
-from fertility.tokenizers import tiktoken as tiktoken
+from fertility.tokenizers import hf, patterns, sentencepiece, tekken, tiktoken
+from fertility.tokenizers.base import Tokenizer
+from fertility.tokenizers.pretokenizer import PRETOKENIZER, PretokenizerFamily
+from fertility.tokenizers.spec import (
+    default_label,
+    parse_tokenizer_arg,
+    sniff,
+    split_pattern_suffix,
+    unknown_suffix,
+)
 
 
 def reload_key(tok) -> tuple[str, str, str, str | None, str]:
@@ -86,9 +85,6 @@ def reload_tokenizer(kind: str, label: str, spec: str, pattern: str | None, fing
     if tok.fingerprint != fingerprint:  # the file changed since the parent loaded it
         raise TokenizerError(f"{spec}: changed while it was being measured")
     return tok
-
-
-
 
     # A token that covers part of a character's bytes spans that whole character, so
     # several tokens may share a span. A token that covers no text has starts == ends.
@@ -150,7 +146,8 @@ def _load_path(
     if unfinished_by_another(path.parent):
         raise TokenizerError(
             f"{path.parent}: an unfinished `fertility fix` run (still writing, or killed) left "
-            "this folder; its files may not belong together: run `fertility fix` again")
+            "this folder; its files may not belong together: run `fertility fix` again"
+        )
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -174,5 +171,3 @@ def _load_path(
 
 # ---------------------------------------------------------------------------------------
 # Shared helpers for the adapters
-
-

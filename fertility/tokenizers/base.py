@@ -4,10 +4,13 @@ byte table of byte-level vocabularies and the offset helpers."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from functools import cached_property
 from itertools import chain
-from typing import NamedTuple, Protocol, Sequence, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
+
 import numpy as np
+
 from fertility.errors import TokenizerError
 
 
@@ -46,8 +49,9 @@ MAX_TOKEN_ID = (1 << 24) - 1
 
 def check_max_id(path, max_id: int) -> None:
     if max_id > MAX_TOKEN_ID:
-        raise TokenizerError(f"{path}: token id {max_id:,} is beyond any real vocabulary "
-                             f"(at most {MAX_TOKEN_ID:,})")
+        raise TokenizerError(
+            f"{path}: token id {max_id:,} is beyond any real vocabulary (at most {MAX_TOKEN_ID:,})"
+        )
 
 
 def sha256_hex(*parts: bytes | str) -> str:
@@ -104,8 +108,9 @@ def concat_encoded(
     return ids, starts, ends, counts
 
 
-def flat_offsets(texts: Sequence[str], all_ids: np.ndarray, n_tok: np.ndarray,
-                 token_len: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
+def flat_offsets(
+    texts: Sequence[str], all_ids: np.ndarray, n_tok: np.ndarray, token_len: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """Start and end code-point offsets (local to each text) of a whole batch's tokens.
 
     `token_len[id]` is the byte length of a token. The whole batch is mapped with a handful
@@ -173,8 +178,9 @@ class ByteTable:
 
     @cached_property
     def _partial(self) -> np.ndarray:
-        split = np.fromiter((not whole_chars(b) for b in self._table), dtype=bool,
-                            count=self.vocab_size)
+        split = np.fromiter(
+            (not whole_chars(b) for b in self._table), dtype=bool, count=self.vocab_size
+        )
         return split | self._byte_pieces
 
     def partial_mask(self) -> np.ndarray:

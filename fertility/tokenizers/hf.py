@@ -14,20 +14,28 @@ import json
 import logging
 import os
 import re
+import socket
 import unicodedata
+from collections.abc import Iterator
 from functools import cached_property
 from itertools import chain
 from pathlib import Path
-from typing import Iterator
+from urllib.parse import urlsplit
 
 import numpy as np
 
-from fertility.errors import TokenizerError
+from fertility.errors import TokenizerError, one_line
+from fertility.tokenizers.base import (
+    ByteTable,
+    Encoded,
+    byte_piece_value,
+    check_max_id,
+    concat_encoded,
+    flat_from_id_lists,
+    offsets_from_token_lengths,
+    sha256_hex,
+)
 from fertility.tokenizers.patterns import FAMILIES, identify
-from fertility.tokenizers.base import ByteTable, Encoded, byte_piece_value, check_max_id, concat_encoded, flat_from_id_lists, offsets_from_token_lengths, sha256_hex
-from fertility.errors import one_line
-import socket
-from urllib.parse import urlsplit
 
 _NORMAL_FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
 
@@ -173,8 +181,11 @@ class HFTokenizer(ByteTable):
         """The whole batch as flat arrays: ids, starts, ends (local to each text) and tokens
         per text; the measuring path's form of encode_batch, without per-text arrays."""
         texts = list(texts)
-        if self._fast and texts and all(unicodedata.is_normalized(f, t)
-                                        for f in self._forms for t in texts):
+        if (
+            self._fast
+            and texts
+            and all(unicodedata.is_normalized(f, t) for f in self._forms for t in texts)
+        ):
             encs = self._tok.encode_batch_fast(texts, add_special_tokens=False)
             flat = flat_from_id_lists(texts, [e.ids for e in encs], self._token_lengths)
             if flat is not None:
@@ -219,7 +230,8 @@ class HFTokenizer(ByteTable):
         fallback = self._byte_fallback
         return np.fromiter(
             (fallback and p is not None and byte_piece_value(p) is not None for p in self._pieces),
-            dtype=bool, count=self.vocab_size,
+            dtype=bool,
+            count=self.vocab_size,
         )
 
     @cached_property

@@ -135,7 +135,7 @@ def resolve_pattern(name_or_regex: str) -> tuple[str, str]:
     """
     key = name_or_regex.strip()
     if key.startswith(RAW_PREFIX):
-        body = key[len(RAW_PREFIX):]
+        body = key[len(RAW_PREFIX) :]
         if not body:
             raise TokenizerError("empty split pattern after 're:'")
         if any(m.start() == m.end() for m in compile_pattern(body).finditer(_PROBE)):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import numpy as np
-from fertility.tokenizers.patterns import resolve_pattern
-from fertility.tokenizers.patterns import split_spans
 
+import numpy as np
+
+from fertility.tokenizers.patterns import resolve_pattern, split_spans
 
 # The kind of a pre-tokenizer family measured as a tokenizer (its frame rows, its Report.tokenizers
 # entry): compared wherever a real tokenizer and a ceiling are told apart.

@@ -17,17 +17,16 @@ optional `protobuf` package is not needed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import cached_property
 from itertools import chain
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
-from fertility.errors import TokenizerError
-from fertility.tokenizers.patterns import FAMILIES, split_spans
+from fertility.errors import TokenizerError, one_line
 from fertility.tokenizers.base import ByteTable, Encoded, sha256_hex
-from fertility.errors import one_line
+from fertility.tokenizers.patterns import FAMILIES, split_spans
 
 _SUFFIX_SPLIT = r"\S+\s?|\s"
 _MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}

@@ -6,11 +6,9 @@ import json
 import os
 import re
 from pathlib import Path
-from fertility.tokenizers import patterns
-from fertility.errors import TokenizerError, one_line
-from fertility.tokenizers import tekken
-from fertility.tokenizers import sentencepiece
 
+from fertility.errors import TokenizerError, one_line
+from fertility.tokenizers import patterns, sentencepiece, tekken
 
 _LABEL_RE = re.compile(r"[A-Za-z0-9_.-]+")
 

@@ -30,15 +30,31 @@ from pathlib import Path
 
 import numpy as np
 
-from fertility.tokenizers.tiktoken import TiktokenTokenizer, require_tiktoken
 from fertility.errors import TokenizerError, one_line
 from fertility.tokenizers.patterns import identify
+from fertility.tokenizers.tiktoken import TiktokenTokenizer, require_tiktoken
 
 # mistral-common's Tekkenizer.DEPRECATED_SPECIAL_TOKENS: ids 0-19 of files that list none.
 LEGACY_SPECIALS = (
-    "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
-    "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]",
-    "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]",
+    "<unk>",
+    "<s>",
+    "</s>",
+    "[INST]",
+    "[/INST]",
+    "[AVAILABLE_TOOLS]",
+    "[/AVAILABLE_TOOLS]",
+    "[TOOL_RESULTS]",
+    "[/TOOL_RESULTS]",
+    "[TOOL_CALLS]",
+    "[IMG]",
+    "<pad>",
+    "[IMG_BREAK]",
+    "[IMG_END]",
+    "[PREFIX]",
+    "[MIDDLE]",
+    "[SUFFIX]",
+    "[SYSTEM_PROMPT]",
+    "[/SYSTEM_PROMPT]",
     "[TOOL_CONTENT]",
 )
 
@@ -48,11 +64,17 @@ def looks_like_tekken(obj) -> bool:
     if not isinstance(obj, dict):
         return False
     config, vocab = obj.get("config"), obj.get("vocab")
-    return (isinstance(config, dict) and "pattern" in config and isinstance(vocab, list)
-            and bool(vocab) and isinstance(vocab[0], dict) and "token_bytes" in vocab[0])
+    return (
+        isinstance(config, dict)
+        and "pattern" in config
+        and isinstance(vocab, list)
+        and bool(vocab)
+        and isinstance(vocab[0], dict)
+        and "token_bytes" in vocab[0]
+    )
 
 
-def from_json(path: Path, obj: dict, spec: str, label: str) -> "TekkenTokenizer":
+def from_json(path: Path, obj: dict, spec: str, label: str) -> TekkenTokenizer:
     tiktoken = require_tiktoken(str(path))
     config = obj["config"]
     pattern = config["pattern"]
@@ -60,15 +82,17 @@ def from_json(path: Path, obj: dict, spec: str, label: str) -> "TekkenTokenizer"
     if not isinstance(pattern, str) or not pattern:
         raise TokenizerError(f"{path}: Tekken config.pattern is not a regex string")
     if not all(isinstance(n, int) and n >= 0 for n in (size, n_special)):
-        raise TokenizerError(f"{path}: Tekken config needs integer default_vocab_size and "
-                             f"default_num_special_tokens")
+        raise TokenizerError(
+            f"{path}: Tekken config needs integer default_vocab_size and default_num_special_tokens"
+        )
     specials = _specials(path, obj.get("special_tokens"), n_special)
     ranks = _ranks(path, obj["vocab"], size - n_special, n_special)
     try:
         enc = tiktoken.Encoding(label, pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
     except Exception as e:  # the Rust core rejects some regexes fancy-regex cannot compile
-        raise TokenizerError(f"{path}: tiktoken cannot use the Tekken pattern ({one_line(e)})") \
-            from None
+        raise TokenizerError(
+            f"{path}: tiktoken cannot use the Tekken pattern ({one_line(e)})"
+        ) from None
     tok = TekkenTokenizer(enc, ranks, specials, spec, label, identify(pattern), pattern)
     tok.path = path
     return tok
@@ -78,14 +102,20 @@ def _specials(path: Path, listed, n_special: int) -> dict[str, int]:
     if listed is None:
         listed = [{"rank": i, "token_str": s} for i, s in enumerate(LEGACY_SPECIALS)]
     if not isinstance(listed, list) or not all(
-            isinstance(t, dict) and isinstance(t.get("rank"), int)
-            and isinstance(t.get("token_str"), str) for t in listed):
-        raise TokenizerError(f"{path}: Tekken special_tokens is not a list of "
-                             f"{{rank, token_str}} entries")
+        isinstance(t, dict)
+        and isinstance(t.get("rank"), int)
+        and isinstance(t.get("token_str"), str)
+        for t in listed
+    ):
+        raise TokenizerError(
+            f"{path}: Tekken special_tokens is not a list of {{rank, token_str}} entries"
+        )
     out = {t["token_str"]: t["rank"] for t in listed}
     if len(out) != len(listed) or len(out) > n_special:
-        raise TokenizerError(f"{path}: Tekken special_tokens repeat a name or outnumber "
-                             f"default_num_special_tokens ({n_special})")
+        raise TokenizerError(
+            f"{path}: Tekken special_tokens repeat a name or outnumber "
+            f"default_num_special_tokens ({n_special})"
+        )
     for i in range(len(listed), n_special):
         out[f"<SPECIAL_{i}>"] = i
     if sorted(out.values()) != list(range(n_special)):
@@ -96,8 +126,10 @@ def _specials(path: Path, listed, n_special: int) -> dict[str, int]:
 def _ranks(path: Path, vocab: list, inner: int, shift: int) -> dict[bytes, int]:
     """tiktoken ranks of the first `inner` vocab entries, each shifted by `shift`."""
     if inner < 256 or len(vocab) < inner:
-        raise TokenizerError(f"{path}: Tekken vocab has {len(vocab)} entries; the config "
-                             f"uses {inner} (at least the 256 single bytes)")
+        raise TokenizerError(
+            f"{path}: Tekken vocab has {len(vocab)} entries; the config "
+            f"uses {inner} (at least the 256 single bytes)"
+        )
     ranks: dict[bytes, int] = {}
     for i, entry in enumerate(vocab[:inner]):
         try:

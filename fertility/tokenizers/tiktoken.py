@@ -21,10 +21,24 @@ from pathlib import Path
 
 import numpy as np
 
-from fertility.errors import TokenizerError
-from fertility.tokenizers.patterns import ALIASES, identify, known_names, pattern_from_filename, resolve_pattern, split_spans
-from fertility.tokenizers.base import ByteTable, Encoded, check_max_id, concat_encoded, flat_from_id_lists, offsets_from_token_lengths, sha256_hex
-from fertility.errors import one_line
+from fertility.errors import TokenizerError, one_line
+from fertility.tokenizers.base import (
+    ByteTable,
+    Encoded,
+    check_max_id,
+    concat_encoded,
+    flat_from_id_lists,
+    offsets_from_token_lengths,
+    sha256_hex,
+)
+from fertility.tokenizers.patterns import (
+    ALIASES,
+    identify,
+    known_names,
+    pattern_from_filename,
+    resolve_pattern,
+    split_spans,
+)
 
 _INSTALL = "tiktoken is not installed: pip install 'fertility[tiktoken]'"
 _DOWNLOAD_TIMEOUT_S = 30.0
@@ -56,8 +70,7 @@ def parse_ranks(path: Path, data: bytes) -> dict[bytes, int]:
         try:
             if len(parts) != 2:
                 raise ValueError("expected 'base64 rank'")
-            token = (b"" if not parts[0].strip(b"=")
-                     else base64.b64decode(parts[0], validate=True))
+            token = b"" if not parts[0].strip(b"=") else base64.b64decode(parts[0], validate=True)
             rank = int(parts[1])
         except (ValueError, binascii.Error) as e:
             raise TokenizerError(
@@ -79,7 +92,7 @@ def parse_ranks(path: Path, data: bytes) -> dict[bytes, int]:
 
 def from_rank_file(
     path: Path, data: bytes, spec: str, label: str, pattern: str | None
-) -> "TiktokenTokenizer":
+) -> TiktokenTokenizer:
     tiktoken = require_tiktoken(str(path))
     try:
         data.decode("ascii")
@@ -117,7 +130,7 @@ def _socket_timeout(seconds: float):
         socket.setdefaulttimeout(old)
 
 
-def from_name(spec: str, full_spec: str, label: str, pattern: str | None) -> "TiktokenTokenizer":
+def from_name(spec: str, full_spec: str, label: str, pattern: str | None) -> TiktokenTokenizer:
     tiktoken = require_tiktoken(spec)
     enc_name = spec.split(":", 1)[1]
     known = tiktoken.list_encoding_names()

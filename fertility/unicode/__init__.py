@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import regex
+
 from fertility.unicode.graphemes import grapheme_starts as vectorised
 
 # ISO 15924 codes of the scripts Unicode assigns. Codes the installed `regex` does not know are
@@ -43,8 +44,9 @@ ZYYY, ZINH, ZZZZ = 1, 2, 3
 
 # Scripts written without spaces between words: a whitespace/punctuation word count would be an
 # invented number there, so tokens_per_word is reported as null (docs/METRICS.md).
-NO_SPACE_SCRIPTS = frozenset({"Thai", "Laoo", "Khmr", "Mymr", "Hani", "Hira", "Kana", "Tale",
-                              "Talu", "Lana", "Bopo", "Yiii"})
+NO_SPACE_SCRIPTS = frozenset(
+    {"Thai", "Laoo", "Khmr", "Mymr", "Hani", "Hira", "Kana", "Tale", "Talu", "Lana", "Bopo", "Yiii"}
+)
 
 # Flag bits of the per-code-point flag table.
 _MARK, _JOIN, _WORD, _APOS, _DONE = 1, 2, 4, 8, 128
@@ -64,16 +66,17 @@ def _classify(new: np.ndarray) -> None:
     dozens of batches: one compiled pattern, not one per script per call)."""
     global _SCRIPT_RE
     if _SCRIPT_RE is None:
-        _SCRIPT_RE = regex.compile("|".join(rf"(?P<{code}>\p{{sc={code}}}+)"
-                                            for code in SCRIPTS[1:] if code != "Zzzz"))
+        _SCRIPT_RE = regex.compile(
+            "|".join(rf"(?P<{code}>\p{{sc={code}}}+)" for code in SCRIPTS[1:] if code != "Zzzz")
+        )
     chars = "".join(map(chr, new.tolist()))
     scripts = np.full(len(new), ZZZZ, dtype=np.uint8)
     for m in _SCRIPT_RE.finditer(chars):
-        scripts[m.start():m.end()] = SCRIPT_INDEX[m.lastgroup]
+        scripts[m.start() : m.end()] = SCRIPT_INDEX[m.lastgroup]
     flags = np.full(len(new), _DONE, dtype=np.uint8)
     for pattern, bit in ((_MARK_RE, _MARK), (_WORD_RE, _WORD)):
         for m in pattern.finditer(chars):
-            flags[m.start():m.end()] |= bit
+            flags[m.start() : m.end()] |= bit
     flags[np.isin(new, (0x200C, 0x200D))] |= _JOIN | _WORD
     flags[np.isin(new, list(_APOSTROPHES))] |= _APOS
     _SCRIPT_TABLE[new] = scripts
@@ -168,14 +171,14 @@ def grapheme_starts(cps: np.ndarray, doc_starts: np.ndarray) -> np.ndarray:
 class TextBatch:
     """Everything about a batch of documents that does not depend on a tokenizer."""
 
-    cps: np.ndarray          # uint32 code points of all documents, concatenated
+    cps: np.ndarray  # uint32 code points of all documents, concatenated
     doc_offsets: np.ndarray  # int64, len = n_docs + 1: where each document starts in `cps`
     doc_of_char: np.ndarray  # int64 document index of each code point
-    script: np.ndarray       # uint8 resolved script index of each code point
-    nbytes: np.ndarray       # int64 UTF-8 length of each code point
-    gstart: np.ndarray       # bool: a grapheme cluster starts here
+    script: np.ndarray  # uint8 resolved script index of each code point
+    nbytes: np.ndarray  # int64 UTF-8 length of each code point
+    gstart: np.ndarray  # bool: a grapheme cluster starts here
     word_starts: np.ndarray  # int64 word start indices (into cps)
-    word_ends: np.ndarray    # int64 word end indices (exclusive)
+    word_ends: np.ndarray  # int64 word end indices (exclusive)
 
     @property
     def n_docs(self) -> int:

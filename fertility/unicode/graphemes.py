@@ -34,8 +34,20 @@ import regex
 # Class byte: bits 0-3 Grapheme_Cluster_Break, bit 4 Extended_Pictographic,
 # bits 5-6 Indic_Conjunct_Break. The largest real value is 127, so 255 can mean "unseen".
 GCB_NAMES = (
-    "Other", "CR", "LF", "Control", "Extend", "ZWJ", "Regional_Indicator", "Prepend",
-    "SpacingMark", "L", "V", "T", "LV", "LVT",
+    "Other",
+    "CR",
+    "LF",
+    "Control",
+    "Extend",
+    "ZWJ",
+    "Regional_Indicator",
+    "Prepend",
+    "SpacingMark",
+    "L",
+    "V",
+    "T",
+    "LV",
+    "LVT",
 )
 (OTHER, CR, LF, CONTROL, EXTEND, ZWJ, RI, PREPEND, SPACINGMARK, L, V, T, LV, LVT) = range(14)
 EXT_PICT = 1 << 4
@@ -59,10 +71,12 @@ def _compile_properties() -> list[tuple[regex.Pattern, int]]:
     ]
     props.append((regex.compile(r"\p{Extended_Pictographic}"), EXT_PICT))
     if _GB9C_APPLIES:
-        for name, code in (("Consonant", INCB_CONSONANT), ("Extend", INCB_EXTEND),
-                           ("Linker", INCB_LINKER)):
-            props.append((regex.compile(rf"\p{{Indic_Conjunct_Break={name}}}"),
-                          code << INCB_SHIFT))
+        for name, code in (
+            ("Consonant", INCB_CONSONANT),
+            ("Extend", INCB_EXTEND),
+            ("Linker", INCB_LINKER),
+        ):
+            props.append((regex.compile(rf"\p{{Indic_Conjunct_Break={name}}}"), code << INCB_SHIFT))
     return props
 
 
@@ -148,8 +162,12 @@ def _build_pair_table() -> np.ndarray:
 _PAIRS = _build_pair_table()
 
 
-def _skip_back(cls: np.ndarray, pos: np.ndarray, barrier: np.ndarray,
-               skipped: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _skip_back(
+    cls: np.ndarray,
+    pos: np.ndarray,
+    barrier: np.ndarray,
+    skipped: Callable[[np.ndarray], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
     """Walk left from each of `pos` over code points whose class is `skipped`.
 
     Returns (stop, inside): where each walk stopped, and False where it ran into the start
@@ -193,6 +211,7 @@ def _gcb(cls: np.ndarray) -> np.ndarray:
 
 # Each context rule gets the candidate positions (the code point after the flagged pair,
 # never a barrier that matters: a document start is forced to break afterwards anyway).
+
 
 def _gb9c_holds(cls: np.ndarray, cand: np.ndarray, barrier: np.ndarray) -> np.ndarray:
     """GB9c: Linker InCB_Extend* x Consonant (Unicode 18); before 18 the chain also had to
@@ -258,8 +277,11 @@ def grapheme_starts(cps: np.ndarray, doc_starts: np.ndarray | None = None) -> np
     if len(cand):
         checks = verdict[cand - 1]
         holds = np.zeros(len(cand), dtype=bool)
-        for flag, rule in ((_CHECK_GB9C, _gb9c_holds), (_CHECK_GB11, _gb11_holds),
-                           (_CHECK_RI, _ri_holds)):
+        for flag, rule in (
+            (_CHECK_GB9C, _gb9c_holds),
+            (_CHECK_GB11, _gb11_holds),
+            (_CHECK_RI, _ri_holds),
+        ):
             sel = np.flatnonzero(checks & flag)
             if len(sel):
                 holds[sel] |= rule(cls, cand[sel], barrier)

@@ -61,10 +61,13 @@ def test_folder_nested_1100_deep_is_walked(run, tmp_path):
             path = os.path.dirname(path)
 
 
-@pytest.mark.parametrize("value, what", [
-    ("[" * 100_000 + "]" * 100_000, "line 2: JSON nested too deeply"),
-    ("9" * 5000, "line 2: JSON number with too many digits"),
-])
+@pytest.mark.parametrize(
+    "value, what",
+    [
+        ("[" * 100_000 + "]" * 100_000, "line 2: JSON nested too deeply"),
+        ("9" * 5000, "line 2: JSON number with too many digits"),
+    ],
+)
 def test_jsonl_the_parser_cannot_take_is_one_line(run, tmp_path, value, what):
     path = tmp_path / "en.jsonl"
     path.write_text('{"text": "fine"}\n{"text": "x", "meta": ' + value + "}\n")
@@ -75,8 +78,12 @@ def test_jsonl_the_parser_cannot_take_is_one_line(run, tmp_path, value, what):
 # -- compressed streams ------------------------------------------------------------------
 
 
-COMPRESS = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress,
-            "zst": zstandard.ZstdCompressor().compress}
+COMPRESS = {
+    "gz": gzip.compress,
+    "bz2": bz2.compress,
+    "xz": lzma.compress,
+    "zst": zstandard.ZstdCompressor().compress,
+}
 
 
 @pytest.mark.parametrize("ext", COMPRESS)
@@ -101,8 +108,15 @@ def test_damage_after_a_good_stream_is_an_error(run, tmp_path, ext, tail):
 # -- encodings and binary ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("codec, name", [("utf-16-le", "UTF-16LE"), ("utf-16-be", "UTF-16BE"),
-                                         ("utf-32-le", "UTF-32LE"), ("utf-32-be", "UTF-32BE")])
+@pytest.mark.parametrize(
+    "codec, name",
+    [
+        ("utf-16-le", "UTF-16LE"),
+        ("utf-16-be", "UTF-16BE"),
+        ("utf-32-le", "UTF-32LE"),
+        ("utf-32-be", "UTF-32BE"),
+    ],
+)
 def test_utf16_and_utf32_with_a_byte_order_mark_are_refused(run, tmp_path, codec, name):
     path = tmp_path / "bn.txt"
     path.write_bytes(("\ufeff" + "নমস্কার বিশ্ব\n" * 500).encode(codec))
@@ -136,7 +150,8 @@ def test_latin1_text_is_still_read_with_its_bad_bytes_counted(run, tmp_path):
     code, rep, _ = report(run, path)
     # every non-ASCII letter is one Latin-1 byte, one invalid UTF-8 sequence
     assert code == 0 and rep["corpus"]["invalid_utf8"] == {
-        str(path): sum(ord(c) > 127 for c in text)}
+        str(path): sum(ord(c) > 127 for c in text)
+    }
 
 
 # -- parquet -------------------------------------------------------------------------------
@@ -146,8 +161,15 @@ def test_dictionary_encoded_parquet_columns_are_read_as_strings(run, tmp_path):
     texts = ["Rain fell.", "Rivers rose!", "Rain fell."] * 5
     langs = ["en", "fr", "en"] * 5
     path = tmp_path / "data.parquet"
-    pq.write_table(pa.table({"text": pa.array(texts).dictionary_encode(),
-                             "lang": pa.array(langs).dictionary_encode()}), path)
+    pq.write_table(
+        pa.table(
+            {
+                "text": pa.array(texts).dictionary_encode(),
+                "lang": pa.array(langs).dictionary_encode(),
+            }
+        ),
+        path,
+    )
     assert pa.types.is_dictionary(pq.read_schema(path).field("text").type)
     code, rep, _ = report(run, path, "--lang-field", "lang")
     assert code == 0 and rep["corpus"]["documents"] == len(texts)
@@ -162,12 +184,18 @@ def write_parquet(path, texts):
     pq.write_table(pa.table({"text": texts}), path)
 
 
-@pytest.mark.parametrize("name, write, where", [
-    ("en.txt", lambda p, t: p.write_text(f"short\n{t}\n"), "line 2"),
-    ("en.jsonl", lambda p, t: p.write_text(f'{{"text": "short"}}\n{json.dumps({"text": t})}\n'),
-     "line 2"),
-    ("en.parquet", lambda p, t: write_parquet(p, ["short", t]), "row 2"),
-])
+@pytest.mark.parametrize(
+    "name, write, where",
+    [
+        ("en.txt", lambda p, t: p.write_text(f"short\n{t}\n"), "line 2"),
+        (
+            "en.jsonl",
+            lambda p, t: p.write_text(f'{{"text": "short"}}\n{json.dumps({"text": t})}\n'),
+            "line 2",
+        ),
+        ("en.parquet", lambda p, t: write_parquet(p, ["short", t]), "row 2"),
+    ],
+)
 def test_a_document_over_max_doc_chars_is_refused(run, tmp_path, name, write, where):
     path = tmp_path / name
     write(path, "ক" * 100)  # 100 characters, 300 bytes

@@ -26,9 +26,22 @@ def corpus(tmp_path_factory):
 
 def _start_fix(corpus, out):
     return subprocess.Popen(
-        [sys.executable, "-m", "fertility.cli", "fix", str(corpus), "--vocab-size", "3000",
-         "--out", str(out), "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        cwd=out.parent)
+        [
+            sys.executable,
+            "-m",
+            "fertility.cli",
+            "fix",
+            str(corpus),
+            "--vocab-size",
+            "3000",
+            "--out",
+            str(out),
+            "-q",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=out.parent,
+    )
 
 
 def test_second_run_is_refused_and_a_killed_runs_leftovers_are_removed(run, corpus, tmp_path):
@@ -44,7 +57,8 @@ def test_second_run_is_refused_and_a_killed_runs_leftovers_are_removed(run, corp
         code, _, err = run("fix", corpus, "--vocab-size", "300", "--out", out, "-q")
         assert code == 2 and err.strip().splitlines() == [
             f"error: {out}: another `fertility fix` is writing this folder; wait for it to "
-            "end or choose another one"]
+            "end or choose another one"
+        ]
         assert first.poll() is None  # the refused run did not disturb the running one
 
         first.send_signal(signal.SIGKILL)  # no chance to clean up
@@ -85,7 +99,8 @@ def test_folder_of_a_run_killed_between_tokenizer_and_report_is_refused(run, cor
     code, _, err = run("report", corpus, "-t", out, "-q")
     assert code == 2 and err.strip().splitlines() == [
         f"error: {out}: an unfinished `fertility fix` run (still writing, or killed) left "
-        "this folder; its files may not belong together: run `fertility fix` again"]
+        "this folder; its files may not belong together: run `fertility fix` again"
+    ]
 
     code, _, err = run("fix", corpus, "--vocab-size", "300", "--out", out, "-q")
     assert code in (0, 1), err

@@ -6,12 +6,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
 from tests.bpe import byte_level_bpe
 
-
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
-
-
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +31,7 @@ def bn_en(tmp_path):
 
 def test_naive_gpt2_bpe_fails_with_mark_split_and_junit(run, bn_en, naive, tmp_path):
     junit = tmp_path / "gate.xml"
-    code, out, _ = run("gate", str(bn_en), "-t", f"naive={naive}", "--junit",
-                       str(junit), "-q")
+    code, out, _ = run("gate", str(bn_en), "-t", f"naive={naive}", "--junit", str(junit), "-q")
     assert code == 1
     assert "mark-split" in out and "FAIL" in out
     root = ET.parse(junit).getroot()
@@ -52,10 +49,11 @@ def test_json_verdict(run, bn_en, naive):
 
 def test_lenient_policy_passes_exit_0(run, bn_en, naive, tmp_path_factory):
     policy = tmp_path_factory.mktemp("policy") / "lenient.toml"
-    policy.write_text('fail_on = []\nuncertain = "pass"\n\n[floors]\ndefault = 1.0\n'
-                      '\n[floors.script]\nBeng = 1.0\nLatn = 1.0\n\n[ceilings]\npremium = false\n')
-    code, out, err = run("gate", str(bn_en), "-t", str(naive), "--policy",
-                         str(policy), "-q")
+    policy.write_text(
+        'fail_on = []\nuncertain = "pass"\n\n[floors]\ndefault = 1.0\n'
+        "\n[floors.script]\nBeng = 1.0\nLatn = 1.0\n\n[ceilings]\npremium = false\n"
+    )
+    code, out, err = run("gate", str(bn_en), "-t", str(naive), "--policy", str(policy), "-q")
     assert code == 0, out + err
 
 
@@ -66,15 +64,18 @@ def test_bad_policy_is_exit_2(run, bn_en, naive, tmp_path_factory):
     assert code == 2 and "bad.toml" in err and "no_such_key" in err
 
 
-def test_text_is_verdict_first_fits_the_terminal_and_groups_findings(run, bn_en, naive,
-                                                                     monkeypatch):
+def test_text_is_verdict_first_fits_the_terminal_and_groups_findings(
+    run, bn_en, naive, monkeypatch
+):
     monkeypatch.setenv("COLUMNS", "100")
     code, out, _ = run("gate", str(bn_en), "-t", f"naive={naive}", "-q")
     lines = out.splitlines()
     assert code == 1 and max(len(x) for x in lines) <= 100
     assert lines[0].startswith("fertility gate: FAIL (naive;")
     assert lines[1].split()[:2] == ["verdict", "tokenizer"] and lines[3].split()[:2] == [
-        "FAIL", "naive"]
+        "FAIL",
+        "naive",
+    ]
     # the GPT-2 split cuts Bengali vowel signs: one line for the rule, naming the script
     (ms,) = [x for x in lines if x.split()[:3] == ["error", "mark-split", "naive"]]
     assert "Beng" in ms

@@ -75,7 +75,7 @@ def test_output_into_a_folder_is_one_line(run, corpus, tmp_path):
 def test_stale_partial_of_a_dead_run_is_removed_a_live_ones_kept(run, corpus, tmp_path):
     out = tmp_path / "r.csv"
     dead = tmp_path / ".r.csv.partial-999999999"  # above any pid_max: no such process
-    live = tmp_path / ".r.csv.partial-1"          # init is always alive
+    live = tmp_path / ".r.csv.partial-1"  # init is always alive
     dead.write_text("half")
     live.write_text("half")
     code, _, _ = run("report", corpus, "--format", "csv", "-o", out, "-q")
@@ -84,12 +84,15 @@ def test_stale_partial_of_a_dead_run_is_removed_a_live_ones_kept(run, corpus, tm
 
 def test_full_stdout_is_one_line_exit_2(corpus):
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "fertility.cli", "report", str(corpus),
-                               "-q"], stdout=full, stderr=subprocess.PIPE, text=True,
-                              cwd=corpus.parent)
+        proc = subprocess.run(
+            [sys.executable, "-m", "fertility.cli", "report", str(corpus), "-q"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=corpus.parent,
+        )
     assert proc.returncode == 2
-    assert _one_error_line(proc.stderr) == \
-        "error: stdout: cannot write (No space left on device)"
+    assert _one_error_line(proc.stderr) == "error: stdout: cannot write (No space left on device)"
 
 
 def test_full_device_as_output_is_one_line_exit_2(run, corpus, tmp_path):
@@ -103,13 +106,17 @@ def test_full_device_as_output_is_one_line_exit_2(run, corpus, tmp_path):
     assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
-@pytest.mark.parametrize("exc, needle", [
-    (RuntimeError("boom"), "unexpected RuntimeError: boom"),
-    (MemoryError(), "out of memory"),
-    (RecursionError("maximum recursion depth exceeded"), "nested too deeply"),
-])
-def test_unexpected_error_is_exit_2_one_line_traceback_with_debug(run, corpus, monkeypatch,
-                                                                  exc, needle):
+@pytest.mark.parametrize(
+    "exc, needle",
+    [
+        (RuntimeError("boom"), "unexpected RuntimeError: boom"),
+        (MemoryError(), "out of memory"),
+        (RecursionError("maximum recursion depth exceeded"), "nested too deeply"),
+    ],
+)
+def test_unexpected_error_is_exit_2_one_line_traceback_with_debug(
+    run, corpus, monkeypatch, exc, needle
+):
     import fertility.measure
 
     def broken(*a, **k):
@@ -123,14 +130,22 @@ def test_unexpected_error_is_exit_2_one_line_traceback_with_debug(run, corpus, m
     assert code == 2 and "Traceback (most recent call last)" in err and needle in err
 
 
-@pytest.mark.parametrize("argv, line", [
-    (["report", "{c}", "--detail", "x"], "error: Invalid value for '--detail': expected a "
-     "number of documents or 'all' (see `fertility report --help`)"),
-    (["report"], "error: Missing argument 'PATHS...'. (see `fertility report --help`)"),
-    (["report", "{c}", "--nope"], "error: No such option '--nope'. (see `fertility report "
-     "--help`)"),
-    (["bogus"], "error: No such command 'bogus'. (see `fertility --help`)"),
-])
+@pytest.mark.parametrize(
+    "argv, line",
+    [
+        (
+            ["report", "{c}", "--detail", "x"],
+            "error: Invalid value for '--detail': expected a "
+            "number of documents or 'all' (see `fertility report --help`)",
+        ),
+        (["report"], "error: Missing argument 'PATHS...'. (see `fertility report --help`)"),
+        (
+            ["report", "{c}", "--nope"],
+            "error: No such option '--nope'. (see `fertility report --help`)",
+        ),
+        (["bogus"], "error: No such command 'bogus'. (see `fertility --help`)"),
+    ],
+)
 def test_usage_error_is_one_line_exit_2(run, corpus, argv, line):
     code, _, err = run(*[a.format(c=corpus) for a in argv])
     assert code == 2 and _one_error_line(err) == line

@@ -10,8 +10,6 @@ from tests.bpe import byte_level_bpe
 from tests.textdata import SENTENCE
 
 
-
-
 @pytest.fixture(scope="module")
 def tok_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
@@ -30,8 +28,7 @@ def test_table_json_and_csv(run, corpus, tok_path):
     vocab = Tokenizer.from_file(str(tok_path)).get_vocab_size()
     code, out, _ = run("report", str(corpus), "-t", f"bpe={tok_path}", "-q")
     assert code == 0 and f"bpe (hf, vocab {vocab})" in out and "language:bn" in out
-    code, out, _ = run("report", str(corpus), "-t", f"bpe={tok_path}", "--format",
-                       "json", "-q")
+    code, out, _ = run("report", str(corpus), "-t", f"bpe={tok_path}", "--format", "json", "-q")
     data = json.loads(out)
     assert data["schema"] == "fertility.report/1"
     assert data["corpus"]["documents"] == 6 and data["corpus"]["files"]
@@ -39,15 +36,30 @@ def test_table_json_and_csv(run, corpus, tok_path):
     assert (t["label"], t["kind"], t["vocab_size"]) == ("bpe", "hf", vocab)
     bn = next(r for r in t["rows"] if r["group"] == "language" and r["key"] == "bn")
     assert bn["chars"] == 60 and bn["documents"] == 3
-    for field in ("graphemes", "bytes", "words", "tokens", "chars_per_token",
-                  "graphemes_per_token", "bytes_per_token", "tokens_per_word",
-                  "continued_word_rate", "unk_rate", "byte_fallback_rate", "token_share",
-                  "byte_share", "vocab_used", "chars_per_token_lo", "chars_per_token_hi",
-                  "roundtrip_failure_rate"):
+    for field in (
+        "graphemes",
+        "bytes",
+        "words",
+        "tokens",
+        "chars_per_token",
+        "graphemes_per_token",
+        "bytes_per_token",
+        "tokens_per_word",
+        "continued_word_rate",
+        "unk_rate",
+        "byte_fallback_rate",
+        "token_share",
+        "byte_share",
+        "vocab_used",
+        "chars_per_token_lo",
+        "chars_per_token_hi",
+        "roundtrip_failure_rate",
+    ):
         assert field in bn
     out_file = corpus.parent / "r.csv"
-    code, _, _ = run("report", str(corpus), "-t", str(tok_path), "--format", "csv",
-                     "-o", str(out_file), "-q")
+    code, _, _ = run(
+        "report", str(corpus), "-t", str(tok_path), "--format", "csv", "-o", str(out_file), "-q"
+    )
     header = out_file.read_text().splitlines()[0].split(",")
     assert header[:4] == ["tokenizer", "kind", "group", "key"] and "chars_per_token" in header
 
@@ -66,18 +78,26 @@ def test_tokenizers_from_fertility_toml(run, corpus, tok_path, monkeypatch):
 
 
 def test_subset_is_reported(run, corpus, tok_path):
-    code, out, _ = run("report", str(corpus), "-t", str(tok_path), "--max-docs", "4",
-                       "--format", "json", "-q")
+    code, out, _ = run(
+        "report", str(corpus), "-t", str(tok_path), "--max-docs", "4", "--format", "json", "-q"
+    )
     c = json.loads(out)["corpus"]
     assert c["documents"] == 4 and c["max_docs"] == 4 and c["stopped_early"] is True
 
 
-@pytest.mark.parametrize("make, needle", [
-    (lambda d: d / "missing.txt", "missing.txt"),
-    (lambda d: (d / "empty.txt").write_text("\n\n") and d / "empty.txt", "no documents"),
-    (lambda d: (d / "bad.txt.gz").write_bytes(gzip.compress(b"hello\n")[:-6]) and
-     d / "bad.txt.gz", "bad.txt.gz"),
-])
+@pytest.mark.parametrize(
+    "make, needle",
+    [
+        (lambda d: d / "missing.txt", "missing.txt"),
+        (lambda d: (d / "empty.txt").write_text("\n\n") and d / "empty.txt", "no documents"),
+        (
+            lambda d: (
+                (d / "bad.txt.gz").write_bytes(gzip.compress(b"hello\n")[:-6]) and d / "bad.txt.gz"
+            ),
+            "bad.txt.gz",
+        ),
+    ],
+)
 def test_bad_corpus_is_one_line_exit_2(run, tmp_path, make, needle):
     code, out, err = run("report", str(make(tmp_path)), "-q")
     assert code == 2 and needle in err
@@ -86,8 +106,7 @@ def test_bad_corpus_is_one_line_exit_2(run, tmp_path, make, needle):
 
 def test_invalid_utf8_counted_or_strict(run, tmp_path, tok_path):
     (tmp_path / "en.txt").write_bytes(b"good line\nbad \xff\xfe line\n")
-    code, out, err = run("report", str(tmp_path), "-t", str(tok_path), "--format",
-                         "json")
+    code, out, err = run("report", str(tmp_path), "-t", str(tok_path), "--format", "json")
     assert code == 0 and "warning" in err
     # 0xFF and 0xFE are each a maximal invalid sequence: two replacements
     assert list(json.loads(out)["corpus"]["invalid_utf8"].values()) == [2]
@@ -98,8 +117,7 @@ def test_invalid_utf8_counted_or_strict(run, tmp_path, tok_path):
 def test_binary_file_skipped_with_warning(run, tmp_path, tok_path):
     (tmp_path / "en.txt").write_text("fine\n")
     (tmp_path / "blob.txt").write_bytes(b"\x00\x01\x02binary")
-    code, out, err = run("report", str(tmp_path), "-t", str(tok_path), "--format",
-                         "json")
+    code, out, err = run("report", str(tmp_path), "-t", str(tok_path), "--format", "json")
     assert code == 0 and "blob.txt" in err
     assert json.loads(out)["corpus"]["binary_files"][0]["path"].endswith("blob.txt")
 

@@ -55,9 +55,26 @@ def _start_and_wait_for_workers(corpus: Path, out: Path, err: Path):
     # stderr to a file, not a pipe: a surviving worker would hold a pipe open
     with err.open("w") as err_stream:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "fertility.cli", "report", str(corpus), "--workers", "2",
-             "--pretokenizers", "o200k", "--format", "json", "-o", str(out), "-q"],
-            stdout=subprocess.DEVNULL, stderr=err_stream, cwd=corpus)
+            [
+                sys.executable,
+                "-m",
+                "fertility.cli",
+                "report",
+                str(corpus),
+                "--workers",
+                "2",
+                "--pretokenizers",
+                "o200k",
+                "--format",
+                "json",
+                "-o",
+                str(out),
+                "-q",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err_stream,
+            cwd=corpus,
+        )
     deadline = time.monotonic() + 20
     seen: set[int] = set()
     while time.monotonic() < deadline and proc.poll() is None:
@@ -94,8 +111,9 @@ def test_signal_ends_every_worker_and_leaves_no_output(big_corpus, tmp_path, sig
     out, err_file = tmp_path / "out" / "report.json", tmp_path / "stderr.txt"
     proc, seen = _start_and_wait_for_workers(big_corpus, out, err_file)
     try:
-        assert proc.poll() is None and len(seen) >= 3, \
+        assert proc.poll() is None and len(seen) >= 3, (
             f"the run must still be measuring with its workers (children seen: {seen})"
+        )
         time.sleep(0.5)  # the workers are inside their measuring loop
         os.kill(proc.pid, sig)
         code = proc.wait(timeout=15)

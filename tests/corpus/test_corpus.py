@@ -2,6 +2,7 @@
 
 Every fixture is written here into tmp_path; expected values are worked out by hand from
 the bytes written, not taken from the code under test."""
+
 from __future__ import annotations
 
 import builtins
@@ -73,16 +74,23 @@ def test_every_format_and_compression(tmp_path, kind, ext):
     path = write(tmp_path / f"data.{kind}{ext}", COMPRESS[ext](raw))
     docs, summary, _ = read(path)
     assert docs == [Document(t, "und", str(path), i) for i, t in enumerate(lines, 1)]
-    assert summary["files"][0]["compression"] == {"": None, ".gz": "gzip", ".bz2": "bzip2",
-                                                  ".xz": "xz", ".zst": "zstd"}[ext]
+    assert (
+        summary["files"][0]["compression"]
+        == {"": None, ".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd"}[ext]
+    )
 
 
 def test_txt_lines_crlf_cr_blank_and_whitespace(tmp_path):
     raw = b"one\r\ntwo\rthree\n\n \t \r\n  four  \n\r\nlast"
     docs, summary, _ = read(write(tmp_path / "a.txt", raw))
     # Lines: 1 one, 2 two, 3 three, 4 empty, 5 whitespace, 6 "  four  ", 7 empty, 8 last.
-    assert [(d.text, d.line) for d in docs] == [("one", 1), ("two", 2), ("three", 3),
-                                                ("  four  ", 6), ("last", 8)]
+    assert [(d.text, d.line) for d in docs] == [
+        ("one", 1),
+        ("two", 2),
+        ("three", 3),
+        ("  four  ", 6),
+        ("last", 8),
+    ]
     assert summary["documents"] == summary["documents_seen"] == 5
 
 
@@ -101,14 +109,18 @@ def test_whole_files(tmp_path):
     write(tmp_path / "c/b.txt", "keeps one blank line\n\n")
     write(tmp_path / "c/c.txt", " \n\t\n")
     docs, summary, _ = read(tmp_path / "c", whole_files=True)
-    assert [(d.text, d.line) for d in docs] == [("line one\nline two", 1),
-                                                ("keeps one blank line\n", 1)]
+    assert [(d.text, d.line) for d in docs] == [
+        ("line one\nline two", 1),
+        ("keeps one blank line\n", 1),
+    ]
     assert [f["documents"] for f in summary["files"]] == [1, 1, 0]
 
 
 def test_jsonl_text_field_blank_lines_and_empty_records(tmp_path):
-    raw = ('{"content": "first"}\n\n   \n{"content": ""}\n{"content": "  "}\n'
-           '{"content": "second", "text": 5}\n')
+    raw = (
+        '{"content": "first"}\n\n   \n{"content": ""}\n{"content": "  "}\n'
+        '{"content": "second", "text": 5}\n'
+    )
     docs, summary, _ = read(write(tmp_path / "a.jsonl", raw), text_field="content")
     # Records (blank lines are not records): 1 first, 2 "", 3 "  ", 4 second.
     assert [(d.text, d.line) for d in docs] == [("first", 1), ("second", 4)]
@@ -116,8 +128,10 @@ def test_jsonl_text_field_blank_lines_and_empty_records(tmp_path):
 
 
 def test_parquet_column_option_and_nulls(tmp_path):
-    path = write(tmp_path / "a.parquet",
-                 parquet_bytes({"body": ["x", None, "", "y", "z"], "text": [1, 2, 3, 4, 5]}))
+    path = write(
+        tmp_path / "a.parquet",
+        parquet_bytes({"body": ["x", None, "", "y", "z"], "text": [1, 2, 3, 4, 5]}),
+    )
     docs, summary, _ = read(path, text_field="body")
     assert [(d.text, d.line) for d in docs] == [("x", 1), ("y", 4), ("z", 5)]
     assert summary["empty_records"] == 2
@@ -148,10 +162,19 @@ def test_language_labels(tmp_path):
     docs, summary, _ = read(root)
     labels = {os.path.relpath(d.source, root): d.lang for d in docs}
     assert labels == {
-        "bn.txt": "bn", "ben_Beng.txt": "ben_Beng", "zh-Hans.jsonl.gz": "zh-Hans",
-        "pt_BR.txt": "pt_BR", "hi/part-1.txt": "hi", "hi/2023/data.txt": "hi",
-        "misc/part-1.txt": "und", "x/data.txt": "und", "x/dev.txt": "und", "x/EN.txt": "und",
-        "x/engl.txt": "und", "x/en-us.txt": "und", "x/new.txt": "und",
+        "bn.txt": "bn",
+        "ben_Beng.txt": "ben_Beng",
+        "zh-Hans.jsonl.gz": "zh-Hans",
+        "pt_BR.txt": "pt_BR",
+        "hi/part-1.txt": "hi",
+        "hi/2023/data.txt": "hi",
+        "misc/part-1.txt": "und",
+        "x/data.txt": "und",
+        "x/dev.txt": "und",
+        "x/EN.txt": "und",
+        "x/engl.txt": "und",
+        "x/en-us.txt": "und",
+        "x/new.txt": "und",
     }
 
 
@@ -162,18 +185,33 @@ def test_named_folder_and_named_file_labels(tmp_path):
 
 
 def test_lang_field_fills_in_only_where_names_say_nothing(tmp_path):
-    records = [{"text": "a", "lang": "bn"}, {"text": "b", "lang": "hi"}, {"text": "c"},
-               {"text": "d", "lang": ""}, {"text": "e", "lang": 7}]
+    records = [
+        {"text": "a", "lang": "bn"},
+        {"text": "b", "lang": "hi"},
+        {"text": "c"},
+        {"text": "d", "lang": ""},
+        {"text": "e", "lang": 7},
+    ]
     raw = "".join(json.dumps(r) + "\n" for r in records)
     write(tmp_path / "mixed/data.jsonl", raw)
     write(tmp_path / "mixed/sw.jsonl", raw)  # the file name wins over the field
-    write(tmp_path / "mixed/data.parquet",
-          parquet_bytes({"text": ["p", "q"], "lang": ["ur", None]}))
+    write(
+        tmp_path / "mixed/data.parquet", parquet_bytes({"text": ["p", "q"], "lang": ["ur", None]})
+    )
     docs, summary, _ = read(tmp_path / "mixed", lang_field="lang")
     assert [(d.text, d.lang) for d in docs] == [
-        ("a", "bn"), ("b", "hi"), ("c", "und"), ("d", "und"), ("e", "und"),
-        ("p", "ur"), ("q", "und"),
-        ("a", "sw"), ("b", "sw"), ("c", "sw"), ("d", "sw"), ("e", "sw"),
+        ("a", "bn"),
+        ("b", "hi"),
+        ("c", "und"),
+        ("d", "und"),
+        ("e", "und"),
+        ("p", "ur"),
+        ("q", "und"),
+        ("a", "sw"),
+        ("b", "sw"),
+        ("c", "sw"),
+        ("d", "sw"),
+        ("e", "sw"),
     ]
     assert summary["files"][0]["langs"] == {"bn": 1, "hi": 1, "und": 3}
     assert summary["files"][0]["lang"] is None and summary["files"][2]["lang"] == "sw"
@@ -196,9 +234,12 @@ def test_recursive_sorted_walk_and_skipped_files(tmp_path):
     assert texts(docs) == ["a/1.txt", "a/b/2.txt", "c.txt", "z/3.txt"]
     skipped = {os.path.relpath(s["path"], root): s["reason"] for s in summary["skipped_files"]}
     assert skipped == {
-        "README.md": "unsupported format (.md)", "data.json": "unsupported format (.json)",
-        "a/archive.tar.gz": "unsupported format (.tar.gz)", ".DS_Store": "hidden",
-        ".git": "hidden", "pipe.txt": "not a regular file",
+        "README.md": "unsupported format (.md)",
+        "data.json": "unsupported format (.json)",
+        "a/archive.tar.gz": "unsupported format (.tar.gz)",
+        ".DS_Store": "hidden",
+        ".git": "hidden",
+        "pipe.txt": "not a regular file",
     }
     assert len(warnings) == 1 and "skipped 6 file(s)" in warnings[0]
 
@@ -207,8 +248,9 @@ def test_mixed_arguments_explicit_unsupported_file_and_duplicates(tmp_path):
     write(tmp_path / "d/bn.txt", "from folder\n")
     write(tmp_path / "hi.txt", "named file\n")
     notes = write(tmp_path / "notes.csv", "a,b\n")
-    docs, summary, warnings = read(tmp_path / "d", tmp_path / "hi.txt", notes,
-                                   tmp_path / "d/bn.txt")
+    docs, summary, warnings = read(
+        tmp_path / "d", tmp_path / "hi.txt", notes, tmp_path / "d/bn.txt"
+    )
     assert [(d.text, d.lang) for d in docs] == [("from folder", "bn"), ("named file", "hi")]
     reasons = [s["reason"] for s in summary["skipped_files"]]
     assert reasons == ["unsupported format (.csv)", f"same file as {tmp_path / 'd/bn.txt'}"]
@@ -247,8 +289,11 @@ def test_sample_of_a_file_does_not_depend_on_other_files(tmp_path):
     _thousand(tmp_path)
     alone = [d.line for d in Corpus([str(tmp_path / "c")], sample=0.5).documents()]
     write(tmp_path / "c/0-before.txt", "".join(f"x {i}\n" for i in range(123)))
-    with_other = [d.line for d in Corpus([str(tmp_path / "c")], sample=0.5).documents()
-                  if d.source.endswith("a.txt")]
+    with_other = [
+        d.line
+        for d in Corpus([str(tmp_path / "c")], sample=0.5).documents()
+        if d.source.endswith("a.txt")
+    ]
     assert with_other == alone
 
 
@@ -318,9 +363,12 @@ def test_binary_files_skipped_early_and_late(tmp_path):
     assert texts(docs) == ["text", "x" * 9000, "late"]
     assert summary["binary_files"] == [
         {"path": str(tmp_path / "c/b.txt"), "offset": 5, "why": "NUL byte at byte 5"},
-        {"path": str(tmp_path / "c/c.txt.gz"), "offset": 9006, "why": "NUL byte at byte 9006"}]
-    assert [f["path"] for f in summary["files"]] == [str(tmp_path / "c/a.txt"),
-                                                     str(tmp_path / "c/c.txt.gz")]
+        {"path": str(tmp_path / "c/c.txt.gz"), "offset": 9006, "why": "NUL byte at byte 9006"},
+    ]
+    assert [f["path"] for f in summary["files"]] == [
+        str(tmp_path / "c/a.txt"),
+        str(tmp_path / "c/c.txt.gz"),
+    ]
     assert len(warnings) == 2
 
 
@@ -397,13 +445,16 @@ def test_corrupt_parquet(tmp_path):
     assert "d.parquet: column 'text' is int64, not a string" in error(ints)
 
 
-@pytest.mark.parametrize("line, what", [
-    ("{not json", "line 3: not valid JSON"),
-    ('["text"]', "line 3: not a JSON object"),
-    ('{"body": "x"}', "line 3: no field 'text'"),
-    ('{"text": 5}', "line 3: field 'text' is int, not a string"),
-    ('{"text": null}', "line 3: field 'text' is null, not a string"),
-])
+@pytest.mark.parametrize(
+    "line, what",
+    [
+        ("{not json", "line 3: not valid JSON"),
+        ('["text"]', "line 3: not a JSON object"),
+        ('{"body": "x"}', "line 3: no field 'text'"),
+        ('{"text": 5}', "line 3: field 'text' is int, not a string"),
+        ('{"text": null}', "line 3: field 'text' is null, not a string"),
+    ],
+)
 @pytest.mark.parametrize("strict", [False, True])
 def test_malformed_jsonl_line(tmp_path, line, what, strict):
     path = write(tmp_path / "a.jsonl.gz", gzip.compress(f'{{"text": "ok"}}\n\n{line}\n'.encode()))
@@ -497,16 +548,19 @@ def read_txt_with(data: bytes, strict: bool):
 
 
 @pytest.mark.parametrize("block", [1, 7, 64, 1 << 18])
-@pytest.mark.parametrize("data", [
-    b"\xef\xbb\xbfone\r\ntwo\rthree\n\n  \nfour",
-    "বাংলা\r\nভাষা\n".encode() * 50 + b"tail without newline",
-    b"ok\nbad \xff\xfe here\nmore\r\nbad2 \xc3\n" * 20,
-    b"x" * 9000 + b"\nline\nwith\x00nul\nafter\n",
-    b"x" * 9000 + b"\nbad \xff\nwith\x00nul\n",
-    ("a" * 300 + "\r").encode() * 10,
-    b"\r\r\n\n\r",
-    b"",
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xef\xbb\xbfone\r\ntwo\rthree\n\n  \nfour",
+        "বাংলা\r\nভাষা\n".encode() * 50 + b"tail without newline",
+        b"ok\nbad \xff\xfe here\nmore\r\nbad2 \xc3\n" * 20,
+        b"x" * 9000 + b"\nline\nwith\x00nul\nafter\n",
+        b"x" * 9000 + b"\nbad \xff\nwith\x00nul\n",
+        ("a" * 300 + "\r").encode() * 10,
+        b"\r\r\n\n\r",
+        b"",
+    ],
+)
 def test_block_reader_agrees_with_whole_file_reading(monkeypatch, block, data):
     monkeypatch.setattr(fmt, "READ_BLOCK", block)
     for strict in (False, True):
@@ -522,12 +576,16 @@ def test_jsonl_across_read_blocks(monkeypatch):
     # Records cross the 7-byte blocks; blank lines are not records; the bad byte of line 5
     # (record 4) sits at 15 + 15 + 1 + 16 + 11 = byte 58 ({"text": "dN"} is 14 bytes).
     monkeypatch.setattr(fmt, "READ_BLOCK", 7)
-    raw = (b'{"text": "d1"}\n{"text": "d2"}\n\n{"text": "d3"}\r\n'
-           b'{"text": "d\xff"}\n{"text": "d5"}')
+    raw = b'{"text": "d1"}\n{"text": "d2"}\n\n{"text": "d3"}\r\n{"text": "d\xff"}\n{"text": "d5"}'
     stats = fmt.FileStats()
     records = list(fmt.read_jsonl(io.BytesIO(raw), "f.jsonl", "text", None, False, stats))
-    assert records == [(1, "d1", None), (2, "d2", None), (3, "d3", None),
-                       (4, "d\ufffd", None), (5, "d5", None)]
+    assert records == [
+        (1, "d1", None),
+        (2, "d2", None),
+        (3, "d3", None),
+        (4, "d\ufffd", None),
+        (5, "d5", None),
+    ]
     assert (stats.invalid_utf8, stats.first_bad_offset) == (1, 58)
     with pytest.raises(CorpusError, match=r"f\.jsonl: invalid UTF-8 at byte 58$"):
         list(fmt.read_jsonl(io.BytesIO(raw), "f.jsonl", "text", None, True, fmt.FileStats()))
@@ -545,8 +603,12 @@ def test_a_file_is_read_to_its_size_when_the_corpus_was_made(tmp_path, name, pac
     with open(path, "ab") as f:  # a writer appends after the corpus was opened
         f.write(pack(b"three\n"))
     assert texts(corpus.documents()) == ["one", "two"]
-    assert warnings == [(f"{path}: grew while it was read; read its first {size} bytes (its "
-                         "size when the corpus was opened)")]
+    assert warnings == [
+        (
+            f"{path}: grew while it was read; read its first {size} bytes (its "
+            "size when the corpus was opened)"
+        )
+    ]
     # a second reader (a worker process) handed the first one's sizes reads the same bytes
     with open(path, "ab") as f:
         f.write(pack(b"four\n"))
@@ -595,5 +657,6 @@ def test_a_reader_given_sizes_skips_a_file_that_appeared_since(tmp_path):
     write(tmp_path / "c/b.txt", "two\n")  # created after the first reader walked the folder
     docs, summary, _ = read(tmp_path / "c", sizes=first.sizes())
     assert texts(docs) == ["one"]
-    assert summary["skipped_files"] == [{"path": str(tmp_path / "c/b.txt"),
-                                         "reason": "appeared after the corpus was opened"}]
+    assert summary["skipped_files"] == [
+        {"path": str(tmp_path / "c/b.txt"), "reason": "appeared after the corpus was opened"}
+    ]

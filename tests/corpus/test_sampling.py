@@ -43,12 +43,12 @@ def test_minority_language_gets_at_least_its_documented_share():
     groups, lengths = corpus({0: (1000, 100), 1: (10, 50)})
     train = np.ones(len(groups), bool)
     plan = S.plan_copies(groups, lengths, train, temperature=0.3, budget=None, seed=1)
-    share = 500 ** 0.3 / (500 ** 0.3 + 100_000 ** 0.3)   # 6.44 / (6.44 + 31.62) = 0.169
+    share = 500**0.3 / (500**0.3 + 100_000**0.3)  # 6.44 / (6.44 + 31.62) = 0.169
     budget = 100_500
     got = np.bincount(groups, weights=plan.copies * lengths)  # recomputed from the copies
     assert plan.budget == budget
-    assert got[1] >= share * budget                  # the guarantee
-    assert got[1] < share * budget + 50              # overshoot below one document
+    assert got[1] >= share * budget  # the guarantee
+    assert got[1] < share * budget + 50  # overshoot below one document
     assert got[0] >= (1 - share) * budget and got[0] < (1 - share) * budget + 100
     # proportional sampling would have given it 0.5%; temperature 0.3 gives it ~17%
     assert got[1] / got.sum() > 0.16
@@ -61,11 +61,11 @@ def test_minority_language_gets_at_least_its_documented_share():
 def test_budget_and_held_out_documents():
     groups, lengths = corpus({0: (20, 10), 1: (20, 10)})
     train = np.ones(40, bool)
-    train[::4] = False                                 # held out: never sampled
+    train[::4] = False  # held out: never sampled
     plan = S.plan_copies(groups, lengths, train, temperature=1.0, budget=1000, seed=0)
     assert (plan.copies[~train] == 0).all()
     got = np.bincount(groups, weights=plan.copies * lengths)
-    assert list(got) == [500, 500]                     # 15 docs * 10 chars, 3.33 times each
+    assert list(got) == [500, 500]  # 15 docs * 10 chars, 3.33 times each
 
 
 def test_plan_is_deterministic_per_seed():

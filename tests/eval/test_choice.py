@@ -13,10 +13,10 @@ import torch.nn.functional as F
 
 from eval import choice
 from fertility.errors import EvalError
-from fertility.tokenizers.base import Encoded
 from fertility.tokenizers import load_tokenizer
-from trainer.model import Transformer, config_from_preset
+from fertility.tokenizers.base import Encoded
 from tests.bpe import byte_level_bpe
+from trainer.model import Transformer, config_from_preset
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TASKS = [EXAMPLES / "tasks" / "cloze_en.jsonl", EXAMPLES / "tasks" / "cloze_bn.jsonl"]
@@ -40,6 +40,7 @@ def item(context, choices, label, **kw):
 
 # -- task files ------------------------------------------------------------------------------
 
+
 def test_example_task_files_load():
     for path in TASKS:
         items = choice.load_items(path)
@@ -52,20 +53,23 @@ def test_example_task_files_load():
 GOOD = {"context": "The sky is", "choices": [" blue.", " green."], "label": 0}
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "expected a JSON object"),
-    (json.dumps({**GOOD, "label": 2}), "label 2 is out of range for 2 choices"),
-    (json.dumps({**GOOD, "label": -1}), "label -1 is out of range"),
-    (json.dumps({**GOOD, "label": "0"}), "\"label\" must be an integer"),
-    (json.dumps({**GOOD, "label": True}), "\"label\" must be an integer"),
-    (json.dumps({k: v for k, v in GOOD.items() if k != "label"}), "\"label\" must be an integer"),
-    (json.dumps({**GOOD, "choices": [" blue."]}), "1 choice\\(s\\); at least 2"),
-    (json.dumps({**GOOD, "choices": " blue."}), "\"choices\" must be a list of strings"),
-    (json.dumps({**GOOD, "choices": [" blue.", ""]}), "choice 1 is empty"),
-    (json.dumps({**GOOD, "context": None}), "\"context\" must be a string"),
-    (json.dumps({**GOOD, "lang": 3}), "\"lang\" must be a string"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        (json.dumps({**GOOD, "label": 2}), "label 2 is out of range for 2 choices"),
+        (json.dumps({**GOOD, "label": -1}), "label -1 is out of range"),
+        (json.dumps({**GOOD, "label": "0"}), '"label" must be an integer'),
+        (json.dumps({**GOOD, "label": True}), '"label" must be an integer'),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "label"}), '"label" must be an integer'),
+        (json.dumps({**GOOD, "choices": [" blue."]}), "1 choice\\(s\\); at least 2"),
+        (json.dumps({**GOOD, "choices": " blue."}), '"choices" must be a list of strings'),
+        (json.dumps({**GOOD, "choices": [" blue.", ""]}), "choice 1 is empty"),
+        (json.dumps({**GOOD, "context": None}), '"context" must be a string'),
+        (json.dumps({**GOOD, "lang": 3}), '"lang" must be a string'),
+    ],
+)
 def test_a_bad_line_is_an_eval_error_naming_file_and_line(tmp_path, bad, message):
     path = tmp_path / "task.jsonl"
     path.write_text(json.dumps(GOOD) + "\n\n" + bad + "\n" + json.dumps(GOOD) + "\n")
@@ -86,6 +90,7 @@ def test_missing_empty_and_duplicate_id_task_files(tmp_path):
 
 
 # -- metrics ----------------------------------------------------------------------------------
+
 
 def test_acc_norm_by_characters_and_by_bytes_disagree_where_they_must():
     # Two choices of 5 characters each: Latin (5 bytes) and Bengali (1 + 4*3 = 13 bytes).
@@ -110,11 +115,22 @@ def test_acc_norm_divides_by_the_choice_without_its_leading_delimiter():
 
 
 def test_accuracy_chance_and_interval_on_hand_made_items():
-    items = [item("a", ["x", "y"], 0), item("b", ["x", "y", "z"], 2),
-             item("c", ["x", "yy", "z", "w"], 1)]
-    table = {("a", "x"): -1.0, ("a", "y"): -2.0,            # right
-             ("b", "x"): -1.0, ("b", "y"): -3.0, ("b", "z"): -2.0,  # wrong
-             ("c", "x"): -1.5, ("c", "yy"): -2.0, ("c", "z"): -4.0, ("c", "w"): -9.0}
+    items = [
+        item("a", ["x", "y"], 0),
+        item("b", ["x", "y", "z"], 2),
+        item("c", ["x", "yy", "z", "w"], 1),
+    ]
+    table = {
+        ("a", "x"): -1.0,
+        ("a", "y"): -2.0,  # right
+        ("b", "x"): -1.0,
+        ("b", "y"): -3.0,
+        ("b", "z"): -2.0,  # wrong
+        ("c", "x"): -1.5,
+        ("c", "yy"): -2.0,
+        ("c", "z"): -4.0,
+        ("c", "w"): -9.0,
+    }
     row = choice.score_task(items, Stub(table), name="hand")
     assert row["task"] == "hand" and row["n"] == 3
     assert row["acc"] == pytest.approx(1 / 3)
@@ -134,24 +150,32 @@ def test_wilson_matches_published_values():
     assert choice.wilson(8, 10) == pytest.approx((0.4902, 0.9433), abs=1e-4)
 
 
-@pytest.mark.parametrize("right, n, expected", [
-    (30, 40, "above chance"), (10, 40, "not distinguishable from chance (40 items)"),
-    (12, 40, "not distinguishable from chance (40 items)"), (0, 40, "below chance"),
-    (2, 6, "not distinguishable from chance (6 items)"), (400, 1000, "above chance"),
-    (220, 1000, "below chance"),
-])
+@pytest.mark.parametrize(
+    "right, n, expected",
+    [
+        (30, 40, "above chance"),
+        (10, 40, "not distinguishable from chance (40 items)"),
+        (12, 40, "not distinguishable from chance (40 items)"),
+        (0, 40, "below chance"),
+        (2, 6, "not distinguishable from chance (6 items)"),
+        (400, 1000, "above chance"),
+        (220, 1000, "below chance"),
+    ],
+)
 def test_verdict(right, n, expected):
     items = [item("c", ["r", "w", "v", "u"], 0) for _ in range(n)]
     stub = Stub({})
     stub.loglikelihoods = lambda pairs: [
         (0.0 if c == "r" else -1.0) if i // 4 < right else (-1.0 if c == "r" else 0.0)
-        for i, (_, c) in enumerate(pairs)]
+        for i, (_, c) in enumerate(pairs)
+    ]
     row = choice.score_task(items, stub)
     assert row["acc"] == pytest.approx(right / n)
     assert row["verdict"] == expected
 
 
 # -- the model scorer -------------------------------------------------------------------------
+
 
 class PairTokenizer:
     """Two characters per token, so a token can straddle the context/choice boundary."""
@@ -161,8 +185,7 @@ class PairTokenizer:
         for t in texts:
             starts = np.arange(0, len(t), 2)
             ends = np.minimum(starts + 2, len(t))
-            ids = np.array([(ord(t[s]) * 7 + ord(t[e - 1])) % 50 + 1 for s, e in
-                            zip(starts, ends)])
+            ids = np.array([(ord(t[s]) * 7 + ord(t[e - 1])) % 50 + 1 for s, e in zip(starts, ends)])
             out.append(Encoded(ids, starts, ends))
         return out
 
@@ -212,8 +235,12 @@ def test_model_scorer_keeps_the_last_context_tokens_of_a_long_item():
 
 
 def test_a_random_model_is_not_distinguishable_from_chance_on_the_example_tasks(tmp_path):
-    lines = [x for g in ("en", "bn") for x in
-             (EXAMPLES / "corpus" / f"{g}.txt").read_text("utf-8").splitlines() if x.strip()]
+    lines = [
+        x
+        for g in ("en", "bn")
+        for x in (EXAMPLES / "corpus" / f"{g}.txt").read_text("utf-8").splitlines()
+        if x.strip()
+    ]
     byte_level_bpe(lines, 400, specials=["<|endoftext|>"], path=tmp_path / "tok.json")
     tok = load_tokenizer(str(tmp_path / "tok.json"))
     model = tiny_model(tok.vocab_size, max_seq_len=128, seed=5)
@@ -229,6 +256,7 @@ def test_a_random_model_is_not_distinguishable_from_chance_on_the_example_tasks(
 
 # -- converting lm-evaluation-harness records -----------------------------------------------------
 
+
 def test_lm_eval_style_records_convert_and_load(tmp_path):
     from eval.convert import convert_file
 
@@ -236,10 +264,16 @@ def test_lm_eval_style_records_convert_and_load(tmp_path):
     records = [
         {"query": "Q1", "choices": ["a", "b"], "gold": 1, "id": 7},
         {"ctx": "A man", "endings": ["sits.", "runs.", "eats."], "label": "2"},
-        {"question": "Which?", "choices": {"text": ["x", "y", "z"], "label": ["A", "B", "C"]},
-         "answerKey": "C"},
-        {"question": "Which?", "choices": {"text": ["x", "y"], "label": ["1", "2"]},
-         "answerKey": "2"},
+        {
+            "question": "Which?",
+            "choices": {"text": ["x", "y", "z"], "label": ["A", "B", "C"]},
+            "answerKey": "C",
+        },
+        {
+            "question": "Which?",
+            "choices": {"text": ["x", "y"], "label": ["1", "2"]},
+            "answerKey": "2",
+        },
         {"goal": "Open a jar", "sol1": "twist", "sol2": "burn", "label": 0},
     ]
     src.write_text("\n".join(json.dumps(r) for r in records) + "\n")
@@ -261,27 +295,44 @@ def test_named_fields_and_bad_records(tmp_path):
 
     src = tmp_path / "named.jsonl"
     src.write_text(json.dumps({"stem": "2+2=", "opts": ["4", "5"], "ans": "A"}) + "\n")
-    assert convert_file(src, tmp_path / "out.jsonl", context_field="stem",
-                        choices_field="opts", label_field="ans", delimiter="") == 1
+    assert (
+        convert_file(
+            src,
+            tmp_path / "out.jsonl",
+            context_field="stem",
+            choices_field="opts",
+            label_field="ans",
+            delimiter="",
+        )
+        == 1
+    )
     assert choice.load_items(tmp_path / "out.jsonl")[0].choices == ("4", "5")
-    for bad, message in [({"query": "q", "choices": ["a", "b"], "gold": 3}, "label 3 is out"),
-                         ({"query": "q", "choices": ["a"], "gold": 0}, "at least 2"),
-                         ({"text": "q"}, "fits no known record shape"),
-                         ({"ctx": "q", "endings": ["a", "b"], "label": "?"}, "not an index")]:
+    for bad, message in [
+        ({"query": "q", "choices": ["a", "b"], "gold": 3}, "label 3 is out"),
+        ({"query": "q", "choices": ["a"], "gold": 0}, "at least 2"),
+        ({"text": "q"}, "fits no known record shape"),
+        ({"ctx": "q", "endings": ["a", "b"], "label": "?"}, "not an index"),
+    ]:
         src.write_text(json.dumps(GOOD) + "\n" + json.dumps(bad) + "\n")
         with pytest.raises(EvalError, match=f"named.jsonl:2: .*{message}"):
             convert_file(src, tmp_path / "never.jsonl")
         assert not (tmp_path / "never.jsonl").exists()
 
 
-
-@pytest.mark.parametrize("text, where", [
-    ('{"query": "q", "choices": ["a", "b"], "gold": 0}\n' + "[" * 100_000 + "\n",
-     "deep.jsonl:2: JSON nested too deeply"),
-    ("[" * 100_000, "deep.jsonl: JSON nested too deeply"),
-    ('{"query": "q", "choices": ["a", "b"], "gold": ' + "9" * 5000 + "}\n",
-     "deep.jsonl:1: not valid JSON (Exceeds the limit"),
-])
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        (
+            '{"query": "q", "choices": ["a", "b"], "gold": 0}\n' + "[" * 100_000 + "\n",
+            "deep.jsonl:2: JSON nested too deeply",
+        ),
+        ("[" * 100_000, "deep.jsonl: JSON nested too deeply"),
+        (
+            '{"query": "q", "choices": ["a", "b"], "gold": ' + "9" * 5000 + "}\n",
+            "deep.jsonl:1: not valid JSON (Exceeds the limit",
+        ),
+    ],
+)
 def test_convert_of_json_the_decoder_cannot_read_is_one_line(tmp_path, capsys, text, where):
     from eval.convert import main
 

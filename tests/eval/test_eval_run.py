@@ -13,13 +13,13 @@ import torch
 
 from eval import nll
 from eval.choice import VERDICTS
-from eval.run import SCHEMA, evaluate
 from eval.render import render_json, render_text
+from eval.run import SCHEMA, evaluate
 from fertility.errors import EvalError
 from fertility.tokenizers import load_tokenizer
+from tests.bpe import byte_level_bpe
 from trainer.checkpoint import latest_checkpoint, save_checkpoint
 from trainer.model import ModelConfig, Transformer
-from tests.bpe import byte_level_bpe
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TASKS = [EXAMPLES / "tasks" / "cloze_en.jsonl", EXAMPLES / "tasks" / "cloze_bn.jsonl"]
@@ -43,18 +43,36 @@ def run_dir(tmp_path_factory):
     from trainer.run import pretrain
 
     root = tmp_path_factory.mktemp("evalrun")
-    lines = [x for f in sorted((EXAMPLES / "corpus").glob("*.txt"))
-             for x in f.read_text("utf-8").splitlines() if x.strip()]
+    lines = [
+        x
+        for f in sorted((EXAMPLES / "corpus").glob("*.txt"))
+        for x in f.read_text("utf-8").splitlines()
+        if x.strip()
+    ]
     byte_level_bpe(lines, 512, specials=[SEP], path=root / "tokenizer.json")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model: one thread is fastest, and steady on a busy CPU
     try:
-        pretrain([str(EXAMPLES / "corpus")], str(root / "tokenizer.json"), root / "run",
-                 preset="tiny", steps=50, device="cpu", quiet=True,
-                 gate=lambda p, t: PassingGate(),
-                 overrides={"seq_len": 64, "micro_batch": 8, "lr": 3e-3, "min_lr": 3e-4,
-                            "warmup_steps": 10, "heldout_fraction": 0.1,
-                            "checkpoint_every": 25, "tokenize_workers": 1})
+        pretrain(
+            [str(EXAMPLES / "corpus")],
+            str(root / "tokenizer.json"),
+            root / "run",
+            preset="tiny",
+            steps=50,
+            device="cpu",
+            quiet=True,
+            gate=lambda p, t: PassingGate(),
+            overrides={
+                "seq_len": 64,
+                "micro_batch": 8,
+                "lr": 3e-3,
+                "min_lr": 3e-4,
+                "warmup_steps": 10,
+                "heldout_fraction": 0.1,
+                "checkpoint_every": 25,
+                "tokenize_workers": 1,
+            },
+        )
     finally:
         torch.set_num_threads(threads)
     return root / "run"
@@ -66,8 +84,11 @@ def result(run_dir):
 
 
 def heldout(run_dir):
-    return [json.loads(x) for x in (run_dir / "data" / "heldout.jsonl").read_text("utf-8")
-            .splitlines() if x.strip()]
+    return [
+        json.loads(x)
+        for x in (run_dir / "data" / "heldout.jsonl").read_text("utf-8").splitlines()
+        if x.strip()
+    ]
 
 
 def copy_run(run_dir, tmp_path):
@@ -114,10 +135,25 @@ def test_json_carries_the_documented_fields(result):
     data = json.loads(render_json(result))
     assert data["schema"] == SCHEMA == "fertility.eval/1"
     for row in data["lm"]:
-        for key in ("group", "key", "documents", "tokens", "bytes", "chars", "nll_per_token",
-                    "nll_per_token_ci95", "twin_nll_per_token", "twin_nll_per_token_ci95",
-                    "perplexity", "bits_per_byte", "bits_per_byte_ci95", "bits_per_char",
-                    "bits_per_char_ci95", "twin_minus_model", "twin_minus_model_ci95"):
+        for key in (
+            "group",
+            "key",
+            "documents",
+            "tokens",
+            "bytes",
+            "chars",
+            "nll_per_token",
+            "nll_per_token_ci95",
+            "twin_nll_per_token",
+            "twin_nll_per_token_ci95",
+            "perplexity",
+            "bits_per_byte",
+            "bits_per_byte_ci95",
+            "bits_per_char",
+            "bits_per_char_ci95",
+            "twin_minus_model",
+            "twin_minus_model_ci95",
+        ):
             assert key in row, key
     assert [t["task"] for t in data["tasks"]] == ["cloze_en", "cloze_bn"]
     for t in data["tasks"]:
@@ -141,10 +177,19 @@ def test_another_corpus_can_be_scored(run_dir):
 def _replace_weights(run_dir, model, step=99):
     for p in (run_dir / "checkpoints").iterdir():
         shutil.rmtree(p)
-    save_checkpoint(run_dir, step, model.state_dict(), {"x": torch.zeros(1)},
-                    {"model": model.cfg.to_dict(), "tokens_seen": 0,
-                     "tokenizer_fingerprint": load_tokenizer(
-                         str(run_dir / "tokenizer" / "tokenizer.json")).fingerprint})
+    save_checkpoint(
+        run_dir,
+        step,
+        model.state_dict(),
+        {"x": torch.zeros(1)},
+        {
+            "model": model.cfg.to_dict(),
+            "tokens_seen": 0,
+            "tokenizer_fingerprint": load_tokenizer(
+                str(run_dir / "tokenizer" / "tokenizer.json")
+            ).fingerprint,
+        },
+    )
 
 
 def test_a_model_no_better_than_its_twin_is_flagged(run_dir, tmp_path):
@@ -170,6 +215,7 @@ def test_a_twin_far_above_ln_v_is_flagged(run_dir, tmp_path):
 
 
 # -- bad input ---------------------------------------------------------------------------------
+
 
 def test_missing_run_folder_and_manifest(tmp_path):
     with pytest.raises(EvalError, match="nope: no such run folder"):
@@ -221,8 +267,10 @@ def test_missing_heldout_split_asks_for_a_corpus(run_dir, tmp_path):
 
 def test_a_bad_task_file_fails_before_any_scoring(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"context": "a", "choices": ["b", "c"], "label": 0}\n'
-                   '{"context": "a", "choices": ["b", "c"], "label": 5}\n')
+    bad.write_text(
+        '{"context": "a", "choices": ["b", "c"], "label": 0}\n'
+        '{"context": "a", "choices": ["b", "c"], "label": 5}\n'
+    )
     # the task file is checked first, so its error wins even over a missing run
     with pytest.raises(EvalError, match="bad.jsonl:2: label 5 is out of range"):
         evaluate(tmp_path / "no-run", tasks=[bad])
@@ -245,38 +293,63 @@ def test_a_device_that_cannot_be_used_is_an_eval_error(run_dir, monkeypatch):
 
 # -- the command -------------------------------------------------------------------------------
 
-def test_the_eval_command_writes_json_and_fails_with_one_line_and_exit_2(run_dir, tmp_path,
-                                                                         run):
+
+def test_the_eval_command_writes_json_and_fails_with_one_line_and_exit_2(run_dir, tmp_path, run):
     out = tmp_path / "eval.json"
-    rc, _, _ = run("eval", run_dir, "--no-lm", "--tasks", TASKS[1],
-                         "--format", "json", "-o", out, "--device", "cpu", "--quiet")
+    rc, _, _ = run(
+        "eval",
+        run_dir,
+        "--no-lm",
+        "--tasks",
+        TASKS[1],
+        "--format",
+        "json",
+        "-o",
+        out,
+        "--device",
+        "cpu",
+        "--quiet",
+    )
     assert rc == 0
     data = json.loads(out.read_text("utf-8"))
     assert data["schema"] == "fertility.eval/1" and data["lm"] == [] and data["heldout"] is None
     assert [(t["task"], t["n"]) for t in data["tasks"]] == [("cloze_bn", 40)]
 
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"context": "a", "choices": ["b", "c"], "label": 0}\n'
-                   '{"context": "a", "choices": ["b", "c"]}\n')
-    for argv, where in [((run_dir, "--tasks", bad), "bad.jsonl:2: \"label\" must be"),
-                        ((tmp_path / "nope",), "nope: no such run folder")]:
+    bad.write_text(
+        '{"context": "a", "choices": ["b", "c"], "label": 0}\n'
+        '{"context": "a", "choices": ["b", "c"]}\n'
+    )
+    for argv, where in [
+        ((run_dir, "--tasks", bad), 'bad.jsonl:2: "label" must be'),
+        ((tmp_path / "nope",), "nope: no such run folder"),
+    ]:
         rc, stdout, err = run("eval", *argv, "--quiet")
         assert rc == 2 and stdout == ""
         assert err.startswith("error: ") and err.count("\n") == 1 and where in err, err
 
 
-@pytest.mark.parametrize("line, what", [
-    ("[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
-    ('{"context": "a", "choices": ["b", "c"], "label": 0, "x": ' + "[" * 100_000,
-     "JSON nested too deeply"),
-    ('{"context": "a", "choices": ["b", "c"], "label": ' + "9" * 5000 + "}",
-     "JSON number with too many digits"),
-])
+@pytest.mark.parametrize(
+    "line, what",
+    [
+        ("[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
+        (
+            '{"context": "a", "choices": ["b", "c"], "label": 0, "x": ' + "[" * 100_000,
+            "JSON nested too deeply",
+        ),
+        (
+            '{"context": "a", "choices": ["b", "c"], "label": ' + "9" * 5000 + "}",
+            "JSON number with too many digits",
+        ),
+    ],
+)
 def test_a_task_line_the_json_decoder_cannot_read_is_one_line_naming_file_and_line(
-        run_dir, tmp_path, run, line, what):
+    run_dir, tmp_path, run, line, what
+):
     tasks = tmp_path / "deep.jsonl"
     tasks.write_text('{"context": "a", "choices": ["b", "c"], "label": 0}\n' + line + "\n")
-    rc, stdout, err = run("eval", run_dir, "--no-lm", "--tasks", tasks, "--device", "cpu",
-                          "--quiet")
+    rc, stdout, err = run(
+        "eval", run_dir, "--no-lm", "--tasks", tasks, "--device", "cpu", "--quiet"
+    )
     assert rc == 2 and stdout == "" and "Traceback" not in err
     assert err.count("\n") == 1 and err.startswith(f"error: {tasks}:2: {what}"), err

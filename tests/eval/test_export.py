@@ -14,17 +14,18 @@ from safetensors.torch import load_file
 from eval.export import PROBE, export_hf
 from fertility.errors import EvalError
 from fertility.tokenizers import load_tokenizer
-from trainer.checkpoint import save_checkpoint
-from trainer.model import config_from_preset, Transformer
 from tests.bpe import byte_level_bpe
+from trainer.checkpoint import save_checkpoint
+from trainer.model import Transformer, config_from_preset
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 SEP = "<|endoftext|>"
 
 
 def corpus_lines(langs=("en", "bn", "hi", "ru", "zh")):
-    return [l for g in langs for l in (CORPUS / f"{g}.txt").read_text("utf-8").splitlines()
-            if l.strip()]
+    return [
+        l for g in langs for l in (CORPUS / f"{g}.txt").read_text("utf-8").splitlines() if l.strip()
+    ]
 
 
 def train_bpe(path: Path, vocab: int = 400, specials=(SEP,)) -> Path:
@@ -32,30 +33,49 @@ def train_bpe(path: Path, vocab: int = 400, specials=(SEP,)) -> Path:
     return path
 
 
-def make_run(root: Path, tok_file: Path, *, tie: bool = True, pattern: str | None = None,
-             extra_ids: int = 0) -> Path:
+def make_run(
+    root: Path, tok_file: Path, *, tie: bool = True, pattern: str | None = None, extra_ids: int = 0
+) -> Path:
     """A run folder in the layout `fertility pretrain` writes, with random weights made
     large enough that the logits are far from uniform (a weak comparison otherwise)."""
     run = root / "run"
     (run / "tokenizer").mkdir(parents=True)
     shutil.copyfile(tok_file, run / "tokenizer" / tok_file.name)
     tok = load_tokenizer(str(run / "tokenizer" / tok_file.name), pattern=pattern)
-    cfg = config_from_preset("tiny", tok.vocab_size + extra_ids,
-                             {"max_seq_len": 64, "tie_embeddings": tie, "n_kv_heads": 2})
+    cfg = config_from_preset(
+        "tiny",
+        tok.vocab_size + extra_ids,
+        {"max_seq_len": 64, "tie_embeddings": tie, "n_kv_heads": 2},
+    )
     torch.manual_seed(1)
     model = Transformer(cfg)
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(8.0) if p.dim() > 1 else p.add_(0.3 * torch.randn_like(p))
-    save_checkpoint(run, 5, model.state_dict(), {"note": torch.zeros(1)},
-                    {"model": cfg.to_dict(), "tokens_seen": 0,
-                     "tokenizer_fingerprint": tok.fingerprint})
-    meta = {"schema": "fertility.run/1",
-            "tokenizer": {"spec": str(tok_file), "kind": tok.kind, "pattern": pattern,
-                          "fingerprint": tok.fingerprint, "vocab_size": tok.vocab_size,
-                          "path": f"tokenizer/{tok_file.name}"},
-            "model": cfg.to_dict(), "train": {"seq_len": 64, "separator": "auto"},
-            "gate": None, "forced": False, "corpus": {}, "created": "now"}
+    save_checkpoint(
+        run,
+        5,
+        model.state_dict(),
+        {"note": torch.zeros(1)},
+        {"model": cfg.to_dict(), "tokens_seen": 0, "tokenizer_fingerprint": tok.fingerprint},
+    )
+    meta = {
+        "schema": "fertility.run/1",
+        "tokenizer": {
+            "spec": str(tok_file),
+            "kind": tok.kind,
+            "pattern": pattern,
+            "fingerprint": tok.fingerprint,
+            "vocab_size": tok.vocab_size,
+            "path": f"tokenizer/{tok_file.name}",
+        },
+        "model": cfg.to_dict(),
+        "train": {"seq_len": 64, "separator": "auto"},
+        "gate": None,
+        "forced": False,
+        "corpus": {},
+        "created": "now",
+    }
     (run / "run.json").write_text(json.dumps(meta))
     return run
 
@@ -69,8 +89,13 @@ def hf_run(tmp_path_factory):
 def test_export_writes_llama_names_and_shapes(hf_run, tmp_path):
     out = tmp_path / "hf"
     summary = export_hf(hf_run, out)
-    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-            "special_tokens_map.json"} <= set(summary["files"])
+    assert {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    } <= set(summary["files"])
     assert summary["step"] == 5
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLM"] and cfg["model_type"] == "llama"
@@ -112,8 +137,9 @@ def test_transformers_loads_the_export_and_its_logits_match_ours(tmp_path, tie):
     run = make_run(tmp_path, train_bpe(tmp_path / "tokenizer.json"), tie=tie)
     out = tmp_path / "hf"
     export_hf(run, out)
-    hf_model = LlamaForCausalLM.from_pretrained(str(out), local_files_only=True,
-                                                dtype=torch.float32).eval()
+    hf_model = LlamaForCausalLM.from_pretrained(
+        str(out), local_files_only=True, dtype=torch.float32
+    ).eval()
     hf_tok = AutoTokenizer.from_pretrained(str(out), local_files_only=True)
 
     ours_tok = load_tokenizer(str(run / "tokenizer" / "tokenizer.json"))
@@ -121,8 +147,12 @@ def test_transformers_loads_the_export_and_its_logits_match_ours(tmp_path, tie):
 
     ours, _ = load_model(run)
     sep = ours_tok.special_tokens[SEP]
-    texts = ["The monsoon rains filled the river.", "বর্ষার বৃষ্টিতে নদী ভরে উঠল।",
-             "Дождь 雨 and ১২৩ mixed", PROBE]
+    texts = [
+        "The monsoon rains filled the river.",
+        "বর্ষার বৃষ্টিতে নদী ভরে উঠল।",
+        "Дождь 雨 and ১২৩ mixed",
+        PROBE,
+    ]
     for text in texts:
         ids = ours_tok.encode_batch([text])[0].ids.tolist()
         # the tokenizer adds nothing: the separator is bos_token, for the evaluator to put in
@@ -151,8 +181,9 @@ def test_a_separator_reserved_past_the_vocabulary_is_exported_as_a_token(tmp_pat
     hf_tok = AutoTokenizer.from_pretrained(str(out), local_files_only=True)
     assert len(hf_tok) == sep + 1 and hf_tok.bos_token_id == hf_tok.eos_token_id == sep
     assert hf_tok.convert_ids_to_tokens(sep) == "<|endoftext|>"
-    hf_model = LlamaForCausalLM.from_pretrained(str(out), local_files_only=True,
-                                                dtype=torch.float32).eval()
+    hf_model = LlamaForCausalLM.from_pretrained(
+        str(out), local_files_only=True, dtype=torch.float32
+    ).eval()
     from trainer.checkpoint import load_model
 
     ours, _ = load_model(run)
@@ -195,15 +226,22 @@ def test_tiktoken_run_converts_to_a_tokenizer_json_that_encodes_identically(tmp_
 def _train_sp(tmp_path, model_type, **extra) -> Path:
     spm = pytest.importorskip("sentencepiece")
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(corpus_lines(("en", "bn"))), model_prefix=str(tmp_path / "sp"),
-        vocab_size=500, model_type=model_type, character_coverage=0.995, byte_fallback=True,
-        minloglevel=2, **extra)
+        sentence_iterator=iter(corpus_lines(("en", "bn"))),
+        model_prefix=str(tmp_path / "sp"),
+        vocab_size=500,
+        model_type=model_type,
+        character_coverage=0.995,
+        byte_fallback=True,
+        minloglevel=2,
+        **extra,
+    )
     return tmp_path / "sp.model"
 
 
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_sentencepiece_run_converts_to_a_tokenizer_json_that_encodes_identically(
-        tmp_path, model_type):
+    tmp_path, model_type
+):
     from tokenizers import Tokenizer as HF
 
     run = make_run(tmp_path, _train_sp(tmp_path, model_type))
@@ -215,7 +253,13 @@ def test_sentencepiece_run_converts_to_a_tokenizer_json_that_encodes_identically
     # unseen scripts go through byte fallback; whitespace runs, tabs and full-width forms
     # through the normaliser
     texts = corpus_lines(("en", "bn", "hi", "zh", "th")) + [
-        PROBE, "  lead and trail  ", "a\tb\nc", "x  \u3000 y", "ｆｕｌｌ width ①", ""]
+        PROBE,
+        "  lead and trail  ",
+        "a\tb\nc",
+        "x  \u3000 y",
+        "ｆｕｌｌ width ①",
+        "",
+    ]
     for text, enc in zip(texts, ours.encode_batch(texts)):
         assert hf.encode(text, add_special_tokens=False).ids == enc.ids.tolist(), text
     assert hf.encode("hello").ids == hf.encode("hello", add_special_tokens=False).ids
@@ -246,8 +290,7 @@ def test_corrupt_checkpoint_is_an_eval_error(hf_run, tmp_path):
         export_hf(run, tmp_path / "out")
 
 
-def test_the_export_command_writes_the_folder_and_refuses_to_overwrite(hf_run, tmp_path,
-                                                                       run):
+def test_the_export_command_writes_the_folder_and_refuses_to_overwrite(hf_run, tmp_path, run):
     out = tmp_path / "hf"
     rc, stdout, _ = run("export", hf_run, "--to", "hf", out)
     assert rc == 0 and "model.safetensors" in stdout and "tokenizer: hf:" in stdout

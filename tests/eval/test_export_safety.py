@@ -48,21 +48,26 @@ def one_line_error(rc, out, err):
     return err
 
 
-@pytest.mark.parametrize("where, why", [
-    (lambda run: run, "is the run folder"),
-    (lambda run: run / "hf", "lies inside the run folder"),
-    (lambda run: run / "checkpoints", "lies inside the run folder"),
-    (lambda run: run.parent, "contains the run folder"),
-])
+@pytest.mark.parametrize(
+    "where, why",
+    [
+        (lambda run: run, "is the run folder"),
+        (lambda run: run / "hf", "lies inside the run folder"),
+        (lambda run: run / "checkpoints", "lies inside the run folder"),
+        (lambda run: run.parent, "contains the run folder"),
+    ],
+)
 @pytest.mark.parametrize("overwrite", [False, True])
 def test_output_at_inside_or_around_the_run_is_refused_and_nothing_deleted(
-        run, tiny_run, where, why, overwrite):
+    run, tiny_run, where, why, overwrite
+):
     work = tiny_run.parent
     before = snapshot(work)
     assert "run.json" in {Path(k).name for k in before} and len(before) > 5
     out = where(tiny_run)
-    rc, stdout, err = run("export", tiny_run, "--to", "hf", out,
-                          *(["--overwrite"] if overwrite else []))
+    rc, stdout, err = run(
+        "export", tiny_run, "--to", "hf", out, *(["--overwrite"] if overwrite else [])
+    )
     err = one_line_error(rc, stdout, err)
     assert why in err and str(out) in err
     assert snapshot(work) == before
@@ -100,8 +105,7 @@ def test_a_file_as_output_is_refused_even_with_overwrite(run, tiny_run, tmp_path
     assert f.read_bytes() == b"weights"
 
 
-def test_overwrite_replaces_a_previous_exports_files_and_keeps_the_users(run, tiny_run,
-                                                                        tmp_path):
+def test_overwrite_replaces_a_previous_exports_files_and_keeps_the_users(run, tiny_run, tmp_path):
     out = tmp_path / "hf"
     rc, _, err = run("export", tiny_run, "--to", "hf", out)
     assert rc == 0, err
@@ -150,7 +154,8 @@ def test_export_folder_gets_the_umask_mode(run, tiny_run, tmp_path):
 
 
 def test_an_export_that_fails_midway_leaves_the_previous_one_and_no_temp_folder(
-        run, tiny_run, tmp_path, monkeypatch):
+    run, tiny_run, tmp_path, monkeypatch
+):
     import eval.export
 
     out = tmp_path / "hf"

@@ -18,9 +18,9 @@ from eval import choice, nll
 from eval.convert import convert_file
 from eval.export import SEPARATOR_TOKEN, export_hf
 from eval.run import evaluate, heldout_documents, open_run
-from trainer.checkpoint import load_model, save_checkpoint
 from tests.bpe import byte_level_bpe
 from tests.trainer.tokfixture import PassingGate
+from trainer.checkpoint import load_model, save_checkpoint
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TASK = EXAMPLES / "tasks" / "cloze_en.jsonl"
@@ -45,8 +45,13 @@ def sharpen(run_dir: Path) -> None:
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(6.0) if p.dim() > 1 else p.add_(0.3 * torch.randn_like(p))
-    save_checkpoint(run_dir, manifest["step"] + 1, model.state_dict(), {"note": torch.zeros(1)},
-                    {k: v for k, v in manifest.items() if k not in ("step", "files")})
+    save_checkpoint(
+        run_dir,
+        manifest["step"] + 1,
+        model.state_dict(),
+        {"note": torch.zeros(1)},
+        {k: v for k, v in manifest.items() if k not in ("step", "files")},
+    )
 
 
 @pytest.fixture(scope="module", params=["eot", "reserved"])
@@ -55,15 +60,32 @@ def exported(request, tmp_path_factory):
     from trainer.run import pretrain
 
     root = tmp_path_factory.mktemp(f"lmeval-{request.param}")
-    lines = [x for f in sorted((EXAMPLES / "corpus").glob("*.txt"))
-             for x in f.read_text("utf-8").splitlines() if x.strip()]
+    lines = [
+        x
+        for f in sorted((EXAMPLES / "corpus").glob("*.txt"))
+        for x in f.read_text("utf-8").splitlines()
+        if x.strip()
+    ]
     specials = [SEP] if request.param == "eot" else []
     byte_level_bpe(lines, 400, specials=specials, path=root / "tokenizer.json")
-    pretrain([str(EXAMPLES / "corpus")], str(root / "tokenizer.json"), root / "run",
-             preset="tiny", steps=2, device="cpu", quiet=True, gate=lambda p, t: PassingGate(),
-             overrides={"seq_len": SEQ_LEN, "micro_batch": 4, "warmup_steps": 1,
-                        "heldout_fraction": 0.05, "checkpoint_every": 2,
-                        "tokenize_workers": 1})
+    pretrain(
+        [str(EXAMPLES / "corpus")],
+        str(root / "tokenizer.json"),
+        root / "run",
+        preset="tiny",
+        steps=2,
+        device="cpu",
+        quiet=True,
+        gate=lambda p, t: PassingGate(),
+        overrides={
+            "seq_len": SEQ_LEN,
+            "micro_batch": 4,
+            "warmup_steps": 1,
+            "heldout_fraction": 0.05,
+            "checkpoint_every": 2,
+            "tokenize_workers": 1,
+        },
+    )
     run_dir = root / "run"
     data = json.loads((run_dir / "run.json").read_text())["data"]
     assert (data["separator"] == 400) is (request.param == "reserved")  # as the trainer says
@@ -80,15 +102,23 @@ def lm_eval_tasks(folder: Path, heldout: list[str], items: list[dict]) -> Path:
     (folder / "mc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in items))
     common = {"dataset_path": "json", "test_split": "test"}
     tasks = {
-        "fert_rolling": {**common, "dataset_kwargs": {"data_files": {
-            "test": str(folder / "docs.jsonl")}}, "output_type": "loglikelihood_rolling",
-            "doc_to_text": "", "doc_to_target": "{{text}}",
-            "metric_list": [{"metric": "bits_per_byte"}]},
-        "fert_mc": {**common, "dataset_kwargs": {"data_files": {
-            "test": str(folder / "mc.jsonl")}}, "output_type": "multiple_choice",
-            "doc_to_text": "{{query}}", "doc_to_choice": "{{choices}}",
+        "fert_rolling": {
+            **common,
+            "dataset_kwargs": {"data_files": {"test": str(folder / "docs.jsonl")}},
+            "output_type": "loglikelihood_rolling",
+            "doc_to_text": "",
+            "doc_to_target": "{{text}}",
+            "metric_list": [{"metric": "bits_per_byte"}],
+        },
+        "fert_mc": {
+            **common,
+            "dataset_kwargs": {"data_files": {"test": str(folder / "mc.jsonl")}},
+            "output_type": "multiple_choice",
+            "doc_to_text": "{{query}}",
+            "doc_to_choice": "{{choices}}",
             "doc_to_target": "{{gold}}",
-            "metric_list": [{"metric": m} for m in ("acc", "acc_norm", "acc_bytes")]},
+            "metric_list": [{"metric": m} for m in ("acc", "acc_norm", "acc_bytes")],
+        },
     }
     for name, spec in tasks.items():  # JSON is YAML
         (folder / f"{name}.yaml").write_text(json.dumps({"task": name, **spec}))
@@ -103,10 +133,15 @@ def run_lm_eval(hf_dir: Path, task_dir: Path, monkeypatch) -> dict:
     from lm_eval.tasks import TaskManager
 
     out = lm_eval.simple_evaluate(
-        model="hf", model_args={"pretrained": str(hf_dir)}, device="cpu",
-        tasks=["fert_rolling", "fert_mc"], log_samples=True, bootstrap_iters=0,
+        model="hf",
+        model_args={"pretrained": str(hf_dir)},
+        device="cpu",
+        tasks=["fert_rolling", "fert_mc"],
+        log_samples=True,
+        bootstrap_iters=0,
         # only these two tasks: indexing lm-eval's thousands of built-in tasks takes ~30 s
-        task_manager=TaskManager(include_path=str(task_dir), include_defaults=False))
+        task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
+    )
     return out
 
 
@@ -116,13 +151,21 @@ def test_lm_eval_gives_fertility_evals_numbers(exported, tmp_path, monkeypatch):
     # back by eval.convert: the same file the project ships
     ours = [json.loads(x) for x in TASK.read_text("utf-8").splitlines() if x.strip()]
     assert all(c.startswith(" ") for r in ours for c in r["choices"])
-    records = [{"id": r["id"], "query": r["context"], "choices": [c[1:] for c in r["choices"]],
-                "gold": r["label"]} for r in ours]
+    records = [
+        {
+            "id": r["id"],
+            "query": r["context"],
+            "choices": [c[1:] for c in r["choices"]],
+            "gold": r["label"],
+        }
+        for r in ours
+    ]
     (tmp_path / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     convert_file(tmp_path / "records.jsonl", tmp_path / "task.jsonl", lang="en")
     converted = choice.load_items(tmp_path / "task.jsonl")
-    assert [(i.context, i.choices, i.label) for i in converted] == \
-        [(r["context"], tuple(r["choices"]), r["label"]) for r in ours]
+    assert [(i.context, i.choices, i.label) for i in converted] == [
+        (r["context"], tuple(r["choices"]), r["label"]) for r in ours
+    ]
 
     texts, _, _ = heldout_documents(run_dir)
     res = evaluate(run_dir, tasks=[tmp_path / "task.jsonl"], bootstrap=0)
@@ -132,18 +175,21 @@ def test_lm_eval_gives_fertility_evals_numbers(exported, tmp_path, monkeypatch):
     # bits per byte over the whole held-out split, and the log-likelihood of each document
     (row,) = [r for r in res["lm"] if r["group"] == "all"]
     assert theirs["results"]["fert_rolling"]["bits_per_byte,none"] == pytest.approx(
-        row["bits_per_byte"], rel=1e-5)
+        row["bits_per_byte"], rel=1e-5
+    )
     run = open_run(run_dir)
     prep = nll.prepare(texts, run.tokenizer, run.context, run.separator)
     per_doc = torch.zeros(len(texts), dtype=torch.float64).index_add_(
-        0, torch.from_numpy(prep.doc), torch.from_numpy(-nll.score(run.model, prep)))
+        0, torch.from_numpy(prep.doc), torch.from_numpy(-nll.score(run.model, prep))
+    )
     samples = sorted(theirs["samples"]["fert_rolling"], key=lambda s: s["doc_id"])
     got = [s["filtered_resps"][0] for s in samples]
     assert got == pytest.approx(per_doc.tolist(), abs=2e-4)
 
     # every choice's log-likelihood, and acc / acc_norm / acc_bytes
-    scorer = choice.ModelScorer(run.model, run.tokenizer, context=run.context,
-                                prefix_id=run.separator)
+    scorer = choice.ModelScorer(
+        run.model, run.tokenizer, context=run.context, prefix_id=run.separator
+    )
     want = scorer.loglikelihoods([(i.context, c) for i in converted for c in i.choices])
     samples = sorted(theirs["samples"]["fert_mc"], key=lambda s: s["doc_id"])
     got = [ll for s in samples for ll, _ in s["filtered_resps"]]
@@ -151,7 +197,10 @@ def test_lm_eval_gives_fertility_evals_numbers(exported, tmp_path, monkeypatch):
     (task,) = res["tasks"]
     mc = theirs["results"]["fert_mc"]
     assert (mc["acc,none"], mc["acc_norm,none"], mc["acc_bytes,none"]) == (
-        task["acc"], task["acc_norm_chars"], task["acc_norm_bytes"])
+        task["acc"],
+        task["acc_norm_chars"],
+        task["acc_norm_bytes"],
+    )
 
 
 def test_the_export_names_the_separator_and_adds_nothing(exported):

@@ -14,10 +14,10 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tokenizers import Tokenizer
 
 from eval import nll
-from fertility.tokenizers.base import Encoded
 from fertility.tokenizers import load_tokenizer
-from trainer.model import Transformer, config_from_preset
+from fertility.tokenizers.base import Encoded
 from tests.bpe import byte_level_bpe
+from trainer.model import Transformer, config_from_preset
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 SEP = "<|endoftext|>"
@@ -59,20 +59,21 @@ def reference_nll(model, seq, context):
     """NLL of seq[1:] scored in lm-evaluation-harness's rolling windows (its own window code,
     context_len 1), seq[0] as the prefix token, one plain forward pass per window."""
     out = []
-    for ctx, pred in map(make_disjoint_window,
-                         get_rolling_token_windows(seq[1:], seq[0], context, 1)):
+    for ctx, pred in map(
+        make_disjoint_window, get_rolling_token_windows(seq[1:], seq[0], context, 1)
+    ):
         inp = torch.tensor((ctx + pred)[:-1])[None]
         with torch.no_grad():
-            logits = model(inp)[0, -len(pred):]
+            logits = model(inp)[0, -len(pred) :]
         out.append(F.cross_entropy(logits, torch.tensor(pred), reduction="none").double().numpy())
     return np.concatenate(out)
 
 
 # -- scoring ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("context", [128, 32])
-def test_scores_equal_a_plain_forward_pass_and_windows_cover_every_token_once(tok, docs,
-                                                                             context):
+def test_scores_equal_a_plain_forward_pass_and_windows_cover_every_token_once(tok, docs, context):
     texts = docs[0][::2]
     model = random_model(tok.vocab_size)
     sep = tok.special_tokens[SEP]
@@ -104,6 +105,7 @@ def test_without_a_separator_the_first_token_of_each_document_is_not_scored(tok,
 
 # -- attribution: bytes, characters, scripts ----------------------------------------------------
 
+
 def test_bits_per_byte_from_token_sums_agrees_with_a_recount_of_the_text(bpe, tok, docs):
     texts, langs = docs
     model = random_model(tok.vocab_size)
@@ -112,12 +114,17 @@ def test_bits_per_byte_from_token_sums_agrees_with_a_recount_of_the_text(bpe, to
     for prefix in (sep, None):
         prep = nll.prepare(texts, tok, 32, prefix_id=prefix)
         loss = nll.score(model, prep)
-        rows = {(r["group"], r["key"]): r for r in
-                nll.summarize(prep, langs, {"model": loss}, bootstrap=50)}
+        rows = {
+            (r["group"], r["key"]): r
+            for r in nll.summarize(prep, langs, {"model": loss}, bootstrap=50)
+        }
         # the scored text, recounted: whole documents with a separator; without one, the
         # text after the first token's span (offsets from the tokenizers library itself)
-        scored = texts if prefix is not None else [
-            t[hf.encode(t, add_special_tokens=False).offsets[0][1]:] for t in texts]
+        scored = (
+            texts
+            if prefix is not None
+            else [t[hf.encode(t, add_special_tokens=False).offsets[0][1] :] for t in texts]
+        )
         nbytes = [len(s.encode("utf-8")) for s in scored]
         assert rows[("all", "all")]["bytes"] == sum(nbytes)
         assert rows[("all", "all")]["chars"] == sum(len(s) for s in scored)
@@ -163,8 +170,10 @@ def test_a_token_owns_the_uncovered_text_before_it_and_a_shared_character_once()
     assert prep.nchars.tolist() == [1, 1, 2, 0, 1, 0]
     assert [nll.U.SCRIPTS[s] for s in prep.script] == ["Latn"] * 2 + ["Beng"] * 4
     model = random_model(97, max_seq_len=64)
-    rows = {r["key"]: r for r in nll.summarize(prep, ["bn"], {"model": nll.score(model, prep)},
-                                               bootstrap=20)}
+    rows = {
+        r["key"]: r
+        for r in nll.summarize(prep, ["bn"], {"model": nll.score(model, prep)}, bootstrap=20)
+    }
     assert (rows["Latn"]["bytes"], rows["Beng"]["bytes"]) == (2, 7)
     assert (rows["Latn"]["tokens"], rows["Beng"]["tokens"]) == (2, 4)
     assert rows["all"]["bytes"] == len("ab কখ".encode())
@@ -172,6 +181,7 @@ def test_a_token_owns_the_uncovered_text_before_it_and_a_shared_character_once()
 
 
 # -- the twin and the intervals ------------------------------------------------------------------
+
 
 def test_random_twin_is_seeded_leaves_the_global_rng_alone_and_sits_at_ln_v(tok, docs):
     texts, langs = docs
@@ -182,8 +192,9 @@ def test_random_twin_is_seeded_leaves_the_global_rng_alone_and_sits_at_ln_v(tok,
     assert torch.equal(a.tok_embeddings.weight, b.tok_embeddings.weight)
     assert not torch.equal(a.tok_embeddings.weight, model.tok_embeddings.weight)
     prep = nll.prepare(texts, tok, 64, prefix_id=tok.special_tokens[SEP])
-    rows = nll.summarize(prep, langs, {"model": nll.score(model, prep),
-                                       "twin": nll.score(a, prep)}, bootstrap=200)
+    rows = nll.summarize(
+        prep, langs, {"model": nll.score(model, prep), "twin": nll.score(a, prep)}, bootstrap=200
+    )
     ln_v = math.log(tok.vocab_size)
     for r in rows:
         assert abs(r["twin_nll_per_token"] - ln_v) < 0.05, r["key"]
@@ -193,17 +204,26 @@ def test_random_twin_is_seeded_leaves_the_global_rng_alone_and_sits_at_ln_v(tok,
 def test_intervals_hold_the_estimate_and_the_paired_difference_is_exact():
     # Documents whose tokens have known NLLs: the model at 1.0 per token, the twin at 3.0,
     # except the second language, where they swap.
-    prep = nll.Prepared(context=8, windows=[], skips=[],
-                        doc=np.repeat(np.arange(6), [3, 4, 5, 3, 4, 5]),
-                        script=np.full(24, nll.U.SCRIPT_INDEX["Latn"], np.uint8),
-                        nbytes=np.full(24, 2), nchars=np.ones(24, np.int64),
-                        n_docs=6, windowed_docs=0, unscored_docs=0)
+    prep = nll.Prepared(
+        context=8,
+        windows=[],
+        skips=[],
+        doc=np.repeat(np.arange(6), [3, 4, 5, 3, 4, 5]),
+        script=np.full(24, nll.U.SCRIPT_INDEX["Latn"], np.uint8),
+        nbytes=np.full(24, 2),
+        nchars=np.ones(24, np.int64),
+        n_docs=6,
+        windowed_docs=0,
+        unscored_docs=0,
+    )
     langs = ["x", "x", "x", "y", "y", "y"]
     first = prep.doc < 3
     model = np.where(first, 1.0, 3.0) + np.linspace(0, 0.5, 24)
     twin = np.where(first, 3.0, 1.0) + np.linspace(0, 0.5, 24)
-    rows = {r["key"]: r for r in nll.summarize(prep, langs, {"model": model, "twin": twin},
-                                               bootstrap=400, seed=1)}
+    rows = {
+        r["key"]: r
+        for r in nll.summarize(prep, langs, {"model": model, "twin": twin}, bootstrap=400, seed=1)
+    }
     x = rows["x"]
     assert x["nll_per_token"] == pytest.approx(model[first].mean())
     assert x["twin_minus_model"] == pytest.approx(2.0)

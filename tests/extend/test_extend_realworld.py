@@ -25,8 +25,10 @@ TARGET = "bn"
 OTHERS = ("en", "ru", "zh", "ja", "ko", "el")
 MAX_LINES = 3000
 MARKED = regex.compile(r"[\p{M}\u200c\u200d]")
-BASES = {"cl100k": "tokenizers/cl100k_base.tiktoken",
-         "gpt2-json": "tokenizers/bpe-gpt2/tokenizer.json"}
+BASES = {
+    "cl100k": "tokenizers/cl100k_base.tiktoken",
+    "gpt2-json": "tokenizers/bpe-gpt2/tokenizer.json",
+}
 
 
 def _corpus(rw: Path, folder: Path) -> Path:
@@ -51,8 +53,12 @@ def extended(request, rw, tmp_path_factory):
 def _base_encoder(name: str, base: Path):
     """The base's ids from its own library."""
     if name == "cl100k":
-        enc = tiktoken.Encoding("cl100k", pat_str=FAMILIES["cl100k"], special_tokens={},
-                                mergeable_ranks=load_tiktoken_bpe(str(base)))
+        enc = tiktoken.Encoding(
+            "cl100k",
+            pat_str=FAMILIES["cl100k"],
+            special_tokens={},
+            mergeable_ranks=load_tiktoken_bpe(str(base)),
+        )
         return lambda texts: enc.encode_ordinary_batch(texts)
     tok = Tokenizer.from_file(str(base))
     return lambda texts: [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
@@ -70,8 +76,13 @@ def _heldout(out: Path, lang: str) -> list[str]:
 
 def test_base_languages_keep_their_ids(extended):
     name, base, corpus, out, _ = extended
-    texts = [t for f in sorted(corpus.glob("*.txt")) if f.stem != TARGET
-             for t in f.read_text(encoding="utf-8").splitlines() if t]
+    texts = [
+        t
+        for f in sorted(corpus.glob("*.txt"))
+        if f.stem != TARGET
+        for t in f.read_text(encoding="utf-8").splitlines()
+        if t
+    ]
     english = [t for t in texts if t.isascii()]
     plain = [t for t in texts if not MARKED.search(t)]
     assert len(english) > 100 and len(plain) > len(english)
@@ -81,8 +92,12 @@ def test_base_languages_keep_their_ids(extended):
     assert sum(a == b for a, b in zip(got, want)) == len(plain)
     if name == "cl100k":  # the rank file written beside it, read by tiktoken itself
         pattern = (out / "tokenizer.pattern.txt").read_text(encoding="utf-8").strip()
-        enc = tiktoken.Encoding("ext", pat_str=pattern, special_tokens={},
-                                mergeable_ranks=load_tiktoken_bpe(str(out / "tokenizer.tiktoken")))
+        enc = tiktoken.Encoding(
+            "ext",
+            pat_str=pattern,
+            special_tokens={},
+            mergeable_ranks=load_tiktoken_bpe(str(out / "tokenizer.tiktoken")),
+        )
         assert enc.encode_ordinary_batch(plain) == want
 
 
@@ -123,9 +138,16 @@ def test_bengali_reaches_a_from_scratch_tokenizer_of_the_same_size(extended):
     lines = [t for t in (corpus / f"{TARGET}.txt").read_text(encoding="utf-8").splitlines() if t]
     train = [t for t in lines if t not in set(held)]
     wide = result.pattern["extended"]
-    scratch = byte_level_bpe(train, 256 + ADD, pre_tokenizer=pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(wide), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]))
+    scratch = byte_level_bpe(
+        train,
+        256 + ADD,
+        pre_tokenizer=pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(wide), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        ),
+    )
     chars = sum(len(t) for t in held)
     scratch_cpt = chars / sum(len(e.ids) for e in scratch.encode_batch(held))
     _, ext = _json_encoder(out / "tokenizer.json")
@@ -133,8 +155,10 @@ def test_bengali_reaches_a_from_scratch_tokenizer_of_the_same_size(extended):
     base_cpt = chars / sum(len(x) for x in _base_encoder(name, base)(held))
     assert ext_cpt >= 0.9 * scratch_cpt, (ext_cpt, scratch_cpt)
     assert ext_cpt > base_cpt
-    print(f"{name} bn chars/token: base {base_cpt:.3f} extended {ext_cpt:.3f} "
-          f"scratch {scratch_cpt:.3f}")
+    print(
+        f"{name} bn chars/token: base {base_cpt:.3f} extended {ext_cpt:.3f} "
+        f"scratch {scratch_cpt:.3f}"
+    )
     # the report states the same figure for the held-out Bengali documents
     row = next(r for r in result.rows if r["group"] == "language" and r["key"] == TARGET)
     assert row["extended"]["chars_per_token"] == pytest.approx(ext_cpt)
@@ -167,8 +191,13 @@ def test_sentencepiece_keeps_every_piece_and_every_plain_document(extended_sp):
     n = base.get_piece_size()
     assert [ext.id_to_piece(i) for i in range(n)] == [base.id_to_piece(i) for i in range(n)]
     assert ext.get_piece_size() == n + result.tokenizer["added"] > n + ADD // 2
-    texts = [t for f in sorted(corpus.glob("*.txt")) if f.stem != TARGET
-             for t in f.read_text(encoding="utf-8").splitlines() if t and not MARKED.search(t)]
+    texts = [
+        t
+        for f in sorted(corpus.glob("*.txt"))
+        if f.stem != TARGET
+        for t in f.read_text(encoding="utf-8").splitlines()
+        if t and not MARKED.search(t)
+    ]
     assert len(texts) > 100
     assert ext.encode(texts) == base.encode(texts)
     held = _heldout(out, TARGET)
@@ -180,11 +209,16 @@ def test_sentencepiece_keeps_every_piece_and_every_plain_document(extended_sp):
     # from scratch: the same type (BPE), as many pieces as were added, on top of the 256 byte
     # pieces and the UNK its byte fallback needs (the base has its own)
     buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(train), model_writer=buf,
-                                   model_type="bpe",
-                                   vocab_size=result.tokenizer["added"] + 256 + 1,
-                                   character_coverage=1.0, byte_fallback=True,
-                                   hard_vocab_limit=False, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(train),
+        model_writer=buf,
+        model_type="bpe",
+        vocab_size=result.tokenizer["added"] + 256 + 1,
+        character_coverage=1.0,
+        byte_fallback=True,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
     scratch = spm.SentencePieceProcessor(model_proto=buf.getvalue())
     chars = sum(len(t) for t in held)
     ext_cpt = chars / sum(map(len, ext.encode(held)))
@@ -204,8 +238,13 @@ def test_tekken_keeps_mistral_commons_ids_and_writes_its_own_format(rw, tmp_path
     ext = Tekkenizer.from_file(str(tmp_path / "out" / "tekken.json"))
     assert ext.n_words == base.n_words + result.tokenizer["added"]
     assert result.tokenizer["first_new_id"] == base.n_words
-    texts = [t for f in sorted(corpus.glob("*.txt")) if f.stem != TARGET
-             for t in f.read_text(encoding="utf-8").splitlines() if t and not MARKED.search(t)]
+    texts = [
+        t
+        for f in sorted(corpus.glob("*.txt"))
+        if f.stem != TARGET
+        for t in f.read_text(encoding="utf-8").splitlines()
+        if t and not MARKED.search(t)
+    ]
     for t in texts:
         assert ext.encode(t, bos=False, eos=False) == base.encode(t, bos=False, eos=False)
     held = _heldout(tmp_path / "out", TARGET)

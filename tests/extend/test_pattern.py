@@ -27,8 +27,9 @@ def spans(pattern: str, text: str) -> list[tuple[int, int]]:
 def test_text_without_marks_is_cut_exactly_as_before(family):
     base, wide = FAMILIES[family], widen_letters(FAMILIES[family])
     assert wide != base
-    texts = [t for lang in ("en", "es", "ru", "zh", "ja") for t in lines(lang)
-             if not MARKED.search(t)]
+    texts = [
+        t for lang in ("en", "es", "ru", "zh", "ja") for t in lines(lang) if not MARKED.search(t)
+    ]
     assert len(texts) > 250
     for t in texts:
         assert spans(wide, t) == spans(base, t), t
@@ -60,6 +61,7 @@ def test_tokenizers_split_cuts_the_widened_pattern_as_regex_does(family):
     for t in [*lines("bn")[:20], JOINERS, *lines("en")[:20]]:
         assert [s for _, s in split.pre_tokenize_str(t)] == spans(wide, t)
     # tiktoken's regex engine takes it too (the rank-file output carries this pattern)
-    enc = tiktoken.Encoding("w", pat_str=wide, special_tokens={},
-                            mergeable_ranks={bytes([b]): b for b in range(256)})
+    enc = tiktoken.Encoding(
+        "w", pat_str=wide, special_tokens={}, mergeable_ranks={bytes([b]): b for b in range(256)}
+    )
     assert enc.decode(enc.encode_ordinary(JOINERS)) == JOINERS

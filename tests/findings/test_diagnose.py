@@ -16,14 +16,14 @@ import pandas as pd
 import pytest
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-from fertility.findings.tokconfig import inspect_config
 from fertility.findings import Finding, diagnose, premiums
-from fertility.policy import Thresholds
+from fertility.findings.tokconfig import inspect_config
 from fertility.measure import Report
+from fertility.policy import Thresholds
 from fertility.tokenizers.patterns import FAMILIES
 
-
 # ---------------------------------------------------------------- builders (also used by test_gate)
+
 
 def hf_config(pre, normalizer=None) -> dict:
     """The normalizer / pre_tokenizer objects exactly as tokenizers serialises them."""
@@ -36,15 +36,42 @@ def hf_config(pre, normalizer=None) -> dict:
 
 
 GPT2_CONFIG = hf_config(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True))
-AWARE_CONFIG = hf_config(pre_tokenizers.Sequence([
-    pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
-    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]))
+AWARE_CONFIG = hf_config(
+    pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+)
 
 
-def row(tok, key, *, group="script", kind="hf", chars=6000, tokens=2000, nbytes=None,
-        graphemes=None, documents=50, unk=0, fallback=0, mark=0, boundaries=None, gsplit=0,
-        pretokens=None, rt_checked=None, rt_fail=0, vocab_used=400, spread=0.05,
-        pre_mark=0, pre_join=0, pre_zwnj=0, cut=0) -> dict:
+def row(
+    tok,
+    key,
+    *,
+    group="script",
+    kind="hf",
+    chars=6000,
+    tokens=2000,
+    nbytes=None,
+    graphemes=None,
+    documents=50,
+    unk=0,
+    fallback=0,
+    mark=0,
+    boundaries=None,
+    gsplit=0,
+    pretokens=None,
+    rt_checked=None,
+    rt_fail=0,
+    vocab_used=400,
+    spread=0.05,
+    pre_mark=0,
+    pre_join=0,
+    pre_zwnj=0,
+    cut=0,
+) -> dict:
     """One frame row from raw counts; ratios are sum-then-divide as METRICS.md defines them."""
     nbytes = chars * 3 if nbytes is None else nbytes
     graphemes = int(chars * 0.7) if graphemes is None else graphemes
@@ -53,37 +80,79 @@ def row(tok, key, *, group="script", kind="hf", chars=6000, tokens=2000, nbytes=
     rt_checked = documents if rt_checked is None else rt_checked
     cpt = chars / tokens
     return dict(
-        tokenizer=tok, kind=kind, group=group, key=key, documents=documents, chars=chars,
-        graphemes=graphemes, bytes=nbytes, words=chars // 5, tokens=tokens,
-        continued_words=0, unk_tokens=unk, byte_fallback_tokens=fallback,
-        mark_initial_tokens=mark, token_boundaries=boundaries,
-        grapheme_split_boundaries=gsplit, roundtrip_checked=rt_checked,
-        roundtrip_failures=rt_fail, pretoken_chars=chars, pretokens=pretokens,
-        chars_per_token=cpt, graphemes_per_token=graphemes / tokens,
-        bytes_per_token=nbytes / tokens, unk_rate=unk / tokens,
-        byte_fallback_rate=fallback / tokens, mark_initial_rate=mark / tokens,
+        tokenizer=tok,
+        kind=kind,
+        group=group,
+        key=key,
+        documents=documents,
+        chars=chars,
+        graphemes=graphemes,
+        bytes=nbytes,
+        words=chars // 5,
+        tokens=tokens,
+        continued_words=0,
+        unk_tokens=unk,
+        byte_fallback_tokens=fallback,
+        mark_initial_tokens=mark,
+        token_boundaries=boundaries,
+        grapheme_split_boundaries=gsplit,
+        roundtrip_checked=rt_checked,
+        roundtrip_failures=rt_fail,
+        pretoken_chars=chars,
+        pretokens=pretokens,
+        chars_per_token=cpt,
+        graphemes_per_token=graphemes / tokens,
+        bytes_per_token=nbytes / tokens,
+        unk_rate=unk / tokens,
+        byte_fallback_rate=fallback / tokens,
+        mark_initial_rate=mark / tokens,
         grapheme_split_rate=gsplit / boundaries if boundaries else float("nan"),
         roundtrip_failure_rate=rt_fail / rt_checked if rt_checked else float("nan"),
         chars_per_pretoken=chars / pretokens if pretokens else float("nan"),
-        chars_per_token_lo=cpt * (1 - spread), chars_per_token_hi=cpt * (1 + spread),
-        vocab_used=vocab_used, pretoken_mark_initial=pre_mark, pretoken_zwj_initial=pre_join,
-        pretoken_zwnj_initial=pre_zwnj, pretoken_words=chars // 5, pretoken_cut_words=cut)
+        chars_per_token_lo=cpt * (1 - spread),
+        chars_per_token_hi=cpt * (1 + spread),
+        vocab_used=vocab_used,
+        pretoken_mark_initial=pre_mark,
+        pretoken_zwj_initial=pre_join,
+        pretoken_zwnj_initial=pre_zwnj,
+        pretoken_words=chars // 5,
+        pretoken_cut_words=cut,
+    )
 
 
 def make_report(rows, *, configs=None, docs=None, **extra) -> Report:
     """A Report around hand-built rows; shares are each row's part of its group's total."""
     frame = pd.DataFrame(rows)
-    for col, share in (("tokens", "token_share"), ("bytes", "byte_share"),
-                       ("chars", "char_share")):
+    for col, share in (("tokens", "token_share"), ("bytes", "byte_share"), ("chars", "char_share")):
         total = frame.groupby(["tokenizer", "group"])[col].transform("sum")
         frame[share] = frame[col] / total
     configs = configs or {}
     kinds = dict(zip(frame["tokenizer"], frame["kind"]))
-    tokenizers = [{"label": lab, "spec": lab, "kind": kinds[lab], "vocab_size": 8000,
-                   "fingerprint": "x", "config": configs.get(lab, {})} for lab in kinds]
+    tokenizers = [
+        {
+            "label": lab,
+            "spec": lab,
+            "kind": kinds[lab],
+            "vocab_size": 8000,
+            "fingerprint": "x",
+            "config": configs.get(lab, {}),
+        }
+        for lab in kinds
+    ]
     if docs is None:
-        docs = pd.DataFrame(columns=["tokenizer", "lang", "source", "line", "script", "chars",
-                                     "graphemes", "bytes", "tokens"])
+        docs = pd.DataFrame(
+            columns=[
+                "tokenizer",
+                "lang",
+                "source",
+                "line",
+                "script",
+                "chars",
+                "graphemes",
+                "bytes",
+                "tokens",
+            ]
+        )
     return Report(frame=frame, docs=docs, corpus={}, tokenizers=tokenizers, **extra)
 
 
@@ -92,6 +161,7 @@ def rules(findings, rule=None):
 
 
 # ---------------------------------------------------------------- configuration reading
+
 
 def test_config_reading_tells_which_splits_cut_marks():
     gpt2 = inspect_config(GPT2_CONFIG)
@@ -106,23 +176,36 @@ def test_config_reading_tells_which_splits_cut_marks():
     assert not inspect_config({"decoder": {"type": "ByteLevel", "use_regex": True}}).cuts_marks
     # a sequence cuts where any step cuts: the GPT-2 regex after a mark-aware Split still
     # separates বা into ব | া
-    late = inspect_config(hf_config(pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])))
+    late = inspect_config(
+        hf_config(
+            pre_tokenizers.Sequence(
+                [
+                    pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
+                    pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+                ]
+            )
+        )
+    )
     assert late.cuts_marks and late.family == "gpt2"
     assert not inspect_config(hf_config(pre_tokenizers.Split(" ", "removed"))).cuts_marks
-    norm = inspect_config(hf_config(pre_tokenizers.Whitespace(),
-                                    normalizers.Sequence([normalizers.NFKC(),
-                                                          normalizers.Lowercase()])))
+    norm = inspect_config(
+        hf_config(
+            pre_tokenizers.Whitespace(),
+            normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()]),
+        )
+    )
     assert norm.normalizers == ["NFKC", "Lowercase"]
 
 
 # ---------------------------------------------------------------- mark-split
 
+
 def test_mark_split_error_when_the_pretokenizers_own_pieces_begin_with_marks():
     # 1760 of 4138 pre-tokens (42.5%) begin with a vowel sign, 1056 of 1200 words are cut
-    rep = make_report([row("naive", "Beng", mark=600, pretokens=4138, pre_mark=1760, cut=1056)],
-                      configs={"naive": GPT2_CONFIG})
+    rep = make_report(
+        [row("naive", "Beng", mark=600, pretokens=4138, pre_mark=1760, cut=1056)],
+        configs={"naive": GPT2_CONFIG},
+    )
     (f,) = rules(diagnose(rep), "mark-split")
     assert (f.severity, f.tokenizer, f.key) == ("error", "naive", "Beng")
     ev = f.evidence
@@ -138,8 +221,20 @@ def test_o200k_like_split_with_mark_initial_tokens_is_a_vocabulary_warning():
     # letter classes) and 32% of the tokens begin with a vowel sign, but only 9 of 34018
     # pre-tokens begin with a joiner and none with a mark: no error, the vocabulary is blamed.
     o200k = {"pattern": FAMILIES["o200k"]}
-    rep = make_report([row("o200k", "Beng", chars=170_000, tokens=40_000, mark=12_800,
-                           pretokens=34_018, pre_join=9)], configs={"o200k": o200k})
+    rep = make_report(
+        [
+            row(
+                "o200k",
+                "Beng",
+                chars=170_000,
+                tokens=40_000,
+                mark=12_800,
+                pretokens=34_018,
+                pre_join=9,
+            )
+        ],
+        configs={"o200k": o200k},
+    )
     found = diagnose(rep)
     assert rules(found, "mark-split") == []
     (f,) = [f for f in rules(found, "merge-starvation") if "mark" in f.cause]
@@ -157,8 +252,7 @@ def test_a_cutting_config_alone_never_makes_the_error():
 
 def test_mark_split_warning_when_the_interval_cannot_tell():
     # 3 of 100 pre-tokens: 3%, but the Wilson interval (1.0%-8.5%) reaches below 2%
-    rep = make_report([row("t", "Beng", pretokens=100, pre_mark=3)],
-                      configs={"t": GPT2_CONFIG})
+    rep = make_report([row("t", "Beng", pretokens=100, pre_mark=3)], configs={"t": GPT2_CONFIG})
     (f,) = rules(diagnose(rep), "mark-split")
     assert f.severity == "warning" and "cannot tell" in f.cause
     assert f.evidence["pretoken_lo"] == pytest.approx(0.0103, abs=1e-3)
@@ -183,20 +277,33 @@ def test_mark_split_silent_when_the_corpus_has_no_marks():
 
 
 def test_mark_initial_tokens_without_measured_pretokens_say_they_cannot_tell():
-    rep = make_report([row("aware", "Beng", mark=700, pretokens=0)],
-                      configs={"aware": AWARE_CONFIG})
+    rep = make_report(
+        [row("aware", "Beng", mark=700, pretokens=0)], configs={"aware": AWARE_CONFIG}
+    )
     (f,) = rules(diagnose(rep), "mark-split")
     assert f.severity == "warning" and "cannot tell" in f.cause
 
 
 def test_mark_split_info_for_a_pretokenizer_family():
-    rep = make_report([row("gpt2", "Beng", kind="pretokenizer", tokens=4000, mark=1700,
-                           pretokens=4000, pre_mark=1700)])
+    rep = make_report(
+        [
+            row(
+                "gpt2",
+                "Beng",
+                kind="pretokenizer",
+                tokens=4000,
+                mark=1700,
+                pretokens=4000,
+                pre_mark=1700,
+            )
+        ]
+    )
     found = rules(diagnose(rep), "mark-split")
     assert [(f.severity, f.tokenizer) for f in found] == [("info", "gpt2")]
 
 
 # ---------------------------------------------------------------- pretokenizer-ceiling
+
 
 def test_ceiling_below_floor_is_an_error():
     # 6000 chars in 4138 pre-tokens = 1.45 chars per pre-token < Beng floor 2.5
@@ -210,20 +317,25 @@ def test_ceiling_below_floor_is_an_error():
 def test_ceiling_above_floor_is_silent_and_close_is_a_warning():
     ok = make_report([row("aware", "Beng", pretokens=1250)])  # 4.8 per pre-token
     assert rules(diagnose(ok), "pretokenizer-ceiling") == []
-    close = make_report([row("x", "Beng", pretokens=2100)])   # 2.86 < 2.5 * 1.25
+    close = make_report([row("x", "Beng", pretokens=2100)])  # 2.86 < 2.5 * 1.25
     assert [f.severity for f in rules(diagnose(close), "pretokenizer-ceiling")] == ["warning"]
     # the headroom is a threshold: at 1.1 the same ceiling is fine
     assert rules(diagnose(close, Thresholds(ceiling_headroom=1.1)), "pretokenizer-ceiling") == []
 
 
 def test_ceiling_of_a_family_is_info_and_exempt_scripts_have_no_floor():
-    rep = make_report([row("cl100k", "Beng", kind="pretokenizer", tokens=3000),
-                       row("cl100k", "Zyyy", kind="pretokenizer", tokens=3000)])
+    rep = make_report(
+        [
+            row("cl100k", "Beng", kind="pretokenizer", tokens=3000),
+            row("cl100k", "Zyyy", kind="pretokenizer", tokens=3000),
+        ]
+    )
     found = rules(diagnose(rep), "pretokenizer-ceiling")
     assert [(f.severity, f.key) for f in found] == [("info", "Beng")]
 
 
 # ---------------------------------------------------------------- merge-starvation
+
 
 def test_merge_starvation_when_tokens_are_about_one_byte():
     # 6000 chars, 18000 bytes, 16000 tokens: 1.125 bytes per token; ceiling 4.8
@@ -245,13 +357,18 @@ def test_no_merge_starvation_when_the_pretokenizer_is_the_limit_or_merges_exist(
 
 # ---------------------------------------------------------------- byte-fallback / unk
 
+
 def test_byte_fallback_names_the_code_points():
-    rep = make_report([row("t", "Beng", fallback=300)],
-                      byte_fallback_chars={("t", "Beng"): {"\u0995": 40, "\u09be": 90}})
+    rep = make_report(
+        [row("t", "Beng", fallback=300)],
+        byte_fallback_chars={("t", "Beng"): {"\u0995": 40, "\u09be": 90}},
+    )
     (f,) = rules(diagnose(rep), "byte-fallback")
     assert f.evidence["byte_fallback_rate"] == pytest.approx(0.15)
-    assert [c["name"] for c in f.evidence["top_chars"]] == ["BENGALI VOWEL SIGN AA",
-                                                            "BENGALI LETTER KA"]
+    assert [c["name"] for c in f.evidence["top_chars"]] == [
+        "BENGALI VOWEL SIGN AA",
+        "BENGALI LETTER KA",
+    ]
     assert "U+09BE BENGALI VOWEL SIGN AA" in f.cause
     assert f.evidence["lo"] < 0.15 < f.evidence["hi"]
 
@@ -270,11 +387,20 @@ def test_unk_lists_lost_characters():
 
 # ---------------------------------------------------------------- normalization
 
+
 def test_normalization_changes_and_bengali_nukta_letters():
     nfkc = hf_config(pre_tokenizers.Whitespace(), normalizers.NFKC())
-    rep = make_report([row("t", "Beng")], configs={"t": nfkc}, normalization={
-        "t": {"checked_docs": 50, "changed_docs": 3,
-              "examples": [{"before": "\u09dc\u09be", "after": "\u09a1\u09bc\u09be", "at": 0}]}})
+    rep = make_report(
+        [row("t", "Beng")],
+        configs={"t": nfkc},
+        normalization={
+            "t": {
+                "checked_docs": 50,
+                "changed_docs": 3,
+                "examples": [{"before": "\u09dc\u09be", "after": "\u09a1\u09bc\u09be", "at": 0}],
+            }
+        },
+    )
     found = rules(diagnose(rep), "normalization")
     assert {(f.severity, f.key) for f in found} == {("warning", "*"), ("warning", "Beng")}
     assert any("U+09DC" in f.cause for f in found)
@@ -284,24 +410,36 @@ def test_nukta_letters_found_in_any_stored_passage():
     # five changed passages, the nukta letter U+09DF only in the last one
     nfc = hf_config(pre_tokenizers.Whitespace(), normalizers.NFC())
     examples = [{"before": "caf\u0065\u0301", "after": "caf\u00e9", "at": 3}] * 4 + [
-        {"before": "\u09df", "after": "\u09af\u09bc", "at": 0}]
-    rep = make_report([row("t", "Beng")], configs={"t": nfc},
-                      normalization={"t": {"changed_docs": 5, "examples": examples}})
+        {"before": "\u09df", "after": "\u09af\u09bc", "at": 0}
+    ]
+    rep = make_report(
+        [row("t", "Beng")],
+        configs={"t": nfc},
+        normalization={"t": {"changed_docs": 5, "examples": examples}},
+    )
     keys = {f.key for f in rules(diagnose(rep), "normalization")}
     assert keys == {"*", "Beng"}
-    no_nukta = make_report([row("t", "Beng")], configs={"t": nfc},
-                           normalization={"t": {"changed_docs": 4, "examples": examples[:4]}})
+    no_nukta = make_report(
+        [row("t", "Beng")],
+        configs={"t": nfc},
+        normalization={"t": {"changed_docs": 4, "examples": examples[:4]}},
+    )
     assert {f.key for f in rules(diagnose(no_nukta), "normalization")} == {"*"}
 
 
 def test_normalization_silent_for_an_unchanged_corpus_and_info_for_lossy_config():
-    clean = make_report([row("t", "Beng")], configs={"t": GPT2_CONFIG},
-                        normalization={"t": {"checked_docs": 50, "changed_docs": 0,
-                                             "examples": []}})
+    clean = make_report(
+        [row("t", "Beng")],
+        configs={"t": GPT2_CONFIG},
+        normalization={"t": {"checked_docs": 50, "changed_docs": 0, "examples": []}},
+    )
     assert rules(diagnose(clean), "normalization") == []
     lower = hf_config(pre_tokenizers.Whitespace(), normalizers.Lowercase())
-    folded = make_report([row("t", "Latn")], configs={"t": lower},
-                         normalization={"t": {"changed_docs": 0, "examples": []}})
+    folded = make_report(
+        [row("t", "Latn")],
+        configs={"t": lower},
+        normalization={"t": {"changed_docs": 0, "examples": []}},
+    )
     assert [f.severity for f in rules(diagnose(folded), "normalization")] == ["info"]
 
 
@@ -309,21 +447,35 @@ def test_lossy_round_trip_names_code_points_and_causes():
     from collections import Counter
 
     lower = hf_config(pre_tokenizers.Whitespace(), normalizers.Lowercase())
-    changes = {"failures": 4, "lost": Counter({"T": 3, "A": 1}),
-               "added": Counter({"t": 3, "a": 1}), "causes": Counter({"lowercase": 4}),
-               "examples": [{"before": "The", "after": "the", "at": 0}]}
-    rep = make_report([row("t", "en", group="language", rt_fail=4, rt_checked=50),
-                       row("t", "bn", group="language", nbytes=6000)], configs={"t": lower},
-                      roundtrip={("t", "en"): changes})
+    changes = {
+        "failures": 4,
+        "lost": Counter({"T": 3, "A": 1}),
+        "added": Counter({"t": 3, "a": 1}),
+        "causes": Counter({"lowercase": 4}),
+        "examples": [{"before": "The", "after": "the", "at": 0}],
+    }
+    rep = make_report(
+        [
+            row("t", "en", group="language", rt_fail=4, rt_checked=50),
+            row("t", "bn", group="language", nbytes=6000),
+        ],
+        configs={"t": lower},
+        roundtrip={("t", "en"): changes},
+    )
     (f,) = rules(diagnose(rep), "roundtrip")
     assert (f.key, f.evidence["roundtrip_failures"], f.evidence["documents"]) == ("en", 4, 50)
-    assert f.evidence["lost_chars"][0] == {"char": "T", "code": "U+0054",
-                                           "name": "LATIN CAPITAL LETTER T", "count": 3}
+    assert f.evidence["lost_chars"][0] == {
+        "char": "T",
+        "code": "U+0054",
+        "name": "LATIN CAPITAL LETTER T",
+        "count": 3,
+    }
     assert "U+0054 LATIN CAPITAL LETTER T lost 3x" in f.cause
     assert "lowercases (4 documents)" in f.cause and "Lowercase" in f.cause
 
 
 # ---------------------------------------------------------------- grapheme-split
+
 
 def test_grapheme_split_rate_above_threshold():
     rep = make_report([row("t", "Beng", gsplit=600)])  # 600 / 1950 boundaries = 31%
@@ -334,10 +486,15 @@ def test_grapheme_split_rate_above_threshold():
 
 # ---------------------------------------------------------------- balance-inversion
 
+
 def test_balance_overrepresentation_and_ranking_flip_in_characters():
     # characters: bn 18000 (75%), en 6000 (25%); tokens: bn 1000 (25%), en 3000 (75%)
-    rep = make_report([row("t", "bn", group="language", chars=18000, tokens=1000),
-                       row("t", "en", group="language", tokens=3000)])
+    rep = make_report(
+        [
+            row("t", "bn", group="language", chars=18000, tokens=1000),
+            row("t", "en", group="language", tokens=3000),
+        ]
+    )
     found = rules(diagnose(rep), "balance-inversion")
     (over,) = [f for f in found if f.key == "en"]
     # en: 3000 / 6000 = 0.5 tokens per character; the rest (bn): 1000 / 18000 -> 9x
@@ -353,8 +510,12 @@ def test_balance_is_not_fooled_by_bytes():
     # ta: 5000 characters in 15000 bytes, 1200 tokens; en: 6000 characters in 6000 bytes,
     # 1500 tokens. Bytes say ta 71% / en 29% against tokens 44% / 56% (a "flip"); characters
     # say ta 45% / en 55%: the same order as the tokens, nothing to report.
-    rep = make_report([row("t", "ta", group="language", chars=5000, nbytes=15000, tokens=1200),
-                       row("t", "en", group="language", chars=6000, nbytes=6000, tokens=1500)])
+    rep = make_report(
+        [
+            row("t", "ta", group="language", chars=5000, nbytes=15000, tokens=1200),
+            row("t", "en", group="language", chars=6000, nbytes=6000, tokens=1500),
+        ]
+    )
     assert rules(diagnose(rep), "balance-inversion") == []
 
 
@@ -364,31 +525,62 @@ def test_balance_on_parallel_files_is_line_aligned():
     # line-aligned it costs 3x per line, and the pair is not reported (same content)
     en = np.full(40, 30)
     bn = np.full(40, 10)
-    rep = make_report([row("t", "bn", group="language", chars=18000, tokens=400),
-                       row("t", "en", group="language", tokens=1200)],
-                      docs=parallel_docs("t", en, bn))
+    rep = make_report(
+        [
+            row("t", "bn", group="language", chars=18000, tokens=400),
+            row("t", "en", group="language", tokens=1200),
+        ],
+        docs=parallel_docs("t", en, bn),
+    )
     (f,) = rules(diagnose(rep), "balance-inversion")
     assert (f.key, f.evidence["unit"]) == ("en", "aligned lines")
     assert f.evidence["ratio"] == pytest.approx(3.0)
 
 
 def test_balance_silent_when_shares_agree():
-    rep = make_report([row("t", "bn", group="language", tokens=3000),
-                       row("t", "en", group="language", tokens=1000, chars=2000)])
+    rep = make_report(
+        [
+            row("t", "bn", group="language", tokens=3000),
+            row("t", "en", group="language", tokens=1000, chars=2000),
+        ]
+    )
     assert rules(diagnose(rep), "balance-inversion") == []
 
 
 # ---------------------------------------------------------------- parity
 
+
 def parallel_docs(label: str, en_tokens, bn_tokens, *, bn_lines=None) -> pd.DataFrame:
     n = len(en_tokens)
     bn_lines = bn_lines or list(range(1, n + 1))
-    rows = [dict(tokenizer=label, lang="en", source="c/en.txt", line=i + 1, script="Latn",
-                 chars=50, graphemes=50, bytes=50, tokens=int(t))
-            for i, t in enumerate(en_tokens)]
-    rows += [dict(tokenizer=label, lang="bn", source="c/bn.txt", line=ln, script="Beng",
-                  chars=45, graphemes=30, bytes=130, tokens=int(t))
-             for ln, t in zip(bn_lines, bn_tokens)]
+    rows = [
+        dict(
+            tokenizer=label,
+            lang="en",
+            source="c/en.txt",
+            line=i + 1,
+            script="Latn",
+            chars=50,
+            graphemes=50,
+            bytes=50,
+            tokens=int(t),
+        )
+        for i, t in enumerate(en_tokens)
+    ]
+    rows += [
+        dict(
+            tokenizer=label,
+            lang="bn",
+            source="c/bn.txt",
+            line=ln,
+            script="Beng",
+            chars=45,
+            graphemes=30,
+            bytes=130,
+            tokens=int(t),
+        )
+        for ln, t in zip(bn_lines, bn_tokens)
+    ]
     return pd.DataFrame(rows)
 
 
@@ -417,29 +609,44 @@ def test_parity_silent_below_two_and_without_parallel_files():
 
 # ---------------------------------------------------------------- the whole list
 
+
 def test_findings_are_json_and_errors_come_first():
-    rep = make_report([row("naive", "Beng", mark=600, pretokens=4138, pre_mark=1760, gsplit=600),
-                       row("naive", "Latn", nbytes=6000)],
-                      configs={"naive": GPT2_CONFIG},
-                      byte_fallback_chars={("naive", "Beng"): {"\u09be": 3}})
+    rep = make_report(
+        [
+            row("naive", "Beng", mark=600, pretokens=4138, pre_mark=1760, gsplit=600),
+            row("naive", "Latn", nbytes=6000),
+        ],
+        configs={"naive": GPT2_CONFIG},
+        byte_fallback_chars={("naive", "Beng"): {"\u09be": 3}},
+    )
     found = diagnose(rep)
     sev = [f.severity for f in found]
     assert sev == sorted(sev, key=["error", "warning", "info"].index)
     assert all(isinstance(f, Finding) for f in found)
     json.dumps([f.to_dict() for f in found])  # evidence is plain JSON
-    assert set(found[0].to_dict()) == {"rule", "severity", "tokenizer", "group", "key",
-                                       "evidence", "cause", "fix"}
+    assert set(found[0].to_dict()) == {
+        "rule",
+        "severity",
+        "tokenizer",
+        "group",
+        "key",
+        "evidence",
+        "cause",
+        "fix",
+    }
 
 
 def test_small_rows_are_not_judged():
-    rep = make_report([row("naive", "Beng", chars=60, tokens=40, mark=20, documents=2,
-                           pre_mark=6)],
-                      configs={"naive": GPT2_CONFIG})
+    rep = make_report(
+        [row("naive", "Beng", chars=60, tokens=40, mark=20, documents=2, pre_mark=6)],
+        configs={"naive": GPT2_CONFIG},
+    )
     assert diagnose(rep) == []
     assert rules(diagnose(rep, Thresholds(min_tokens=10)), "mark-split")
 
 
 # ---------------------------------------------------------------- through the real measurement
+
 
 def test_sentencepiece_nfkc_and_byte_fallback_end_to_end(tmp_path):
     """Two SentencePiece models trained here, one with nmt_nfkc and one with identity
@@ -453,14 +660,19 @@ def test_sentencepiece_nfkc_and_byte_fallback_end_to_end(tmp_path):
     en = (root / "examples/corpus/en.txt").read_text(encoding="utf-8").splitlines()
     for rule in ("nmt_nfkc", "identity"):
         spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(en), model_prefix=str(tmp_path / rule), vocab_size=500,
-            normalization_rule_name=rule, model_type="bpe", byte_fallback=True, minloglevel=2)
+            sentence_iterator=iter(en),
+            model_prefix=str(tmp_path / rule),
+            vocab_size=500,
+            normalization_rule_name=rule,
+            model_type="bpe",
+            byte_fallback=True,
+            minloglevel=2,
+        )
     corpus = tmp_path / "c"
     corpus.mkdir()
     odd = "The \ufb01rst \uff21\uff22\uff23 \ufb01le."  # ligature fi, fullwidth ABC
     (corpus / "en.txt").write_text("\n".join(en[:20] + [odd]) + "\n", encoding="utf-8")
-    toks = [load_tokenizer(str(tmp_path / f"{r}.model"), label=r)
-            for r in ("nmt_nfkc", "identity")]
+    toks = [load_tokenizer(str(tmp_path / f"{r}.model"), label=r) for r in ("nmt_nfkc", "identity")]
     found = diagnose(analyze([corpus], toks))
     norm = {(f.tokenizer, f.key) for f in rules(found, "normalization")}
     assert ("nmt_nfkc", "*") in norm  # the normaliser changed documents

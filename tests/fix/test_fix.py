@@ -19,13 +19,12 @@ import pytest
 import regex
 from tokenizers import Tokenizer
 
-from tests.bpe import byte_level_bpe
-from fertility.corpus import sampling
-from fertility.errors import CorpusError, FertilityError, TokenizerError
 from fertility import fix as fix_module
-from fertility.fix.config import FixConfig
-from fertility.errors import FixError
+from fertility.corpus import sampling
+from fertility.errors import CorpusError, FertilityError, FixError, TokenizerError
 from fertility.fix import fix, heldout_documents
+from fertility.fix.config import FixConfig
+from tests.bpe import byte_level_bpe
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 
@@ -59,8 +58,10 @@ def chars_per_token(tok: Tokenizer, texts: list[str]) -> float:
 
 
 def read_heldout(folder: Path) -> dict[str, list[dict]]:
-    return {p.stem: [json.loads(x) for x in p.read_text("utf-8").splitlines()]
-            for p in sorted(folder.glob("*.jsonl"))}
+    return {
+        p.stem: [json.loads(x) for x in p.read_text("utf-8").splitlines()]
+        for p in sorted(folder.glob("*.jsonl"))
+    }
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +75,10 @@ def trap(tmp_path_factory):
     train = {}
     for lang in ("bn", "en"):
         texts = {r["text"] for r in held[lang]}
-        train[lang] = [t for t in (corpus / f"{lang}.txt").read_text("utf-8").splitlines()
-                       if t not in texts]
-    naive = train_bpe(train["bn"] * 3 + train["en"], 1000)   # Bangla-weighted
+        train[lang] = [
+            t for t in (corpus / f"{lang}.txt").read_text("utf-8").splitlines() if t not in texts
+        ]
+    naive = train_bpe(train["bn"] * 3 + train["en"], 1000)  # Bangla-weighted
     return {"corpus": corpus, "out": out, "result": result, "held": held, "naive": naive}
 
 
@@ -84,13 +86,13 @@ def test_walkthrough_claim_on_a_small_corpus(trap):
     fixed = Tokenizer.from_file(str(trap["out"] / "tokenizer.json"))
     bn = [r["text"] for r in trap["held"]["bn"]]
     en = [r["text"] for r in trap["held"]["en"]]
-    assert len(bn) == len(en) == 30                      # 20% of 150 lines each
+    assert len(bn) == len(en) == 30  # 20% of 150 lines each
     naive_bn, fixed_bn = chars_per_token(trap["naive"], bn), chars_per_token(fixed, bn)
     naive_en, fixed_en = chars_per_token(trap["naive"], en), chars_per_token(fixed, en)
-    assert naive_bn < 1.6                                # the trap: vowel signs cut off
+    assert naive_bn < 1.6  # the trap: vowel signs cut off
     assert fixed_bn >= 2.5 * naive_bn
     assert abs(fixed_en / naive_en - 1) <= 0.05
-    for text in bn + en:                                 # every held-out document round-trips
+    for text in bn + en:  # every held-out document round-trips
         assert fixed.decode(fixed.encode(text).ids) == text
     assert trap["result"].passed and trap["result"].gate.exit_code == 0
 
@@ -117,14 +119,16 @@ def test_fix_report_is_measured_on_heldout_only(trap):
     for lang in ("bn", "en"):
         path = trap["corpus"] / f"{lang}.txt"
         lines = path.read_text("utf-8").splitlines()
-        train_chars[lang] = sum(len(t) for i, t in enumerate(lines, 1)
-                                if (str(path), i) not in written)
+        train_chars[lang] = sum(
+            len(t) for i, t in enumerate(lines, 1) if (str(path), i) not in written
+        )
     assert {k: v["train_chars"] for k, v in report["split"]["languages"].items()} == train_chars
     sampled = report["sampling"]["languages"]
-    share_bn = train_chars["bn"] ** 0.3 / sum(c ** 0.3 for c in train_chars.values())
+    share_bn = train_chars["bn"] ** 0.3 / sum(c**0.3 for c in train_chars.values())
     assert sampled["bn"]["sampled_chars"] >= share_bn * report["sampling"]["budget_chars"]
-    assert result.special_tokens == [{"token": "<|endoftext|>", "old_id": None, "new_id": 0,
-                                      "kept": False}]
+    assert result.special_tokens == [
+        {"token": "<|endoftext|>", "old_id": None, "new_id": 0, "kept": False}
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -146,25 +150,36 @@ def test_special_token_ids_kept_from_old_tokenizer(small, tmp_path):
     before = Tokenizer.from_file(str(old))
     want = {t: before.token_to_id(t) for t in ("<|endoftext|>", "<pad>", "<|im_end|>")}
     assert want == {"<|endoftext|>": 0, "<pad>": 1, "<|im_end|>": before.get_vocab_size() - 1}
-    fix([small], tmp_path / "a", FixConfig(vocab_size=800, heldout_fraction=0.2),
-        from_tokenizer=str(old))
+    fix(
+        [small],
+        tmp_path / "a",
+        FixConfig(vocab_size=800, heldout_fraction=0.2),
+        from_tokenizer=str(old),
+    )
     new = Tokenizer.from_file(str(tmp_path / "a" / "tokenizer.json"))
     assert {t: new.token_to_id(t) for t in want} == want
     # the permuted ids change no tokenization: same tokens as a model trained without --from
-    plain = fix([small], tmp_path / "b", FixConfig(vocab_size=800, heldout_fraction=0.2,
-                                                   special_tokens=tuple(want)))
+    plain = fix(
+        [small],
+        tmp_path / "b",
+        FixConfig(vocab_size=800, heldout_fraction=0.2, special_tokens=tuple(want)),
+    )
     ref = Tokenizer.from_file(plain.paths["tokenizer"])
     text = (small / "bn.txt").read_text("utf-8")
     assert new.encode(text).tokens == ref.encode(text).tokens
-    assert ref.token_to_id("<|im_end|>") == 2          # no --from: added first, in order
+    assert ref.token_to_id("<|im_end|>") == 2  # no --from: added first, in order
 
 
 def test_special_token_that_cannot_keep_its_id_is_reported(small, tmp_path):
     old = old_tokenizer(tmp_path / "old.json", small, 600)
     old_id = Tokenizer.from_file(str(old)).token_to_id("<|im_end|>")
-    assert old_id >= 400                    # the small corpus stops the trainer before 600
-    r = fix([small], tmp_path / "out", FixConfig(vocab_size=400, heldout_fraction=0.2),
-            from_tokenizer=str(old))
+    assert old_id >= 400  # the small corpus stops the trainer before 600
+    r = fix(
+        [small],
+        tmp_path / "out",
+        FixConfig(vocab_size=400, heldout_fraction=0.2),
+        from_tokenizer=str(old),
+    )
     by = {s["token"]: s for s in r.special_tokens}
     assert by["<|endoftext|>"]["kept"] and by["<pad>"]["kept"]
     assert by["<|im_end|>"]["old_id"] == old_id and not by["<|im_end|>"]["kept"]
@@ -178,14 +193,17 @@ def test_special_token_that_cannot_keep_its_id_is_reported(small, tmp_path):
 
 def test_sentencepiece_backend_keeps_low_ids_and_round_trips(small, tmp_path):
     old = old_tokenizer(tmp_path / "old.json", small, 300)
-    r = fix([small], tmp_path / "sp", FixConfig(vocab_size=600, backend="sentencepiece",
-                                                model="unigram", heldout_fraction=0.2),
-            from_tokenizer=str(old))
+    r = fix(
+        [small],
+        tmp_path / "sp",
+        FixConfig(vocab_size=600, backend="sentencepiece", model="unigram", heldout_fraction=0.2),
+        from_tokenizer=str(old),
+    )
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=r.paths["model"])
     assert sp.piece_to_id("<|endoftext|>") == 0 and sp.piece_to_id("<pad>") == 1
-    assert r.settings["pattern"] is None        # SentencePiece splits without the regex
+    assert r.settings["pattern"] is None  # SentencePiece splits without the regex
     assert not (tmp_path / "sp" / "tokenizer.json").exists()
     for rows in read_heldout(tmp_path / "sp" / "heldout").values():
         for rec in rows:
@@ -198,11 +216,14 @@ def test_unigram_byte_fallback_and_lossless_by_default(tmp_path):
     lines = (corpus / "en.txt").read_text("utf-8").splitlines()
     lines = [unicodedata.normalize("NFD", "Café crème " + x) for x in lines]
     (corpus / "en.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    r = fix([corpus], tmp_path / "out", FixConfig(vocab_size=700, model="unigram",
-                                                  heldout_fraction=0.5, seed=3))
+    r = fix(
+        [corpus],
+        tmp_path / "out",
+        FixConfig(vocab_size=700, model="unigram", heldout_fraction=0.5, seed=3),
+    )
     tok = Tokenizer.from_file(r.paths["tokenizer"])
     assert r.tokenizer["vocab_size"] <= 700
-    unseen = "Ωμέγα 🙂 ক্ষ"            # characters the training text never had
+    unseen = "Ωμέγα 🙂 ক্ষ"  # characters the training text never had
     enc = tok.encode(unseen)
     assert tok.token_to_id("<unk>") not in enc.ids and tok.decode(enc.ids) == unseen
     held = [rec for rows in read_heldout(tmp_path / "out" / "heldout").values() for rec in rows]
@@ -217,8 +238,11 @@ def as_typed(text: str) -> str:
     every third line, ো as U+09C7 U+09BE (two keys, as in chat text)."""
     out = []
     for i, line in enumerate(text.split("\n")):
-        for pair, one in (("\u09af\u09bc", "\u09df"), ("\u09a1\u09bc", "\u09dc"),
-                          ("\u09a2\u09bc", "\u09dd")):
+        for pair, one in (
+            ("\u09af\u09bc", "\u09df"),
+            ("\u09a1\u09bc", "\u09dc"),
+            ("\u09a2\u09bc", "\u09dd"),
+        ):
             line = line.replace(pair, one)
         out.append(line.replace("\u09cb", "\u09c7\u09be") if i % 3 == 0 else line)
     return "\n".join(out)
@@ -232,37 +256,47 @@ def typed(tmp_path_factory):
     bn = corpus / "bn.txt"
     bn.write_text(as_typed(bn.read_text("utf-8")), encoding="utf-8")
     cfg = dict(vocab_size=1000, heldout_fraction=0.3)
-    runs = {name: fix([corpus], root / name, FixConfig(**cfg, normalization=name))
-            for name in ("none", "nfc")}
+    runs = {
+        name: fix([corpus], root / name, FixConfig(**cfg, normalization=name))
+        for name in ("none", "nfc")
+    }
     held = {r["line"] for r in read_heldout(root / "none" / "heldout")["bn"]}
     lines = bn.read_text("utf-8").splitlines()
-    return {"root": root, "runs": runs, "held": [t for i, t in enumerate(lines, 1) if i in held],
-            "train": [t for i, t in enumerate(lines, 1) if i not in held]}
+    return {
+        "root": root,
+        "runs": runs,
+        "held": [t for i, t in enumerate(lines, 1) if i in held],
+        "train": [t for i, t in enumerate(lines, 1) if i not in held],
+    }
 
 
 def test_default_fix_gives_back_bengali_as_typed(typed):
     r = typed["runs"]["none"]
     tok = Tokenizer.from_file(r.paths["tokenizer"])
     held = typed["held"]
-    assert sum("\u09df" in t for t in held) >= 10        # the test has the letter to lose
+    assert sum("\u09df" in t for t in held) >= 10  # the test has the letter to lose
     for rows in read_heldout(typed["root"] / "none" / "heldout").values():
         for rec in rows:
             assert tok.decode(tok.encode(rec["text"]).ids) == rec["text"]
-    assert r.roundtrip["bn"] == {"checked": len(held), "failures": 0, "normalizer_changed": 0,
-                                 "changes": []}        # every held-out document is checked
+    assert r.roundtrip["bn"] == {
+        "checked": len(held),
+        "failures": 0,
+        "normalizer_changed": 0,
+        "changes": [],
+    }  # every held-out document is checked
     assert tok.normalizer is None and r.settings["normalization"] == "none"
     assert r.normalizer_preview is None and "round trip bn" not in r.format_text()
-    assert r.passed                 # so the NFC run below fails on its round trip alone
+    assert r.passed  # so the NFC run below fails on its round trip alone
 
 
 def test_nfc_preview_counts_what_it_changes_and_is_not_a_pass(typed):
     r = typed["runs"]["nfc"]
-    train = typed["train"]                   # the Bengali training lines (English is ASCII)
+    train = typed["train"]  # the Bengali training lines (English is ASCII)
     by = {row["from"]: row for row in r.normalizer_preview["changes"]}
     yya = by["U+09DF"]
     nfc = unicodedata.normalize("NFC", "\u09df")
     assert yya["to"] == " ".join(f"U+{ord(c):04X}" for c in nfc) == "U+09AF U+09BC"
-    assert yya["occurrences"] == sum(t.count("\u09df") for t in train)      # hand counts
+    assert yya["occurrences"] == sum(t.count("\u09df") for t in train)  # hand counts
     assert yya["documents"] == sum("\u09df" in t for t in train)
     assert yya["name"] == "BENGALI LETTER YYA" and yya["change"] == "decomposed"
     oo = by["U+09C7 U+09BE"]
@@ -278,8 +312,10 @@ def test_nfc_preview_counts_what_it_changes_and_is_not_a_pass(typed):
     assert lossy > 0 and r.roundtrip["bn"]["failures"] == lossy
     assert r.roundtrip["bn"]["normalizer_changed"] == lossy
     text = r.format_text()
-    assert f"NFC decomposed U+09DF BENGALI LETTER YYA into U+09AF U+09BC: " \
-           f"{yya['occurrences']:,} times in {yya['documents']:,} documents" in text
+    assert (
+        f"NFC decomposed U+09DF BENGALI LETTER YYA into U+09AF U+09BC: "
+        f"{yya['occurrences']:,} times in {yya['documents']:,} documents" in text
+    )
     assert f"round trip bn: {lossy} of {len(typed['held'])} held-out documents" in text
     report = json.loads(Path(r.paths["fix_report"]).read_text("utf-8"))
     assert report["normalizer_preview"]["changes"][0] == r.normalizer_preview["changes"][0]
@@ -325,7 +361,7 @@ def test_run_interrupted_after_training_leaves_no_stale_report(small, tmp_path, 
 def test_same_seed_same_tokenizer(small, tmp_path, monkeypatch):
     cfg = FixConfig(vocab_size=500, heldout_fraction=0.2, seed=7)
     a = fix([small], tmp_path / "a", cfg)
-    monkeypatch.setattr(sampling, "KEEP_CHARS", 0)   # a big corpus: read twice, not kept
+    monkeypatch.setattr(sampling, "KEEP_CHARS", 0)  # a big corpus: read twice, not kept
     b = fix([small], tmp_path / "b", cfg)
     assert a.tokenizer["fingerprint"] == b.tokenizer["fingerprint"]
     assert read_heldout(tmp_path / "a" / "heldout") == read_heldout(tmp_path / "b" / "heldout")
@@ -333,8 +369,9 @@ def test_same_seed_same_tokenizer(small, tmp_path, monkeypatch):
     assert read_heldout(tmp_path / "a" / "heldout") != read_heldout(tmp_path / "c" / "heldout")
 
 
-@pytest.mark.parametrize("case", ["empty", "vocab", "from-garbage", "from-missing",
-                                  "heldout", "one-doc"])
+@pytest.mark.parametrize(
+    "case", ["empty", "vocab", "from-garbage", "from-missing", "heldout", "one-doc"]
+)
 def test_bad_input_is_one_line(case, small, tmp_path):
     corpus, cfg, frm = [small], FixConfig(vocab_size=500), None
     expected: type[FertilityError] = FixError
@@ -342,7 +379,7 @@ def test_bad_input_is_one_line(case, small, tmp_path):
         (tmp_path / "empty.txt").write_text("\n  \n\n", encoding="utf-8")
         corpus, expected = [tmp_path / "empty.txt"], CorpusError
     elif case == "vocab":
-        cfg = FixConfig(vocab_size=256)             # 256 bytes + <|endoftext|> do not fit
+        cfg = FixConfig(vocab_size=256)  # 256 bytes + <|endoftext|> do not fit
     elif case == "from-garbage":
         (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
         frm, expected = str(tmp_path / "bad.json"), TokenizerError
@@ -362,24 +399,41 @@ def test_bad_input_is_one_line(case, small, tmp_path):
 def test_lossy_tokenizer_the_policy_allows_is_not_a_plain_pass(typed, tmp_path):
     policy = tmp_path / "lossy.toml"
     policy.write_text("allow_lossy = true\n", encoding="utf-8")
-    r = fix([typed["root"] / "corpus"], tmp_path / "out",
-            FixConfig(vocab_size=1000, heldout_fraction=0.3, normalization="nfc"), policy=policy)
+    r = fix(
+        [typed["root"] / "corpus"],
+        tmp_path / "out",
+        FixConfig(vocab_size=1000, heldout_fraction=0.3, normalization="nfc"),
+        policy=policy,
+    )
     lossy = sum(unicodedata.normalize("NFC", t) != t for t in typed["held"])
     assert r.passed and lossy > 0
-    held = 2 * len(typed["held"])                 # as many English lines held out as Bengali
-    assert f"gate: PASS, LOSSY ({lossy} of {held} held-out documents do not round-trip)" \
+    held = 2 * len(typed["held"])  # as many English lines held out as Bengali
+    assert (
+        f"gate: PASS, LOSSY ({lossy} of {held} held-out documents do not round-trip)"
         in r.format_text()
+    )
 
 
 def test_command_normaliser_options(small, tmp_path, run):
     fingerprints = {}
-    for flag in ("", "--no-normalize", "--nfc"):   # --no-normalize: the default, still accepted
+    for flag in ("", "--no-normalize", "--nfc"):  # --no-normalize: the default, still accepted
         out = tmp_path / (flag or "default")
-        code, stdout, _ = run("fix", small, "--vocab-size", 400, "--out", out, "--heldout", 0.2,
-                              *([flag] if flag else []), "--quiet")
+        code, stdout, _ = run(
+            "fix",
+            small,
+            "--vocab-size",
+            400,
+            "--out",
+            out,
+            "--heldout",
+            0.2,
+            *([flag] if flag else []),
+            "--quiet",
+        )
         assert code in (0, 1) and "gate: " in stdout
-        fingerprints[flag] = json.loads((out / "fix-report.json").read_text("utf-8"))[
-            "tokenizer"]["fingerprint"]
+        fingerprints[flag] = json.loads((out / "fix-report.json").read_text("utf-8"))["tokenizer"][
+            "fingerprint"
+        ]
         normalizer = Tokenizer.from_file(str(out / "tokenizer.json")).normalizer
         assert (normalizer is None) == (flag != "--nfc")
     assert fingerprints[""] == fingerprints["--no-normalize"] != fingerprints["--nfc"]
@@ -395,8 +449,20 @@ def test_command_exit_codes_and_nfkc(small, tmp_path, run):
     policy = tmp_path / "strict.toml"
     policy.write_text("[floors.language]\nbn = 50.0\n", encoding="utf-8")
     out = tmp_path / "out"
-    code, stdout, _ = run("fix", small, "--vocab-size", 500, "--out", out,
-                              "--heldout", 0.2, "--nfkc", "--policy", policy, "--quiet")
+    code, stdout, _ = run(
+        "fix",
+        small,
+        "--vocab-size",
+        500,
+        "--out",
+        out,
+        "--heldout",
+        0.2,
+        "--nfkc",
+        "--policy",
+        policy,
+        "--quiet",
+    )
     assert code == 1 and "gate: FAIL" in stdout
     report = json.loads((out / "fix-report.json").read_text("utf-8"))
     assert report["gate"]["passed"] is False and (out / "report.html").exists()

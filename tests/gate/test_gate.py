@@ -15,11 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fertility.policy import Thresholds
-from fertility.stats import wilson
 from fertility.errors import FertilityError, PolicyError
 from fertility.gate import NEED_MORE, evaluate
-from fertility.policy import default_policy, load_policy
+from fertility.policy import Thresholds, default_policy, load_policy
+from fertility.stats import wilson
 from tests.findings.test_diagnose import GPT2_CONFIG, make_report, parallel_docs, row
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,9 +26,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def dominant_docs(label: str, script: str, n: int, tokens=10) -> pd.DataFrame:
     """Per-document rows (for the baseline's paired bootstrap): n documents in `script`."""
-    return pd.DataFrame([dict(tokenizer=label, lang="xx", source=f"c/{script}.txt", line=i + 1,
-                              script=script, chars=40, graphemes=30, bytes=100, tokens=tokens)
-                         for i in range(n)])
+    return pd.DataFrame(
+        [
+            dict(
+                tokenizer=label,
+                lang="xx",
+                source=f"c/{script}.txt",
+                line=i + 1,
+                script=script,
+                chars=40,
+                graphemes=30,
+                bytes=100,
+                tokens=tokens,
+            )
+            for i in range(n)
+        ]
+    )
 
 
 def gate(rows, policy=None, docs=None, **kw):
@@ -46,6 +58,7 @@ def beng(cpt, lo, hi, **kw):
 
 # ---------------------------------------------------------------- policy
 
+
 def test_default_policy_numbers():
     p = default_policy()
     assert p.floor_for("script", "Beng") == 2.5 and p.floor_for("script", "Latn") == 3.0
@@ -59,9 +72,11 @@ def test_default_policy_numbers():
 
 def test_policy_file_merges_over_the_default(tmp_path):
     f = tmp_path / "gate.toml"
-    f.write_text('uncertain = "pass"\n[floors.script]\nBeng = 3.2\nLatn = false\n'
-                 '[floors.language]\nbn = 3.0\n[ceilings]\npremium = false\n'
-                 '[rules]\ngrapheme_split_rate = 0.3\n')
+    f.write_text(
+        'uncertain = "pass"\n[floors.script]\nBeng = 3.2\nLatn = false\n'
+        "[floors.language]\nbn = 3.0\n[ceilings]\npremium = false\n"
+        "[rules]\ngrapheme_split_rate = 0.3\n"
+    )
     p = load_policy(f)
     assert p.floor_for("script", "Beng") == 3.2 and p.floor_for("script", "Deva") == 2.5
     assert p.floor_for("script", "Latn") is None  # switched off, not the default floor
@@ -82,17 +97,20 @@ def test_policy_from_pyproject_and_fertility_toml(tmp_path):
     assert load_policy(tmp_path / "pyproject.toml").min_documents == 3
 
 
-@pytest.mark.parametrize("text, key", [
-    ("flors = 1\n", "flors"),
-    ("[floors.script]\nBeng = 'high'\n", "floors.script.Beng"),
-    ("[ceilings]\nunk_rate = 2\n", "ceilings.unk_rate"),
-    ("fail_on = ['fatal']\n", "fail_on"),
-    ("uncertain = 'maybe'\n", "uncertain"),
-    ("allow_lossy = 1\n", "allow_lossy"),
-    ("[rules]\nmark_initial_rat = 0.1\n", "rules.mark_initial_rat"),
-    ("[rules]\ntop_chars = 2.5\n", "rules.top_chars"),
-    ("min_documents = [\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, key",
+    [
+        ("flors = 1\n", "flors"),
+        ("[floors.script]\nBeng = 'high'\n", "floors.script.Beng"),
+        ("[ceilings]\nunk_rate = 2\n", "ceilings.unk_rate"),
+        ("fail_on = ['fatal']\n", "fail_on"),
+        ("uncertain = 'maybe'\n", "uncertain"),
+        ("allow_lossy = 1\n", "allow_lossy"),
+        ("[rules]\nmark_initial_rat = 0.1\n", "rules.mark_initial_rat"),
+        ("[rules]\ntop_chars = 2.5\n", "rules.top_chars"),
+        ("min_documents = [\n", "not valid TOML"),
+    ],
+)
 def test_policy_errors_name_the_file_and_key(tmp_path, text, key):
     f = tmp_path / "p.toml"
     f.write_text(text)
@@ -109,6 +127,7 @@ def test_missing_policy_file_is_an_error(tmp_path):
 
 
 # ---------------------------------------------------------------- the statistics rule
+
 
 def test_interval_wholly_below_the_floor_fails():
     res = gate([beng(1.4, 1.35, 1.45)])
@@ -152,6 +171,7 @@ def wilson_by_bisection(k, n, z=1.959964):
             m = (a + b) / 2
             a, b = (m, b) if (g(a) > 0) == (g(m) > 0) else (a, m)
         return (a + b) / 2
+
     lo = 0.0 if k == 0 else root(0.0, p_hat)
     hi = 1.0 if k == n else root(p_hat, 1.0)
     return lo, hi
@@ -225,6 +245,7 @@ def test_allow_lossy_from_a_policy_file(tmp_path):
 
 # ---------------------------------------------------------------- findings, baseline
 
+
 def test_blocking_findings_fail_the_gate_only_when_their_severity_is_listed():
     # 500 of the 1250 pre-tokens begin with a vowel sign: the error is measured
     rows = [beng(3.0, 2.8, 3.2, mark=600, pre_mark=500)]
@@ -237,12 +258,16 @@ def test_blocking_findings_fail_the_gate_only_when_their_severity_is_listed():
 
 
 def baseline_case(cand_tokens: int):
-    docs = pd.concat([dominant_docs("cand", "Beng", 50, cand_tokens),
-                      dominant_docs("base", "Beng", 50, 100)])
-    rows = [row("cand", "Beng", tokens=50 * cand_tokens, chars=2000),
-            row("base", "Beng", tokens=5000, chars=2000)]
-    return evaluate(make_report(rows, docs=docs), default_policy(), label="cand",
-                    baseline_label="base")
+    docs = pd.concat(
+        [dominant_docs("cand", "Beng", 50, cand_tokens), dominant_docs("base", "Beng", 50, 100)]
+    )
+    rows = [
+        row("cand", "Beng", tokens=50 * cand_tokens, chars=2000),
+        row("base", "Beng", tokens=5000, chars=2000),
+    ]
+    return evaluate(
+        make_report(rows, docs=docs), default_policy(), label="cand", baseline_label="base"
+    )
 
 
 def test_baseline_margin():
@@ -268,9 +293,12 @@ def test_baseline_without_shared_documents_uses_the_frame_intervals():
 
 # ---------------------------------------------------------------- outputs
 
+
 def test_junit_xml_has_a_testcase_per_check_and_marks_failures():
-    rows = [beng(1.4, 1.35, 1.45, mark=600, pre_mark=500),
-            row("t", "Latn", nbytes=6000, tokens=1500)]
+    rows = [
+        beng(1.4, 1.35, 1.45, mark=600, pre_mark=500),
+        row("t", "Latn", nbytes=6000, tokens=1500),
+    ]
     res = gate(rows, configs={"t": GPT2_CONFIG})
     root = ET.fromstring(res.to_junit())
     cases = root.findall(".//testcase")
@@ -285,8 +313,11 @@ def test_junit_xml_has_a_testcase_per_check_and_marks_failures():
 def test_text_and_json_show_value_interval_threshold_verdict():
     res = gate([beng(1.4, 1.35, 1.45)])
     text = res.format_text()
-    assert re.search(r"FAIL\s+t\s+chars_per_token\s+script=Beng\s+1\.400\s+\[1\.350, 1\.450\]"
-                     r"\s+>= 2\.5", text)
+    assert re.search(
+        r"FAIL\s+t\s+chars_per_token\s+script=Beng\s+1\.400\s+\[1\.350, 1\.450\]"
+        r"\s+>= 2\.5",
+        text,
+    )
     assert text.splitlines()[-1].startswith("verdict: FAIL")
     d = json.loads(json.dumps(res.to_dict()))
     assert d["passed"] is False and d["exit_code"] == 1
@@ -319,8 +350,9 @@ def train_bpe(pre_tokenizer, path: Path, vocab_size: int = 4000) -> Path:
     """A byte-level BPE trained on Bangla-weighted text (Bengali 3x, English 1x)."""
     from tests.bpe import byte_level_bpe
 
-    lines = ((CORPUS / "bn.txt").read_text(encoding="utf-8").splitlines() * 3
-             + (CORPUS / "en.txt").read_text(encoding="utf-8").splitlines())
+    lines = (CORPUS / "bn.txt").read_text(encoding="utf-8").splitlines() * 3 + (
+        CORPUS / "en.txt"
+    ).read_text(encoding="utf-8").splitlines()
     byte_level_bpe(lines, vocab_size, pre_tokenizer=pre_tokenizer, path=path)
     return path
 
@@ -336,15 +368,22 @@ def published(tmp_path_factory):
     from tokenizers import Regex, pre_tokenizers
 
     from fertility.measure import analyze
-    from fertility.tokenizers.patterns import FAMILIES
     from fertility.tokenizers import load_tokenizer
+    from fertility.tokenizers.patterns import FAMILIES
 
     tmp = tmp_path_factory.mktemp("published")
-    naive = train_bpe(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-                      tmp / "naive.json")
-    aware = train_bpe(pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]), tmp / "aware.json")
+    naive = train_bpe(
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True), tmp / "naive.json"
+    )
+    aware = train_bpe(
+        pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(FAMILIES["mark_aware"]), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        ),
+        tmp / "aware.json",
+    )
     toks = [load_tokenizer(str(naive), label="naive"), load_tokenizer(str(aware), label="aware")]
     rep = analyze([CORPUS / "bn.txt", CORPUS / "en.txt"], toks)
     return rep, naive, aware

@@ -81,13 +81,13 @@ def test_frame_pretokenizer_rows_match_the_split(lines):
 
 def test_a_tokenizers_own_ceiling_is_its_pretokenizer(lines, tmp_path):
     """HF's ByteLevel(use_regex=true) (Rust) and the gpt2 family (Python regex) cut alike."""
-    from tests.bpe import byte_level_bpe
-
     from fertility.tokenizers import load_tokenizer
+    from tests.bpe import byte_level_bpe
 
     byte_level_bpe(lines, 400, path=tmp_path / "t.json")
     rep = analyze([BN], [load_tokenizer(str(tmp_path / "t.json"), label="t")])
     r = rep.frame[(rep.frame.group == "script") & (rep.frame.key == "Beng")].iloc[0]
     assert r.chars_per_pretoken == pytest.approx(
-        sum(len(ln) for ln in lines) / len(pieces("gpt2", lines)))
+        sum(len(ln) for ln in lines) / len(pieces("gpt2", lines))
+    )
     assert r.chars_per_token <= r.chars_per_pretoken  # the ceiling bounds the tokenizer

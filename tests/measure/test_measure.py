@@ -66,8 +66,9 @@ def test_interval_brackets_the_estimate(tmp_path):
     chars = np.array([len(x) for x in lines])
     toks = np.array([x.count(" ") + 1 for x in lines])
     rng = np.random.default_rng(1)
-    draws = [chars[i].sum() / toks[i].sum()
-             for i in (rng.integers(0, 300, 300) for _ in range(2000))]
+    draws = [
+        chars[i].sum() / toks[i].sum() for i in (rng.integers(0, 300, 300) for _ in range(2000))
+    ]
     lo, hi = np.percentile(draws, [2.5, 97.5])
     assert r.chars_per_token_lo == pytest.approx(lo, abs=0.03)
     assert r.chars_per_token_hi == pytest.approx(hi, abs=0.03)
@@ -95,15 +96,26 @@ def test_counts_add_up_across_batches(corpus):
     """Batches of one document and one batch of all give the same frame."""
     one = analyze([corpus], pretokenizers=["gpt2"], batch_size=1, seed=3).frame
     big = analyze([corpus], pretokenizers=["gpt2"], batch_size=512, seed=3).frame
-    cols = ["documents", "chars", "graphemes", "bytes", "words", "tokens", "word_tokens",
-            "continued_words", "mark_initial_tokens", "token_boundaries",
-            "grapheme_split_boundaries"]
+    cols = [
+        "documents",
+        "chars",
+        "graphemes",
+        "bytes",
+        "words",
+        "tokens",
+        "word_tokens",
+        "continued_words",
+        "mark_initial_tokens",
+        "token_boundaries",
+        "grapheme_split_boundaries",
+    ]
     assert one[cols].equals(big[cols])
     # and the sums are still the hand counts (13 GPT-2 pieces per Bengali sentence)
     assert one[(one.group == "language") & (one.key == "bn")].tokens.item() == 26
 
 
 # ---------------------------------------------------------------- the tokenizer's own pre-tokens
+
 
 def test_pretoken_counts_by_hand(corpus):
     rep = analyze([corpus], pretokenizers=["gpt2"])
@@ -125,8 +137,10 @@ def test_a_joiner_cut_by_o200k_by_hand(tmp_path):
     # conjunct ক্‍ষ is cut before its ZWJ and ওয়েব‌সাইট (web‌site) before its ZWNJ:
     # ক্ | ‍ষ | " ভাষা" | " ওয়েব" | ‌সাইট -> 5 pre-tokens, 1 begins with a ZWJ, 1 with a ZWNJ,
     # 2 of the 3 words are cut
-    text = ("\u0995\u09cd\u200d\u09b7 \u09ad\u09be\u09b7\u09be "
-            "\u0993\u09af\u09bc\u09c7\u09ac\u200c\u09b8\u09be\u0987\u099f")
+    text = (
+        "\u0995\u09cd\u200d\u09b7 \u09ad\u09be\u09b7\u09be "
+        "\u0993\u09af\u09bc\u09c7\u09ac\u200c\u09b8\u09be\u0987\u099f"
+    )
     (tmp_path / "bn.txt").write_text(text + "\n", encoding="utf-8")
     rep = analyze([tmp_path], pretokenizers=["o200k"])
     bn = row(rep, "o200k", "script", "Beng")
@@ -185,21 +199,31 @@ def test_new_counters_merge_exactly_across_processes(tmp_path):
     from tests.bpe import byte_level_bpe
 
     (tmp_path / "c").mkdir()
-    lines = [f"{'Ｆｕｌｌ' if i % 3 == 0 else 'plain'} \u0995\u09cd\u200d\u09b7 \u09dc {i}"
-             for i in range(300)]
+    lines = [
+        f"{'Ｆｕｌｌ' if i % 3 == 0 else 'plain'} \u0995\u09cd\u200d\u09b7 \u09dc {i}"
+        for i in range(300)
+    ]
     (tmp_path / "c" / "bn.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     byte_level_bpe(lines, 300, normalizer=normalizers.NFKC(), path=tmp_path / "tok.json")
     kw = dict(pretokenizers=["o200k"], batch_size=16, detail_docs=None, seed=1)
     one = analyze([tmp_path / "c"], [f"t={tmp_path / 'tok.json'}"], workers=1, **kw)
     two = analyze([tmp_path / "c"], [f"t={tmp_path / 'tok.json'}"], workers=2, **kw)
-    cols = ["pretokens", "pretoken_mark_initial", "pretoken_zwj_initial",
-            "pretoken_zwnj_initial", "pretoken_words",
-            "pretoken_cut_words", "roundtrip_failures"]
+    cols = [
+        "pretokens",
+        "pretoken_mark_initial",
+        "pretoken_zwj_initial",
+        "pretoken_zwnj_initial",
+        "pretoken_words",
+        "pretoken_cut_words",
+        "roundtrip_failures",
+    ]
     assert one.frame[cols].equals(two.frame[cols])
     assert one.roundtrip == two.roundtrip and one.roundtrip[("t", "bn")]["failures"] == 300
     # every line holds U+09DC (NFC and NFKC decompose it); every third full-width letters
-    assert one.roundtrip[("t", "bn")]["causes"] == {"composition_exclusion": 300,
-                                                     "compatibility": 100}
+    assert one.roundtrip[("t", "bn")]["causes"] == {
+        "composition_exclusion": 300,
+        "compatibility": 100,
+    }
 
 
 def test_the_fast_encode_path_gives_the_librarys_tokens_and_spans_on_real_text(tmp_path):
@@ -210,22 +234,30 @@ def test_the_fast_encode_path_gives_the_librarys_tokens_and_spans_on_real_text(t
 
     from tokenizers import Regex, Tokenizer, pre_tokenizers
 
-    from fertility.tokenizers.patterns import FAMILIES
     from fertility.tokenizers import load_tokenizer
+    from fertility.tokenizers.patterns import FAMILIES
     from tests.bpe import byte_level_bpe
 
     excerpt = Path(__file__).resolve().parents[1] / "realworld" / "excerpt"
-    texts = [x for p in sorted(excerpt.glob("*.txt"))
-             for x in p.read_text(encoding="utf-8").splitlines() if x.strip()]
-    split = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(FAMILIES["o200k"]), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    texts = [
+        x
+        for p in sorted(excerpt.glob("*.txt"))
+        for x in p.read_text(encoding="utf-8").splitlines()
+        if x.strip()
+    ]
+    split = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(FAMILIES["o200k"]), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     byte_level_bpe(texts, 2000, pre_tokenizer=split, path=tmp_path / "tok.json")
     ours = load_tokenizer(str(tmp_path / "tok.json"))
     assert ours._fast  # the path under test
     ids, starts, ends, counts = ours.encode_flat(texts)
     lib = Tokenizer.from_file(str(tmp_path / "tok.json")).encode_batch(
-        texts, add_special_tokens=False)
+        texts, add_special_tokens=False
+    )
     assert counts.tolist() == [len(e.ids) for e in lib]
     assert ids.tolist() == [i for e in lib for i in e.ids]
     assert starts.tolist() == [s for e in lib for s, _ in e.offsets]

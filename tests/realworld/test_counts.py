@@ -23,12 +23,16 @@ PER_LANGUAGE = 200
 
 # The split patterns as Meta's own loaders pass them to tiktoken.Encoding, copied from
 # llama-models 0.3.0 (llama_models/llama3/tokenizer.py and llama_models/llama4/tokenizer.py).
-LLAMA3_PAT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
-              r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-LLAMA4_PAT = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
-              r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
-              r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}"
-              r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_PAT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+LLAMA4_PAT = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +79,9 @@ def test_rank_files_match_tiktoken(rw, lines, monkeypatch, name, pattern, refere
     assert ours(path, pattern)(lines) == [enc.encode_ordinary(t) for t in lines]
 
 
-@pytest.mark.parametrize("name", ["mistral/tokenizer.model.v1",
-                                  "mistral/mistral_instruct_tokenizer_240323.model.v3"])
+@pytest.mark.parametrize(
+    "name", ["mistral/tokenizer.model.v1", "mistral/mistral_instruct_tokenizer_240323.model.v3"]
+)
 def test_sentencepiece_models_match_sentencepiece(rw, lines, name):
     path = rw / "tokenizers" / name
     sp = sentencepiece.SentencePieceProcessor(model_file=str(path))
@@ -84,8 +89,9 @@ def test_sentencepiece_models_match_sentencepiece(rw, lines, name):
     assert ours(path)(lines) == expected
 
 
-@pytest.mark.parametrize("name", ["minilm/tokenizer.json", "bpe-gpt2/tokenizer.json",
-                                  "bpe-o200k/tokenizer.json"])
+@pytest.mark.parametrize(
+    "name", ["minilm/tokenizer.json", "bpe-gpt2/tokenizer.json", "bpe-o200k/tokenizer.json"]
+)
 def test_tokenizer_json_matches_tokenizers(rw, lines, name):
     path = rw / "tokenizers" / name
     reference = tokenizers.Tokenizer.from_file(str(path))

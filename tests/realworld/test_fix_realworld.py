@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from fertility.fix.config import FixConfig
 from fertility.fix import fix
+from fertility.fix.config import FixConfig
 
 pytestmark = pytest.mark.realworld
 
@@ -28,26 +28,35 @@ SOURCES = ["rw"] + (["excerpt"] if EXCERPT.is_file() else [])
 @pytest.fixture(scope="module", params=SOURCES)
 def bengali(request, tmp_path_factory) -> dict:
     """bn.txt (its first DOCS non-empty lines) fixed with no normaliser and with --nfc."""
-    src = request.getfixturevalue("rw") / "text" / "bn.txt" \
-        if request.param == "rw" else EXCERPT
+    src = request.getfixturevalue("rw") / "text" / "bn.txt" if request.param == "rw" else EXCERPT
     lines = [t for t in src.read_text("utf-8").splitlines() if t.strip()][:DOCS]
     root = tmp_path_factory.mktemp(f"fix-{request.param}")
     (root / "corpus").mkdir()
     (root / "corpus" / "bn.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    runs = {n: fix([root / "corpus"], root / n,
-                   FixConfig(vocab_size=2000, heldout_fraction=0.2, normalization=n))
-            for n in ("none", "nfc")}
+    runs = {
+        n: fix(
+            [root / "corpus"],
+            root / n,
+            FixConfig(vocab_size=2000, heldout_fraction=0.2, normalization=n),
+        )
+        for n in ("none", "nfc")
+    }
     held = {int(x) for x in _held_lines(root / "none")}
-    return {"runs": runs, "root": root,
-            "held": [t for i, t in enumerate(lines, 1) if i in held],
-            "train": [t for i, t in enumerate(lines, 1) if i not in held]}
+    return {
+        "runs": runs,
+        "root": root,
+        "held": [t for i, t in enumerate(lines, 1) if i in held],
+        "train": [t for i, t in enumerate(lines, 1) if i not in held],
+    }
 
 
 def _held_lines(out: Path) -> list[int]:
     import json
 
-    return [json.loads(x)["line"] for x in (out / "heldout" / "bn.jsonl").read_text(
-        "utf-8").splitlines()]
+    return [
+        json.loads(x)["line"]
+        for x in (out / "heldout" / "bn.jsonl").read_text("utf-8").splitlines()
+    ]
 
 
 def test_default_fix_round_trips_every_heldout_bengali_document(bengali):
@@ -65,7 +74,8 @@ def test_nfc_names_what_it_changes_and_does_not_pass(bengali):
     assert yya["occurrences"] == sum(t.count(YYA) for t in train)
     assert yya["documents"] == sum(YYA in t for t in train)
     assert r.normalizer_preview["changed_documents"] == sum(
-        unicodedata.normalize("NFC", t) != t for t in train)
+        unicodedata.normalize("NFC", t) != t for t in train
+    )
     lossy = sum(unicodedata.normalize("NFC", t) != t for t in held)
     assert r.roundtrip["bn"]["failures"] == lossy > 0
     text = r.format_text()

@@ -39,8 +39,9 @@ def test_whisper_multilingual_matches_tiktoken(rw, lines):  # noqa: F811
     path = rw / "tokenizers" / "whisper-multilingual.tiktoken"
     ranks = tiktoken.load.load_tiktoken_bpe(str(path))
     assert b"" in ranks  # the line that a strict base64 reader refused
-    enc = tiktoken.Encoding("multilingual", pat_str=WHISPER_PAT, mergeable_ranks=ranks,
-                            special_tokens={})
+    enc = tiktoken.Encoding(
+        "multilingual", pat_str=WHISPER_PAT, mergeable_ranks=ranks, special_tokens={}
+    )
     assert ours(f"{path}#gpt2")(lines) == [enc.encode_ordinary(t) for t in lines]
 
 
@@ -50,8 +51,9 @@ def test_llama4_by_name_matches_llama_models(rw, lines):  # noqa: F811
     # llama_models/llama4/tokenizer.py: 2048 special tokens after the ranks; encode() passes
     # allowed_special=set(), disallowed_special=() so a special written in text is text.
     specials = {f"<|reserved_special_token_{i}|>": len(ranks) + i for i in range(2048)}
-    enc = tiktoken.Encoding(path.name, pat_str=LLAMA4_PAT, mergeable_ranks=ranks,
-                            special_tokens=specials)
+    enc = tiktoken.Encoding(
+        path.name, pat_str=LLAMA4_PAT, mergeable_ranks=ranks, special_tokens=specials
+    )
     expected = [enc.encode(t, allowed_special=set(), disallowed_special=()) for t in lines]
     assert ours(f"{path}#llama4")(lines) == expected
     assert ours(f"{path}#llama3")(lines) != expected  # cl100k's split differs on this text
@@ -59,11 +61,21 @@ def test_llama4_by_name_matches_llama_models(rw, lines):  # noqa: F811
 
 def test_report_measures_all_three_by_kind(rw, run):
     toks = rw / "tokenizers"
-    code, out, err = run("report", rw / "text" / "bn.txt",
-                         "-t", toks / "tekken" / "tekken_240911.json",
-                         "-t", f"whisper={toks / 'whisper-multilingual.tiktoken'}#gpt2",
-                         "-t", f"llama4={toks / 'llama4' / 'tokenizer.model'}#llama4",
-                         "--format", "json", "--no-diagnose", "--max-docs", "300")
+    code, out, err = run(
+        "report",
+        rw / "text" / "bn.txt",
+        "-t",
+        toks / "tekken" / "tekken_240911.json",
+        "-t",
+        f"whisper={toks / 'whisper-multilingual.tiktoken'}#gpt2",
+        "-t",
+        f"llama4={toks / 'llama4' / 'tokenizer.model'}#llama4",
+        "--format",
+        "json",
+        "--no-diagnose",
+        "--max-docs",
+        "300",
+    )
     assert code == 0, err
     kinds = {t["label"]: t["kind"] for t in json.loads(out)["tokenizers"]}
     assert kinds == {"tekken_240911": "tekken", "whisper": "tiktoken", "llama4": "tiktoken"}

@@ -30,10 +30,18 @@ from tests.realworld.test_counts import LLAMA3_PAT, LLAMA4_PAT, openai_pattern
 pytestmark = pytest.mark.realworld
 
 # label -> spec under ROOT/tokenizers (a #NAME gives a bare rank file its split pattern)
-CUTTING = {"bpe-gpt2": "bpe-gpt2/tokenizer.json", "r50k": "r50k_base.tiktoken#gpt2",
-           "cl100k": "cl100k_base.tiktoken", "llama3": "llama3/tokenizer.model#llama3"}
-CLEAN = {"o200k": "o200k_base.tiktoken", "llama4": "llama4/tokenizer.model#llama4",
-         "tekken": "tekken/tekken_240911.json", "bpe-o200k": "bpe-o200k/tokenizer.json"}
+CUTTING = {
+    "bpe-gpt2": "bpe-gpt2/tokenizer.json",
+    "r50k": "r50k_base.tiktoken#gpt2",
+    "cl100k": "cl100k_base.tiktoken",
+    "llama3": "llama3/tokenizer.model#llama3",
+}
+CLEAN = {
+    "o200k": "o200k_base.tiktoken",
+    "llama4": "llama4/tokenizer.model#llama4",
+    "tekken": "tekken/tekken_240911.json",
+    "bpe-o200k": "bpe-o200k/tokenizer.json",
+}
 BRAHMIC = ("Beng", "Deva", "Taml", "Telu")
 DETAIL = 200  # analyze()'s default detail pass: the first 200 documents of each language
 
@@ -50,8 +58,9 @@ def documents(path) -> list[str]:
 @pytest.fixture(scope="module")
 def bn_en(rw):
     """Every tokenizer on the full ROOT/text bn.txt + en.txt, as `fertility gate` measures."""
-    return analyze([rw / "text" / "bn.txt", rw / "text" / "en.txt"],
-                   specs(rw, {**CUTTING, **CLEAN}))
+    return analyze(
+        [rw / "text" / "bn.txt", rw / "text" / "en.txt"], specs(rw, {**CUTTING, **CLEAN})
+    )
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +83,11 @@ def blocking(report, label):
 @pytest.mark.parametrize("label", list(CUTTING))
 def test_gpt2_and_cl100k_splits_get_the_mark_split_error_on_bengali(bn_en, label):
     assert ("mark-split", "Beng") in blocking(bn_en, label)
-    (f,) = [f for f in diagnose(bn_en) if f.tokenizer == label and f.rule == "mark-split"
-            and f.key == "Beng"]
+    (f,) = [
+        f
+        for f in diagnose(bn_en)
+        if f.tokenizer == label and f.rule == "mark-split" and f.key == "Beng"
+    ]
     assert f.severity == "error" and f.evidence["pretoken_lo"] >= 0.02
     assert f.evidence["pretoken_cut_word_rate"] > 0.5  # most Bengali words are cut
 
@@ -87,18 +99,38 @@ def test_o200k_style_splits_get_no_mark_split_error_on_bengali(bn_en, label):
 
 def test_no_mark_split_error_for_o200k_style_splits_in_any_script(every_language):
     found = diagnose(every_language)
-    errors = {(f.tokenizer, f.key) for f in found
-              if f.rule == "mark-split" and f.severity == "error"}
+    errors = {
+        (f.tokenizer, f.key) for f in found if f.rule == "mark-split" and f.severity == "error"
+    }
     assert not {e for e in errors if e[0] in CLEAN}, errors
     # and the cutting splits get it on every Brahmic script of the corpus
     for label in CUTTING:
         assert {(label, s) for s in BRAHMIC} <= errors, (label, errors)
     scripts = set(every_language.frame.query("group == 'script'")["key"])
-    assert len(scripts & {"Beng", "Deva", "Taml", "Telu", "Thai", "Arab", "Hebr", "Cyrl",
-                          "Hani", "Hang", "Grek", "Latn"}) == 12
+    assert (
+        len(
+            scripts
+            & {
+                "Beng",
+                "Deva",
+                "Taml",
+                "Telu",
+                "Thai",
+                "Arab",
+                "Hebr",
+                "Cyrl",
+                "Hani",
+                "Hang",
+                "Grek",
+                "Latn",
+            }
+        )
+        == 12
+    )
 
 
 # ---------------------------------------------------------------- the pre-token evidence, twice
+
 
 def _regex_pieces(pattern):
     return lambda line: [(m.start(), m.end()) for m in regex.finditer(pattern, line)]
@@ -140,13 +172,18 @@ def test_pretoken_counts_agree_with_the_tokenizers_own_split(rw, bn_en, monkeypa
                 zwnj += c == "\u200c"
                 marks += unicodedata.category(c).startswith("M")
         row = f[(f.tokenizer == label) & (f.group == "language") & (f.key == lang)].iloc[0]
-        assert (row.pretokens, row.pretoken_mark_initial, row.pretoken_zwj_initial,
-                row.pretoken_zwnj_initial) == (n, marks, zwj, zwnj), (label, lang)
+        assert (
+            row.pretokens,
+            row.pretoken_mark_initial,
+            row.pretoken_zwj_initial,
+            row.pretoken_zwnj_initial,
+        ) == (n, marks, zwj, zwnj), (label, lang)
         if lang == "bn":
             assert (marks / n > 0.2) == (label in CUTTING), (label, marks, n)
 
 
 # ---------------------------------------------------------------- balance
+
 
 def test_published_case_is_flagged_in_characters_though_bytes_look_balanced(rw, bn_en):
     bn, en = (documents(rw / "text" / f"{x}.txt") for x in ("bn", "en"))
@@ -157,8 +194,11 @@ def test_published_case_is_flagged_in_characters_though_bytes_look_balanced(rw, 
     assert row.chars == chars[0] and row.char_share == pytest.approx(chars[0] / sum(chars))
     # in bytes Bengali looks balanced: its token share is no more than its byte share
     assert row.token_share <= nbytes[0] / sum(nbytes)
-    (flag,) = [x for x in diagnose(bn_en) if x.tokenizer == "bpe-gpt2" and x.key == "bn"
-               and x.rule == "balance-inversion"]
+    (flag,) = [
+        x
+        for x in diagnose(bn_en)
+        if x.tokenizer == "bpe-gpt2" and x.key == "bn" and x.rule == "balance-inversion"
+    ]
     en_row = f[(f.tokenizer == "bpe-gpt2") & (f.group == "language") & (f.key == "en")].iloc[0]
     by_hand = (row.tokens / chars[0]) / (en_row.tokens / chars[1])
     assert flag.evidence["unit"] == "characters" and by_hand >= 2.0
@@ -180,6 +220,7 @@ def test_balance_on_parallel_files_never_blames_the_best_served_language(rw):
 
 
 # ---------------------------------------------------------------- UNK
+
 
 def test_wordpiece_thai_cannot_pass_chars_per_token_with_its_unk_rate(rw):
     path = rw / "tokenizers" / "minilm" / "tokenizer.json"
@@ -203,6 +244,7 @@ def test_wordpiece_thai_cannot_pass_chars_per_token_with_its_unk_rate(rw):
 
 # ---------------------------------------------------------------- pretrain gates first
 
+
 class Reached(Exception):
     """Raised in place of the training loop: the run got past the gate."""
 
@@ -218,11 +260,23 @@ def test_pretrain_refuses_the_gpt2_split_bpe_and_not_o200k(rw, tmp_path, monkeyp
     paths = [rw / "text" / "bn.txt", rw / "text" / "en.txt"]
     tokdir = rw / "tokenizers"
     with pytest.raises(TrainingError, match="failed the gate"):
-        pretrain(paths, str(tokdir / CUTTING["bpe-gpt2"]), tmp_path / "gpt2", steps=1,
-                 device="cpu", quiet=True)
+        pretrain(
+            paths,
+            str(tokdir / CUTTING["bpe-gpt2"]),
+            tmp_path / "gpt2",
+            steps=1,
+            device="cpu",
+            quiet=True,
+        )
     assert not (tmp_path / "gpt2" / "run.json").exists()
     with pytest.raises(Reached):
-        pretrain(paths, str(tokdir / CLEAN["o200k"]), tmp_path / "o200k", steps=1,
-                 device="cpu", quiet=True)
+        pretrain(
+            paths,
+            str(tokdir / CLEAN["o200k"]),
+            tmp_path / "o200k",
+            steps=1,
+            device="cpu",
+            quiet=True,
+        )
     meta = json.loads((tmp_path / "o200k" / "run.json").read_text(encoding="utf-8"))
     assert meta["gate"]["passed"] is True and meta["forced"] is False

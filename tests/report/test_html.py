@@ -25,7 +25,9 @@ from fertility.report.html import render_html, tokens_html
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-INJECT_BN = "বাংলা ভাষা <script>alert(1)</script> আর \"onerror=alert(2) x='<img src=x onerror=alert(3)>'"
+INJECT_BN = (
+    "বাংলা ভাষা <script>alert(1)</script> আর \"onerror=alert(2) x='<img src=x onerror=alert(3)>'"
+)
 EVIL_LABEL = "<img src=x onerror=alert(4)>"
 
 
@@ -82,9 +84,30 @@ def test_corpus_text_and_labels_are_escaped(evil_report):
     # no attribute of any element is an event handler, no element loads anything
     assert not [(t, a) for t, a in p.tags for name in a if name.lower().startswith("on")]
     assert not [(t, a) for t, a in p.tags if "src" in a or "href" in a]
-    assert {t for t, _ in p.tags} <= {"html", "head", "meta", "title", "style", "script", "body",
-                                      "h1", "h2", "h3", "h4", "p", "div", "span", "table",
-                                      "tr", "th", "td", "b", "br", "details", "summary"}
+    assert {t for t, _ in p.tags} <= {
+        "html",
+        "head",
+        "meta",
+        "title",
+        "style",
+        "script",
+        "body",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "p",
+        "div",
+        "span",
+        "table",
+        "tr",
+        "th",
+        "td",
+        "b",
+        "br",
+        "details",
+        "summary",
+    }
     # our scripts only: plotly.js, one JSON block per chart, the initialiser
     kinds = [a.get("type", "js") for a, _ in p.scripts]
     assert kinds.count("application/json") == 3 and kinds.count("js") == 2
@@ -112,19 +135,25 @@ def test_report_is_self_contained(evil_report):
 def test_token_boundaries_are_drawn():
     # "বাংলা" under the GPT-2 split: ব | াং | ল | া  (by hand); UTF-8 of U+09AC is e0 a6 ac
     out = tokens_html("বাংলা", [(0, 1), (1, 3), (3, 4), (4, 5)])
-    assert out == ('<span class="t0" title="bytes e0 a6 ac">ব</span>'
-                   '<span class="t1 mi" title="bytes e0 a6 be e0 a6 82">াং</span>'
-                   '<span class="t0" title="bytes e0 a6 b2">ল</span>'
-                   '<span class="t1 mi" title="bytes e0 a6 be">া</span>')
+    assert out == (
+        '<span class="t0" title="bytes e0 a6 ac">ব</span>'
+        '<span class="t1 mi" title="bytes e0 a6 be e0 a6 82">াং</span>'
+        '<span class="t0" title="bytes e0 a6 b2">ল</span>'
+        '<span class="t1 mi" title="bytes e0 a6 be">া</span>'
+    )
     # byte pieces: two tokens share the first character and are drawn as one span with both
     # ids (half a character cannot be drawn); a gap is left as plain text
     out = tokens_html("ক খ", [(0, 1), (0, 1), (2, 3)], [5, 6, 7])
-    assert out == ('<span class="t0 bp" title="tokens 5, 6; text bytes e0 a6 95">ক</span> '
-                   '<span class="t1" title="token 7; text bytes e0 a6 96">খ</span>')
+    assert out == (
+        '<span class="t0 bp" title="tokens 5, 6; text bytes e0 a6 95">ক</span> '
+        '<span class="t1" title="token 7; text bytes e0 a6 96">খ</span>'
+    )
     pieces = {5: b"\xe0\xa6", 6: b"\x95", 7: b"\xe0\xa6\x96"}
     out = tokens_html("ক খ", [(0, 1), (0, 1), (2, 3)], [5, 6, 7], pieces.__getitem__)
     assert 'title="token 5: bytes e0 a6; token 6: bytes 95"' in out
-    assert tokens_html("<b>", [(0, 3)]) == '<span class="t0" title="bytes 3c 62 3e">&lt;b&gt;</span>'
+    assert (
+        tokens_html("<b>", [(0, 3)]) == '<span class="t0" title="bytes 3c 62 3e">&lt;b&gt;</span>'
+    )
 
 
 def test_tokenizers_side_by_side_with_interval_bars(evil_report):
@@ -140,8 +169,9 @@ def test_tokenizers_side_by_side_with_interval_bars(evil_report):
     f = rep.frame
     for trace in bars:
         label = EVIL_LABEL if "img" in trace["name"] else trace["name"]
-        for x, y, up, down in zip(trace["x"], trace["y"], trace["error_y"]["array"],
-                                  trace["error_y"]["arrayminus"]):
+        for x, y, up, down in zip(
+            trace["x"], trace["y"], trace["error_y"]["array"], trace["error_y"]["arrayminus"]
+        ):
             r = f[(f.tokenizer == label) & (f.group == "script") & (f.key == x)].iloc[0]
             assert y == pytest.approx(r.chars / r.tokens)
             assert y + up == pytest.approx(r.chars_per_token_hi)
@@ -154,9 +184,19 @@ def test_gate_verdict_summary_first_and_findings_grouped():
     rep = make_report([row("t", "Beng", mark=600, pre_mark=500)], configs={"t": GPT2_CONFIG})
     res = evaluate(rep, default_policy())
     assert not res.passed  # mark-split is an error
-    extra = [Finding("grapheme-split", "warning", "t", "script", key, {"grapheme_split_rate": r},
-                     f"cuts <vowel> signs in {key}", "use \\p{M}")
-             for key, r in (("Beng", 0.3), ("Deva", 0.4))]
+    extra = [
+        Finding(
+            "grapheme-split",
+            "warning",
+            "t",
+            "script",
+            key,
+            {"grapheme_split_rate": r},
+            f"cuts <vowel> signs in {key}",
+            "use \\p{M}",
+        )
+        for key, r in (("Beng", 0.3), ("Deva", 0.4))
+    ]
     html = render_html(rep, res.findings + extra, res)
     p = Tags()
     p.feed(html)
@@ -164,9 +204,8 @@ def test_gate_verdict_summary_first_and_findings_grouped():
     assert "cuts <vowel> signs in Deva" in text and "Gate FAIL" in text
     # the heading's badge, one per tokenizer in the summary, then one per check
     badges = [a["class"] for t, a in p.tags if t == "span" and "verdict" in a.get("class", "")]
-    assert badges == ["verdict fail", "verdict fail"] + [f"verdict {c.verdict}"
-                                                         for c in res.checks]
-    assert html.index("<h2>Gate ") < html.index("id=\"plot-") < html.index("<h2>Findings")
+    assert badges == ["verdict fail", "verdict fail"] + [f"verdict {c.verdict}" for c in res.checks]
+    assert html.index("<h2>Gate ") < html.index('id="plot-') < html.index("<h2>Findings")
     # one collapsible group per (severity, rule, tokenizer), errors first, every finding inside
     summaries = [x for x in re.findall(r"<summary>(.*?)</summary>", html) if "class=sev" in x]
     assert len(summaries) == 2 and ">error<" in summaries[0] and "grapheme-split" in summaries[1]
@@ -176,11 +215,15 @@ def test_gate_verdict_summary_first_and_findings_grouped():
 def test_lossy_tokenizer_is_not_a_plain_pass():
     from tests.findings.test_diagnose import make_report, row
 
-    rep = make_report([row("t", "Latn", tokens=1500),
-                       row("t", "en", group="language", tokens=1500, rt_checked=10, rt_fail=3)])
+    rep = make_report(
+        [
+            row("t", "Latn", tokens=1500),
+            row("t", "en", group="language", tokens=1500, rt_checked=10, rt_fail=3),
+        ]
+    )
     res = evaluate(rep, dataclasses.replace(default_policy(), allow_lossy=True))
     html = render_html(rep, res.findings, res)
-    assert res.passed and "Gate <span class=\"verdict lossy\">PASS, LOSSY</span>" in html
+    assert res.passed and 'Gate <span class="verdict lossy">PASS, LOSSY</span>' in html
 
 
 # ---------------------------------------------------------------- headless chromium
@@ -237,19 +280,31 @@ def png_pixels_vary(path: Path) -> int:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     pos, idat = 8, b""
     while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos:pos + 4])
-        kind = data[pos + 4:pos + 8]
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
         if kind == b"IDAT":
-            idat += data[pos + 8:pos + 8 + length]
+            idat += data[pos + 8 : pos + 8 + length]
         pos += 12 + length
     return len(set(zlib.decompress(idat)))
 
 
 def chromium(args, tmp: Path):
-    base = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-            "--no-first-run", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr",
-            "--v=0", "--window-size=1280,2000", "--virtual-time-budget=5000"]
+    base = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1280,2000",
+        "--virtual-time-budget=5000",
+    ]
     return subprocess.run(base + args, capture_output=True, text=True, timeout=120)
 
 
@@ -258,22 +313,29 @@ def test_report_renders_in_headless_chromium(evil_report, tmp_path):
     _, _, html = evil_report
     # the report with an error hook that runs before any other script
     page = tmp_path / "report.html"
-    page.write_text(html.replace("<head>", "<head>" + HOOK, 1)
-                    .replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    page.write_text(
+        html.replace("<head>", "<head>" + HOOK, 1).replace("</body>", PROBE + "</body>"),
+        encoding="utf-8",
+    )
     shot = tmp_path / "shot.png"
     run = chromium(["--dump-dom", f"--screenshot={shot}", page.as_uri()], tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     p = Tags()
     p.feed(run.stdout)
     errors = [t for t, a in p.tags if a.get("id") == "__js_errors"]
-    assert not errors, run.stdout[run.stdout.find('id="__js_errors"'):][:2000]
+    assert not errors, run.stdout[run.stdout.find('id="__js_errors"') :][:2000]
     assert "Uncaught" not in run.stderr
     # the charts really ran: plotly drew its SVG into each plot div
     assert run.stdout.count('class="main-svg"') >= 3
     assert shot.exists() and shot.stat().st_size > 20_000 and png_pixels_vary(shot) > 50
-    probe = json.loads(re.search(r'<pre id="__probe">(.*?)</pre>', run.stdout, re.DOTALL).group(1)
-                       .replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<")
-                       .replace("&gt;", ">"))
+    probe = json.loads(
+        re.search(r'<pre id="__probe">(.*?)</pre>', run.stdout, re.DOTALL)
+        .group(1)
+        .replace("&quot;", '"')
+        .replace("&amp;", "&")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+    )
     assert 0 < probe["chart"] < probe["finding"]  # the first chart above the first finding
     # tokens are plain inline spans: no box, padding, border or margin around any of them
     assert probe["styles"] == ["inline 0px 0px 0px"]
@@ -286,12 +348,15 @@ def test_report_renders_in_headless_chromium(evil_report, tmp_path):
 def test_right_to_left_samples_and_token_ids_on_hover():
     from types import SimpleNamespace
 
-    samples = {("t", "Arab"): [{"text": "سلام عليكم", "spans": [[0, 4], [4, 10]],
-                                "ids": [11, 12]}],
-               ("t", "Latn"): [{"text": "hello", "spans": [[0, 5]], "ids": [13]}]}
+    samples = {
+        ("t", "Arab"): [{"text": "سلام عليكم", "spans": [[0, 4], [4, 10]], "ids": [11, 12]}],
+        ("t", "Latn"): [{"text": "hello", "spans": [[0, 5]], "ids": [13]}],
+    }
     rep = SimpleNamespace(samples=samples, tokenizers=[{"label": "t", "kind": "hf"}])
-    found = [Finding("byte-fallback", "warning", "t", "script", k, {}, "c", "f")
-             for k in ("Arab", "Latn")]
+    found = [
+        Finding("byte-fallback", "warning", "t", "script", k, {}, "c", "f")
+        for k in ("Arab", "Latn")
+    ]
     out = html_mod._samples_section(rep, found, ["t"])
     arab, latn = out.index('id="sample-Arab"'), out.index('id="sample-Latn"')
     assert '<div class=toks dir="rtl">' in out[arab:latn]

@@ -15,8 +15,8 @@ from tiktoken_ext import openai_public
 
 from fertility.findings import Finding
 from fertility.measure import analyze
-from fertility.report.text import render_table, table_lines
 from fertility.report.summary import group_findings, group_line
+from fertility.report.text import render_table, table_lines
 from tests.realworld.conftest import rw  # noqa: F401  (the fixture: real tokenizers and text)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,8 +61,7 @@ def test_wide_terminal_shows_more_columns(profile):
 def test_scripts_under_min_share_fold_into_one_line(tmp_path):
     en = (ROOT / "examples/corpus/en.txt").read_text(encoding="utf-8").splitlines()
     cherokee = "ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ"
-    (tmp_path / "en.txt").write_text("\n".join(en + [f"Hello {cherokee}"]) + "\n",
-                                     encoding="utf-8")
+    (tmp_path / "en.txt").write_text("\n".join(en + [f"Hello {cherokee}"]) + "\n", encoding="utf-8")
     text = (tmp_path / "en.txt").read_text(encoding="utf-8")
     assert len(regex.findall(r"\p{Cherokee}", text)) / len(regex.findall(r"\p{L}", text)) < 0.01
     rep = analyze([tmp_path], [], pretokenizers=["o200k"])
@@ -80,27 +79,34 @@ def test_scripts_under_min_share_fold_into_one_line(tmp_path):
 
 
 def _finding(severity, rule, tok, key, **ev):
-    return Finding(rule, severity, tok, "script", key, ev, f"cause of {rule} {key}",
-                   f"fix of {rule} {key}")
+    return Finding(
+        rule, severity, tok, "script", key, ev, f"cause of {rule} {key}", f"fix of {rule} {key}"
+    )
 
 
 def test_findings_grouped_errors_first_with_the_worst_value():
-    fs = [_finding("warning", "byte-fallback", "a", "Beng", byte_fallback_rate=0.2),
-          _finding("warning", "byte-fallback", "a", "Deva", byte_fallback_rate=0.5),
-          _finding("warning", "byte-fallback", "b", "Hani", byte_fallback_rate=0.1),
-          _finding("error", "mark-split", "b", "Beng", pretoken_mark_initial_rate=0.6),
-          _finding("warning", "merge-starvation", "a", "Taml", graphemes_per_token=0.9),
-          _finding("warning", "merge-starvation", "a", "Telu", graphemes_per_token=0.3)]
+    fs = [
+        _finding("warning", "byte-fallback", "a", "Beng", byte_fallback_rate=0.2),
+        _finding("warning", "byte-fallback", "a", "Deva", byte_fallback_rate=0.5),
+        _finding("warning", "byte-fallback", "b", "Hani", byte_fallback_rate=0.1),
+        _finding("error", "mark-split", "b", "Beng", pretoken_mark_initial_rate=0.6),
+        _finding("warning", "merge-starvation", "a", "Taml", graphemes_per_token=0.9),
+        _finding("warning", "merge-starvation", "a", "Telu", graphemes_per_token=0.3),
+    ]
     groups = group_findings(fs, ["a", "b"])
     assert [(g.severity, g.rule, g.tokenizer) for g in groups] == [
-        ("error", "mark-split", "b"), ("warning", "merge-starvation", "a"),
-        ("warning", "byte-fallback", "a"), ("warning", "byte-fallback", "b")]
+        ("error", "mark-split", "b"),
+        ("warning", "merge-starvation", "a"),
+        ("warning", "byte-fallback", "a"),
+        ("warning", "byte-fallback", "b"),
+    ]
     assert (groups[2].keys, groups[2].worst_key) == (["Beng", "Deva"], "Deva")
     assert groups[1].worst_key == "Telu"  # fewest graphemes per token is the worst
     assert "50.0%" in group_line(groups[2], 120)
     # many keys: the list is shortened to the width, never the worst value
-    many = group_findings([_finding("warning", "unk", "a", f"K{i:02d}", unk_rate=i / 1000)
-                           for i in range(30)])[0]
+    many = group_findings(
+        [_finding("warning", "unk", "a", f"K{i:02d}", unk_rate=i / 1000) for i in range(30)]
+    )[0]
     line = group_line(many, 80)
     assert len(line) <= 80 and line.endswith("(worst K29: 2.90% UNK)")
     shown, more = re.search(r"30: (.*) \+(\d+) more", line).groups()
@@ -108,10 +114,10 @@ def test_findings_grouped_errors_first_with_the_worst_value():
 
 
 def test_verbose_prints_every_finding(profile):
-    profile.findings = [_finding("warning", "byte-fallback", "gpt2", "Beng",
-                                 byte_fallback_rate=0.2),
-                        _finding("warning", "byte-fallback", "gpt2", "Deva",
-                                 byte_fallback_rate=0.5)]
+    profile.findings = [
+        _finding("warning", "byte-fallback", "gpt2", "Beng", byte_fallback_rate=0.2),
+        _finding("warning", "byte-fallback", "gpt2", "Deva", byte_fallback_rate=0.5),
+    ]
     short = render_table(profile, width=120)
     full = render_table(profile, width=120, verbose=True)
     assert "cause of byte-fallback Beng" not in short and "2: Beng Deva" in short
@@ -122,6 +128,7 @@ def test_verbose_prints_every_finding(profile):
 
 
 # ---------------------------------------------------------------- real tokenizers, real text
+
 
 def _tiktoken(root: Path, name: str) -> tiktoken.Encoding:
     """tiktoken's own encoding (its own split pattern) over the ranks file, offline."""
@@ -137,21 +144,34 @@ def _tiktoken(root: Path, name: str) -> tiktoken.Encoding:
 def test_two_real_tokenizers_on_14_languages_fit_one_screen(rw, run, monkeypatch):  # noqa: F811
     monkeypatch.setenv("COLUMNS", "120")
     excerpt = ROOT / "tests/realworld/excerpt"
-    code, out, _ = run("report", excerpt, rw / "parallel", "-q",
-                       "-t", rw / "tokenizers/o200k_base.tiktoken",
-                       "-t", rw / "tokenizers/cl100k_base.tiktoken")
+    code, out, _ = run(
+        "report",
+        excerpt,
+        rw / "parallel",
+        "-q",
+        "-t",
+        rw / "tokenizers/o200k_base.tiktoken",
+        "-t",
+        rw / "tokenizers/cl100k_base.tiktoken",
+    )
     lines = out.splitlines()
     assert code == 0 and len(lines) <= 60 and max(len(x) for x in lines) <= 120
-    at = {k: next(i for i, x in enumerate(lines) if x.startswith(k))
-          for k in ("verdict ", "group ", "findings:")}
+    at = {
+        k: next(i for i, x in enumerate(lines) if x.startswith(k))
+        for k in ("verdict ", "group ", "findings:")
+    }
     assert at["verdict "] < at["group "] < at["findings:"]  # the answer first
-    verdict = {x.split()[1]: x.split()[0] for x in lines[at["verdict "] + 2:at["verdict "] + 4]}
+    verdict = {x.split()[1]: x.split()[0] for x in lines[at["verdict "] + 2 : at["verdict "] + 4]}
     assert verdict["cl100k_base"] == "FAIL"  # its split cuts Brahmic vowel signs: an error
     assert any(x.startswith("prefer o200k_base:") for x in lines)
     assert any(re.match(r"error\s+mark-split\s+cl100k_base\s", x) for x in lines)
     # Telugu chars/token of each tokenizer, from tiktoken itself over the same lines
-    te = [ln for p in (excerpt / "te.txt", rw / "parallel/te.txt")
-          for ln in p.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    te = [
+        ln
+        for p in (excerpt / "te.txt", rw / "parallel/te.txt")
+        for ln in p.read_text(encoding="utf-8").splitlines()
+        if ln.strip()
+    ]
     (row,) = [x for x in lines if x.startswith("language:te ")]
     for name in ("o200k_base", "cl100k_base"):
         enc = _tiktoken(rw, name)

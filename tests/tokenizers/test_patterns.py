@@ -6,7 +6,15 @@ import pytest
 import regex
 
 from fertility.errors import TokenizerError
-from fertility.tokenizers.patterns import FAMILIES, compile_pattern, identify, known_names, pattern_from_filename, resolve_pattern, split_spans
+from fertility.tokenizers.patterns import (
+    FAMILIES,
+    compile_pattern,
+    identify,
+    known_names,
+    pattern_from_filename,
+    resolve_pattern,
+    split_spans,
+)
 from tests.realworld.test_counts import LLAMA3_PAT, LLAMA4_PAT  # llama-models' own strings
 
 ZWJ, ZWNJ = "\u200d", "\u200c"
@@ -61,7 +69,11 @@ def test_cl100k_gives_pieces_between_gpt2_and_o200k():
 def test_mark_aware_keeps_joiners_inside_words(word, o200k):
     assert split_spans("o200k", word) == o200k  # ZWJ/ZWNJ (Cf) break o200k's words
     assert split_spans("mark_aware", word) == [(0, len(word))]
-    assert split_spans("mark_aware", "x " + word + " y") == [(0, 1), (1, 2 + len(word)), (2 + len(word), 4 + len(word))]
+    assert split_spans("mark_aware", "x " + word + " y") == [
+        (0, 1),
+        (1, 2 + len(word)),
+        (2 + len(word), 4 + len(word)),
+    ]
 
 
 def test_mark_aware_digits_and_whitespace_like_o200k():
@@ -143,7 +155,7 @@ def test_llama_names_give_the_splits_llama_models_builds_with():
 
 def test_readme_lists_every_pattern_name():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    bullet = readme[readme.index("- **Tokenizers**"):].split("\n- ", 1)[0]
+    bullet = readme[readme.index("- **Tokenizers**") :].split("\n- ", 1)[0]
     assert [n for n in known_names() if f"`{n}`" not in bullet] == []
 
 

@@ -13,12 +13,21 @@ import pytest
 from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
 from fertility.errors import TokenizerError
-from fertility.tokenizers.patterns import FAMILIES
 from fertility.tokenizers import load_tokenizer
+from fertility.tokenizers.patterns import FAMILIES
 
 # The 256 bytes, then merges; the last two lie beyond default_vocab_size in `tekken_file`.
-MERGES = [b"\xe0\xa6", b"\xe0\xa6\xac", b"\xe0\xa6\xbe", b"\xe0\xa6\xac\xe0\xa6\xbe", b" t",
-          b"he", b" the", b"th", b"the"]
+MERGES = [
+    b"\xe0\xa6",
+    b"\xe0\xa6\xac",
+    b"\xe0\xa6\xbe",
+    b"\xe0\xa6\xac\xe0\xa6\xbe",
+    b" t",
+    b"he",
+    b" the",
+    b"th",
+    b"the",
+]
 VOCAB = [bytes([b]) for b in range(256)] + MERGES
 TEXTS = ["বাংলা the then", "the theme [INST] <s> hello", "", "  \n x", "😀 Zoë €5", "thethe"]
 
@@ -26,23 +35,34 @@ TEXTS = ["বাংলা the then", "the theme [INST] <s> hello", "", "  \n x",
 def tekken_file(path, *, n_special=25, cut=2, specials=None, version="v3", **config):
     """A Tekken JSON as mistral-common reads it; `cut` vocab entries beyond the size used."""
     obj = {
-        "config": {"pattern": FAMILIES["o200k"], "num_vocab_tokens": len(VOCAB),
-                   "default_vocab_size": len(VOCAB) - cut + n_special,
-                   "default_num_special_tokens": n_special, "version": version, **config},
-        "vocab": [{"rank": i, "token_bytes": base64.b64encode(t).decode(), "token_str": None}
-                  for i, t in enumerate(VOCAB)],
+        "config": {
+            "pattern": FAMILIES["o200k"],
+            "num_vocab_tokens": len(VOCAB),
+            "default_vocab_size": len(VOCAB) - cut + n_special,
+            "default_num_special_tokens": n_special,
+            "version": version,
+            **config,
+        },
+        "vocab": [
+            {"rank": i, "token_bytes": base64.b64encode(t).decode(), "token_str": None}
+            for i, t in enumerate(VOCAB)
+        ],
     }
     if specials is not None:
-        obj["special_tokens"] = [{"rank": i, "token_str": s, "is_control": True}
-                                 for i, s in enumerate(specials)]
+        obj["special_tokens"] = [
+            {"rank": i, "token_str": s, "is_control": True} for i, s in enumerate(specials)
+        ]
     path.write_text(json.dumps(obj), encoding="utf-8")
     return path
 
 
-@pytest.mark.parametrize("kwargs", [
-    {},  # v3: no special_tokens list, mistral-common's twenty legacy names and fillers
-    {"version": "v11", "n_special": 10, "specials": ["<unk>", "<s>", "</s>"], "cut": 0},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},  # v3: no special_tokens list, mistral-common's twenty legacy names and fillers
+        {"version": "v11", "n_special": 10, "specials": ["<unk>", "<s>", "</s>"], "cut": 0},
+    ],
+)
 def test_ids_and_decoding_equal_mistral_common(tmp_path, kwargs):
     path = tekken_file(tmp_path / "tekken_test.json", **kwargs)
     ours, ref = load_tokenizer(str(path)), Tekkenizer.from_file(path)
@@ -56,7 +76,8 @@ def test_ids_and_decoding_equal_mistral_common(tmp_path, kwargs):
     ids, _, _, counts = ours.encode_flat(TEXTS)
     assert ids.tolist() == [i for t in TEXTS for i in ref.encode(t, bos=False, eos=False)]
     assert ours.decode([1, 2] + ref.encode("the", bos=False, eos=False)) == ref.decode(
-        [1, 2] + ref.encode("the", bos=False, eos=False))  # special tokens dropped by both
+        [1, 2] + ref.encode("the", bos=False, eos=False)
+    )  # special tokens dropped by both
 
 
 def test_cut_vocabulary_and_spans(tmp_path):
@@ -85,15 +106,18 @@ def _broken(obj):
     obj["vocab"][3]["token_bytes"] = base64.b64encode(b"x").decode()
 
 
-@pytest.mark.parametrize("edit, words", [
-    (lambda o: o["config"].update(default_vocab_size=10), "at least the 256"),
-    (lambda o: o["config"].update(default_vocab_size=len(VOCAB) + 99), "config uses"),
-    (lambda o: o["vocab"][300 - 40].update(rank=7), "entry 260"),
-    (_broken, "entry 3"),
-    (lambda o: o["config"].update(default_num_special_tokens="many"), "integer"),
-    (lambda o: o["config"].update(pattern="(["), "pattern"),
-    (lambda o: o.update(special_tokens=[{"rank": 0, "token_str": "<s>"}] * 2), "repeat"),
-])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda o: o["config"].update(default_vocab_size=10), "at least the 256"),
+        (lambda o: o["config"].update(default_vocab_size=len(VOCAB) + 99), "config uses"),
+        (lambda o: o["vocab"][300 - 40].update(rank=7), "entry 260"),
+        (_broken, "entry 3"),
+        (lambda o: o["config"].update(default_num_special_tokens="many"), "integer"),
+        (lambda o: o["config"].update(pattern="(["), "pattern"),
+        (lambda o: o.update(special_tokens=[{"rank": 0, "token_str": "<s>"}] * 2), "repeat"),
+    ],
+)
 def test_bad_tekken_files_are_one_line_errors(tmp_path, run, edit, words):
     path = tekken_file(tmp_path / "tekken.json")
     obj = json.loads(path.read_text(encoding="utf-8"))
@@ -110,8 +134,9 @@ def test_bad_tekken_files_are_one_line_errors(tmp_path, run, edit, words):
 def test_report_names_the_kind(tmp_path, run):
     path = tekken_file(tmp_path / "tekken.json")
     (tmp_path / "bn.txt").write_text("বা the\n", encoding="utf-8")
-    code, out, _ = run("report", tmp_path / "bn.txt", "-t", f"mistral={path}", "--format",
-                       "json", "--no-diagnose")
+    code, out, _ = run(
+        "report", tmp_path / "bn.txt", "-t", f"mistral={path}", "--format", "json", "--no-diagnose"
+    )
     (entry,) = json.loads(out)["tokenizers"]
     assert code == 0 and entry["kind"] == "tekken" and entry["vocab_size"] == len(VOCAB) - 2 + 25
     row = next(r for r in entry["rows"] if r["group"] == "all")

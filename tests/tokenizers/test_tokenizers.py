@@ -18,11 +18,11 @@ import pytest
 import sentencepiece as spm
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from tests.bpe import byte_level_bpe
 from fertility.errors import TokenizerError
+from fertility.tokenizers import load_tokenizer
 from fertility.tokenizers.base import Encoded
 from fertility.tokenizers.spec import default_label, parse_tokenizer_arg, split_pattern_suffix
-from fertility.tokenizers import load_tokenizer
+from tests.bpe import byte_level_bpe
 
 BENGALI = [
     "আমি বাংলায় গান গাই।",
@@ -60,6 +60,7 @@ SAMPLES = [
 @pytest.fixture(autouse=True)
 def _no_hang():
     """Fail instead of hanging if anything ever waits on the network."""
+
     def timeout(signum, frame):
         raise TimeoutError("test took longer than 60 s")
 
@@ -112,7 +113,11 @@ def test_hf_ids_agree_with_library(hf_dir):
     ours = load_tokenizer(str(hf_dir))
     assert ours.kind == "hf" and ours.label == hf_dir.name
     for text, enc in zip(SAMPLES, ours.encode_batch(SAMPLES)):
-        assert enc.ids.dtype == np.int64 and enc.starts.dtype == np.int64 and enc.ends.dtype == np.int64
+        assert (
+            enc.ids.dtype == np.int64
+            and enc.starts.dtype == np.int64
+            and enc.ends.dtype == np.int64
+        )
         assert enc.ids.tolist() == raw.encode(text, add_special_tokens=False).ids
         assert ours.decode(enc.ids) == text
 
@@ -168,7 +173,9 @@ def test_hf_truncation_padding_and_post_processor_are_ignored(tmp_path, hf_dir):
     tok.enable_truncation(max_length=4)
     tok.enable_padding(length=64)
     bos = tok.token_to_id("<|endoftext|>")
-    tok.post_processor = processors.TemplateProcessing(single="<|endoftext|> $A", special_tokens=[("<|endoftext|>", bos)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="<|endoftext|> $A", special_tokens=[("<|endoftext|>", bos)]
+    )
     tok.save(str(tmp_path / "tokenizer.json"))
     raw = Tokenizer.from_file(str(hf_dir / "tokenizer.json"))
     ours = load_tokenizer(str(tmp_path / "tokenizer.json"))
@@ -209,7 +216,10 @@ def test_hf_fingerprint_ignores_truncation_and_padding(tmp_path, hf_dir):
     other = train_bytelevel()
     other.add_tokens(["নতুন"])
     other.save(str(tmp_path / "other.json"))
-    assert load_tokenizer(str(tmp_path / "other.json")).fingerprint != load_tokenizer(str(hf_dir)).fingerprint
+    assert (
+        load_tokenizer(str(tmp_path / "other.json")).fingerprint
+        != load_tokenizer(str(hf_dir)).fingerprint
+    )
 
 
 def test_hf_normalizer_offsets_point_into_original(tmp_path):
@@ -240,9 +250,20 @@ def test_hf_byte_fallback_model(tmp_path):
     vocab = {"<unk>": 0, **{f"<0x{b:02X}>": 1 + b for b in range(256)}}
     for piece in ["▁", "a", "▁a", "ব", "া", "বা"]:
         vocab[piece] = len(vocab)
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[("▁", "a"), ("ব", "া")], byte_fallback=True, unk_token="<unk>"))
+    tok = Tokenizer(
+        models.BPE(
+            vocab=vocab, merges=[("▁", "a"), ("ব", "া")], byte_fallback=True, unk_token="<unk>"
+        )
+    )
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    tok.decoder = decoders.Sequence(
+        [
+            decoders.Replace("▁", " "),
+            decoders.ByteFallback(),
+            decoders.Fuse(),
+            decoders.Strip(" ", 1, 0),
+        ]
+    )
     tok.save(str(tmp_path / "tokenizer.json"))
     ours = load_tokenizer(str(tmp_path))
     (enc,) = ours.encode_batch(["a বা😀"])
@@ -264,8 +285,14 @@ def test_hf_byte_fallback_model(tmp_path):
 def sp_path(tmp_path_factory):
     out = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(CORPUS), model_writer=out, vocab_size=420, model_type="bpe",
-        byte_fallback=True, character_coverage=1.0, hard_vocab_limit=False, minloglevel=2,
+        sentence_iterator=iter(CORPUS),
+        model_writer=out,
+        vocab_size=420,
+        model_type="bpe",
+        byte_fallback=True,
+        character_coverage=1.0,
+        hard_vocab_limit=False,
+        minloglevel=2,
     )
     path = tmp_path_factory.mktemp("sp") / "bn_en.model"
     path.write_bytes(out.getvalue())
@@ -283,7 +310,9 @@ def test_sp_ids_offsets_and_roundtrip(sp_path):
         for i, a, b in zip(enc.ids.tolist(), enc.starts.tolist(), enc.ends.tolist()):
             piece = raw.id_to_piece(i)
             if not raw.is_byte(i):
-                assert text[a:b] == piece.replace("▁", " ").lstrip(" ") or text[a:b] == piece.replace("▁", " ")
+                assert text[a:b] == piece.replace("▁", " ").lstrip(" ") or text[
+                    a:b
+                ] == piece.replace("▁", " ")
 
 
 def test_sp_byte_pieces_span_their_character(sp_path):
@@ -332,7 +361,9 @@ RANKS = [bytes([b]) for b in range(256)] + MERGES
 
 
 def rank_file_bytes() -> bytes:
-    return b"".join(base64.b64encode(t) + b" " + str(r).encode() + b"\n" for r, t in enumerate(RANKS))
+    return b"".join(
+        base64.b64encode(t) + b" " + str(r).encode() + b"\n" for r, t in enumerate(RANKS)
+    )
 
 
 @pytest.fixture()
@@ -361,7 +392,12 @@ def test_tiktoken_agrees_with_library_and_roundtrips(rank_dir):
 
     from fertility.tokenizers.patterns import FAMILIES
 
-    raw = tiktoken.Encoding("x", pat_str=FAMILIES["cl100k"], mergeable_ranks=dict(zip(RANKS, range(len(RANKS)))), special_tokens={})
+    raw = tiktoken.Encoding(
+        "x",
+        pat_str=FAMILIES["cl100k"],
+        mergeable_ranks=dict(zip(RANKS, range(len(RANKS)))),
+        special_tokens={},
+    )
     tok = load_tokenizer(str(rank_dir / "ranks.tiktoken") + "#cl100k_base")
     for text, enc in zip(SAMPLES, tok.encode_batch(SAMPLES)):
         assert enc.ids.tolist() == raw.encode_ordinary(text)
@@ -426,8 +462,7 @@ def test_rank_file_with_empty_token_reads_as_tiktoken_reads_it(tmp_path):
     path = tmp_path / "gpt2.tiktoken"
     path.write_bytes(rank_file_bytes() + b"= 263\n")
     ranks = load_tiktoken_bpe(str(path))
-    raw = tiktoken.Encoding("x", pat_str=FAMILIES["gpt2"], mergeable_ranks=ranks,
-                            special_tokens={})
+    raw = tiktoken.Encoding("x", pat_str=FAMILIES["gpt2"], mergeable_ranks=ranks, special_tokens={})
     tok = load_tokenizer(str(path))
     assert ranks[b""] == 263 and tok.vocab_size == raw.n_vocab == 264
     assert tok.token_bytes(263) == b"" and not tok.partial_mask()[263]
@@ -476,7 +511,15 @@ def bad_inputs(tmp_path, hf_dir, sp_path):
     data = sp_path.read_bytes()
     (tmp_path / "truncated.model").write_bytes(data[: int(len(data) * 0.6)])
     (tmp_path / "emptydir").mkdir()
-    return ["random.model", "truncated.json", "nomodel.json", "empty.json", "truncated.model", "emptydir", "missing.json"]
+    return [
+        "random.model",
+        "truncated.json",
+        "nomodel.json",
+        "empty.json",
+        "truncated.model",
+        "emptydir",
+        "missing.json",
+    ]
 
 
 def test_bad_tokenizer_files_raise_one_line_errors(tmp_path, hf_dir, sp_path):
@@ -592,7 +635,9 @@ def test_hf_hub_offline_reads_local_cache(tmp_path, monkeypatch, no_network, hf_
     (repo / "snapshots" / commit).mkdir(parents=True)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
-    (repo / "snapshots" / commit / "tokenizer.json").write_bytes((hf_dir / "tokenizer.json").read_bytes())
+    (repo / "snapshots" / commit / "tokenizer.json").write_bytes(
+        (hf_dir / "tokenizer.json").read_bytes()
+    )
     tok = load_tokenizer("hf:org/tiny")
     assert tok.label == "tiny" and tok.kind == "hf"
     assert tok.fingerprint == load_tokenizer(str(hf_dir)).fingerprint
@@ -609,7 +654,9 @@ def test_bpe_dropout_is_off_when_measuring(tmp_path, hf_dir):
     plain = load_tokenizer(str(hf_dir))
     drop = load_tokenizer(str(tmp_path))
     texts = CORPUS[:5]
-    assert [e.ids.tolist() for e in drop.encode_batch(texts)] == [e.ids.tolist() for e in plain.encode_batch(texts)]
+    assert [e.ids.tolist() for e in drop.encode_batch(texts)] == [
+        e.ids.tolist() for e in plain.encode_batch(texts)
+    ]
 
 
 def test_pattern_argument_wins_over_suffix(tmp_path):
@@ -622,9 +669,17 @@ def test_pattern_argument_wins_over_suffix(tmp_path):
 def test_tiktoken_engine_keeps_zwj_inside_mark_aware_words(tmp_path):
     # র = E0 A6 B0, ZWJ = E2 80 8D. The merge "র"+ZWJ (rank 260) can only be applied when
     # both sit in one piece: mark_aware keeps them together, o200k cuts before the ZWJ.
-    merges = [b"\xe0\xa6", b"\xe0\xa6\xb0", b"\xe2\x80", b"\xe2\x80\x8d", b"\xe0\xa6\xb0\xe2\x80\x8d"]
+    merges = [
+        b"\xe0\xa6",
+        b"\xe0\xa6\xb0",
+        b"\xe2\x80",
+        b"\xe2\x80\x8d",
+        b"\xe0\xa6\xb0\xe2\x80\x8d",
+    ]
     ranks = [bytes([b]) for b in range(256)] + merges
-    body = b"".join(base64.b64encode(t) + b" " + str(r).encode() + b"\n" for r, t in enumerate(ranks))
+    body = b"".join(
+        base64.b64encode(t) + b" " + str(r).encode() + b"\n" for r, t in enumerate(ranks)
+    )
     (tmp_path / "r.tiktoken").write_bytes(body)
     text = "\u09b0\u200d"
     aware = load_tokenizer(str(tmp_path / "r.tiktoken") + "#mark_aware")
@@ -642,8 +697,17 @@ def test_every_adapter_satisfies_the_protocol(hf_dir, sp_path, rank_dir):
         assert isinstance(tok, Protocol) and tok.label == "x" and tok.spec == spec
         assert len(tok.fingerprint) == 64 and tok.partial_mask().shape == (tok.vocab_size,)
         cfg = tok.config()
-        assert {"kind", "model", "byte_level", "byte_fallback", "normalizer", "pre_tokenizer",
-                "pattern", "pattern_regex", "unk_token"} <= set(cfg)
+        assert {
+            "kind",
+            "model",
+            "byte_level",
+            "byte_fallback",
+            "normalizer",
+            "pre_tokenizer",
+            "pattern",
+            "pattern_regex",
+            "unk_token",
+        } <= set(cfg)
         assert tok.encode_batch([]) == []
 
 

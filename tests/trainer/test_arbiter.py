@@ -50,8 +50,11 @@ def test_detached_parameter_is_named_none(monkeypatch):
     report = check_gradient_flow(model, *batch(101))
     assert not report.ok
     assert report.offenders == [("layers.0.mlp.up_proj.weight", "none")]
-    with pytest.raises(TrainingError, match=r"arbiter failed: 1 parameter got no gradient: "
-                                            r"layers\.0\.mlp\.up_proj\.weight \(none\)"):
+    with pytest.raises(
+        TrainingError,
+        match=r"arbiter failed: 1 parameter got no gradient: "
+        r"layers\.0\.mlp\.up_proj\.weight \(none\)",
+    ):
         assert_arbiter(model, *batch(101))
 
 
@@ -61,8 +64,10 @@ def test_zeroed_and_nan_gradients_are_named():
     model.layers[0].mlp_norm.weight.register_hook(lambda g: torch.full_like(g, float("nan")))
     report = run_arbiter(model, *batch(101))
     assert not report.ok
-    assert sorted(report.offenders) == [("layers.0.mlp_norm.weight", "non-finite"),
-                                        ("layers.1.attn.v_proj.weight", "zero")]
+    assert sorted(report.offenders) == [
+        ("layers.0.mlp_norm.weight", "non-finite"),
+        ("layers.1.attn.v_proj.weight", "zero"),
+    ]
     assert report.path_failures() == []  # a NaN is named once, as an offender
     text = report.format_text()
     assert "layers.1.attn.v_proj.weight: zero" in text and "FAILED" in text
@@ -74,8 +79,10 @@ def test_frozen_parameters_are_not_checked():
     report = check_gradient_flow(model, *batch(101))
     assert report.ok and report.checked == 2 + 9 * 2 - 1
     assert report.frozen == ["layers.0.attn.q_proj.weight"]  # excluded, but never silently
-    assert "frozen (not checked) layers.0.attn.q_proj.weight" in run_arbiter(
-        model, *batch(101)).format_text()
+    assert (
+        "frozen (not checked) layers.0.attn.q_proj.weight"
+        in run_arbiter(model, *batch(101)).format_text()
+    )
 
 
 def test_arbiter_leaves_existing_gradients_untouched():
@@ -166,6 +173,7 @@ def test_errors_inside_a_check_become_notes_not_exceptions():
 
 # -- wrong but nonzero gradients: only the float64 finite difference sees them -------------
 
+
 class _NoGrad(torch.autograd.Function):
     """Identity forward; backward returns no gradient at all (None)."""
 
@@ -190,8 +198,9 @@ def test_tied_weight_that_loses_its_lm_head_gradient_is_caught(monkeypatch):
 
     model = tiny()
     real = M.chunked_lm_loss
-    monkeypatch.setattr(M, "chunked_lm_loss",
-                        lambda h, w, *a, **k: real(h, _NoGrad.apply(w), *a, **k))
+    monkeypatch.setattr(
+        M, "chunked_lm_loss", lambda h, w, *a, **k: real(h, _NoGrad.apply(w), *a, **k)
+    )
     # The embedding use still gives the tied matrix a gradient; the LM-head use is lost.
     assert "tok_embeddings.weight" in _exact_failures(model, *batch(101))
 
@@ -210,8 +219,11 @@ def test_half_the_rows_detached_is_caught(monkeypatch):
     model = tiny()
     up = model.layers[0].mlp.up_proj
     half = up.weight.shape[0] // 2
-    monkeypatch.setattr(up, "forward", lambda x: F.linear(
-        x, torch.cat([up.weight[:half], up.weight[half:].detach()])))
+    monkeypatch.setattr(
+        up,
+        "forward",
+        lambda x: F.linear(x, torch.cat([up.weight[:half], up.weight[half:].detach()])),
+    )
     assert _exact_failures(model, *batch(101)) == {"layers.0.mlp.up_proj.weight"}
 
 
@@ -225,6 +237,7 @@ def test_gradient_scaled_by_1e_12_is_caught():
 
 
 # -- fused attention in bf16: judged against the math kernel's own bf16 noise --------------
+
 
 class _Fault(torch.autograd.Function):
     """Identity forward; backward applies `fault` to the incoming gradient."""
@@ -253,14 +266,17 @@ def _fake_kernel(monkeypatch, on_q=None, on_v=None):
 
 def _zero_last_eighth(g):
     g = g.clone()
-    g[..., -g.shape[-2] // 8:, :] = 0
+    g[..., -g.shape[-2] // 8 :, :] = 0
     return g
 
 
-@pytest.mark.parametrize("fault, tensor", [
-    (dict(on_q=lambda g: g * 0.97), "dq"),
-    (dict(on_v=_zero_last_eighth), "dv"),
-])
+@pytest.mark.parametrize(
+    "fault, tensor",
+    [
+        (dict(on_q=lambda g: g * 0.97), "dq"),
+        (dict(on_v=_zero_last_eighth), "dv"),
+    ],
+)
 def test_bf16_kernel_faults_beyond_honest_noise_are_caught(monkeypatch, fault, tensor):
     model = tiny()
     ids, targets = batch(101, B=2, T=64)

@@ -20,10 +20,18 @@ def _model(seed=0):
 
 
 def _save(run, step, model, keep_last=3, **extra):
-    state = {"optimizer": {"lr": torch.tensor(0.1)}, "cursor": {"epoch": 0, "position": step},
-             "rng": ck.capture_rng(), **extra}
-    manifest = {"tokens_seen": step * 100, "tokenizer_fingerprint": "f" * 64,
-                "model": model.cfg.to_dict(), "config": {"seed": 0}}
+    state = {
+        "optimizer": {"lr": torch.tensor(0.1)},
+        "cursor": {"epoch": 0, "position": step},
+        "rng": ck.capture_rng(),
+        **extra,
+    }
+    manifest = {
+        "tokens_seen": step * 100,
+        "tokenizer_fingerprint": "f" * 64,
+        "model": model.cfg.to_dict(),
+        "config": {"seed": 0},
+    }
     return ck.save_checkpoint(run, step, model.state_dict(), state, manifest, keep_last)
 
 
@@ -31,8 +39,11 @@ def test_round_trip_with_tied_weights(tmp_path):
     model = _model()
     path = _save(tmp_path, 100, model)
     assert path == tmp_path / "checkpoints" / "step-00000100"
-    assert sorted(p.name for p in path.iterdir()) == ["model.safetensors", "optimizer.pt",
-                                                      "state.json"]
+    assert sorted(p.name for p in path.iterdir()) == [
+        "model.safetensors",
+        "optimizer.pt",
+        "state.json",
+    ]
     manifest = json.loads((path / "state.json").read_text())
     assert manifest["step"] == 100 and manifest["tokens_seen"] == 10000
     loaded, m2 = ck.load_model(tmp_path)
@@ -83,8 +94,9 @@ def test_interrupted_write_leaves_no_checkpoint(tmp_path, monkeypatch):
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-00000010"]
 
 
-@pytest.mark.parametrize("damage", ["flip_weights", "truncate_optimizer", "drop_manifest",
-                                    "drop_optimizer"])
+@pytest.mark.parametrize(
+    "damage", ["flip_weights", "truncate_optimizer", "drop_manifest", "drop_optimizer"]
+)
 def test_corrupt_checkpoint_skipped_for_the_previous(tmp_path, damage):
     model = _model()
     _save(tmp_path, 10, model)

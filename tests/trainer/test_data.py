@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from tests.bpe import byte_level_bpe
 from fertility.errors import TrainingError
+from tests.bpe import byte_level_bpe
 from trainer.data import Batches, TokenData, build_shards, choose_separator, read_index
 from trainer.shards import HEADER_BYTES, open_shard, read_header, write_shard
 
@@ -21,13 +21,20 @@ FP_B = "b" * 64
 
 # -- header and dtype ----------------------------------------------------------------------
 
+
 def test_header_round_trip(tmp_path):
     tokens = np.array([5, 0, 17, 999, 3], dtype=np.int64)
     path = tmp_path / "s.bin"
     write_shard(path, tokens, vocab_size=1000, fingerprint=FP_A, n_docs=2, separator=3)
     h = read_header(path)
-    assert (h.version, h.vocab_size, h.fingerprint, h.n_tokens, h.n_docs, h.separator) == \
-        (1, 1000, FP_A, 5, 2, 3)
+    assert (h.version, h.vocab_size, h.fingerprint, h.n_tokens, h.n_docs, h.separator) == (
+        1,
+        1000,
+        FP_A,
+        5,
+        2,
+        3,
+    )
     assert h.dtype == np.uint16
     assert path.read_bytes()[:8] == b"FERTTOK\0"
     assert path.stat().st_size == HEADER_BYTES + 5 * 2
@@ -37,8 +44,9 @@ def test_header_round_trip(tmp_path):
     assert read_header(path).separator is None
 
 
-@pytest.mark.parametrize("vocab, top, itemsize", [(65536, 65535, 2), (65537, 65536, 4),
-                                                   (200_000, 199_999, 4)])
+@pytest.mark.parametrize(
+    "vocab, top, itemsize", [(65536, 65535, 2), (65537, 65536, 4), (200_000, 199_999, 4)]
+)
 def test_dtype_fits_vocabulary(tmp_path, vocab, top, itemsize):
     path = tmp_path / "s.bin"
     write_shard(path, np.array([0, top, 1]), vocab_size=vocab, fingerprint=FP_A)
@@ -80,6 +88,7 @@ def test_token_id_outside_model_vocabulary_refused(tmp_path):
 
 # -- building shards from documents ---------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Doc:
     text: str
@@ -95,34 +104,54 @@ class ByteTok:
     special_tokens = {"<|endoftext|>": 256}
 
     def encode_batch(self, texts):
-        return [SimpleNamespace(ids=np.frombuffer(t.encode(), np.uint8).astype(np.int64))
-                for t in texts]
+        return [
+            SimpleNamespace(ids=np.frombuffer(t.encode(), np.uint8).astype(np.int64)) for t in texts
+        ]
 
 
 def _docs(n=300):
     rng = random.Random(7)
     words = ["alpha", "beta", "গান", "খেলা", "数据", "тест", "x"]
-    return [Doc(" ".join(rng.choice(words) for _ in range(rng.randint(1, 12))),
-                ["en", "bn", "zh"][i % 3], f"corpus/{['en', 'bn', 'zh'][i % 3]}.txt", i + 1)
-            for i in range(n)]
+    return [
+        Doc(
+            " ".join(rng.choice(words) for _ in range(rng.randint(1, 12))),
+            ["en", "bn", "zh"][i % 3],
+            f"corpus/{['en', 'bn', 'zh'][i % 3]}.txt",
+            i + 1,
+        )
+        for i in range(n)
+    ]
 
 
 def _concat(data_dir, split):
     index = read_index(data_dir)
-    return np.concatenate([np.zeros(0, np.int64)]
-                          + [open_shard(data_dir / s["file"])[1] for s in index[split]])
+    return np.concatenate(
+        [np.zeros(0, np.int64)] + [open_shard(data_dir / s["file"])[1] for s in index[split]]
+    )
 
 
 def test_build_shards_contents_and_heldout_split(tmp_path):
     docs = _docs()
-    index = build_shards(docs, ByteTok(), tmp_path / "data", seed=3, workers=1,
-                         heldout_fraction=0.2, quiet=True,
-                         summary=lambda: {"documents": len(docs)})
+    index = build_shards(
+        docs,
+        ByteTok(),
+        tmp_path / "data",
+        seed=3,
+        workers=1,
+        heldout_fraction=0.2,
+        quiet=True,
+        summary=lambda: {"documents": len(docs)},
+    )
     held = [json.loads(l) for l in (tmp_path / "data/heldout.jsonl").read_text().splitlines()]
     held_keys = {(h["source"], h["line"]) for h in held}
     assert 30 < len(held) < 90  # 20% of 300, loosely
-    assert all(h["text"] == d.text and h["lang"] == d.lang
-               for h in held for d in docs if (d.source, d.line) == (h["source"], h["line"]))
+    assert all(
+        h["text"] == d.text and h["lang"] == d.lang
+        for h in held
+        for d in docs
+        if (d.source, d.line) == (h["source"], h["line"])
+    )
+
     # Expected streams built independently: each document's UTF-8 bytes then the EOS id 256.
     def stream(keep):
         out = []
@@ -130,6 +159,7 @@ def test_build_shards_contents_and_heldout_split(tmp_path):
             if keep((d.source, d.line)):
                 out += list(d.text.encode()) + [256]
         return out
+
     assert _concat(tmp_path / "data", "train").tolist() == stream(lambda k: k not in held_keys)
     assert _concat(tmp_path / "data", "heldout").tolist() == stream(lambda k: k in held_keys)
     assert index["separator"] == 256 and index["corpus"] == {"documents": 300}
@@ -143,8 +173,16 @@ def test_heldout_split_is_deterministic_and_by_document(tmp_path):
     random.Random(1).shuffle(shuffled)
 
     def held(d, seed, name):
-        build_shards(d, ByteTok(), tmp_path / name, seed=seed, workers=1,
-                     heldout_fraction=0.2, quiet=True, batch_size=37)
+        build_shards(
+            d,
+            ByteTok(),
+            tmp_path / name,
+            seed=seed,
+            workers=1,
+            heldout_fraction=0.2,
+            quiet=True,
+            batch_size=37,
+        )
         lines = (tmp_path / name / "heldout.jsonl").read_text().splitlines()
         return {(json.loads(l)["source"], json.loads(l)["line"]) for l in lines}
 
@@ -156,10 +194,19 @@ def test_heldout_split_is_deterministic_and_by_document(tmp_path):
 
 def test_shard_size_limit_splits_without_changing_the_stream(tmp_path):
     docs = _docs()
-    one = build_shards(docs, ByteTok(), tmp_path / "one", workers=1, heldout_fraction=0.0,
-                       quiet=True)
-    many = build_shards(docs, ByteTok(), tmp_path / "many", workers=1, heldout_fraction=0.0,
-                        quiet=True, shard_tokens=2000, batch_size=16)
+    one = build_shards(
+        docs, ByteTok(), tmp_path / "one", workers=1, heldout_fraction=0.0, quiet=True
+    )
+    many = build_shards(
+        docs,
+        ByteTok(),
+        tmp_path / "many",
+        workers=1,
+        heldout_fraction=0.0,
+        quiet=True,
+        shard_tokens=2000,
+        batch_size=16,
+    )
     assert len(one["train"]) == 1 and len(many["train"]) > 3
     assert all(s["tokens"] >= 2000 for s in many["train"][:-1])
     assert np.array_equal(_concat(tmp_path / "one", "train"), _concat(tmp_path / "many", "train"))
@@ -177,6 +224,7 @@ def test_separator_choice():
 
 # -- batch order ---------------------------------------------------------------------------
 
+
 def _token_data(tmp_path, n_tokens=4001, vocab=50_000):
     rng = np.random.default_rng(0)
     path = tmp_path / "train-00000.bin"
@@ -192,7 +240,7 @@ def test_windows_are_shifted_slices_of_the_shard(tmp_path):
     text = tokens.tolist()
     for row_x, row_y in zip(x.tolist(), y.tolist()):
         assert row_x[1:] == row_y[:-1]
-        starts = [i for i in range(0, len(text) - 16, 16) if text[i:i + 16] == row_x]
+        starts = [i for i in range(0, len(text) - 16, 16) if text[i : i + 16] == row_x]
         assert starts and text[starts[0] + 16] == row_y[-1]
 
 
@@ -207,8 +255,9 @@ def test_batches_without_replacement_and_deterministic(tmp_path):
     assert b.epoch == 1  # the 0-window tail is skipped, the next epoch starts afresh
     assert len(set(nxt.tolist())) == 5
     again = Batches(data, seq_len=16, micro_batch=5, seed=11)
-    assert np.array_equal(np.concatenate([again.window_indices() for _ in range(per_epoch)]),
-                          epoch0)
+    assert np.array_equal(
+        np.concatenate([again.window_indices() for _ in range(per_epoch)]), epoch0
+    )
     other = Batches(data, seq_len=16, micro_batch=5, seed=12)
     assert not np.array_equal(other.window_indices(), epoch0[:5])
 
@@ -261,6 +310,7 @@ def test_parallel_tokenization_gives_the_same_shards(tmp_path):
     # No EOS in this tokenizer: the id just past its vocabulary ends every document.
     V = int(tok.vocab_size)
     expected = np.concatenate(encoded + [[V] * sum(1 for ids in encoded if ids)])
-    both = np.concatenate([_concat(tmp_path / "one", "train"),
-                           _concat(tmp_path / "one", "heldout")])
+    both = np.concatenate(
+        [_concat(tmp_path / "one", "train"), _concat(tmp_path / "one", "heldout")]
+    )
     assert sorted(both.tolist()) == sorted(expected.tolist())

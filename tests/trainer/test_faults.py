@@ -42,8 +42,22 @@ def base(tmp_path_factory):
     cfg.write_text(CONFIG.format(every=2))
     from fertility.cli import main
 
-    main(["pretrain", *CORPUS, "-t", tok, "--out", str(root / "run"), "--config", str(cfg),
-          "--steps", "4", "--force", "--quiet"])  # returns on success
+    main(
+        [
+            "pretrain",
+            *CORPUS,
+            "-t",
+            tok,
+            "--out",
+            str(root / "run"),
+            "--config",
+            str(cfg),
+            "--steps",
+            "4",
+            "--force",
+            "--quiet",
+        ]
+    )  # returns on success
     assert [s for s, _ in ck.list_checkpoints(root / "run")] == [2, 4]
     return root, tok
 
@@ -71,8 +85,9 @@ def test_edited_step_in_state_json_refuses_the_resume(run, base, run_dir):
     manifest = json.loads(state.read_text())
     manifest["step"] = 3
     state.write_text(json.dumps(manifest, indent=1))
-    code, out, err = run("pretrain", *CORPUS, "-t", base[1], "--out", run_dir, "--resume",
-                         "--steps", "6", "--quiet")
+    code, out, err = run(
+        "pretrain", *CORPUS, "-t", base[1], "--out", run_dir, "--resume", "--steps", "6", "--quiet"
+    )
     line = _one_error_line(err)
     assert code == 2 and out == ""
     assert str(state) in line and "edited" in line
@@ -86,15 +101,17 @@ def test_edited_config_in_state_json_refuses_the_resume(run, base, run_dir):
     manifest = json.loads(state.read_text())
     manifest["tokens_seen"] += 512
     state.write_text(json.dumps(manifest, indent=1))
-    code, _, err = run("pretrain", *CORPUS, "-t", base[1], "--out", run_dir, "--resume",
-                       "--steps", "6", "--quiet")
+    code, _, err = run(
+        "pretrain", *CORPUS, "-t", base[1], "--out", run_dir, "--resume", "--steps", "6", "--quiet"
+    )
     assert code == 2 and "checksum" in _one_error_line(err)
 
 
 def test_another_tokenizer_on_resume_refused(run, base, run_dir, tmp_path):
     other = train_tokenizer(tmp_path / "other/tokenizer.json", vocab_size=320)
-    code, _, err = run("pretrain", *CORPUS, "-t", other, "--out", run_dir, "--resume",
-                       "--steps", "6", "--quiet")
+    code, _, err = run(
+        "pretrain", *CORPUS, "-t", other, "--out", run_dir, "--resume", "--steps", "6", "--quiet"
+    )
     assert code == 2 and str(run_dir / "run.json") in _one_error_line(err)
 
 
@@ -103,15 +120,26 @@ def test_swapped_tokenizer_copy_in_the_run_refused(run, base, run_dir, tmp_path)
     other = train_tokenizer(tmp_path / "other/tokenizer.json", vocab_size=320)
     copy = run_dir / "tokenizer/tokenizer.json"
     shutil.copyfile(other, copy)
-    code, _, err = run("pretrain", *CORPUS, "-t", base[1], "--out", run_dir, "--resume",
-                       "--steps", "6", "--quiet")
+    code, _, err = run(
+        "pretrain", *CORPUS, "-t", base[1], "--out", run_dir, "--resume", "--steps", "6", "--quiet"
+    )
     assert code == 2 and str(copy) in _one_error_line(err)
     assert _sha(copy) == _sha(Path(other))  # the evidence is left as found
 
 
 def test_different_corpus_on_resume_refused(run, base, run_dir):
-    code, _, err = run("pretrain", *CORPUS[:-1], "-t", base[1], "--out", run_dir, "--resume",
-                       "--steps", "6", "--quiet")
+    code, _, err = run(
+        "pretrain",
+        *CORPUS[:-1],
+        "-t",
+        base[1],
+        "--out",
+        run_dir,
+        "--resume",
+        "--steps",
+        "6",
+        "--quiet",
+    )
     line = _one_error_line(err)
     assert code == 2 and "corpus" in line and os.path.abspath(CORPUS[-1]) in line
 
@@ -122,8 +150,9 @@ def test_the_same_corpus_from_another_folder_resumes(run, base, run_dir):
     cwd = os.getcwd()
     os.chdir(run_dir)
     try:
-        code, out, err = run("pretrain", *rel, "-t", base[1], "--out", ".", "--resume",
-                             "--steps", "5", "--quiet")
+        code, out, err = run(
+            "pretrain", *rel, "-t", base[1], "--out", ".", "--resume", "--steps", "5", "--quiet"
+        )
     finally:
         os.chdir(cwd)
     assert code == 0, err
@@ -136,10 +165,29 @@ def test_sigterm_checkpoints_the_current_step_and_exits_143(run, base, tmp_path)
     out_dir = tmp_path / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from fertility.cli import main; main()", "pretrain", *CORPUS,
-         "-t", base[1], "--out", str(out_dir), "--config", str(cfg), "--steps", "100000",
-         "--force", "--quiet"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "from fertility.cli import main; main()",
+            "pretrain",
+            *CORPUS,
+            "-t",
+            base[1],
+            "--out",
+            str(out_dir),
+            "--config",
+            str(cfg),
+            "--steps",
+            "100000",
+            "--force",
+            "--quiet",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     metrics = out_dir / "metrics.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
@@ -151,25 +199,40 @@ def test_sigterm_checkpoints_the_current_step_and_exits_143(run, base, tmp_path)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert out == "" and "Traceback" not in err and err.strip().splitlines()[-1] == "terminated"
-    steps = [r["step"] for r in map(json.loads, metrics.read_text().splitlines())
-             if "event" not in r]
+    steps = [
+        r["step"] for r in map(json.loads, metrics.read_text().splitlines()) if "event" not in r
+    ]
     found = ck.latest_checkpoint(out_dir)
     assert found is not None
     step = found[1]["step"]
     assert step >= 3 and step == steps[-1]  # the step it was in, not the one it was given
-    code, out, err = run("pretrain", *CORPUS, "-t", base[1], "--out", out_dir, "--resume",
-                         "--steps", str(step + 2), "--quiet")
+    code, out, err = run(
+        "pretrain",
+        *CORPUS,
+        "-t",
+        base[1],
+        "--out",
+        out_dir,
+        "--resume",
+        "--steps",
+        str(step + 2),
+        "--quiet",
+    )
     assert code == 0, err
     assert json.loads(out)["steps"] == step + 2
 
 
-@pytest.mark.parametrize("fault", [
-    OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
-    # what torch.save raises when the disk fills mid-file
-    RuntimeError("[enforce fail at inline_container.cc:626] . unexpected pos 1280 vs 1178"),
-])
-def test_full_disk_is_one_line_and_keeps_the_previous_checkpoint(run, base, run_dir,
-                                                                  monkeypatch, fault):
+@pytest.mark.parametrize(
+    "fault",
+    [
+        OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+        # what torch.save raises when the disk fills mid-file
+        RuntimeError("[enforce fail at inline_container.cc:626] . unexpected pos 1280 vs 1178"),
+    ],
+)
+def test_full_disk_is_one_line_and_keeps_the_previous_checkpoint(
+    run, base, run_dir, monkeypatch, fault
+):
     before = {p.name: _sha(p) for p in (run_dir / "checkpoints/step-00000004").iterdir()}
 
     def full(*args, **kw):
@@ -179,8 +242,9 @@ def test_full_disk_is_one_line_and_keeps_the_previous_checkpoint(run, base, run_
         monkeypatch.setattr(ck, "save_file", full)
     else:
         monkeypatch.setattr(torch, "save", full)
-    code, out, err = run("pretrain", *CORPUS, "-t", base[1], "--out", run_dir, "--resume",
-                         "--steps", "6", "--quiet")
+    code, out, err = run(
+        "pretrain", *CORPUS, "-t", base[1], "--out", run_dir, "--resume", "--steps", "6", "--quiet"
+    )
     monkeypatch.undo()
     line = _one_error_line(err)
     assert code == 2 and out == ""
@@ -188,7 +252,9 @@ def test_full_disk_is_one_line_and_keeps_the_previous_checkpoint(run, base, run_
     cause = os.strerror(errno.ENOSPC) if isinstance(fault, OSError) else "unexpected pos"
     assert cause in line
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
-        "step-00000002", "step-00000004"]  # no temporary folder left behind
+        "step-00000002",
+        "step-00000004",
+    ]  # no temporary folder left behind
     after = {p.name: _sha(p) for p in (run_dir / "checkpoints/step-00000004").iterdir()}
     assert after == before
     model, manifest = ck.load_model(run_dir)

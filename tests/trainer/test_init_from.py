@@ -18,14 +18,21 @@ from fertility.extend import extend
 from tests.bpe import byte_level_bpe
 from trainer.run import pretrain
 
-
 ROOT = Path(__file__).resolve().parents[2] / "examples"
 EOT = "<|endoftext|>"
-ENGLISH = ("The river is wide and the boat is slow, so we reach the market after noon. "
-           "Prices of rice and fish went up this week.")
+ENGLISH = (
+    "The river is wide and the boat is slow, so we reach the market after noon. "
+    "Prices of rice and fish went up this week."
+)
 TINY = {"preset": "tiny", "steps": 20, "device": "cpu", "force": True, "quiet": True}
-OVER = {"seq_len": 64, "micro_batch": 4, "warmup_steps": 5, "lr": 3e-3,
-        "checkpoint_every": 1000, "heldout_fraction": 0.1}
+OVER = {
+    "seq_len": 64,
+    "micro_batch": 4,
+    "warmup_steps": 5,
+    "lr": 3e-3,
+    "checkpoint_every": 1000,
+    "heldout_fraction": 0.1,
+}
 
 
 def _lines(*files: Path) -> list[str]:
@@ -43,8 +50,13 @@ def world(tmp_path_factory):
     (tmp / "mix" / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
     (tmp / "mix" / "bn.txt").write_text("\n".join(bn) + "\n", encoding="utf-8")
     byte_level_bpe(en, 512, specials=[EOT], path=tmp / "base-tok" / "tokenizer.json")
-    pretrain([tmp / "en"], str(tmp / "base-tok" / "tokenizer.json"), tmp / "run-base",
-             overrides=OVER, **TINY)
+    pretrain(
+        [tmp / "en"],
+        str(tmp / "base-tok" / "tokenizer.json"),
+        tmp / "run-base",
+        overrides=OVER,
+        **TINY,
+    )
     export_hf(tmp / "run-base", tmp / "base-model")
     extend(str(tmp / "base-model"), [str(tmp / "mix")], tmp / "ext", 200, langs=["bn"])
     seen = {}
@@ -52,15 +64,23 @@ def world(tmp_path_factory):
     class Capture:
         def on_step_start(self, step, model):
             if not seen:  # before the first update
-                ids = Tokenizer.from_file(str(tmp / "ext" / "tokenizer.json")).encode(
-                    ENGLISH, add_special_tokens=False).ids
+                ids = (
+                    Tokenizer.from_file(str(tmp / "ext" / "tokenizer.json"))
+                    .encode(ENGLISH, add_special_tokens=False)
+                    .ids
+                )
                 with torch.no_grad():
                     seen["logits"] = model(torch.tensor([ids])).double()
                 seen["ids"] = ids
 
-    summary = pretrain([tmp / "mix"], str(tmp / "ext" / "tokenizer.json"), tmp / "run-ext",
-                       overrides={**OVER, "init_from": str(tmp / "base-model")},
-                       callbacks=Capture(), **TINY)
+    summary = pretrain(
+        [tmp / "mix"],
+        str(tmp / "ext" / "tokenizer.json"),
+        tmp / "run-ext",
+        overrides={**OVER, "init_from": str(tmp / "base-model")},
+        callbacks=Capture(),
+        **TINY,
+    )
     export_hf(tmp / "run-ext", tmp / "ext-model")
     return tmp, seen, summary
 
@@ -72,8 +92,11 @@ def _hf(folder: Path):
 def test_step0_english_loss_is_the_base_models(world):
     tmp, seen, _ = world
     base = _hf(tmp / "base-model")
-    base_ids = Tokenizer.from_file(str(tmp / "base-model" / "tokenizer.json")).encode(
-        ENGLISH, add_special_tokens=False).ids
+    base_ids = (
+        Tokenizer.from_file(str(tmp / "base-model" / "tokenizer.json"))
+        .encode(ENGLISH, add_special_tokens=False)
+        .ids
+    )
     assert seen["ids"] == base_ids  # English keeps its ids
     with torch.no_grad():
         want = base(torch.tensor([base_ids])).logits.double()
@@ -95,18 +118,17 @@ def test_new_rows_are_the_mean_of_the_base_rows_that_spell_them(world):
 
     base = load_file(str(tmp / "base-model" / "model.safetensors"))["model.embed_tokens.weight"]
     ids_map = json.loads((tmp / "ext" / "ids-map.json").read_text(encoding="utf-8"))
+    from fertility.tokenizers import load_tokenizer
     from trainer.init import load_into, model_config, plan
     from trainer.model import Transformer
-    from fertility.tokenizers import load_tokenizer
 
     tok = load_tokenizer(str(tmp / "ext" / "tokenizer.json"))
     model = Transformer(model_config(tmp / "base-model", tok.vocab_size))
     load_into(model, plan(tmp / "base-model", tok))
     emb = model.tok_embeddings.weight.detach()
-    assert torch.equal(emb[:base.shape[0]], base)
+    assert torch.equal(emb[: base.shape[0]], base)
     for e in ids_map["new"][:50]:
-        assert torch.allclose(emb[e["id"]], base[e["base_ids"]].double().mean(0).float(),
-                              atol=1e-6)
+        assert torch.allclose(emb[e["id"]], base[e["base_ids"]].double().mean(0).float(), atol=1e-6)
 
 
 def test_run_folder_records_the_base_and_the_extension(world):
@@ -128,7 +150,7 @@ def _nll_per_char(model, tok: Tokenizer, texts: list[str], ctx: int) -> float:
     for t in texts:
         ids = [eot] + tok.encode(t, add_special_tokens=False).ids
         for a in range(0, len(ids) - 1, ctx - 1):
-            w = torch.tensor([ids[a:a + ctx]])
+            w = torch.tensor([ids[a : a + ctx]])
             with torch.no_grad():
                 lp = torch.log_softmax(model(w).logits.double(), -1)
             total -= lp[0, :-1].gather(-1, w[0, 1:, None]).sum().item()
@@ -138,14 +160,26 @@ def _nll_per_char(model, tok: Tokenizer, texts: list[str], ctx: int) -> float:
 
 def test_bengali_nll_per_character_falls_below_the_base_models(world):
     tmp, _, _ = world
-    held = [json.loads(x) for x in (tmp / "run-ext" / "data" / "heldout.jsonl")
-            .read_text(encoding="utf-8").splitlines()]
+    held = [
+        json.loads(x)
+        for x in (tmp / "run-ext" / "data" / "heldout.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines()
+    ]
     bn = [r["text"] for r in held if r.get("lang") == "bn"][:20]
     assert len(bn) >= 10
-    base = _nll_per_char(_hf(tmp / "base-model"),
-                         Tokenizer.from_file(str(tmp / "base-model" / "tokenizer.json")), bn, 64)
-    ext = _nll_per_char(_hf(tmp / "ext-model"),
-                        Tokenizer.from_file(str(tmp / "ext-model" / "tokenizer.json")), bn, 64)
+    base = _nll_per_char(
+        _hf(tmp / "base-model"),
+        Tokenizer.from_file(str(tmp / "base-model" / "tokenizer.json")),
+        bn,
+        64,
+    )
+    ext = _nll_per_char(
+        _hf(tmp / "ext-model"),
+        Tokenizer.from_file(str(tmp / "ext-model" / "tokenizer.json")),
+        bn,
+        64,
+    )
     assert ext < base, (ext, base)
 
 
@@ -155,8 +189,12 @@ def test_a_tokenizer_that_is_not_the_models_is_refused(world, tmp_path):
     from trainer.init import plan
 
     tmp, _, _ = world
-    other = byte_level_bpe(_lines(ROOT / "corpus" / "es.txt"), 900, specials=[EOT],
-                           path=tmp_path / "other" / "tokenizer.json")
+    other = byte_level_bpe(
+        _lines(ROOT / "corpus" / "es.txt"),
+        900,
+        specials=[EOT],
+        path=tmp_path / "other" / "tokenizer.json",
+    )
     assert other.get_vocab_size() > 512
     with pytest.raises(TrainingError, match="the model's tokenizer"):
         plan(tmp / "base-model", load_tokenizer(str(tmp_path / "other" / "tokenizer.json")))

@@ -13,9 +13,9 @@ from fertility.errors import TrainingError
 from trainer import checkpoint as ck
 from trainer.config import TrainConfig
 from trainer.data import Batches, TokenData
-from trainer.shards import write_shard
 from trainer.loop import Trainer, lr_at
 from trainer.model import config_from_preset
+from trainer.shards import write_shard
 
 FP = "e" * 64
 VOCAB = 64
@@ -25,22 +25,39 @@ VOCAB = 64
 def data(tmp_path):
     # A learnable stream: a noisy cycle through the vocabulary.
     rng = np.random.default_rng(0)
-    tokens = (np.arange(20_000) * 7 + (rng.random(20_000) < 0.1) * rng.integers(0, VOCAB, 20_000))
+    tokens = np.arange(20_000) * 7 + (rng.random(20_000) < 0.1) * rng.integers(0, VOCAB, 20_000)
     path = tmp_path / "train-00000.bin"
     write_shard(path, tokens % VOCAB, vocab_size=VOCAB, fingerprint=FP)
     return TokenData([path], fingerprint=FP, vocab_size=VOCAB)
 
 
 def _cfg(**kw):
-    base = dict(seq_len=32, micro_batch=4, steps=12, lr=1e-2, min_lr=1e-3, warmup_steps=3,
-                checkpoint_every=4, keep_last=5, max_bad_steps=3, device="cpu")
+    base = dict(
+        seq_len=32,
+        micro_batch=4,
+        steps=12,
+        lr=1e-2,
+        min_lr=1e-3,
+        warmup_steps=3,
+        checkpoint_every=4,
+        keep_last=5,
+        max_bad_steps=3,
+        device="cpu",
+    )
     return TrainConfig(**{**base, **kw}).validate()
 
 
 def _trainer(tmp_path, data, callbacks=None, **kw):
     cfg = _cfg(**kw)
-    return Trainer(tmp_path / "run", cfg, config_from_preset("tiny", VOCAB), data,
-                   fingerprint=FP, quiet=True, callbacks=callbacks)
+    return Trainer(
+        tmp_path / "run",
+        cfg,
+        config_from_preset("tiny", VOCAB),
+        data,
+        fingerprint=FP,
+        quiet=True,
+        callbacks=callbacks,
+    )
 
 
 def _metrics(tmp_path):
@@ -60,13 +77,15 @@ def test_loss_falls_and_every_step_is_logged(tmp_path, data):
     rows = _metrics(tmp_path)
     assert [r["step"] for r in rows] == list(range(1, 31))
     assert [r["tokens"] for r in rows] == [128 * s for s in range(1, 31)]
-    assert all(set(r) >= {"loss", "lr", "grad_norm", "tokens_per_s", "mfu", "skipped"}
-               for r in rows)
+    assert all(
+        set(r) >= {"loss", "lr", "grad_norm", "tokens_per_s", "mfu", "skipped"} for r in rows
+    )
     assert rows[0]["loss"] == pytest.approx(math.log(VOCAB), abs=0.2)  # random init
     assert np.mean([r["loss"] for r in rows[-5:]]) < math.log(VOCAB) - 1.0
     assert summary["steps"] == 30 and summary["skipped_steps"] == 0
-    assert [s for s, _ in ck.list_checkpoints(tmp_path / "run")] == [4, 8, 12, 16, 20, 24, 28,
-                                                                      30][-5:]
+    assert [s for s, _ in ck.list_checkpoints(tmp_path / "run")] == [4, 8, 12, 16, 20, 24, 28, 30][
+        -5:
+    ]
 
 
 def test_gradient_accumulation_matches_one_big_batch(tmp_path, data):
@@ -95,7 +114,8 @@ class Poison:
     def on_step_start(self, step, model):
         self.step = step
         self.weights_at_start.setdefault(step, []).append(
-            {k: v.clone() for k, v in model.state_dict().items()})
+            {k: v.clone() for k, v in model.state_dict().items()}
+        )
         if self.handle is None:
             model.register_forward_pre_hook(self._record)
             self.handle = model.register_forward_hook(self._poison)
@@ -131,8 +151,13 @@ def test_rollback_after_max_bad_steps(tmp_path, data, capsys):
     trainer.run()
     rows = _metrics(tmp_path)
     event = next(r for r in rows if r.get("event") == "rollback")
-    assert event == {"event": "rollback", "step": 8, "to_step": 4, "skipped_windows": 16,
-                     "rollbacks": 1}
+    assert event == {
+        "event": "rollback",
+        "step": 8,
+        "to_step": 4,
+        "skipped_windows": 16,
+        "rollbacks": 1,
+    }
     steps = [r["step"] for r in rows if "event" not in r]
     assert steps == [1, 2, 3, 4, 5, 6, 7, 8, 5, 6, 7, 8, 9, 10]
     # The replayed step 5 starts from the step-4 checkpoint's weights ...
@@ -165,8 +190,15 @@ def test_rollback_without_a_checkpoint_stops_the_run(tmp_path, data):
 def test_preflight_refusals(tmp_path, data):
     with pytest.raises(TrainingError, match="max_seq_len"):
         _trainer(tmp_path, data, seq_len=256)  # the tiny preset holds 128 positions
-    t = Trainer(tmp_path / "run", _cfg(), config_from_preset("tiny", VOCAB), data,
-                fingerprint=FP, quiet=True, special_ids={"<|endoftext|>": VOCAB})
+    t = Trainer(
+        tmp_path / "run",
+        _cfg(),
+        config_from_preset("tiny", VOCAB),
+        data,
+        fingerprint=FP,
+        quiet=True,
+        special_ids={"<|endoftext|>": VOCAB},
+    )
     with pytest.raises(TrainingError, match="special ids"):
         t.run()
     assert not (tmp_path / "run/checkpoints").exists()
@@ -232,17 +264,24 @@ def test_nonfinite_step_is_skipped_on_the_device(tmp_path, data):
 
 
 def test_heldout_loss_every_eval_every_steps(tmp_path, data):
-    t = Trainer(tmp_path / "run", _cfg(steps=6, eval_every=3, eval_windows=4),
-                config_from_preset("tiny", VOCAB), data, fingerprint=FP, quiet=True,
-                heldout=data)
+    t = Trainer(
+        tmp_path / "run",
+        _cfg(steps=6, eval_every=3, eval_windows=4),
+        config_from_preset("tiny", VOCAB),
+        data,
+        fingerprint=FP,
+        quiet=True,
+        heldout=data,
+    )
     t.run()
     held = [r for r in _metrics(tmp_path) if r.get("event") == "heldout"]
     assert [r["step"] for r in held] == [3, 6] and all(r["tokens"] == 4 * 32 for r in held)
     # Second method: the same four windows scored through the logits.
     from trainer.model import lm_loss
 
-    w = torch.from_numpy(np.stack([data.tokens[0][o: o + 33] for o in range(0, 128, 32)])
-                         .astype(np.int64))
+    w = torch.from_numpy(
+        np.stack([data.tokens[0][o : o + 33] for o in range(0, 128, 32)]).astype(np.int64)
+    )
     with torch.no_grad():
         want = float(lm_loss(t.raw(w[:, :-1]), w[:, 1:]))
     assert held[-1]["loss"] == pytest.approx(want, rel=1e-5)
@@ -267,8 +306,16 @@ def test_one_compilation_for_the_arbiter_and_the_run(tmp_path, data, monkeypatch
     # Second method: a fresh compiled twin called once, forward and backward, on that shape.
     torch._dynamo.reset()
     graphs.clear()
-    twin = torch.compile(Trainer(tmp_path / "twin", _cfg(steps=1), config_from_preset(
-        "tiny", VOCAB), data, fingerprint=FP, quiet=True).raw)
+    twin = torch.compile(
+        Trainer(
+            tmp_path / "twin",
+            _cfg(steps=1),
+            config_from_preset("tiny", VOCAB),
+            data,
+            fingerprint=FP,
+            quiet=True,
+        ).raw
+    )
     x, y = t.batches.next()
     twin(x, y).backward()
     assert in_run == len(graphs) > 0

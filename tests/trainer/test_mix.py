@@ -28,10 +28,12 @@ def _corpus(folder, rng, langs):
     folder.mkdir()
     texts = {}
     for lang, (letters, n_words) in langs.items():
-        words = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 8)))
-                 for _ in range(n_words)]
-        texts[lang] = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 40)))
-                       for _ in range(300)]
+        words = [
+            "".join(rng.choice(letters) for _ in range(rng.randint(3, 8))) for _ in range(n_words)
+        ]
+        texts[lang] = [
+            " ".join(rng.choice(words) for _ in range(rng.randint(5, 40))) for _ in range(300)
+        ]
         (folder / f"{lang}.txt").write_text("\n".join(texts[lang]) + "\n", encoding="utf-8")
     return texts
 
@@ -40,14 +42,24 @@ def _corpus(folder, rng, langs):
 def two_langs(tmp_path_factory):
     """de compresses about 3x worse than fr (checked below with the tokenizer itself)."""
     root = tmp_path_factory.mktemp("mix")
-    texts = _corpus(root / "corpus", random.Random(0),
-                    {"de": ("abcdefghijklm", 4000), "fr": ("nopqrstuvwxyz", 40)})
+    texts = _corpus(
+        root / "corpus",
+        random.Random(0),
+        {"de": ("abcdefghijklm", 4000), "fr": ("nopqrstuvwxyz", 40)},
+    )
     byte_level_bpe(texts["de"] + texts["fr"], 420, specials=[SEP], path=root / "tok.json")
     tok = load_tokenizer(str(root / "tok.json"))
-    build_shards(Corpus([str(root / "corpus")]).documents(), tok, root / "data",
-                 heldout_fraction=0.0, quiet=True, workers=1)
-    data = TokenData.from_dir(root / "data", "train", fingerprint=tok.fingerprint,
-                              vocab_size=tok.vocab_size)
+    build_shards(
+        Corpus([str(root / "corpus")]).documents(),
+        tok,
+        root / "data",
+        heldout_fraction=0.0,
+        quiet=True,
+        workers=1,
+    )
+    data = TokenData.from_dir(
+        root / "data", "train", fingerprint=tok.fingerprint, vocab_size=tok.vocab_size
+    )
     return root, tok, texts, data
 
 
@@ -65,14 +77,18 @@ def _decoded_shares(tok, batches, n):
         _, targets = batches.next()
         for row in targets.tolist():
             text = b"".join(tok.token_bytes(i) for i in row if i != sep).decode("utf-8")
-            found = {"de" if regex.search("[a-m]", text) else None,
-                     "fr" if regex.search("[n-z]", text) else None} - {None}
+            found = {
+                "de" if regex.search("[a-m]", text) else None,
+                "fr" if regex.search("[n-z]", text) else None,
+            } - {None}
             assert len(found) == 1, text  # one language per window, never a silent crossing
             lang = found.pop()
             chars[lang] += len(text)
             tokens[lang] += len(row)
-    return ({k: v / sum(chars.values()) for k, v in chars.items()},
-            {k: v / sum(tokens.values()) for k, v in tokens.items()})
+    return (
+        {k: v / sum(chars.values()) for k, v in chars.items()},
+        {k: v / sum(tokens.values()) for k, v in tokens.items()},
+    )
 
 
 def test_mix_in_characters_meets_the_character_shares(two_langs):
@@ -104,8 +120,7 @@ def test_without_a_mix_the_corpus_order_and_proportions_are_kept(two_langs):
         x, _ = counted.next()
         assert np.array_equal(x.numpy(), plain.next()[0].numpy())  # today's batches exactly
     consumed = counted.consumed()
-    tokens = {k: len(texts[k]) + sum(len(e.ids) for e in tok.encode_batch(texts[k]))
-              for k in texts}
+    tokens = {k: len(texts[k]) + sum(len(e.ids) for e in tok.encode_batch(texts[k])) for k in texts}
     chars = {k: sum(len(d) for d in texts[k]) for k in texts}
     got_tok = consumed["de"]["tokens"] / sum(v["tokens"] for v in consumed.values())
     got_chr = consumed["de"]["chars"] / sum(v["chars"] for v in consumed.values())
@@ -114,19 +129,29 @@ def test_without_a_mix_the_corpus_order_and_proportions_are_kept(two_langs):
 
 
 def test_temperature_rule_on_three_languages(tmp_path):
-    texts = _corpus(tmp_path / "corpus", random.Random(1),
-                    {"de": ("abcdefgh", 3000), "fr": ("ijklmnop", 300), "it": ("qrstuvwx", 40)})
+    texts = _corpus(
+        tmp_path / "corpus",
+        random.Random(1),
+        {"de": ("abcdefgh", 3000), "fr": ("ijklmnop", 300), "it": ("qrstuvwx", 40)},
+    )
     texts["fr"], texts["it"] = texts["fr"][:120], texts["it"][:30]  # unequal sizes
     for lang in ("fr", "it"):
         (tmp_path / "corpus" / f"{lang}.txt").write_text("\n".join(texts[lang]) + "\n")
-    byte_level_bpe([d for v in texts.values() for d in v], 400, specials=[SEP],
-                   path=tmp_path / "tok.json")
+    byte_level_bpe(
+        [d for v in texts.values() for d in v], 400, specials=[SEP], path=tmp_path / "tok.json"
+    )
     tok = load_tokenizer(str(tmp_path / "tok.json"))
-    index = build_shards(Corpus([str(tmp_path / "corpus")]).documents(), tok, tmp_path / "data",
-                         heldout_fraction=0.0, quiet=True, workers=1)
+    index = build_shards(
+        Corpus([str(tmp_path / "corpus")]).documents(),
+        tok,
+        tmp_path / "data",
+        heldout_fraction=0.0,
+        quiet=True,
+        workers=1,
+    )
     T = 0.3
     n = {k: sum(len(d) for d in v) for k, v in texts.items()}
-    p = {k: n[k] ** T / sum(m ** T for m in n.values()) for k in n}
+    p = {k: n[k] ** T / sum(m**T for m in n.values()) for k in n}
     c = {k: _chars_per_token(tok, v) for k, v in texts.items()}
     t = {k: (p[k] / c[k]) / sum(p[j] / c[j] for j in p) for k in p}
     plan = plan_mix(index["languages"], {}, T, total_tokens=10**6)
@@ -136,8 +161,9 @@ def test_temperature_rule_on_three_languages(tmp_path):
         assert got["char_share"] == pytest.approx(p[k], rel=1e-12)
         assert got["token_share"] == pytest.approx(t[k], rel=1e-9)
         assert got["passes"] == pytest.approx(t[k] * 10**6 / (n[k] / c[k]), rel=1e-9)
-    data = TokenData.from_dir(tmp_path / "data", "train", fingerprint=tok.fingerprint,
-                              vocab_size=tok.vocab_size)
+    data = TokenData.from_dir(
+        tmp_path / "data", "train", fingerprint=tok.fingerprint, vocab_size=tok.vocab_size
+    )
     batches = make_batches(data, TrainConfig(seq_len=16, micro_batch=8, mix_temperature=T))
     for _ in range(100):
         batches.next()
@@ -161,25 +187,38 @@ def test_mix_resumes_from_its_cursor(two_langs):
     for row in rows[25:]:
         assert np.array_equal(again.next()[0].numpy(), row)
     assert again.consumed() == straight.consumed()
-    other = make_batches(data, TrainConfig(seq_len=32, micro_batch=4, mix={"de": .5, "fr": .5}))
+    other = make_batches(data, TrainConfig(seq_len=32, micro_batch=4, mix={"de": 0.5, "fr": 0.5}))
     with pytest.raises(TrainingError, match="another mix"):
         other.load_state_dict(state)
 
 
 def test_mix_under_two_ranks_reads_the_single_process_batch(two_langs):
     _, _, _, data = two_langs
-    one = make_batches(data, TrainConfig(seq_len=32, micro_batch=4, mix={"de": .5, "fr": .5}))
-    ranks = [make_batches(data, TrainConfig(seq_len=32, micro_batch=2, mix={"de": .5, "fr": .5}),
-                          rank=r, world=2) for r in (0, 1)]
+    one = make_batches(data, TrainConfig(seq_len=32, micro_batch=4, mix={"de": 0.5, "fr": 0.5}))
+    ranks = [
+        make_batches(
+            data,
+            TrainConfig(seq_len=32, micro_batch=2, mix={"de": 0.5, "fr": 0.5}),
+            rank=r,
+            world=2,
+        )
+        for r in (0, 1)
+    ]
     for _ in range(10):
         whole = one.next()[0].numpy()
         parts = [b.next()[0].numpy() for b in ranks]
         assert np.array_equal(whole[0::2], parts[0]) and np.array_equal(whole[1::2], parts[1])
 
 
-@pytest.mark.parametrize("text, message", [
-    ("de=0.6,fr", "expected LANG=SHARE"), ("de=0.6,fr=0.6", "sum to 1.2"),
-    ("de=0.5,de=0.5", "given twice"), ("de=-1,fr=2", r"\(0, 1\]")])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("de=0.6,fr", "expected LANG=SHARE"),
+        ("de=0.6,fr=0.6", "sum to 1.2"),
+        ("de=0.5,de=0.5", "given twice"),
+        ("de=-1,fr=2", r"\(0, 1\]"),
+    ],
+)
 def test_bad_mix_is_one_line(text, message):
     with pytest.raises(TrainingError, match=message):
         parse_mix(text)
@@ -187,9 +226,9 @@ def test_bad_mix_is_one_line(text, message):
 
 def test_mix_in_config_file_and_refusals(two_langs, tmp_path):
     path = tmp_path / "c.toml"
-    path.write_text('mix = { de = 0.25, fr = 0.75 }\n')
+    path.write_text("mix = { de = 0.25, fr = 0.75 }\n")
     assert load_config(path).mix == {"de": 0.25, "fr": 0.75}
-    path.write_text('mix = { de = 1.0 }\nmix_temperature = 0.3\n')
+    path.write_text("mix = { de = 1.0 }\nmix_temperature = 0.3\n")
     with pytest.raises(TrainingError, match="c.toml.*not both"):
         load_config(path)
     _, _, _, data = two_langs
@@ -206,11 +245,24 @@ def test_pretrain_records_the_plan_and_what_was_consumed(two_langs, tmp_path, ca
 
     root, _, _, _ = two_langs
     out = tmp_path / "run"
-    settings = dict(seq_len=32, micro_batch=4, steps=6, warmup_steps=1, device="cpu",
-                    heldout_fraction=0.05, checkpoint_every=100, mix={"de": 0.9, "fr": 0.1},
-                    tokens=None)
-    pretrain([str(root / "corpus")], str(root / "tok.json"), out, overrides=settings,
-             gate=lambda p, t: PassingGate())
+    settings = dict(
+        seq_len=32,
+        micro_batch=4,
+        steps=6,
+        warmup_steps=1,
+        device="cpu",
+        heldout_fraction=0.05,
+        checkpoint_every=100,
+        mix={"de": 0.9, "fr": 0.1},
+        tokens=None,
+    )
+    pretrain(
+        [str(root / "corpus")],
+        str(root / "tok.json"),
+        out,
+        overrides=settings,
+        gate=lambda p, t: PassingGate(),
+    )
     err = capsys.readouterr().err
     assert "training mix (--mix" in err and "warning: mix: de" not in err
     mix = json.loads((out / "run.json").read_text())["mix"]
@@ -225,24 +277,40 @@ def test_pretrain_records_the_plan_and_what_was_consumed(two_langs, tmp_path, ca
     code, text, _ = run("eval", out, "--device", "cpu", "--bootstrap", "0")
     de = mix["consumed"]["de"]["chars"] / sum(v["chars"] for v in mix["consumed"].values())
     assert code == 0
-    assert (f"training mix (shares; share of characters): de 90.0% (tokens "
-            f"{mix['languages']['de']['token_share']:.1%}, consumed {de:.1%})") in text
+    assert (
+        f"training mix (shares; share of characters): de 90.0% (tokens "
+        f"{mix['languages']['de']['token_share']:.1%}, consumed {de:.1%})"
+    ) in text
 
 
 def test_pretrain_command_refuses_a_bad_mix_in_one_line(two_langs, tmp_path, run):
     root, _, _, _ = two_langs
-    base = ["pretrain", root / "corpus", "-t", root / "tok.json", "--out", tmp_path / "r",
-            "--device", "cpu", "--steps", "2", "--force"]
+    base = [
+        "pretrain",
+        root / "corpus",
+        "-t",
+        root / "tok.json",
+        "--out",
+        tmp_path / "r",
+        "--device",
+        "cpu",
+        "--steps",
+        "2",
+        "--force",
+    ]
     code, _, err = run(*base, "--mix", "de=0.6,fr")
     assert code == 2 and err.strip().splitlines() == [
-        "error: --mix: 'fr': expected LANG=SHARE, e.g. bn=0.6,en=0.4"]
+        "error: --mix: 'fr': expected LANG=SHARE, e.g. bn=0.6,en=0.4"
+    ]
     code, _, err = run(*base, "--mix", "de=1", "--mix-temperature", "0.3")
     assert code == 2 and "not both" in err
     code, _, err = run(*base, "--mix", "de=0.5,ja=0.5")
     lines = [l for l in err.splitlines() if l.startswith("error:")]
     assert code == 2 and "Traceback" not in err
-    assert lines == ["error: mix: ja = 0.5 names a language with no training text in the "
-                     "corpus (its languages: de, fr)"]
+    assert lines == [
+        "error: mix: ja = 0.5 names a language with no training text in the "
+        "corpus (its languages: de, fr)"
+    ]
 
 
 def test_document_table_must_match_its_shards(two_langs, tmp_path):
@@ -255,19 +323,22 @@ def test_document_table_must_match_its_shards(two_langs, tmp_path):
     raw = table.read_bytes()
     table.write_bytes(raw[:-8])  # a row cut short
     with pytest.raises(TrainingError, match="train-docs.bin: document table is"):
-        TokenData.from_dir(data_dir, "train", fingerprint=tok.fingerprint,
-                           vocab_size=tok.vocab_size)
+        TokenData.from_dir(
+            data_dir, "train", fingerprint=tok.fingerprint, vocab_size=tok.vocab_size
+        )
     table.write_bytes(raw[:12] + b"f" * 64 + raw[76:])  # another tokenizer's fingerprint
     with pytest.raises(TrainingError, match="train-docs.bin: document table was made by"):
-        TokenData.from_dir(data_dir, "train", fingerprint=tok.fingerprint,
-                           vocab_size=tok.vocab_size)
+        TokenData.from_dir(
+            data_dir, "train", fingerprint=tok.fingerprint, vocab_size=tok.vocab_size
+        )
     # Shards built before the table existed: trained in corpus order, refused with a mix.
     table.unlink()
     index = json.loads((data_dir / "index.json").read_text())
     del index["languages"]
     (data_dir / "index.json").write_text(json.dumps(index))
-    old = TokenData.from_dir(data_dir, "train", fingerprint=tok.fingerprint,
-                             vocab_size=tok.vocab_size)
+    old = TokenData.from_dir(
+        data_dir, "train", fingerprint=tok.fingerprint, vocab_size=tok.vocab_size
+    )
     assert make_batches(old, TrainConfig(seq_len=32, micro_batch=8)).consumed() == {}
     with pytest.raises(TrainingError, match="no document table"):
         make_batches(old, TrainConfig(seq_len=32, micro_batch=8, mix={"de": 1.0}))
@@ -275,12 +346,20 @@ def test_document_table_must_match_its_shards(two_langs, tmp_path):
 
 def test_a_mix_needs_a_separator_between_documents(two_langs, tmp_path):
     root, tok, _, _ = two_langs
-    build_shards(Corpus([str(root / "corpus")]).documents(), tok, tmp_path / "data",
-                 heldout_fraction=0.0, separator="none", quiet=True, workers=1)
-    data = TokenData.from_dir(tmp_path / "data", "train", fingerprint=tok.fingerprint,
-                              vocab_size=tok.vocab_size)
+    build_shards(
+        Corpus([str(root / "corpus")]).documents(),
+        tok,
+        tmp_path / "data",
+        heldout_fraction=0.0,
+        separator="none",
+        quiet=True,
+        workers=1,
+    )
+    data = TokenData.from_dir(
+        tmp_path / "data", "train", fingerprint=tok.fingerprint, vocab_size=tok.vocab_size
+    )
     with pytest.raises(TrainingError, match="a mix needs a separator"):
-        make_batches(data, TrainConfig(seq_len=32, micro_batch=8, mix={"de": .5, "fr": .5}))
+        make_batches(data, TrainConfig(seq_len=32, micro_batch=8, mix={"de": 0.5, "fr": 0.5}))
 
 
 def test_run_json_records_what_was_consumed_at_every_checkpoint(two_langs, tmp_path):
@@ -295,14 +374,31 @@ def test_run_json_records_what_was_consumed_at_every_checkpoint(two_langs, tmp_p
         def on_step_start(self, step, model):
             seen[step] = json.loads((out / "run.json").read_text())["mix"]["consumed"]
 
-    settings = dict(seq_len=32, micro_batch=4, steps=5, warmup_steps=1, device="cpu",
-                    heldout_fraction=0.05, checkpoint_every=2, mix={"de": 0.5, "fr": 0.5},
-                    tokens=None)
-    pretrain([str(root / "corpus")], str(root / "tok.json"), out, quiet=True,
-             overrides=settings, gate=lambda p, t: PassingGate(), callbacks=Spy())
-    rows = {r["step"]: r["languages"] for r in
-            (json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines())
-            if "event" not in r}
+    settings = dict(
+        seq_len=32,
+        micro_batch=4,
+        steps=5,
+        warmup_steps=1,
+        device="cpu",
+        heldout_fraction=0.05,
+        checkpoint_every=2,
+        mix={"de": 0.5, "fr": 0.5},
+        tokens=None,
+    )
+    pretrain(
+        [str(root / "corpus")],
+        str(root / "tok.json"),
+        out,
+        quiet=True,
+        overrides=settings,
+        gate=lambda p, t: PassingGate(),
+        callbacks=Spy(),
+    )
+    rows = {
+        r["step"]: r["languages"]
+        for r in (json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines())
+        if "event" not in r
+    }
     steps = sorted(seen)
     assert steps[:2] == [1, 2] and seen[1] is None and seen[2] is None  # nothing saved yet
     # After the checkpoints of steps 2 and 4: what metrics.jsonl says was consumed up to them,
@@ -334,17 +430,36 @@ def test_a_resumed_run_keeps_what_was_consumed_until_its_first_checkpoint(two_la
                 raise Crash  # a run killed after its checkpoint at step 2
             seen[step] = json.loads((out / "run.json").read_text())["mix"]["consumed"]
 
-    settings = dict(seq_len=32, micro_batch=4, steps=4, warmup_steps=1, device="cpu",
-                    heldout_fraction=0.05, checkpoint_every=2, mix={"de": 0.5, "fr": 0.5},
-                    tokens=None)
+    settings = dict(
+        seq_len=32,
+        micro_batch=4,
+        steps=4,
+        warmup_steps=1,
+        device="cpu",
+        heldout_fraction=0.05,
+        checkpoint_every=2,
+        mix={"de": 0.5, "fr": 0.5},
+        tokens=None,
+    )
     args = ([str(root / "corpus")], str(root / "tok.json"), out)
     with pytest.raises(Crash):
-        pretrain(*args, quiet=True, overrides=settings, gate=lambda p, t: PassingGate(),
-                 callbacks=Spy(crash_at=3))
+        pretrain(
+            *args,
+            quiet=True,
+            overrides=settings,
+            gate=lambda p, t: PassingGate(),
+            callbacks=Spy(crash_at=3),
+        )
     at_two = json.loads((out / "run.json").read_text())["mix"]["consumed"]
     assert sum(v["tokens"] for v in at_two.values()) == 2 * 4 * 32
-    pretrain(*args, quiet=True, resume=True, overrides=settings,
-             gate=lambda p, t: PassingGate(), callbacks=Spy())
+    pretrain(
+        *args,
+        quiet=True,
+        resume=True,
+        overrides=settings,
+        gate=lambda p, t: PassingGate(),
+        callbacks=Spy(),
+    )
     assert seen[3] == at_two  # the resume's run.json, before it saves, keeps the last count
     final = json.loads((out / "run.json").read_text())["mix"]["consumed"]
     assert sum(v["tokens"] for v in final.values()) == 4 * 4 * 32

@@ -195,19 +195,26 @@ def test_hf_names_and_config():
         expected |= {p + f"mlp.{n}_proj.weight" for n in ("gate", "up", "down")}
     assert set(sd) == expected  # tied: lm_head left out, as save_pretrained does
     assert sd["model.layers.1.self_attn.k_proj.weight"].shape == (32, 64)
-    assert torch.equal(sd["model.layers.1.mlp.down_proj.weight"],
-                       model.layers[1].mlp.down_proj.weight)
+    assert torch.equal(
+        sd["model.layers.1.mlp.down_proj.weight"], model.layers[1].mlp.down_proj.weight
+    )
     assert "lm_head.weight" in hf_llama_state_dict(tiny(tie_embeddings=False))
     c = hf_llama_config(model.cfg)
     assert c["architectures"] == ["LlamaForCausalLM"] and c["model_type"] == "llama"
-    assert (c["hidden_size"], c["intermediate_size"], c["num_attention_heads"],
-            c["num_key_value_heads"], c["num_hidden_layers"]) == (64, 256, 4, 2, 2)
+    assert (
+        c["hidden_size"],
+        c["intermediate_size"],
+        c["num_attention_heads"],
+        c["num_key_value_heads"],
+        c["num_hidden_layers"],
+    ) == (64, 256, 4, 2, 2)
     assert c["tie_word_embeddings"] is True and c["hidden_act"] == "silu"
     assert c["attention_bias"] is False and c["mlp_bias"] is False
 
 
-@pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
-                    reason="transformers not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None, reason="transformers not installed"
+)
 @pytest.mark.parametrize("tie", [True, False])
 def test_logits_match_hf_llama(tie):
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -231,9 +238,12 @@ def test_preset_counts_documented_in_model_py_are_current():
 
     import trainer.model as m
 
-    doc = {name: (int(total.replace(",", "")), int(non_emb.replace(",", "")))
-           for name, total, non_emb in re.findall(r"^#\s+(\S+)\s+([\d,]+) / +([\d,]+)",
-                                                  Path(m.__file__).read_text(), re.M)}
+    doc = {
+        name: (int(total.replace(",", "")), int(non_emb.replace(",", "")))
+        for name, total, non_emb in re.findall(
+            r"^#\s+(\S+)\s+([\d,]+) / +([\d,]+)", Path(m.__file__).read_text(), re.M
+        )
+    }
     assert set(doc) == set(PRESETS)
     with torch.device("meta"):
         for name, (total, non_emb) in doc.items():
@@ -249,8 +259,10 @@ def test_padded_vocabulary_changes_no_logit_and_no_loss():
     plain = Transformer(config_from_preset("tiny", 101, {"pad_vocab_to": 1}))
     assert padded.tok_embeddings.weight.shape[0] == 128
     assert padded.num_params() == plain.num_params()
-    state = {k: (v[:101] if k in ("tok_embeddings.weight", "lm_head.weight") else v)
-             for k, v in padded.state_dict().items()}
+    state = {
+        k: (v[:101] if k in ("tok_embeddings.weight", "lm_head.weight") else v)
+        for k, v in padded.state_dict().items()
+    }
     plain.load_state_dict(state)
     ids = torch.randint(0, 101, (2, 16))
     assert padded(ids).shape == (2, 16, 101)

@@ -15,13 +15,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer import checkpoint as ck
 from tests.trainer.tokfixture import CORPUS, REPO, PassingGate, train_tokenizer
+from trainer import checkpoint as ck
 
 N = 16
-SETTINGS = dict(seq_len=64, micro_batch=4, tokens_per_step=512, lr=3e-3, min_lr=3e-4,
-                warmup_steps=3, checkpoint_every=N // 4, keep_last=4, heldout_fraction=0.05,
-                device="cpu", steps=N)
+SETTINGS = dict(
+    seq_len=64,
+    micro_batch=4,
+    tokens_per_step=512,
+    lr=3e-3,
+    min_lr=3e-4,
+    warmup_steps=3,
+    checkpoint_every=N // 4,
+    keep_last=4,
+    heldout_fraction=0.05,
+    device="cpu",
+    steps=N,
+)
 MIXED = {**SETTINGS, "mix": {"bn": 0.5, "en": 0.3, "zh": 0.2}}
 
 # The training process: runs until step N/2 + 2 (two steps past the N/2 checkpoint, so the
@@ -50,8 +60,9 @@ pretrain(corpus, tok, out, quiet=True, overrides=settings, gate=lambda p, t: Pas
 def _pretrain(tok, out, settings=SETTINGS, **kw):
     from trainer.run import pretrain
 
-    return pretrain(CORPUS, tok, out, quiet=True, overrides=settings,
-                    gate=lambda p, t: PassingGate(), **kw)
+    return pretrain(
+        CORPUS, tok, out, quiet=True, overrides=settings, gate=lambda p, t: PassingGate(), **kw
+    )
 
 
 def _losses(run: Path):
@@ -75,8 +86,13 @@ def _kill_after_half(tok, out, tmp_path, settings=SETTINGS):
     marker = tmp_path / "paused"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     args = json.dumps([CORPUS, tok, str(out), settings, N // 2 + 2, str(marker)])
-    proc = subprocess.Popen([sys.executable, "-c", JOB, args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", JOB, args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 240
     while not marker.exists():
         if proc.poll() is not None:

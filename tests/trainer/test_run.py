@@ -14,13 +14,21 @@ import pytest
 import torch
 
 from fertility.errors import TrainingError
+from tests.trainer.tokfixture import CORPUS, REPO, train_tokenizer
 from trainer.checkpoint import load_model
 from trainer.config import TrainConfig, load_config
 from trainer.shards import open_shard, read_header
-from tests.trainer.tokfixture import CORPUS, REPO, train_tokenizer
 
-FAST = dict(seq_len=64, micro_batch=8, lr=3e-3, min_lr=3e-4, warmup_steps=5,
-            checkpoint_every=1000, heldout_fraction=0.05, device="cpu")
+FAST = dict(
+    seq_len=64,
+    micro_batch=8,
+    lr=3e-3,
+    min_lr=3e-4,
+    warmup_steps=5,
+    checkpoint_every=1000,
+    heldout_fraction=0.05,
+    device="cpu",
+)
 
 
 class FakeGate:
@@ -41,6 +49,7 @@ def gate(passed: bool):
     def fn(paths, tokenizer):
         calls.append((list(paths), tokenizer.fingerprint))
         return FakeGate(passed)
+
     fn.calls = calls
     return fn
 
@@ -143,19 +152,38 @@ def test_shards_of_another_tokenizer_refused(tmp_path):
 def test_token_ids_beyond_the_model_vocabulary_refused(tmp_path):
     tok = train_tokenizer(tmp_path / "tok/tokenizer.json")
     with pytest.raises(TrainingError, match=r"train-00000.bin: token id \d+ >= .* 300"):
-        pretrain_(CORPUS, tok, tmp_path / "run", steps=2, gate=gate(True),
-                  overrides={"model": {"vocab_size": 300}})
+        pretrain_(
+            CORPUS,
+            tok,
+            tmp_path / "run",
+            steps=2,
+            gate=gate(True),
+            overrides={"model": {"vocab_size": 300}},
+        )
 
 
 def test_cli_less_entry_point_uses_the_real_gate(tmp_path):
     tok = train_tokenizer(tmp_path / "tok/tokenizer.json")
     cfg = tmp_path / "fast.toml"
-    cfg.write_text("seq_len = 64\nmicro_batch = 4\ndevice = \"cpu\"\nwarmup_steps = 1\n")
+    cfg.write_text('seq_len = 64\nmicro_batch = 4\ndevice = "cpu"\nwarmup_steps = 1\n')
     from fertility.gate import gate_corpus
 
     passed = gate_corpus(CORPUS, tok).passed  # the verdict the run must follow
-    cmd = [sys.executable, "-m", "trainer.run", *CORPUS, "-t", tok, "--out",
-           str(tmp_path / "run"), "--config", str(cfg), "--steps", "2", "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainer.run",
+        *CORPUS,
+        "-t",
+        tok,
+        "--out",
+        str(tmp_path / "run"),
+        "--config",
+        str(cfg),
+        "--steps",
+        "2",
+        "--quiet",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     if passed:
@@ -164,28 +192,36 @@ def test_cli_less_entry_point_uses_the_real_gate(tmp_path):
     else:
         assert proc.returncode == 2 and "failed the gate" in proc.stderr
         assert proc.stderr.startswith("error: ") and "Traceback" not in proc.stderr
-        proc = subprocess.run(cmd + ["--force"], cwd=REPO, env=env, capture_output=True,
-                              text=True, timeout=300)
+        proc = subprocess.run(
+            cmd + ["--force"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+        )
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["forced"] is True
 
 
 # -- configuration ---------------------------------------------------------------------------
 
+
 def test_load_config_from_toml(tmp_path):
     path = tmp_path / "c.toml"
-    path.write_text('preset = "small"\nlr = 1\nsteps = 7\nbetas = [0.8, 0.9]\n'
-                    '[model]\nn_layers = 3\n')
+    path.write_text(
+        'preset = "small"\nlr = 1\nsteps = 7\nbetas = [0.8, 0.9]\n[model]\nn_layers = 3\n'
+    )
     cfg = load_config(path, {"steps": 9, "model": {"d_model": 96}, "tokens": None})
     assert cfg.preset == "small" and cfg.steps == 9 and cfg.lr == 1.0
     assert cfg.betas == (0.8, 0.9) and cfg.model == {"n_layers": 3, "d_model": 96}
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg
 
 
-@pytest.mark.parametrize("text, match", [("warmup_step = 0\n", "unknown key 'warmup_step'"),
-                                         ("lr = \"fast\"\n", "lr"),
-                                         ("heldout_fraction = 1.5\n", "heldout_fraction"),
-                                         ("steps = \n", "not valid TOML")])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("warmup_step = 0\n", "unknown key 'warmup_step'"),
+        ('lr = "fast"\n', "lr"),
+        ("heldout_fraction = 1.5\n", "heldout_fraction"),
+        ("steps = \n", "not valid TOML"),
+    ],
+)
 def test_bad_config_names_the_key_and_file(tmp_path, text, match):
     path = tmp_path / "bad.toml"
     path.write_text(text)
@@ -211,9 +247,11 @@ def test_examples_tiny_config_loads_and_its_commented_defaults_are_current():
 
     from fertility.config import tomllib  # tomli on Python 3.10
 
-    shown = {key: tomllib.loads(f"x = {value}")["x"]
-             for key, value in re.findall(r"^# (\w+) = (\S+)", path.read_text(), re.M)
-             if key not in ("d_model", "n_layers")}  # the [model] example, not defaults
+    shown = {
+        key: tomllib.loads(f"x = {value}")["x"]
+        for key, value in re.findall(r"^# (\w+) = (\S+)", path.read_text(), re.M)
+        if key not in ("d_model", "n_layers")
+    }  # the [model] example, not defaults
     assert len(shown) >= 7
     for key, value in shown.items():
         assert TrainConfig.from_dict({key: value}) == TrainConfig(), key
@@ -243,8 +281,9 @@ def test_tiny_preset_runs_with_its_own_defaults(tmp_path):
 def test_config_that_cannot_run_is_refused_before_anything_is_written(tmp_path):
     tok = train_tokenizer(tmp_path / "tok.json")
     with pytest.raises(TrainingError, match=r"seq_len = 256.*max_seq_len 128"):
-        _pretrain_raw(CORPUS, tok, tmp_path / "run", preset="tiny", steps=2,
-                      overrides={"seq_len": 256})
+        _pretrain_raw(
+            CORPUS, tok, tmp_path / "run", preset="tiny", steps=2, overrides={"seq_len": 256}
+        )
     assert not (tmp_path / "run").exists()
 
 
@@ -265,8 +304,8 @@ def test_run_that_failed_before_its_first_checkpoint_can_be_rerun(tmp_path, resu
 
 
 def test_tokenizer_without_end_of_text_gets_a_reserved_separator(tmp_path):
-    from tests.bpe import byte_level_bpe
     from fertility.tokenizers import load_tokenizer
+    from tests.bpe import byte_level_bpe
 
     text = [l for f in CORPUS for l in Path(f).read_text("utf-8").splitlines()]
     path = tmp_path / "noeos.json"
@@ -280,6 +319,7 @@ def test_tokenizer_without_end_of_text_gets_a_reserved_separator(tmp_path):
     assert run["model"]["vocab_size"] == V + 1 and run["tokenizer"]["vocab_size"] == V
     # One separator after every training document: count them against the documents.
     index = json.loads((tmp_path / "run/data/index.json").read_text())
-    seps = sum(int((open_shard(tmp_path / "run/data" / s["file"])[1] == V).sum())
-               for s in index["train"])
+    seps = sum(
+        int((open_shard(tmp_path / "run/data" / s["file"])[1] == V).sum()) for s in index["train"]
+    )
     assert seps == sum(s["docs"] for s in index["train"]) > 0

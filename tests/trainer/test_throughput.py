@@ -54,8 +54,9 @@ def test_meter_reads_the_wall_clock_and_computes_mfu(monkeypatch):
     # construction at t=100; steps end at 102, 103, 107
     monkeypatch.setattr(tp.time, "perf_counter", FakeClock([100.0, 102.0, 103.0, 107.0]))
     warnings = []
-    meter = ThroughputMeter(cfg, 128, "cpu", peak_flops=1e9, warmup_steps=1,
-                            warn=warnings.append, warn_below=0.0)
+    meter = ThroughputMeter(
+        cfg, 128, "cpu", peak_flops=1e9, warmup_steps=1, warn=warnings.append, warn_below=0.0
+    )
     s1 = meter.step(1000)  # 1000 tokens in 2 s
     assert s1["tokens_per_s"] == 500.0 and s1["elapsed_s"] == 2.0
     assert s1["mfu"] == pytest.approx(500 * fpt / 1e9)
@@ -71,8 +72,9 @@ def test_meter_reads_the_wall_clock_and_computes_mfu(monkeypatch):
 def test_meter_on_cpu_has_no_mfu_and_no_warning(monkeypatch):
     monkeypatch.setattr(tp.time, "perf_counter", FakeClock([0.0, 1.0, 2.0]))
     warnings = []
-    meter = ThroughputMeter(config_from_preset("tiny", 1000), 128, "cpu", warn=warnings.append,
-                            warmup_steps=0)
+    meter = ThroughputMeter(
+        config_from_preset("tiny", 1000), 128, "cpu", warn=warnings.append, warmup_steps=0
+    )
     out = meter.step(10)
     assert out["mfu"] is None and out["tokens_per_s"] == 10.0
     meter.step(10)
@@ -85,14 +87,16 @@ def test_meter_warns_once_per_n_steps_below_threshold(monkeypatch):
     peak = 1000 * fpt / 0.03  # 1000 tokens/s is 3% MFU
     monkeypatch.setattr(tp.time, "perf_counter", FakeClock(itertools.count(0.0, 1.0)))
     warnings = []
-    meter = ThroughputMeter(cfg, 128, "cpu", peak_flops=peak, warn=warnings.append,
-                            warmup_steps=2, warn_every=5)
+    meter = ThroughputMeter(
+        cfg, 128, "cpu", peak_flops=peak, warn=warnings.append, warmup_steps=2, warn_every=5
+    )
     for _ in range(2 + 11):
         assert meter.step(1000)["mfu"] == pytest.approx(0.03)
     assert len(warnings) == 3  # steady steps 1, 6 and 11
     assert "3.0%" in warnings[0] and "below 10%" in warnings[0]
-    fast = ThroughputMeter(cfg, 128, "cpu", peak_flops=peak / 10, warn=warnings.append,
-                           warmup_steps=0)
+    fast = ThroughputMeter(
+        cfg, 128, "cpu", peak_flops=peak / 10, warn=warnings.append, warmup_steps=0
+    )
     fast.step(1000)  # 30% MFU: quiet
     assert len(warnings) == 3
 
@@ -127,8 +131,9 @@ def test_measure_matmul_peak_runs_for_real_on_cpu():
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("pretrain_gpu",
-                                                  ROOT / "benchmarks" / "pretrain_gpu.py")
+    spec = importlib.util.spec_from_file_location(
+        "pretrain_gpu", ROOT / "benchmarks" / "pretrain_gpu.py"
+    )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     return bench
@@ -141,8 +146,25 @@ def test_benchmark_smoke_run_times_the_real_trainer(capsys, monkeypatch):
     seen = []
     real_run = bench.Trainer.run
     monkeypatch.setattr(bench.Trainer, "run", lambda self, *a: seen.append(self) or real_run(self))
-    assert bench.main(["--device", "cpu", "--preset", "tiny", "--steps", "3", "--vocab", "300",
-                       "--seq", "32", "--log-every", "1"]) == 0
+    assert (
+        bench.main(
+            [
+                "--device",
+                "cpu",
+                "--preset",
+                "tiny",
+                "--steps",
+                "3",
+                "--vocab",
+                "300",
+                "--seq",
+                "32",
+                "--log-every",
+                "1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert len(seen) == 1 and isinstance(seen[0], bench.Trainer)
     assert [l.split()[1] for l in out.splitlines() if l.startswith("step ")] == ["1", "2", "3"]

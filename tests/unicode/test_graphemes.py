@@ -62,7 +62,7 @@ SAMPLES = {
     "emoji zwj": "👨\u200d👩\u200d👧 👩🏽\u200d💻 ❤\ufe0f\u200d🔥",
     "flags": "🇧🇩🇮🇳 🇧🇩🇮🇳🇺",
     "skin tones and keycaps": "👍🏽 1\ufe0f\u20e3 🏴\U000e0067\U000e0062\U000e0065"
-                              "\U000e006e\U000e0067\U000e007f",
+    "\U000e006e\U000e0067\U000e007f",
     "crlf and controls": "a\r\nb\n\rc\r\r\nd\x00e\x7f\u0300f\t\u200bg",
     "prepend": "\u0600\u0661\u0662 \U000110bd\U00011090 \u0d4e\u0d15",
     "marks at start": "\u0301a\u09cd\u0995",
@@ -102,11 +102,26 @@ def test_clusters_by_hand(text: str, clusters: list[str]) -> None:
 def test_documents_concatenated() -> None:
     # Each pair of neighbours would join if the rules looked across the document start.
     docs = [
-        "ক্", "ষ", "ক্ষ", "\u09cd\u0995",   # virama | consonant; linker opening a document
-        "👨\u200d", "👩", "\u200d👩",        # ZWJ | pictograph; ZWJ opening a document
-        "🇧🇩🇮", "🇳🇧", "🇩",               # regional indicators counted per document
-        "a\r", "\nb", "\u0301x", "\u0600", "a", "\u1100", "\u1161",
-        "", "x\u0300", "",
+        "ক্",
+        "ষ",
+        "ক্ষ",
+        "\u09cd\u0995",  # virama | consonant; linker opening a document
+        "👨\u200d",
+        "👩",
+        "\u200d👩",  # ZWJ | pictograph; ZWJ opening a document
+        "🇧🇩🇮",
+        "🇳🇧",
+        "🇩",  # regional indicators counted per document
+        "a\r",
+        "\nb",
+        "\u0301x",
+        "\u0600",
+        "a",
+        "\u1100",
+        "\u1161",
+        "",
+        "x\u0300",
+        "",
     ]
     cps, doc_starts = batch(docs)
     assert np.flatnonzero(grapheme_starts(cps, doc_starts)).tolist() == x_starts_of_docs(docs)
@@ -120,23 +135,92 @@ def test_every_code_point_its_own_document() -> None:
 
 
 POOL = [
-    0x00, 0x1F, 0x7F, 0x85, 0xAD, 0x200B, 0x0D, 0x0A,  # Control, CR, LF
-    0x300, 0x9BC, 0x9C1, 0x9BE, 0x981, 0x200C, 0xFE0F, 0x1F3FD, 0xE0067, 0xE007F, 0x20E3,
-    0x200D, 0x1F1E7, 0x1F1E9, 0x1F1EE, 0x1F1F3,  # Extend, ZWJ, regional indicators
-    0x600, 0x110BD, 0xD4E, 0x9BF, 0x903, 0xE33,  # Prepend, SpacingMark
-    0x1100, 0x1161, 0x11A8, 0xAC00, 0xAC01,  # Hangul L V T LV LVT
-    0x1F468, 0x1F469, 0x2764, 0xA9, 0x1F44D,  # Extended_Pictographic
-    0x995, 0x9B7, 0x9A4, 0x9B0, 0x9AF, 0x915, 0x924, 0xA95, 0xD15, 0xC15, 0xB15, 0x1000,
-    0x94D, 0x9CD, 0xACD, 0xD4D, 0xC4D, 0xB4D, 0x1039, 0x1CF5, 0x11A3A, 0x93C, 0x93F,
-    0xB95, 0xBCD, 0xE01, 0xE31, 0x628, 0x64E, 0x651,  # Tamil, Thai, Arabic
-    0x61, 0x20, 0x31, 0xD800, 0x378, 0xFFFF, 0xE000, 0x10FFFF,  # plain, odd, unassigned
+    0x00,
+    0x1F,
+    0x7F,
+    0x85,
+    0xAD,
+    0x200B,
+    0x0D,
+    0x0A,  # Control, CR, LF
+    0x300,
+    0x9BC,
+    0x9C1,
+    0x9BE,
+    0x981,
+    0x200C,
+    0xFE0F,
+    0x1F3FD,
+    0xE0067,
+    0xE007F,
+    0x20E3,
+    0x200D,
+    0x1F1E7,
+    0x1F1E9,
+    0x1F1EE,
+    0x1F1F3,  # Extend, ZWJ, regional indicators
+    0x600,
+    0x110BD,
+    0xD4E,
+    0x9BF,
+    0x903,
+    0xE33,  # Prepend, SpacingMark
+    0x1100,
+    0x1161,
+    0x11A8,
+    0xAC00,
+    0xAC01,  # Hangul L V T LV LVT
+    0x1F468,
+    0x1F469,
+    0x2764,
+    0xA9,
+    0x1F44D,  # Extended_Pictographic
+    0x995,
+    0x9B7,
+    0x9A4,
+    0x9B0,
+    0x9AF,
+    0x915,
+    0x924,
+    0xA95,
+    0xD15,
+    0xC15,
+    0xB15,
+    0x1000,
+    0x94D,
+    0x9CD,
+    0xACD,
+    0xD4D,
+    0xC4D,
+    0xB4D,
+    0x1039,
+    0x1CF5,
+    0x11A3A,
+    0x93C,
+    0x93F,
+    0xB95,
+    0xBCD,
+    0xE01,
+    0xE31,
+    0x628,
+    0x64E,
+    0x651,  # Tamil, Thai, Arabic
+    0x61,
+    0x20,
+    0x31,
+    0xD800,
+    0x378,
+    0xFFFF,
+    0xE000,
+    0x10FFFF,  # plain, odd, unassigned
 ]
 
 
 def random_texts(seed: int, count: int, max_len: int) -> list[str]:
     rng = random.Random(seed)
-    return ["".join(chr(rng.choice(POOL)) for _ in range(rng.randint(1, max_len)))
-            for _ in range(count)]
+    return [
+        "".join(chr(rng.choice(POOL)) for _ in range(rng.randint(1, max_len))) for _ in range(count)
+    ]
 
 
 @pytest.mark.parametrize("short_run", [graphemes._SHORT_RUN, 0])
@@ -167,7 +251,8 @@ def test_long_runs() -> None:
         assert our_starts(text) == x_starts(text)
     cps, doc_starts = batch(["🏽" * 5, "\u200d👩", "\u0981" * 7, "\u09b7", "🇧" * 9, "🇧"])
     assert np.flatnonzero(grapheme_starts(cps, doc_starts)).tolist() == x_starts_of_docs(
-        ["🏽" * 5, "\u200d👩", "\u0981" * 7, "\u09b7", "🇧" * 9, "🇧"])
+        ["🏽" * 5, "\u200d👩", "\u0981" * 7, "\u09b7", "🇧" * 9, "🇧"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -180,8 +265,9 @@ def test_long_runs() -> None:
         ("\u0915\u094d\u0924\u094d\u092f", [0]),
     ],
 )
-def test_gb9c_before_unicode_18(monkeypatch: pytest.MonkeyPatch, text: str,
-                                starts: list[int]) -> None:
+def test_gb9c_before_unicode_18(
+    monkeypatch: pytest.MonkeyPatch, text: str, starts: list[int]
+) -> None:
     # Unicode 15.1-17 (regex before its 18.0 update) asked for a consonant before the
     # linker; the installed regex cannot serve as reference, so these are from the spec.
     monkeypatch.setattr(graphemes, "_GB9C_NEEDS_CONSONANT", True)
@@ -190,8 +276,11 @@ def test_gb9c_before_unicode_18(monkeypatch: pytest.MonkeyPatch, text: str,
 
 def test_gb9c_consonant_not_taken_from_previous_document(monkeypatch: pytest.MonkeyPatch) -> None:
     cps, doc_starts = batch(["\u0915", "\u094d\u0924"])
-    assert np.flatnonzero(grapheme_starts(cps, doc_starts)).tolist() == x_starts_of_docs(
-        ["\u0915", "\u094d\u0924"]) == [0, 1]  # Unicode 18: the linker alone suffices
+    assert (
+        np.flatnonzero(grapheme_starts(cps, doc_starts)).tolist()
+        == x_starts_of_docs(["\u0915", "\u094d\u0924"])
+        == [0, 1]
+    )  # Unicode 18: the linker alone suffices
     monkeypatch.setattr(graphemes, "_GB9C_NEEDS_CONSONANT", True)
     assert np.flatnonzero(grapheme_starts(cps, doc_starts)).tolist() == [0, 1, 2]
 

@@ -3,7 +3,6 @@
 import numpy as np
 
 from fertility import unicode as U
-
 from tests.textdata import AMI, BANGLA, GAN, KSHAMA, SENTENCE  # noqa: F401
 
 
@@ -14,7 +13,7 @@ def batch(*texts):
 def test_bengali_sentence_counts_by_hand():
     tb = batch(SENTENCE)
     assert len(tb.cps) == 20
-    assert int(tb.gstart.sum()) == 12          # 2 + 1 + 2 + 1 + 2 + 1 + 2 + 1 (danda)
+    assert int(tb.gstart.sum()) == 12  # 2 + 1 + 2 + 1 + 2 + 1 + 2 + 1 (danda)
     assert int(tb.nbytes.sum()) == 16 * 3 + 3 + 3  # 16 Bengali letters/signs, danda, 3 spaces
     assert len(tb.word_starts) == 4
     assert tb.word_starts.tolist() == [0, 4, 10, 14]
@@ -34,7 +33,7 @@ def test_common_and_inherited_take_neighbouring_script():
     # « at the start takes the following Bengali; the space before "ok" still follows Bengali
     assert first[:8] == ["Beng"] * 8
     assert first[8:] == ["Latn"] * (len(first) - 8)
-    assert scripts[tb.doc_offsets[1]:] == ["Zyyy"] * 6  # nothing but Common stays Common
+    assert scripts[tb.doc_offsets[1] :] == ["Zyyy"] * 6  # nothing but Common stays Common
 
 
 def test_scripts_do_not_leak_across_documents():
@@ -48,9 +47,9 @@ def test_words_keep_marks_joiners_and_apostrophes_but_not_doc_boundaries():
     zwj_word = "র\u200d্যাব"  # ra ZWJ hasanta ya aa ba: one word
     tb = batch(f"don't {zwj_word}", "x", "y'")
     spans = list(zip(tb.word_starts.tolist(), tb.word_ends.tolist()))
-    assert spans[0] == (0, 5)                        # don't
-    assert spans[1] == (6, 6 + len(zwj_word))        # whole Bengali word with ZWJ
-    assert spans[2:] == [(12, 13), (13, 14)]         # "x", then "y" without the trailing '
+    assert spans[0] == (0, 5)  # don't
+    assert spans[1] == (6, 6 + len(zwj_word))  # whole Bengali word with ZWJ
+    assert spans[2:] == [(12, 13), (13, 14)]  # "x", then "y" without the trailing '
 
 
 def test_mark_or_joiner_flags():
