@@ -1,2 +1,3 @@
-"""Renderers: the terminal table and CSV (text.py), the gate verdict (gate.py), the
+"""Renderers: the terminal report and CSV (text.py) on the one table layout
+(table.py), verdicts, grouped findings and the gate's text (summary.py), the
 self-contained HTML report (html.py). Nothing here measures or decides."""
