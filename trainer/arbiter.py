@@ -356,7 +356,10 @@ def check_attention_kernels(
 
         exact = grads(reference, torch.float64)
         ref, fast_g = grads(reference, q.dtype), grads(fast, q.dtype)
-        floor = max(torch.finfo(q.dtype).eps, 1e-6)
+        # float32 kernels differ from each other by a few times the math kernel's own error,
+        # and by more under load (thread count changes the reduction order): 1e-4 stays far
+        # below the faults hunted (a 3% scale, zeroed positions); bf16/fp16 use their eps.
+        floor = max(torch.finfo(q.dtype).eps, 1e-4)
         for name, e, r, f in zip(("dq", "dk", "dv"), exact, ref, fast_g, strict=True):
             noise = _position_stats(r, e)
             seen = _position_stats(f, e)
