@@ -1,0 +1,631 @@
+"""The rules behind `diagnose`: each reads a Report's frame (balance and parity also the
+premium table) and yields Findings. docs/GATE.md gives the reasons for every threshold."""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from fertility.findings.finding import Finding
+from fertility.findings.tokconfig import inspect_config
+from fertility.policy import Thresholds
+from fertility.stats import wilson
+from fertility.tokenizers.pretokenizer import PRETOKENIZER
+
+if TYPE_CHECKING:
+    from fertility.measure import Report
+
+# Scripts where one character already carries a syllable or a morpheme: a token of one
+# grapheme is normal there, so the grapheme test of merge-starvation does not apply.
+IDEOGRAPHIC = ("Hani", "Hira", "Kana", "Hang", "Yiii", "Bopo")
+
+
+# ---------------------------------------------------------------- frame helpers
+
+
+def _num(x: Any) -> float | None:
+    """A plain float for JSON evidence; None for missing values."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else round(v, 4)
+
+
+def _rows(report: Report, t: Thresholds, *, groups=("script",), pretokenizer=False) -> pd.DataFrame:
+    f = report.frame
+    is_pre = f["kind"] == PRETOKENIZER
+    sel = f[(is_pre if pretokenizer else ~is_pre) & f["group"].isin(groups)]
+    return sel[sel["tokens"] >= t.min_tokens]
+
+
+def _configs(report: Report) -> dict[str, dict]:
+    return {d["label"]: d for d in report.tokenizers}
+
+
+def _char_names(counts: dict | None, top: int) -> list[dict]:
+    items = sorted((counts or {}).items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return [
+        {
+            "char": c,
+            "code": f"U+{ord(c):04X}" if len(c) == 1 else c,
+            "name": unicodedata.name(c, "<unnamed>") if len(c) == 1 else "",
+            "count": int(n),
+        }
+        for c, n in items
+    ]
+
+
+def _finding(rule, severity, row, evidence, cause, fix) -> Finding:
+    return Finding(
+        rule,
+        severity,
+        str(row["tokenizer"]),
+        str(row["group"]),
+        str(row["key"]),
+        evidence,
+        cause,
+        fix,
+    )
+
+
+# ---------------------------------------------------------------- rules
+
+_MARK_FIX = (
+    "Use a pre-tokenizer whose letter class includes \\p{M} (and ZWJ/ZWNJ), e.g. "
+    "fertility's mark_aware pattern as a Split before ByteLevel(use_regex=false), "
+    "and retrain the vocabulary."
+)
+
+
+def mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
+    """Decided by the tokenizer's own pre-tokens on this corpus (the detail pass): the share
+    that begin with a combining mark or a ZWJ, a cut inside a cluster. A ZWNJ asks for the
+    parts around it to stay apart (a compound or loanword boundary: Telugu వెబ్‌సైట్, web|site),
+    so cuts before it are reported on their own, as info. Tokens that begin with marks under a
+    clean pre-tokenizer are the vocabulary's doing (merge-starvation). The configuration's
+    probe is evidence beside the measurement, never the verdict."""
+    configs = _configs(report)
+    infos = {lab: inspect_config(d.get("config")) for lab, d in configs.items()}
+    for _, r in _rows(report, t).iterrows():
+        info = infos.get(r["tokenizer"]) or inspect_config(None)
+        rate = float(r["mark_initial_rate"])
+        lo, hi = wilson(float(r["mark_initial_tokens"]), float(r["tokens"]))
+        n_pre = int(r.get("pretokens", 0) or 0)
+        marks = int(r.get("pretoken_mark_initial", 0) or 0)
+        zwj = int(r.get("pretoken_zwj_initial", 0) or 0)
+        zwnj = int(r.get("pretoken_zwnj_initial", 0) or 0)
+        cuts = marks + zwj
+        pre_rate = cuts / n_pre if n_pre else None
+        pre_lo, pre_hi = wilson(cuts, n_pre) if n_pre else (None, None)
+        words = int(r.get("pretoken_words", 0) or 0)
+        cut = int(r.get("pretoken_cut_words", 0) or 0)
+        cut_lo, cut_hi = wilson(cut, words) if words else (None, None)
+        ev = {
+            "mark_initial_rate": _num(rate),
+            "lo": _num(lo),
+            "hi": _num(hi),
+            "mark_initial_tokens": int(r["mark_initial_tokens"]),
+            "tokens": int(r["tokens"]),
+            "pretokens": n_pre,
+            "pretoken_mark_initial": marks,
+            "pretoken_zwj_initial": zwj,
+            "pretoken_zwnj_initial": zwnj,
+            "pretoken_mark_initial_rate": _num(pre_rate),
+            "pretoken_lo": _num(pre_lo),
+            "pretoken_hi": _num(pre_hi),
+            "pretoken_words": words,
+            "pretoken_cut_words": cut,
+            "pretoken_cut_word_rate": _num(cut / words) if words else None,
+            "cut_word_lo": _num(cut_lo),
+            "cut_word_hi": _num(cut_hi),
+            "threshold": t.mark_initial_rate,
+            "pretokenizer": info.describe(),
+            "config_cuts_marks": info.cuts_marks,
+            "config_cuts_joiners": info.cuts_joiners,
+            "letter_class_without_marks": info.letter_class_without_marks,
+        }
+        key = r["key"]
+        cut_words = (
+            f", and {cut / words:.0%} of {key} words are cut into two or more pre-tokens"
+            if words
+            else ""
+        )
+        if pre_rate is not None and pre_rate >= t.mark_initial_rate:
+            what = (
+                f"a combining mark ({marks}) or a ZWJ ({zwj})"
+                if marks and zwj
+                else "a combining mark (vowel sign, virama)"
+                if marks
+                else "a ZWJ"
+            )
+            measured = (
+                f"{pre_rate:.1%} of its {key} pre-tokens ({cuts} of {n_pre}, "
+                f"95% interval {pre_lo:.1%}-{pre_hi:.1%}) begin with {what}" + cut_words
+            )
+            if pre_lo >= t.mark_initial_rate:
+                agree = (
+                    " The configuration's split cuts the probe words the same way."
+                    if info.cuts_marks or info.cuts_joiners
+                    else ""
+                )
+                yield _finding(
+                    "mark-split",
+                    "error",
+                    r,
+                    ev,
+                    f"The pre-tokenizer ({info.describe()}) cuts {key} words: "
+                    f"{measured}. BPE never merges across these cuts." + agree,
+                    _MARK_FIX,
+                )
+            else:
+                yield _finding(
+                    "mark-split",
+                    "warning",
+                    r,
+                    ev,
+                    f"{measured}, but the interval reaches below "
+                    f"{t.mark_initial_rate:.0%}: this corpus cannot tell whether "
+                    f"the pre-tokenizer cuts {key} words.",
+                    "Measure on more text in this script (--detail all).",
+                )
+        elif n_pre and zwnj / n_pre >= t.mark_initial_rate:
+            yield _finding(
+                "mark-split",
+                "info",
+                r,
+                ev,
+                f"{zwnj / n_pre:.1%} of its {key} pre-tokens ({zwnj} of {n_pre}) begin "
+                f"with a ZWNJ and {pre_rate:.2%} with a combining mark or ZWJ"
+                f"{cut_words}: the pre-tokenizer cuts where the writer kept two "
+                "parts of a word apart on purpose (a ZWNJ), not inside a cluster.",
+                "Nothing to repair for the script; a split with ZWNJ in its letter "
+                "class (mark_aware) would let BPE learn such words whole.",
+            )
+        if rate >= t.mark_initial_token_rate and (
+            pre_rate is None or pre_rate < t.mark_initial_rate
+        ):
+            if pre_rate is None:
+                yield _finding(
+                    "mark-split",
+                    "warning",
+                    r,
+                    ev,
+                    f"{rate:.0%} of {key} tokens begin with a combining mark or "
+                    "joiner, and no pre-tokens were checked: this corpus cannot tell "
+                    "whether the pre-tokenizer or the vocabulary cuts them.",
+                    "Measure with the per-document checks on (--detail N or all).",
+                )
+                continue
+            yield _finding(
+                "merge-starvation",
+                "warning",
+                r,
+                ev,
+                f"{rate:.0%} of {key} tokens begin with a combining mark or joiner "
+                f"while only {(cuts + zwnj) / n_pre:.2%} of its pre-tokens do "
+                f"({cuts + zwnj} of {n_pre}): the cuts are not the "
+                "pre-tokenizer's, the vocabulary lacks the merges that join vowel "
+                "signs to their consonants.",
+                "Train with more text in this script or a larger vocabulary; "
+                "check the mark-initial rate again.",
+            )
+    for r in _rows(report, t, pretokenizer=True).itertuples():
+        # its tokens are its pre-tokens; the pre-token counts tell a ZWNJ from a mark or ZWJ
+        fam_rate = (
+            (r.pretoken_mark_initial + r.pretoken_zwj_initial) / r.pretokens if r.pretokens else 0.0
+        )
+        if fam_rate >= t.mark_initial_rate:
+            yield Finding(
+                "mark-split",
+                "info",
+                r.tokenizer,
+                r.group,
+                r.key,
+                {
+                    "mark_initial_rate": _num(r.mark_initial_rate),
+                    "pretoken_mark_initial_rate": _num(fam_rate),
+                },
+                f"The {r.tokenizer} pre-tokenizer would cut {r.key} words at combining "
+                f"marks or ZWJ ({fam_rate:.0%} of its pre-tokens begin with one).",
+                "Do not train a tokenizer for this script with this pre-tokenizer; "
+                "use one whose letter class includes \\p{M}.",
+            )
+
+
+def ceiling(report: Report, t: Thresholds) -> Iterator[Finding]:
+    for pre in (False, True):
+        for _, r in _rows(report, t, groups=("script", "language"), pretokenizer=pre).iterrows():
+            floor = t.floor_for(r["group"], r["key"])
+            ceiling = r["chars_per_token"] if pre else r["chars_per_pretoken"]
+            if floor is None or _num(ceiling) is None:
+                continue
+            ev = {
+                "chars_per_pretoken": _num(ceiling),
+                "floor": floor,
+                "chars_per_token": _num(r["chars_per_token"]),
+                "lo": _num(r["chars_per_token_lo"]),
+                "hi": _num(r["chars_per_token_hi"]),
+            }
+            fix = (
+                "Use a pre-tokenizer that keeps whole words of this script (letter classes "
+                "with \\p{M}, e.g. o200k or mark_aware) and retrain."
+            )
+            if ceiling < floor:
+                sev = "info" if pre else "error"
+                who = f"the {r['tokenizer']} pre-tokenizer" if pre else "the pre-tokenizer"
+                yield _finding(
+                    "pretokenizer-ceiling",
+                    sev,
+                    r,
+                    ev,
+                    f"{who.capitalize()} cuts {r['key']} text into pieces of "
+                    f"{ceiling:.2f} characters on average, below the floor of "
+                    f"{floor:g}: no vocabulary can merge across them.",
+                    fix,
+                )
+            elif ceiling < floor * t.ceiling_headroom and not pre:
+                yield _finding(
+                    "pretokenizer-ceiling",
+                    "warning",
+                    r,
+                    ev,
+                    f"The pre-tokenizer caps {r['key']} at {ceiling:.2f} characters "
+                    f"per token, within {t.ceiling_headroom:g}x of the floor "
+                    f"{floor:g}; real vocabularies stay well below their ceiling.",
+                    fix,
+                )
+
+
+def starvation(report: Report, t: Thresholds) -> Iterator[Finding]:
+    sizes = {d["label"]: d.get("vocab_size") for d in report.tokenizers}
+    for _, r in _rows(report, t).iterrows():
+        bpt, gpt = float(r["bytes_per_token"]), float(r["graphemes_per_token"])
+        near_bytes = bpt <= t.starvation_bytes_per_token
+        near_graphemes = r["key"] not in IDEOGRAPHIC and gpt <= t.starvation_graphemes_per_token
+        ceiling = _num(r["chars_per_pretoken"])
+        below = ceiling is None or r["chars_per_token"] <= t.starvation_ceiling_share * ceiling
+        if not ((near_bytes or near_graphemes) and below):
+            continue
+        size = sizes.get(r["tokenizer"])
+        ev = {
+            "bytes_per_token": _num(bpt),
+            "graphemes_per_token": _num(gpt),
+            "chars_per_token": _num(r["chars_per_token"]),
+            "lo": _num(r["chars_per_token_lo"]),
+            "hi": _num(r["chars_per_token_hi"]),
+            "chars_per_pretoken": ceiling,
+            "vocab_used": _num(r.get("vocab_used")),
+            "vocab_size": size,
+            "vocab_share": _num(r.get("vocab_used") / size) if size else None,
+        }
+        unit = f"{bpt:.2f} bytes" if near_bytes else f"{gpt:.2f} graphemes"
+        yield _finding(
+            "merge-starvation",
+            "warning",
+            r,
+            ev,
+            f"{r['key']} tokens hold {unit} on average: the vocabulary has almost no "
+            "merges for this script, far below what its pre-tokenizer allows.",
+            "Put more of this script in the tokenizer's training data (script-"
+            "balanced sampling) or use a larger vocabulary, then measure again.",
+        )
+
+
+def fallback_unk(report: Report, t: Thresholds) -> Iterator[Finding]:
+    specs = (
+        (
+            "byte-fallback",
+            "byte_fallback_tokens",
+            "byte_fallback_rate",
+            t.byte_fallback_rate,
+            report.byte_fallback_chars,
+            "are spelled as byte pieces",
+            "Add these characters' text to the training data "
+            "(or raise character_coverage in SentencePiece) so they get whole-character "
+            "tokens.",
+        ),
+        (
+            "unk",
+            "unk_tokens",
+            "unk_rate",
+            t.unk_rate,
+            report.unk_chars,
+            "become the unknown token (the text is lost)",
+            "Enable byte fallback (SentencePiece byte_fallback=true) or use a byte-level "
+            "BPE, and cover these characters in training.",
+        ),
+    )
+    for _, r in _rows(report, t).iterrows():
+        for rule, count, col, limit, chars, what, fix in specs:
+            rate = float(r[col])
+            if rate < limit or rate == 0:
+                continue
+            lo, hi = wilson(float(r[count]), float(r["tokens"]))
+            top = _char_names(chars.get((r["tokenizer"], r["key"])), t.top_chars)
+            names = ", ".join(f"{c['code']} {c['name']}" for c in top[:3])
+            ev = {
+                col: _num(rate),
+                "lo": _num(lo),
+                "hi": _num(hi),
+                "count": int(r[count]),
+                "tokens": int(r["tokens"]),
+                "threshold": limit,
+                "top_chars": top,
+            }
+            yield _finding(
+                rule,
+                "warning",
+                r,
+                ev,
+                f"{rate:.1%} of {r['key']} tokens {what}"
+                + (f"; most often {names}." if names else "."),
+                fix,
+            )
+
+
+_LOSSY_NORMALIZERS = {"NFKC", "NFKD", "Lowercase", "StripAccents", "Precompiled"}
+_NUKTA = {"\u09dc", "\u09dd", "\u09df"}  # composition exclusions: NFC never recomposes them
+
+
+def normalization(report: Report, t: Thresholds) -> Iterator[Finding]:
+    for label, d in _configs(report).items():
+        if d.get("kind") == PRETOKENIZER:
+            continue
+        info = inspect_config(d.get("config"))
+        n = report.normalization.get(label) or {}
+        changed = int(n.get("changed_docs", 0))
+        stored = list(n.get("examples", []))
+        examples = stored[:3]
+        row = {"tokenizer": label, "group": "all", "key": "*"}
+        ev = {"normalizers": info.normalizers, "changed_docs": changed, "examples": examples}
+        fix = (
+            "Use a lossless normaliser (none, or NFC where the script needs it) and keep "
+            "the text as written; apply the same normaliser at training and inference."
+        )
+        lossy = sorted(set(info.normalizers) & _LOSSY_NORMALIZERS)
+        if changed:
+            names = ", ".join(info.normalizers) or "as configured"
+            yield _finding(
+                "normalization",
+                "warning",
+                row,
+                ev,
+                f"The tokenizer's normaliser ({names}) changes {changed} documents "
+                "before tokenizing.",
+                fix,
+            )
+        elif lossy:
+            yield _finding(
+                "normalization",
+                "info",
+                row,
+                ev,
+                f"The normaliser folds text ({', '.join(lossy)}), though no document "
+                "of this corpus changed.",
+                fix,
+            )
+        # The measurement keeps a few changed passages, not a count of the nukta letters, so
+        # this looks in every stored passage (not only the three shown as evidence).
+        unicode_form = set(info.normalizers) & {"NFC", "NFKC", "NFD", "NFKD", "Precompiled"}
+        if unicode_form and any(ch in e.get("before", "") for e in stored for ch in _NUKTA):
+            yield _finding(
+                "normalization",
+                "warning",
+                {**row, "group": "script", "key": "Beng"},
+                ev,
+                "Unicode normalisation decomposes the Bengali nukta letters "
+                "U+09DC, U+09DD, U+09DF into letter + nukta and NFC never recomposes "
+                "them, so the tokenizer sees different text than was written.",
+                "Drop the normaliser for Bengali or normalise the training corpus the "
+                "same way; never compare decoded text with the original byte for byte.",
+            )
+
+
+_CAUSE_WORDS = {
+    "unk": "the unknown token replaced text",
+    "lowercase": "the normaliser lowercases",
+    "stripped_accents": "the normaliser strips accents and other combining marks",
+    "composition_exclusion": "Unicode normalisation decomposes characters NFC never "
+    "recomposes (composition exclusions)",
+    "compatibility": "compatibility normalisation (NFKC/NFKD) folds characters",
+    "whitespace": "spaces are added or removed",
+    "reordered": "combining marks come back in another order",
+    "normaliser": "the normaliser changes the text",
+    "decoder": "decode does not give back the text it was given",
+}
+
+
+def roundtrip(report: Report, t: Thresholds) -> Iterator[Finding]:
+    """Documents whose decode(encode(text)) is not the text: which code points change, how
+    often, and the causes the evidence shows (fertility.measure.roundtrip)."""
+    infos = {d["label"]: inspect_config(d.get("config")) for d in report.tokenizers}
+    f = report.frame
+    lang = f[(f["kind"] != PRETOKENIZER) & (f["group"] == "language")]
+    for _, r in lang[lang["roundtrip_failures"] > 0].iterrows():
+        n, k = int(r["roundtrip_checked"]), int(r["roundtrip_failures"])
+        ch = report.roundtrip.get((r["tokenizer"], r["key"])) or {}
+        lost = _char_names(ch.get("lost"), t.top_chars)
+        added = _char_names(ch.get("added"), t.top_chars)
+        causes = dict(sorted((ch.get("causes") or {}).items(), key=lambda kv: -kv[1]))
+        info = infos.get(r["tokenizer"]) or inspect_config(None)
+        lo, hi = wilson(k, n)
+        ev = {
+            "roundtrip_failures": k,
+            "documents": n,
+            "roundtrip_failure_rate": _num(r["roundtrip_failure_rate"]),
+            "lo": _num(lo),
+            "hi": _num(hi),
+            "lost_chars": lost,
+            "added_chars": added,
+            "causes": causes,
+            "normalizers": info.normalizers,
+            "examples": ch.get("examples", []),
+        }
+        changed = "; ".join(
+            part
+            for part in (
+                ", ".join(f"{c['code']} {c['name']} lost {c['count']}x" for c in lost[:3]),
+                ", ".join(f"{c['code']} {c['name']} added {c['count']}x" for c in added[:3]),
+            )
+            if part
+        )
+        why = "; ".join(f"{_CAUSE_WORDS[c]} ({m} documents)" for c, m in causes.items())
+        form = f" Normaliser: {', '.join(info.normalizers)}." if info.normalizers else ""
+        yield _finding(
+            "roundtrip",
+            "warning",
+            r,
+            ev,
+            f"decode(encode(text)) differs from the text in {k} of {n} {r['key']} "
+            f"documents checked"
+            + (f": {changed}" if changed else "")
+            + (f". Why: {why}." if why else ".")
+            + form,
+            "Use a lossless setting (no lowercasing or accent stripping, no NFKC; "
+            "byte fallback instead of UNK), or accept it on purpose with "
+            "allow_lossy = true in the gate policy.",
+        )
+
+
+def grapheme_split(report: Report, t: Thresholds) -> Iterator[Finding]:
+    for _, r in _rows(report, t).iterrows():
+        rate = float(r["grapheme_split_rate"])
+        if rate >= t.grapheme_split_rate:
+            lo, hi = wilson(float(r["grapheme_split_boundaries"]), float(r["token_boundaries"]))
+            ev = {
+                "grapheme_split_rate": _num(rate),
+                "lo": _num(lo),
+                "hi": _num(hi),
+                "grapheme_split_boundaries": int(r["grapheme_split_boundaries"]),
+                "token_boundaries": int(r["token_boundaries"]),
+            }
+            yield _finding(
+                "grapheme-split",
+                "warning",
+                r,
+                ev,
+                f"{rate:.0%} of token boundaries in {r['key']} fall inside a "
+                "user-perceived character (a consonant cut from its vowel sign, or "
+                "a character cut into bytes).",
+                "Keep grapheme clusters whole: a mark-aware pre-tokenizer and enough "
+                "vocabulary for the script.",
+            )
+
+
+def balance(report: Report, t: Thresholds, premium_table: pd.DataFrame) -> Iterator[Finding]:
+    """Content is counted in characters, never bytes (a Bengali character is 3 UTF-8 bytes, a
+    Latin one 1). A row's cost is its tokens per unit of content against the rest of the
+    tokenizer's corpus; languages aligned line by line on parallel files hold the same
+    content, so their premiums are that cost."""
+    aligned: dict[str, dict[str, float]] = {}
+    for p in premium_table.itertuples():
+        aligned.setdefault(p.tokenizer, {p.reference: 1.0})[p.lang] = p.premium
+    rows = _rows(report, t, groups=("script", "language"))
+    over: set[tuple[str, str]] = set()
+    for _, r in rows.iterrows():
+        prem = aligned.get(r["tokenizer"], {})
+        if r["group"] == "language" and r["key"] in prem and len(prem) > 1:
+            others = [v for k, v in prem.items() if k != r["key"]]
+            ratio = prem[r["key"]] / (sum(others) / len(others))
+            unit = "aligned lines"
+            said = (
+                f"On the parallel files {r['key']} needs {ratio:.1f}x the tokens per line "
+                f"of the other {len(others)} aligned languages on average"
+            )
+        else:
+            share, tshare = float(r["char_share"]), float(r["token_share"])
+            if not 0 < share < 1 or not 0 < tshare < 1:
+                continue  # the row is the whole corpus: there is no rest to compare with
+            ratio = (tshare / share) / ((1 - tshare) / (1 - share))
+            unit = "characters"
+            said = (
+                f"{r['key']} is {share:.1%} of the characters but {tshare:.1%} of the "
+                f"tokens: {ratio:.1f}x the tokens per character of the rest of the corpus"
+            )
+        if ratio < t.overrepresentation:
+            continue
+        ev = {
+            "token_share": _num(r["token_share"]),
+            "char_share": _num(r["char_share"]),
+            "byte_share": _num(r["byte_share"]),
+            "ratio": _num(ratio),
+            "unit": unit,
+            "threshold": t.overrepresentation,
+        }
+        if unit == "aligned lines":
+            ev["premiums"] = {k: _num(v) for k, v in prem.items()}
+        if r["group"] == "language":
+            over.add((r["tokenizer"], r["key"]))
+        yield _finding(
+            "balance-inversion",
+            "warning",
+            r,
+            ev,
+            f"{said}, so a mixture set in tokens gives {r['key']} {ratio:.1f}x "
+            "less text per token than the rest.",
+            "Set and report data mixtures in characters, not tokens; a tokenizer "
+            f"that compresses {r['key']} better narrows the gap.",
+        )
+    # A flip (a has more characters, b more tokens) is named only for a language b found
+    # over-represented above, never between aligned languages (same content by construction).
+    m = 1 + t.flip_margin
+    for label, g in rows[rows["group"] == "language"].groupby("tokenizer"):
+        prem = aligned.get(label, {})
+        recs = list(g.itertuples())
+        for a in recs:
+            for b in recs:
+                if (label, b.key) not in over or (a.key in prem and b.key in prem):
+                    continue
+                if a.char_share > b.char_share * m and b.token_share > a.token_share * m:
+                    ev = {
+                        "chars": {a.key: _num(a.char_share), b.key: _num(b.char_share)},
+                        "tokens": {a.key: _num(a.token_share), b.key: _num(b.token_share)},
+                        "bytes": {a.key: _num(a.byte_share), b.key: _num(b.byte_share)},
+                    }
+                    yield Finding(
+                        "balance-inversion",
+                        "warning",
+                        str(label),
+                        "language",
+                        f"{a.key}/{b.key}",
+                        ev,
+                        f"{a.key} has more characters than {b.key} but fewer tokens: "
+                        f"counted in tokens, {b.key} looks like the larger part of "
+                        "the corpus though it holds less text.",
+                        "Set and report the mixture in characters, not tokens.",
+                    )
+
+
+def parity_rule(table: pd.DataFrame, t: Thresholds, reference: str) -> Iterator[Finding]:
+    for r in table.itertuples():
+        if r.premium <= t.premium:
+            continue
+        sure = r.lo > t.premium
+        ev = {
+            "premium": _num(r.premium),
+            "lo": _num(r.lo),
+            "hi": _num(r.hi),
+            "reference": reference,
+            "lines": int(r.lines),
+            "threshold": t.premium,
+        }
+        yield Finding(
+            "parity",
+            "warning",
+            r.tokenizer,
+            "language",
+            r.lang,
+            ev,
+            f"The same content costs {r.premium:.2f}x the tokens of {reference} in "
+            f"{r.lang} (95% interval {r.lo:.2f}-{r.hi:.2f}"
+            + ("" if sure else f", reaching below {t.premium:g}")
+            + ").",
+            f"Give {r.lang} more weight in the tokenizer's training data or more "
+            f"vocabulary; a premium above {t.premium:g}x multiplies cost and divides "
+            "context by as much.",
+        )
