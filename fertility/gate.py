@@ -17,7 +17,6 @@ Findings whose severity is in `fail_on` fail the gate too.
 from __future__ import annotations
 
 import math
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -93,106 +92,6 @@ class GateResult:
             "skipped": self.skipped,
             "policy": self.policy,
         }
-
-    def format_text(self) -> str:
-        head = "PASS" if self.passed else "FAIL"
-        labels = sorted({c.tokenizer for c in self.checks})
-        lines = [
-            f"fertility gate: {head} ({', '.join(labels) or 'no tokenizer'}; "
-            f"policy: {self.policy.get('source', '?')})"
-        ]
-        for c in self.checks:
-            val = "n/a" if c.value is None else f"{c.value:.3f}"
-            iv = "" if c.lo is None else f"[{c.lo:.3f}, {c.hi:.3f}]"
-            thr = "" if c.threshold is None else f"{c.direction} {c.threshold:g}"
-            lines.append(
-                f"  {c.verdict.upper():<9} {c.tokenizer:<14} {c.name:<18} "
-                f"{c.group + '=' + c.key:<16} {val:>8} {iv:<18} {thr}"
-                + (f"  ({c.note})" if c.note else "")
-            )
-        for s in self.skipped:
-            lines.append(f"  skipped   {s['tokenizer']:<14} {s['group']}={s['key']}: {s['reason']}")
-        # a failed round trip is explained by its finding (which code points change, why),
-        # a warning the text would not show otherwise
-        lossy = {
-            (c.tokenizer, c.key)
-            for c in self.checks
-            if c.name == "roundtrip" and c.verdict == "fail"
-        }
-        explain = [
-            f
-            for f in self.findings
-            if f.rule == "roundtrip" and (f.tokenizer, f.key) in lossy and f not in self.blocking
-        ]
-        for f in self.blocking + explain:
-            lines.append(
-                f"  {f.severity.upper():<9} {f.tokenizer:<14} {f.rule} "
-                f"{f.group}={f.key}: {f.cause} Fix: {f.fix}"
-            )
-        fails = sum(c.verdict == "fail" for c in self.checks)
-        summary = (
-            f"{fails} failed, {len(self.uncertain)} uncertain, "
-            f"{sum(c.verdict == 'pass' for c in self.checks)} passed, "
-            f"{len(self.blocking)} blocking findings"
-        )
-        lines.append(f"verdict: {head} ({summary})")
-        if self.uncertain:
-            rule = self.policy.get("uncertain", "fail")
-            lines.append(
-                f"{NEED_MORE}: {len(self.uncertain)} checks straddle their threshold; "
-                f"add documents in those scripts to decide (policy: uncertain = "
-                f'"{rule}").'
-            )
-        return "\n".join(lines)
-
-    def to_junit(self) -> str:
-        """JUnit XML: one testcase per check and per blocking finding."""
-        fail_uncertain = self.policy.get("uncertain", "fail") == "fail"
-        root = ET.Element("testsuites", name="fertility gate")
-        by_label: dict[str, list] = {}
-        for c in self.checks:
-            by_label.setdefault(c.tokenizer, []).append(c)
-        for f in self.blocking:
-            by_label.setdefault(f.tokenizer, []).append(f)
-        total = failures = skipped = 0
-        for label, items in by_label.items():
-            suite = ET.SubElement(root, "testsuite", name=f"fertility gate: {label}")
-            n_fail = n_skip = 0
-            for it in items:
-                if isinstance(it, Check):
-                    case = ET.SubElement(
-                        suite,
-                        "testcase",
-                        classname=f"fertility.gate.{label}",
-                        name=f"{it.name}[{it.group}={it.key}]",
-                    )
-                    if it.verdict == "fail" or (it.verdict == "uncertain" and fail_uncertain):
-                        kind = "fail" if it.verdict == "fail" else "uncertain"
-                        msg = it.describe() + (f" ({NEED_MORE})" if kind == "uncertain" else "")
-                        ET.SubElement(case, "failure", type=kind, message=msg).text = it.note
-                        n_fail += 1
-                    elif it.verdict == "uncertain":
-                        ET.SubElement(case, "skipped", message=f"{it.describe()} ({NEED_MORE})")
-                        n_skip += 1
-                else:
-                    case = ET.SubElement(
-                        suite,
-                        "testcase",
-                        classname=f"fertility.findings.{label}",
-                        name=f"{it.rule}[{it.group}={it.key}]",
-                    )
-                    ET.SubElement(
-                        case, "failure", type=it.severity, message=it.cause
-                    ).text = f"Fix: {it.fix}"
-                    n_fail += 1
-            suite.set("tests", str(len(items)))
-            suite.set("failures", str(n_fail))
-            suite.set("skipped", str(n_skip))
-            total, failures, skipped = total + len(items), failures + n_fail, skipped + n_skip
-        root.set("tests", str(total))
-        root.set("failures", str(failures))
-        root.set("skipped", str(skipped))
-        return ET.tostring(root, encoding="unicode", xml_declaration=True)
 
 
 # ---------------------------------------------------------------- evaluation

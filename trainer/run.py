@@ -29,6 +29,7 @@ from fertility.corpus import Corpus, shown
 from fertility.errors import FertilityError, TrainingError
 from fertility.files import write_text_atomic
 from fertility.gate import gate_corpus
+from fertility.report.gate import gate_text
 from fertility.tokenizers import load_tokenizer_arg
 from fertility.tokenizers.spec import split_pattern_suffix
 from trainer import distributed as D
@@ -47,7 +48,7 @@ def _now() -> str:
 
 
 def _gate_reason(result: Any) -> str:
-    lines = [l.strip() for l in result.format_text().splitlines() if l.strip()]
+    lines = [l.strip() for l in gate_text(result).splitlines() if l.strip()]
     verdict = [l for l in lines if l.startswith("verdict:")]
     return (verdict or lines or ["no details"])[0]
 
@@ -331,7 +332,7 @@ def _run_gate(
                 D.log(
                     env,
                     f"warning: tokenizer {spec} failed the gate; training anyway "
-                    f"(--force, recorded in run.json)\n{result.format_text()}",
+                    f"(--force, recorded in run.json)\n{gate_text(result)}",
                 )
             else:
                 ok = False

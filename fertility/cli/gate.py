@@ -104,7 +104,10 @@ def gate(
         text = "\n".join(gate_lines(rep, result, terminal_width(), verbose))
     write_output(text if text.endswith("\n") else text + "\n", output)
     if junit:
-        write_output(result.to_junit(), junit)
+        # deferred: the library loads when a command runs (fast --help)
+        from fertility.report.gate import gate_junit
+
+        write_output(gate_junit(result), junit)
     if html_out:
         # deferred: the library loads when a command runs (fast --help)
         from fertility.report.html import render_html

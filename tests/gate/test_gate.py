@@ -18,6 +18,7 @@ import pytest
 from fertility.errors import FertilityError, PolicyError
 from fertility.gate import NEED_MORE, evaluate
 from fertility.policy import Thresholds, default_policy, load_policy
+from fertility.report.gate import gate_junit, gate_text
 from fertility.stats import wilson
 from tests.findings.test_diagnose import GPT2_CONFIG, make_report, parallel_docs, row
 
@@ -147,7 +148,7 @@ def test_straddling_interval_is_uncertain_and_fails_unless_the_policy_says_pass(
     res = gate(rows)
     (c,) = [c for c in res.checks if c.name == "chars_per_token"]
     assert c.verdict == "uncertain" and res.exit_code == 1
-    assert NEED_MORE in res.format_text()
+    assert NEED_MORE in gate_text(res)
     lenient = dataclasses.replace(default_policy(), uncertain="pass")
     assert gate(rows, lenient).exit_code == 0
 
@@ -228,7 +229,7 @@ def test_round_trip_fails_the_gate_unless_the_policy_allows_a_lossy_tokenizer():
     assert (rt.key, rt.value, rt.verdict) == ("bn", 3 / 50, "fail") and res.exit_code == 1
     assert "3 of 50" in rt.note
     # the text output explains the failure with the roundtrip finding (a warning)
-    assert "roundtrip language=bn: decode(encode(text)) differs" in res.format_text()
+    assert "roundtrip language=bn: decode(encode(text)) differs" in gate_text(res)
     lossy = gate(rows, dataclasses.replace(default_policy(), allow_lossy=True))
     (rt,) = [c for c in lossy.checks if c.name == "roundtrip"]
     assert rt.verdict == "pass" and "allow_lossy" in rt.note and lossy.exit_code == 0
@@ -300,7 +301,7 @@ def test_junit_xml_has_a_testcase_per_check_and_marks_failures():
         row("t", "Latn", nbytes=6000, tokens=1500),
     ]
     res = gate(rows, configs={"t": GPT2_CONFIG})
-    root = ET.fromstring(res.to_junit())
+    root = ET.fromstring(gate_junit(res))
     cases = root.findall(".//testcase")
     assert len(cases) == len(res.checks) + len(res.blocking)
     failed = {c.get("name") for c in cases if c.find("failure") is not None}
@@ -312,7 +313,7 @@ def test_junit_xml_has_a_testcase_per_check_and_marks_failures():
 
 def test_text_and_json_show_value_interval_threshold_verdict():
     res = gate([beng(1.4, 1.35, 1.45)])
-    text = res.format_text()
+    text = gate_text(res)
     assert re.search(
         r"FAIL\s+t\s+chars_per_token\s+script=Beng\s+1\.400\s+\[1\.350, 1\.450\]"
         r"\s+>= 2\.5",
@@ -403,7 +404,7 @@ def test_published_case_mark_aware_gets_neither_and_passes(published):
     rep = published[0]
     res = evaluate(rep, default_policy(), label="aware")
     assert not [f for f in res.findings if f.rule == "mark-split"]
-    assert res.passed and res.exit_code == 0, res.format_text()
+    assert res.passed and res.exit_code == 0, gate_text(res)
     (cpt,) = [c for c in res.checks if c.name == "chars_per_token" and c.key == "Beng"]
     assert cpt.lo >= 2.5
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from fertility.errors import TrainingError
+from fertility.gate import Check, GateResult
 from tests.trainer.tokfixture import CORPUS, REPO, train_tokenizer
 from trainer.checkpoint import load_model
 from trainer.config import TrainConfig, load_config
@@ -31,13 +32,13 @@ FAST = dict(
 )
 
 
-class FakeGate:
-    def __init__(self, passed: bool):
-        self.passed = passed
+class FakeGate(GateResult):
+    """One chars_per_token check on tokenizer x, rendered by the real gate_text."""
 
-    def format_text(self) -> str:
-        head = "PASS" if self.passed else "FAIL"
-        return f"fertility gate: {head}\n  FAIL x chars_per_token\nverdict: {head} (1 failed)"
+    def __init__(self, passed: bool):
+        verdict = "pass" if passed else "fail"
+        check = Check("chars_per_token", "x", "script", "Latn", 1.0, 1.0, 1.0, 2.0, ">=", verdict)
+        super().__init__(passed, [check], [], {})
 
     def to_dict(self) -> dict:
         return {"schema": "fertility.gate/1", "passed": self.passed}
