@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
-from fertility.cli.options import corpus_kwargs, corpus_options, need_torch, write_output
+from fertility.cli.options import corpus_options, corpus_settings, need_torch, write_output
 
 
 @click.command("eval")
@@ -47,7 +49,7 @@ def eval_cmd(
     from eval.run import evaluate
     from fertility.progress import StatusLine
 
-    opts = corpus_kwargs(kw)
+    opts = corpus_settings(kw)
     status = StatusLine(kw["quiet"])
     try:
         result = evaluate(
@@ -61,8 +63,8 @@ def eval_cmd(
             twin_seed=twin_seed,
             bootstrap=bootstrap,
             seed=kw["seed"],
-            max_docs=opts.pop("max_docs"),
-            corpus_options=opts,
+            max_docs=opts.max_docs,
+            corpus_options=dataclasses.replace(opts, max_docs=None),
             progress=status.update,
         )
     finally:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from fertility.cli.options import corpus_kwargs, corpus_options
+from fertility.cli.options import corpus_options, corpus_settings
 
 
 @click.command()
@@ -41,7 +41,7 @@ def extend(base, paths, add, out_dir, langs, heldout, heldout_max, policy, **kw)
     # deferred: the library loads when a command runs (fast --help)
     from fertility.extend import extend as run_extend
 
-    opts = corpus_kwargs(kw)
+    opts = corpus_settings(kw)
     say = (
         None if kw["quiet"] or not sys.stderr.isatty() else (lambda msg: click.echo(msg, err=True))
     )

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from fertility.cli.options import corpus_kwargs, corpus_options
+from fertility.cli.options import corpus_options, corpus_settings
 
 
 @click.command()
@@ -105,7 +105,7 @@ def fix(
     from fertility.fix import fix as run_fix
     from fertility.fix.config import FixConfig
 
-    opts = corpus_kwargs(kw)
+    opts = corpus_settings(kw)
     config = FixConfig(
         vocab_size=vocab_size,
         model=model,

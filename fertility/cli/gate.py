@@ -9,8 +9,8 @@ import sys
 import click
 
 from fertility.cli.options import (
-    corpus_kwargs,
     corpus_options,
+    corpus_settings,
     parse_detail,
     workers_option,
     write_output,
@@ -79,7 +79,7 @@ def gate(
     from fertility.gate import gate_run
     from fertility.policy import load_policy
 
-    opts = corpus_kwargs(kw)
+    opts = corpus_settings(kw)
     pol = load_policy(policy)
     if reference:
         pol = dataclasses.replace(pol, reference=reference)

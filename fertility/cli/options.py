@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from fertility.errors import FertilityError
+
+if TYPE_CHECKING:
+    from fertility.corpus import CorpusOptions
 
 
 def need_torch(command: str) -> None:
@@ -88,19 +92,24 @@ workers_option = click.option(
 )
 
 
-def corpus_kwargs(kw: dict) -> dict:
-    return {
-        "text_field": kw.pop("text_field"),
-        "lang_field": kw.pop("lang_field"),
-        "whole_files": kw.pop("whole_files"),
-        "sample": kw.pop("sample"),
-        "max_docs": kw.pop("max_docs"),
-        "seed": kw["seed"],
-        "strict": kw.pop("strict"),
-        "max_doc_chars": kw.pop("max_doc_chars"),
-        "max_invalid_utf8": kw.pop("max_invalid_utf8"),
-        "on_warning": _warn,
-    }  # --quiet silences progress, never a warning about the data
+def corpus_settings(kw: dict) -> CorpusOptions:
+    """The corpus options out of a command's keyword arguments, as one CorpusOptions (`seed`
+    stays in `kw`: it also seeds the bootstrap and the trainer)."""
+    # deferred: the library loads when a command runs (fast --help)
+    from fertility.corpus import CorpusOptions
+
+    return CorpusOptions(
+        text_field=kw.pop("text_field"),
+        lang_field=kw.pop("lang_field"),
+        whole_files=kw.pop("whole_files"),
+        sample=kw.pop("sample"),
+        max_docs=kw.pop("max_docs"),
+        seed=kw["seed"],
+        strict=kw.pop("strict"),
+        max_doc_chars=kw.pop("max_doc_chars"),
+        max_invalid_utf8=kw.pop("max_invalid_utf8"),
+        on_warning=_warn,
+    )  # --quiet silences progress, never a warning about the data
 
 
 def _warn(message: str) -> None:

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from fertility.cli.options import corpus_kwargs, corpus_options, need_torch
+from fertility.cli.options import corpus_options, corpus_settings, need_torch
 
 
 @click.command()
@@ -83,7 +83,7 @@ def pretrain(
     from trainer.mix import parse_mix
     from trainer.run import pretrain as run_pretrain
 
-    opts = corpus_kwargs(kw)
+    opts = corpus_settings(kw)
     over = {
         "mix": parse_mix(mix) if mix else None,
         "mix_temperature": mix_temperature,

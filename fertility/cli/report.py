@@ -7,8 +7,8 @@ import dataclasses
 import click
 
 from fertility.cli.options import (
-    corpus_kwargs,
     corpus_options,
+    corpus_settings,
     parse_detail,
     workers_option,
     write_output,
@@ -88,7 +88,7 @@ def report(
     from fertility.measure import analyze
     from fertility.progress import Progress
 
-    opts = corpus_kwargs(kw)
+    opts = corpus_settings(kw)
     specs = list(tokenizers) or configured_tokenizers()
     families = [p.strip() for p in pretokenizers.split(",") if p.strip()] if pretokenizers else None
     progress = Progress("measuring", quiet=kw["quiet"])

@@ -78,9 +78,9 @@ import io
 import os
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import PurePath
 from typing import NamedTuple
 
@@ -107,6 +107,39 @@ class CorpusFile:
     lang: str | None  # label from the file name or a folder; None when they say nothing
     size: int = 0  # bytes when the corpus was opened: all that is read of it
     fs_path: str | None = None  # the name to open, when `path` had to be made printable
+
+
+@dataclass(frozen=True)
+class CorpusOptions(Mapping):
+    """The options `Corpus` takes besides its paths, as one value (the command line builds it
+    once from its corpus options). A Mapping of Corpus's keyword names, so `Corpus(paths,
+    **options)` and every function taking `corpus_options` (a dict or this) accept it."""
+
+    text_field: str = "text"
+    lang_field: str | None = None
+    whole_files: bool = False
+    sample: float | None = None
+    max_docs: int | None = None
+    seed: int = 0
+    strict: bool = False
+    max_doc_chars: int = fmt.MAX_DOC_CHARS
+    max_invalid_utf8: float = fmt.MAX_INVALID_SHARE
+    on_warning: Callable[[str], None] | None = None
+
+    def __getitem__(self, key: str):
+        if key not in self._names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    @classmethod
+    def _names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
 
 
 class CorpusWarning(UserWarning):
