@@ -59,5 +59,8 @@ def extend(base, paths, add, out_dir, langs, heldout, heldout_max, policy, **kw)
         seed=kw["seed"],
         progress=say,
     )
-    click.echo(result.format_text())
+    # deferred: the library loads when a command runs (fast --help)
+    from fertility.report.fix import extend_text
+
+    click.echo(extend_text(result))
     sys.exit(result.gate.exit_code)

@@ -130,5 +130,8 @@ def fix(
         policy=policy,
         progress=say,
     )
-    click.echo(result.format_text())
+    # deferred: the library loads when a command runs (fast --help)
+    from fertility.report.fix import fix_text
+
+    click.echo(fix_text(result))
     sys.exit(result.gate.exit_code)

@@ -33,7 +33,6 @@ from fertility.extend import report as rep
 from fertility.extend import sentencepiece as sp
 from fertility.extend.bpe import ExtendError, from_tokenizer, hf_json, learn, rank_file, tekken_json
 from fertility.extend.pattern import widen_letters
-from fertility.extend.report import format_text
 from fertility.files import json_safe, write_text_atomic
 from fertility.gate import evaluate
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
@@ -79,9 +78,6 @@ class ExtendResult:
             "timings": self.timings,
             "measurement": self.report.to_dict(),
         }
-
-    def format_text(self) -> str:
-        return format_text(self)
 
 
 def extend(

@@ -1,5 +1,6 @@
 """What `fertility extend` measures and writes: the target pieces, the held-out measurement,
-the ids check, the ids map and the printed summary (fertility/extend/__init__.py runs them)."""
+the ids check and the ids map (fertility/extend/__init__.py runs them; the printed summary is
+fertility/report/fix.py's extend_text)."""
 
 from __future__ import annotations
 
@@ -159,63 +160,3 @@ def ids_map(first: int, specials: dict, spelling: dict[int, list[int]], base, ex
         "special_tokens": specials,
         "new": [entry(i) for i in sorted(spelling)],
     }
-
-
-# ---------------------------------------------------------------- the summary
-
-
-def format_text(r) -> str:
-    def cell(m: dict | None) -> str:
-        if not m or m.get("chars_per_token") is None:
-            return f"{'-':>20}"
-        lo, hi = m.get("chars_per_token_lo"), m.get("chars_per_token_hi")
-        iv = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
-        return f"{m['chars_per_token']:>6.2f} {iv:<13}"
-
-    t, g = r.tokenizer, r.gate
-    lines = [
-        f"fertility extend: {r.base['spec']} + {t['added']:,} tokens (ids "
-        f"{t['first_new_id']:,}..{t['first_new_id'] + t['added'] - 1:,}) for "
-        f"{', '.join(r.langs)} ({', '.join(r.scripts)}; from {r.langs_from}) -> "
-        f"{r.paths['tokenizer']}"
-    ]
-    if t["added"] < t["requested"]:
-        lines.append(
-            f"only {t['added']:,} of {t['requested']:,} requested: the target text "
-            "offers no more merges"
-        )
-    if r.pattern["extended"] is None:
-        lines.append("split: SentencePiece's own (no regex; it never cuts a word at its marks)")
-    else:
-        lines.append(
-            f"split pattern {'widened' if r.pattern['changed'] else 'unchanged'}: "
-            f"{r.pattern['extended']}"
-        )
-    lines.append(
-        f"held out: {r.split['heldout_documents']:,} documents; every figure below "
-        "is measured on them only"
-    )
-    lines.append(f"{'':<19}{'chars/token base':>20}  {'extended':>20}  {'change':>7}  round trip")
-    for group in ("script", "language"):
-        for row in sorted((x for x in r.rows if x["group"] == group), key=lambda x: x["key"]):
-            a, ratio = row["extended"], row["chars_per_token_ratio"]
-            lines.append(
-                f"{group:<9}{row['key']:<10}{cell(row['base'])}  {cell(a)}  "
-                f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
-                f"{a.get('roundtrip_failures') or 0}/{a.get('roundtrip_checked') or 0}"
-                " failed"
-            )
-    for lang, u in r.unchanged.items():
-        lines.append(
-            f"same ids as the base: {lang} {u['same_ids']}/{u['documents']} documents "
-            f"({u['without_marks_same_ids']}/{u['without_marks']} without marks)"
-        )
-    counts = {v: sum(c.verdict == v for c in g.checks) for v in ("fail", "uncertain", "pass")}
-    lines.append(
-        f"gate: {'PASS' if g.passed else 'FAIL'} ({counts['fail']} failed, "
-        f"{counts['uncertain']} uncertain, {counts['pass']} passed, "
-        f"{len(g.blocking)} blocking findings)"
-    )
-    lines += [f"  {c.verdict:<9} {c.describe()}" for c in g.checks if c.verdict != "pass"]
-    lines.append(f"wrote {r.paths['extend_report']}, {r.paths['ids_map']}")
-    return "\n".join(lines) + "\n"

@@ -138,10 +138,6 @@ class FixResult:
             "measurement": self.report.to_dict(),
         }
 
-    def format_text(self) -> str:
-        """The summary `fertility fix` prints: held-out figures only."""
-        return _format(self)
-
 
 # ---------------------------------------------------------------- the run
 
@@ -233,7 +229,7 @@ def _fix(
         f"documents; sampling {sampling['sampled_chars']:,} characters at temperature "
         f"{config.temperature:g}"
     )
-    for line in _preview_lines(preview):
+    for line in preview_lines(preview):
         say(f"fix: {line}")
 
     temps: list[Path] = []
@@ -500,7 +496,8 @@ def _roundtrip_rows(report, heldout_changes: dict) -> dict:
     return out
 
 
-def _preview_lines(preview: dict | None, top: int = 5) -> list[str]:
+def preview_lines(preview: dict | None, top: int = 5) -> list[str]:
+    """What the asked-for normaliser changes (the run's progress and fix_text print it)."""
     if not preview:
         return []
     name = preview["normalizer"]
@@ -516,77 +513,3 @@ def _preview_lines(preview: dict | None, top: int = 5) -> list[str]:
         + [f"  {normalize.describe(c, name)}" for c in rows]
         + ([f"  and {more} more (fix-report.json normalizer_preview)"] if more > 0 else [])
     )
-
-
-def _format(r: FixResult) -> str:
-    """What `fertility fix` prints: what the normaliser changes, the special tokens, then the
-    held-out figures per script and language, why any text does not round-trip, the verdict."""
-
-    def cell(m: dict | None) -> str:
-        if not m or m.get("chars_per_token") is None:
-            return f"{'-':>20}"
-        lo, hi = m.get("chars_per_token_lo"), m.get("chars_per_token_hi")
-        iv = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
-        return f"{m['chars_per_token']:>6.2f} {iv:<13}"
-
-    s, g = r.split, r.gate
-    name = (r.normalizer_preview or {}).get("normalizer")
-    lines = [
-        f"fertility fix: {r.tokenizer['vocab_size']:,} tokens, {r.settings['model']} "
-        f"({r.settings['backend']}), normaliser {name or 'none'} -> {r.paths['tokenizer']}"
-    ]
-    lines += _preview_lines(r.normalizer_preview)
-    for t in r.special_tokens:
-        how = "kept" if t["kept"] else "new" if t["old_id"] is None else "id not kept"
-        lines.append(f"special token {t['token']}: id {t['old_id']} -> {t['new_id']} ({how})")
-    lines += [f"changed {k}: {a} -> {b}" for k, (a, b) in r.changes.items() if k != "pattern_regex"]
-    lines.append(
-        f"wrote {r.paths['fix_report']}, {r.paths['report_html']}; held-out text in "
-        f"{r.paths['heldout']}"
-    )
-    lines += [
-        f"held out: {s['heldout_documents']:,} documents (fraction "
-        f"{s['heldout_fraction']:g}, seed {s['seed']}); every figure below is measured "
-        "on them only",
-        f"{'':<19}{'chars/token ' + BEFORE:>20}  {AFTER:>20}  {'change':>7}  round trip",
-    ]
-    for group in ("script", "language"):
-        for row in sorted((x for x in r.rows if x["group"] == group), key=lambda x: x["key"]):
-            a, ratio = row[AFTER], row["chars_per_token_ratio"]
-            lines.append(
-                f"{group:<9}{row['key']:<10}{cell(row[BEFORE])}  {cell(a)}  "
-                f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
-                f"{a['roundtrip_failures'] or 0}/{a['roundtrip_checked'] or 0} failed"
-            )
-    failed = checked = 0
-    for lang, rt in sorted(r.roundtrip.items()):
-        failed, checked = failed + rt["failures"], checked + rt["checked"]
-        if not rt["failures"]:
-            continue
-        why = "; ".join(f"{normalize.describe(c, name)}" for c in rt["changes"][:3])
-        rest = rt["failures"] - rt["normalizer_changed"]
-        lines.append(
-            f"round trip {lang}: {rt['failures']} of {rt['checked']} held-out documents "
-            "do not decode to their text"
-            + (f"; {why}" if why else "")
-            + (
-                f"; {rest} not from the normaliser (fix-report.json measurement)"
-                if rest > 0
-                else ""
-            )
-        )
-    counts = {v: sum(c.verdict == v for c in g.checks) for v in ("fail", "uncertain", "pass")}
-    verdict = (
-        "FAIL"
-        if not g.passed
-        else "PASS"
-        if not failed
-        else f"PASS, LOSSY ({failed} of {checked} held-out documents do not round-trip)"
-    )
-    lines.append(
-        f"gate: {verdict} ({counts['fail']} failed, {counts['uncertain']} uncertain, "
-        f"{counts['pass']} passed, {len(g.blocking)} blocking findings)"
-    )
-    lines += [f"  {c.verdict:<9} {c.describe()}" for c in g.checks if c.verdict != "pass"]
-    lines += [f"  {f.severity:<9} {f.rule} {f.group}={f.key}: {f.cause}" for f in g.blocking]
-    return "\n".join(lines) + "\n"

@@ -24,6 +24,7 @@ from fertility.corpus import sampling
 from fertility.errors import CorpusError, FertilityError, FixError, TokenizerError
 from fertility.fix import fix, heldout_documents
 from fertility.fix.config import FixConfig
+from fertility.report.fix import fix_text
 from tests.bpe import byte_level_bpe
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "corpus"
@@ -185,7 +186,7 @@ def test_special_token_that_cannot_keep_its_id_is_reported(small, tmp_path):
     assert by["<|im_end|>"]["old_id"] == old_id and not by["<|im_end|>"]["kept"]
     new = Tokenizer.from_file(r.paths["tokenizer"])
     assert new.token_to_id("<|im_end|>") == by["<|im_end|>"]["new_id"] < 400
-    assert f"id {old_id} -> " in r.format_text()
+    assert f"id {old_id} -> " in fix_text(r)
     # the old tokenizer is measured beside the new one, and the changes are listed
     assert all(row["before"] is not None for row in r.rows)
     assert r.changes["pattern"] == ["gpt2", "mark_aware"]
@@ -285,7 +286,7 @@ def test_default_fix_gives_back_bengali_as_typed(typed):
         "changes": [],
     }  # every held-out document is checked
     assert tok.normalizer is None and r.settings["normalization"] == "none"
-    assert r.normalizer_preview is None and "round trip bn" not in r.format_text()
+    assert r.normalizer_preview is None and "round trip bn" not in fix_text(r)
     assert r.passed  # so the NFC run below fails on its round trip alone
 
 
@@ -311,7 +312,7 @@ def test_nfc_preview_counts_what_it_changes_and_is_not_a_pass(typed):
     lossy = sum(unicodedata.normalize("NFC", t) != t for t in typed["held"])
     assert lossy > 0 and r.roundtrip["bn"]["failures"] == lossy
     assert r.roundtrip["bn"]["normalizer_changed"] == lossy
-    text = r.format_text()
+    text = fix_text(r)
     assert (
         f"NFC decomposed U+09DF BENGALI LETTER YYA into U+09AF U+09BC: "
         f"{yya['occurrences']:,} times in {yya['documents']:,} documents" in text
@@ -409,8 +410,7 @@ def test_lossy_tokenizer_the_policy_allows_is_not_a_plain_pass(typed, tmp_path):
     assert r.passed and lossy > 0
     held = 2 * len(typed["held"])  # as many English lines held out as Bengali
     assert (
-        f"gate: PASS, LOSSY ({lossy} of {held} held-out documents do not round-trip)"
-        in r.format_text()
+        f"gate: PASS, LOSSY ({lossy} of {held} held-out documents do not round-trip)" in fix_text(r)
     )
 
 

@@ -1,0 +1,140 @@
+"""What `fertility fix` and `fertility extend` print: the held-out figures before and after
+(fix_text, extend_text), one chars/token cell for both. Nothing here measures or decides."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fertility.fix import AFTER, BEFORE, normalize, preview_lines
+
+if TYPE_CHECKING:
+    from fertility.extend import ExtendResult
+    from fertility.fix import FixResult
+
+
+def cell(m: dict | None) -> str:
+    """Chars per token and its interval, 20 columns wide ("-" when not measured)."""
+    if not m or m.get("chars_per_token") is None:
+        return f"{'-':>20}"
+    lo, hi = m.get("chars_per_token_lo"), m.get("chars_per_token_hi")
+    iv = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
+    return f"{m['chars_per_token']:>6.2f} {iv:<13}"
+
+
+def fix_text(r: FixResult) -> str:
+    """What `fertility fix` prints: what the normaliser changes, the special tokens, then the
+    held-out figures per script and language, why any text does not round-trip, the verdict."""
+
+    s, g = r.split, r.gate
+    name = (r.normalizer_preview or {}).get("normalizer")
+    lines = [
+        f"fertility fix: {r.tokenizer['vocab_size']:,} tokens, {r.settings['model']} "
+        f"({r.settings['backend']}), normaliser {name or 'none'} -> {r.paths['tokenizer']}"
+    ]
+    lines += preview_lines(r.normalizer_preview)
+    for t in r.special_tokens:
+        how = "kept" if t["kept"] else "new" if t["old_id"] is None else "id not kept"
+        lines.append(f"special token {t['token']}: id {t['old_id']} -> {t['new_id']} ({how})")
+    lines += [f"changed {k}: {a} -> {b}" for k, (a, b) in r.changes.items() if k != "pattern_regex"]
+    lines.append(
+        f"wrote {r.paths['fix_report']}, {r.paths['report_html']}; held-out text in "
+        f"{r.paths['heldout']}"
+    )
+    lines += [
+        f"held out: {s['heldout_documents']:,} documents (fraction "
+        f"{s['heldout_fraction']:g}, seed {s['seed']}); every figure below is measured "
+        "on them only",
+        f"{'':<19}{'chars/token ' + BEFORE:>20}  {AFTER:>20}  {'change':>7}  round trip",
+    ]
+    for group in ("script", "language"):
+        for row in sorted((x for x in r.rows if x["group"] == group), key=lambda x: x["key"]):
+            a, ratio = row[AFTER], row["chars_per_token_ratio"]
+            lines.append(
+                f"{group:<9}{row['key']:<10}{cell(row[BEFORE])}  {cell(a)}  "
+                f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
+                f"{a['roundtrip_failures'] or 0}/{a['roundtrip_checked'] or 0} failed"
+            )
+    failed = checked = 0
+    for lang, rt in sorted(r.roundtrip.items()):
+        failed, checked = failed + rt["failures"], checked + rt["checked"]
+        if not rt["failures"]:
+            continue
+        why = "; ".join(f"{normalize.describe(c, name)}" for c in rt["changes"][:3])
+        rest = rt["failures"] - rt["normalizer_changed"]
+        lines.append(
+            f"round trip {lang}: {rt['failures']} of {rt['checked']} held-out documents "
+            "do not decode to their text"
+            + (f"; {why}" if why else "")
+            + (
+                f"; {rest} not from the normaliser (fix-report.json measurement)"
+                if rest > 0
+                else ""
+            )
+        )
+    counts = {v: sum(c.verdict == v for c in g.checks) for v in ("fail", "uncertain", "pass")}
+    verdict = (
+        "FAIL"
+        if not g.passed
+        else "PASS"
+        if not failed
+        else f"PASS, LOSSY ({failed} of {checked} held-out documents do not round-trip)"
+    )
+    lines.append(
+        f"gate: {verdict} ({counts['fail']} failed, {counts['uncertain']} uncertain, "
+        f"{counts['pass']} passed, {len(g.blocking)} blocking findings)"
+    )
+    lines += [f"  {c.verdict:<9} {c.describe()}" for c in g.checks if c.verdict != "pass"]
+    lines += [f"  {f.severity:<9} {f.rule} {f.group}={f.key}: {f.cause}" for f in g.blocking]
+    return "\n".join(lines) + "\n"
+
+
+def extend_text(r: ExtendResult) -> str:
+    """What `fertility extend` prints: the added tokens, the split, the held-out figures per
+    script and language, which other languages keep the base's ids, the verdict."""
+    t, g = r.tokenizer, r.gate
+    lines = [
+        f"fertility extend: {r.base['spec']} + {t['added']:,} tokens (ids "
+        f"{t['first_new_id']:,}..{t['first_new_id'] + t['added'] - 1:,}) for "
+        f"{', '.join(r.langs)} ({', '.join(r.scripts)}; from {r.langs_from}) -> "
+        f"{r.paths['tokenizer']}"
+    ]
+    if t["added"] < t["requested"]:
+        lines.append(
+            f"only {t['added']:,} of {t['requested']:,} requested: the target text "
+            "offers no more merges"
+        )
+    if r.pattern["extended"] is None:
+        lines.append("split: SentencePiece's own (no regex; it never cuts a word at its marks)")
+    else:
+        lines.append(
+            f"split pattern {'widened' if r.pattern['changed'] else 'unchanged'}: "
+            f"{r.pattern['extended']}"
+        )
+    lines.append(
+        f"held out: {r.split['heldout_documents']:,} documents; every figure below "
+        "is measured on them only"
+    )
+    lines.append(f"{'':<19}{'chars/token base':>20}  {'extended':>20}  {'change':>7}  round trip")
+    for group in ("script", "language"):
+        for row in sorted((x for x in r.rows if x["group"] == group), key=lambda x: x["key"]):
+            a, ratio = row["extended"], row["chars_per_token_ratio"]
+            lines.append(
+                f"{group:<9}{row['key']:<10}{cell(row['base'])}  {cell(a)}  "
+                f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
+                f"{a.get('roundtrip_failures') or 0}/{a.get('roundtrip_checked') or 0}"
+                " failed"
+            )
+    for lang, u in r.unchanged.items():
+        lines.append(
+            f"same ids as the base: {lang} {u['same_ids']}/{u['documents']} documents "
+            f"({u['without_marks_same_ids']}/{u['without_marks']} without marks)"
+        )
+    counts = {v: sum(c.verdict == v for c in g.checks) for v in ("fail", "uncertain", "pass")}
+    lines.append(
+        f"gate: {'PASS' if g.passed else 'FAIL'} ({counts['fail']} failed, "
+        f"{counts['uncertain']} uncertain, {counts['pass']} passed, "
+        f"{len(g.blocking)} blocking findings)"
+    )
+    lines += [f"  {c.verdict:<9} {c.describe()}" for c in g.checks if c.verdict != "pass"]
+    lines.append(f"wrote {r.paths['extend_report']}, {r.paths['ids_map']}")
+    return "\n".join(lines) + "\n"
