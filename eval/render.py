@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from fertility.files import json_safe
+from fertility.report.table import grid
 from trainer.mix import mix_summary
 
 
@@ -20,16 +21,6 @@ def _f(x: float | None, digits: int = 3) -> str:
 
 def _ci(ci: list[float] | None, digits: int = 3) -> str:
     return "" if not ci else f"[{_f(ci[0], digits)}, {_f(ci[1], digits)}]"
-
-
-def _table(header: list[str], rows: list[list[str]], left: int = 2) -> list[str]:
-    widths = [
-        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
-    ]
-    fmt = lambda cells: "  ".join(  # noqa: E731
-        c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
-    )
-    return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
 
 
 def render_text(result: dict[str, Any]) -> str:
@@ -76,7 +67,7 @@ def render_text(result: dict[str, Any]) -> str:
                     _f(r["twin_bits_per_byte"]),
                 ]
             )
-        out += _table(
+        out += grid(
             [
                 "group",
                 "key",
@@ -92,6 +83,7 @@ def render_text(result: dict[str, Any]) -> str:
                 "twin b/B",
             ],
             rows,
+            left=2,
         )
         for fl in result["flags"]:
             out.append(f"! {fl['message']}")
@@ -115,9 +107,10 @@ def render_text(result: dict[str, Any]) -> str:
             ]
             for t in result["tasks"]
         ]
-        out += _table(
+        out += grid(
             ["task", "lang", "n", "acc", "95%", "norm_chars", "norm_bytes", "chance", "verdict"],
             rows,
+            left=2,
         )
         for t in result["tasks"]:
             if t.get("truncated"):

@@ -1,4 +1,5 @@
-"""The one text-table layout (terminal report, gate verdict) and the terminal's width."""
+"""The one text-table layout (terminal report, gate verdict, `fertility eval`) and the
+terminal's width."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ def terminal_width() -> int:
 
 
 def grid(
-    headers: list[str], rows: list[list[str]], spans: list[tuple[str, int]] | None = None
+    headers: list[str],
+    rows: list[list[str]],
+    spans: list[tuple[str, int]] | None = None,
+    *,
+    left: int = 1,
 ) -> list[str]:
-    """Left-aligned first column, right-aligned numbers. `spans`: a title over each run of
-    columns (the tokenizer's label over its own columns), widened to hold the title."""
+    """Left-aligned first `left` columns (names), right-aligned numbers. `spans`: a title over
+    each run of columns (the tokenizer's label over its own columns), widened to hold it."""
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     out = []
     if spans:
@@ -32,7 +37,7 @@ def grid(
 
     def line(cells):
         return GAP.join(
-            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+            c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
         ).rstrip()
 
     out += [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
