@@ -132,14 +132,14 @@ def _check(name, row, value, lo, hi, threshold, direction, note="") -> Check:
 
 
 def _labels(report: Any) -> list[str]:
-    return [d["label"] for d in report.tokenizers if d.get("kind") != PRETOKENIZER]
+    return [d.label for d in report.tokenizers if d.kind != PRETOKENIZER]
 
 
 def _has_unk(report: Any, label: str) -> bool:
     """False only when the tokenizer is known to have no unknown token."""
     for d in report.tokenizers:
-        if d["label"] == label and "tokenizer" in d:
-            return getattr(d["tokenizer"], "unk_id", None) is not None
+        if d.label == label and d.tokenizer is not None:
+            return getattr(d.tokenizer, "unk_id", None) is not None
     return True
 
 
@@ -397,7 +397,7 @@ def gate_run(
         workers=workers,
     )
     progress.done()
-    labels = [d["label"] for d in report.tokenizers]  # analyze refuses a shared label
+    labels = [d.label for d in report.tokenizers]  # analyze refuses a shared label
     return report, evaluate(
         report, pol, label=labels[0], baseline_label=labels[1] if baseline is not None else None
     )

@@ -82,7 +82,7 @@ def premiums(report: Report, t: Thresholds | None = None, *, reference: str = "e
     Columns: tokenizer, lang, reference, lines, premium, lo, hi. Empty without parallel files.
     """
     t = t or Thresholds()
-    families = [d["label"] for d in report.tokenizers if d.get("kind") == PRETOKENIZER]
+    families = [d.label for d in report.tokenizers if d.kind == PRETOKENIZER]
     docs = report.docs[~report.docs["tokenizer"].isin(families)]
     return parity.premiums(
         docs,

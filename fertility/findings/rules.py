@@ -17,7 +17,7 @@ from fertility.stats import wilson
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 if TYPE_CHECKING:
-    from fertility.measure import Report
+    from fertility.measure import Report, TokenizerInfo
 
 # Scripts where one character already carries a syllable or a morpheme: a token of one
 # grapheme is normal there, so the grapheme test of merge-starvation does not apply.
@@ -43,8 +43,8 @@ def _rows(report: Report, t: Thresholds, *, groups=("script",), pretokenizer=Fal
     return sel[sel["tokens"] >= t.min_tokens]
 
 
-def _configs(report: Report) -> dict[str, dict]:
-    return {d["label"]: d for d in report.tokenizers}
+def _configs(report: Report) -> dict[str, TokenizerInfo]:
+    return {d.label: d for d in report.tokenizers}
 
 
 def _char_names(counts: dict | None, top: int) -> list[dict]:
@@ -90,7 +90,7 @@ def mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
     clean pre-tokenizer are the vocabulary's doing (merge-starvation). The configuration's
     probe is evidence beside the measurement, never the verdict."""
     configs = _configs(report)
-    infos = {lab: inspect_config(d.get("config")) for lab, d in configs.items()}
+    infos = {lab: inspect_config(d.config) for lab, d in configs.items()}
     for _, r in _rows(report, t).iterrows():
         info = infos.get(r["tokenizer"]) or inspect_config(None)
         rate = float(r["mark_initial_rate"])
@@ -282,7 +282,7 @@ def ceiling(report: Report, t: Thresholds) -> Iterator[Finding]:
 
 
 def starvation(report: Report, t: Thresholds) -> Iterator[Finding]:
-    sizes = {d["label"]: d.get("vocab_size") for d in report.tokenizers}
+    sizes = {d.label: d.vocab_size for d in report.tokenizers}
     for _, r in _rows(report, t).iterrows():
         bpt, gpt = float(r["bytes_per_token"]), float(r["graphemes_per_token"])
         near_bytes = bpt <= t.starvation_bytes_per_token
@@ -374,9 +374,9 @@ _NUKTA = {"\u09dc", "\u09dd", "\u09df"}  # composition exclusions: NFC never rec
 
 def normalization(report: Report, t: Thresholds) -> Iterator[Finding]:
     for label, d in _configs(report).items():
-        if d.get("kind") == PRETOKENIZER:
+        if d.kind == PRETOKENIZER:
             continue
-        info = inspect_config(d.get("config"))
+        info = inspect_config(d.config)
         n = report.normalization.get(label) or {}
         changed = int(n.get("changed_docs", 0))
         stored = list(n.get("examples", []))
@@ -443,7 +443,7 @@ _CAUSE_WORDS = {
 def roundtrip(report: Report, t: Thresholds) -> Iterator[Finding]:
     """Documents whose decode(encode(text)) is not the text: which code points change, how
     often, and the causes the evidence shows (fertility.measure.roundtrip)."""
-    infos = {d["label"]: inspect_config(d.get("config")) for d in report.tokenizers}
+    infos = {d.label: inspect_config(d.config) for d in report.tokenizers}
     f = report.frame
     lang = f[(f["kind"] != PRETOKENIZER) & (f["group"] == "language")]
     for _, r in lang[lang["roundtrip_failures"] > 0].iterrows():

@@ -12,8 +12,8 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from fertility import unicode as U
 from fertility.corpus import Corpus
@@ -33,11 +33,60 @@ SCHEMA = "fertility.report/1"
 
 
 @dataclass
+class TokenizerInfo:
+    """One measured tokenizer (or pre-tokenizer family) of a Report: what the JSON says of it
+    (`to_dict`), its split/normaliser configuration and the loaded tokenizer itself.
+    `info["label"]`, `info.get("config")` read (and `info["label"] = ...` sets) a field too."""
+
+    label: str
+    spec: str
+    kind: str
+    vocab_size: int | None = None
+    fingerprint: str | None = None
+    config: dict | None = None
+    tokenizer: Any = None
+
+    def to_dict(self) -> dict:
+        """The report JSON's fields, in its order."""
+        return {
+            "label": self.label,
+            "spec": self.spec,
+            "kind": self.kind,
+            "vocab_size": self.vocab_size,
+            "fingerprint": self.fingerprint,
+        }
+
+    @classmethod
+    def of(cls, value: TokenizerInfo | dict) -> TokenizerInfo:
+        """`value` itself, or the TokenizerInfo of a dict with these keys."""
+        if isinstance(value, cls):
+            return value
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in value.items() if k in names})
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in {f.name for f in fields(self)}:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key not in {f.name for f in fields(self)}:
+            raise KeyError(key)
+        setattr(self, key, value)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+@dataclass
 class Report:
     frame: pd.DataFrame
     docs: pd.DataFrame
     corpus: dict
-    tokenizers: list[dict]
+    tokenizers: list[TokenizerInfo]  # dicts with these keys are taken too
     samples: dict = field(default_factory=dict)
     byte_fallback_chars: dict = field(default_factory=dict)
     unk_chars: dict = field(default_factory=dict)
@@ -48,24 +97,24 @@ class Report:
     settings: dict = field(default_factory=dict)
     findings: list = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.tokenizers = [TokenizerInfo.of(t) for t in self.tokenizers]
+
     def rows(self, label: str) -> list[dict]:
         sub = self.frame[self.frame["tokenizer"] == label]
         cols = [c for c in sub.columns if c not in ("tokenizer", "kind")]
         return [json_safe(r) for r in sub[cols].to_dict(orient="records")]
 
     def to_dict(self) -> dict:
-        def entry(t: dict) -> dict:
-            return {
-                **{k: t[k] for k in ("label", "spec", "kind", "vocab_size", "fingerprint")},
-                "rows": self.rows(t["label"]),
-            }
+        def entry(t: TokenizerInfo) -> dict:
+            return {**t.to_dict(), "rows": self.rows(t.label)}
 
         out = {
             "schema": SCHEMA,
             "corpus": self.corpus,
             "settings": self.settings,
-            "tokenizers": [entry(t) for t in self.tokenizers if t["kind"] != PRETOKENIZER],
-            "pretokenizers": [entry(t) for t in self.tokenizers if t["kind"] == PRETOKENIZER],
+            "tokenizers": [entry(t) for t in self.tokenizers if t.kind != PRETOKENIZER],
+            "pretokenizers": [entry(t) for t in self.tokenizers if t.kind == PRETOKENIZER],
         }
         if self.findings:
             out["findings"] = [f.to_dict() for f in self.findings]
@@ -168,16 +217,16 @@ def _in_order(items: list[dict]) -> list[dict]:
     ]
 
 
-def _describe(tok) -> dict:
-    return {
-        "label": tok.label,
-        "spec": tok.spec,
-        "kind": tok.kind,
-        "vocab_size": int(tok.vocab_size or 0) or None,
-        "fingerprint": tok.fingerprint,
-        "config": tok.config(),
-        "tokenizer": tok,
-    }
+def _describe(tok) -> TokenizerInfo:
+    return TokenizerInfo(
+        label=tok.label,
+        spec=tok.spec,
+        kind=tok.kind,
+        vocab_size=int(tok.vocab_size or 0) or None,
+        fingerprint=tok.fingerprint,
+        config=tok.config(),
+        tokenizer=tok,
+    )
 
 
-__all__ = ["analyze", "Report", "PretokenizerFamily", "COUNTS", "NS", "SCHEMA"]
+__all__ = ["analyze", "Report", "TokenizerInfo", "PretokenizerFamily", "COUNTS", "NS", "SCHEMA"]

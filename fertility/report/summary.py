@@ -58,7 +58,7 @@ def verdicts(report: Any, result: Any) -> list[Verdict]:
     """One Verdict per gated tokenizer of a GateResult (in the report's order)."""
     policy = result.policy
     labels = list(dict.fromkeys(c.tokenizer for c in result.checks))
-    order = [d["label"] for d in report.tokenizers if d["label"] in labels]
+    order = [d.label for d in report.tokenizers if d.label in labels]
     out = []
     frame = report.frame
     for lab in order:

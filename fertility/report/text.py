@@ -154,7 +154,7 @@ def table_lines(
     interval); verbose: every column. What does not fit wraps onto another table."""
     width = width or terminal_width()
     frame = report.frame
-    labels = [t["label"] for t in report.tokenizers]
+    labels = [t.label for t in report.tokenizers]
     if not labels or frame.empty:
         return []
     keys, small = _rows(frame, labels, min_share)
@@ -223,15 +223,15 @@ def render_table(
     policy = policy or default_policy()
     width = width or terminal_width()
     parts = corpus_lines(report.corpus)
-    real = [t["label"] for t in report.tokenizers if t["kind"] != PRETOKENIZER]
-    families = [t["label"] for t in report.tokenizers if t["kind"] == PRETOKENIZER]
+    real = [t.label for t in report.tokenizers if t.kind != PRETOKENIZER]
+    families = [t.label for t in report.tokenizers if t.kind == PRETOKENIZER]
     if real:
         parts.append(
             "tokenizers: "
             + "; ".join(
-                f"{t['label']} ({t['kind']}, vocab {t['vocab_size']:,})"
+                f"{t.label} ({t.kind}, vocab {t.vocab_size:,})"
                 for t in report.tokenizers
-                if t["kind"] != PRETOKENIZER
+                if t.kind != PRETOKENIZER
             )
         )
     if real and verdicts:
@@ -241,9 +241,7 @@ def render_table(
             f"pre-tokenizer ceilings ({', '.join(families)}): each pre-token counted as a token"
         )
     parts += [""] + table_lines(report, min_share=policy.min_share, width=width, verbose=verbose)
-    parts += findings_lines(
-        report.findings, [t["label"] for t in report.tokenizers], width, verbose
-    )
+    parts += findings_lines(report.findings, [t.label for t in report.tokenizers], width, verbose)
     return "\n".join(parts) + "\n"
 
 
