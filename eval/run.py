@@ -23,7 +23,7 @@ from fertility.tokenizers import load_tokenizer
 from trainer.checkpoint import load_model
 from trainer.data import choose_separator
 from trainer.distributed import resolve_device
-from trainer.run import RUN_SCHEMA
+from trainer.rundir import RUN_SCHEMA, RunDir
 
 SCHEMA = "fertility.eval/1"
 # A random-initialised model predicts close to uniformly: NLL ~ ln(V) plus half the variance
@@ -48,9 +48,10 @@ def read_run_json(run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise EvalError(f"{run_dir}: no such run folder")
-    path = run_dir / "run.json"
+    layout = RunDir(run_dir)
+    path = layout.run_json
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = layout.read_run_json()
     except FileNotFoundError:
         raise EvalError(
             f"{path}: missing (not a run folder written by `fertility pretrain`)"
@@ -113,11 +114,11 @@ def open_run(
     except FertilityError as e:
         raise EvalError(str(e)) from None
     except (KeyError, TypeError) as e:
-        raise EvalError(f"{run_dir / 'checkpoints'}: checkpoint manifest lacks {e}") from None
+        raise EvalError(f"{RunDir(run_dir).checkpoints}: checkpoint manifest lacks {e}") from None
     fp = manifest.get("tokenizer_fingerprint")
     if isinstance(fp, str) and fp != tok.fingerprint:
         raise EvalError(
-            f"{run_dir / 'checkpoints'}: checkpoint was trained with tokenizer "
+            f"{RunDir(run_dir).checkpoints}: checkpoint was trained with tokenizer "
             f"{fp[:12]}, the run's tokenizer is {tok.fingerprint[:12]}"
         )
     if tok.vocab_size > model.cfg.vocab_size:
@@ -139,7 +140,7 @@ def open_run(
 
 def heldout_documents(run_dir: Path, limit: int | None = None) -> tuple[list[str], list[str], str]:
     """(texts, langs, source) of the run's own held-out split, the first `limit` if given."""
-    path = run_dir / "data" / "heldout.jsonl"
+    path = RunDir(run_dir).heldout
     if not path.is_file():
         raise EvalError(f"{path}: missing (no held-out split in this run); pass --corpus")
     texts, langs = [], []

@@ -37,6 +37,7 @@ from safetensors.torch import save_file
 
 from fertility.errors import EvalError, TrainingError
 from trainer.model import ModelConfig, Transformer
+from trainer.rundir import RunDir
 
 SCHEMA = "fertility.checkpoint/1"
 WEIGHTS, TRAIN_STATE, MANIFEST = "model.safetensors", "optimizer.pt", "state.json"
@@ -44,7 +45,7 @@ _STEP_RE = re.compile(r"^step-(\d{8})$")
 
 
 def step_dir(run_dir: str | Path, step: int) -> Path:
-    return Path(run_dir) / "checkpoints" / f"step-{step:08d}"
+    return RunDir(run_dir).checkpoint(step)
 
 
 def sha256(path: Path) -> str:
@@ -210,7 +211,7 @@ def _write_folder(
 
 def remove_partial(run_dir: str | Path) -> None:
     """Remove temporary folders left by a process killed while writing a checkpoint."""
-    root = Path(run_dir) / "checkpoints"
+    root = RunDir(run_dir).checkpoints
     if root.is_dir():
         for p in root.glob(".tmp-*"):
             shutil.rmtree(p, ignore_errors=True)
@@ -221,7 +222,7 @@ def remove_partial(run_dir: str | Path) -> None:
 
 def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
     """(step, folder) of every finished checkpoint folder, oldest first (not yet verified)."""
-    root = Path(run_dir) / "checkpoints"
+    root = RunDir(run_dir).checkpoints
     if not root.is_dir():
         return []
     found = [

@@ -53,6 +53,7 @@ from trainer.config import TrainConfig
 from trainer.data import TokenData
 from trainer.mix import make_batches, record_consumed
 from trainer.model import ModelConfig, Transformer
+from trainer.rundir import RunDir
 from trainer.throughput import ThroughputMeter
 
 
@@ -141,7 +142,7 @@ class Trainer:
         self.skipped = 0
         self.rollbacks = 0
         self.last_loss: float | None = None
-        self.metrics_path = self.run_dir / "metrics.jsonl"
+        self.metrics_path = RunDir(self.run_dir).metrics
         self.heldout = heldout
         # Reading a CPU tensor costs nothing; reading a GPU one waits for the queue to drain.
         self.sync_every = 1 if self.device.type == "cpu" else cfg.log_every
@@ -190,8 +191,9 @@ class Trainer:
                 self.run_dir, self.step, weights, state, manifest, self.cfg.keep_last
             )
             # So a run killed mid-way still says what it consumed up to its last checkpoint.
-            if (self.run_dir / "run.json").exists():
-                record_consumed(self.run_dir / "run.json", self.batches.consumed())
+            run_json = RunDir(self.run_dir).run_json
+            if run_json.exists():
+                record_consumed(run_json, self.batches.consumed())
         D.barrier(self.env)
         self.saved_step = self.step
         return path

@@ -29,7 +29,6 @@ language, in the cursor, for metrics.jsonl and run.json.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,8 +38,8 @@ import numpy as np
 
 from fertility.corpus.sampling import temperature_shares
 from fertility.errors import TrainingError
-from fertility.files import write_text_atomic
 from trainer.data import Batches, TokenData
+from trainer.rundir import read_run_json, write_run_json
 
 MAX_PASSES = 4  # data-constrained scaling: repeated text stops paying off past about 4 epochs
 
@@ -161,10 +160,10 @@ def format_plan(plan: dict[str, Any]) -> str:
 
 def record_consumed(run_json: Path, consumed: dict[str, Any]) -> None:
     """Write what the run consumed per language into run.json's `mix` record."""
-    record = json.loads(run_json.read_text(encoding="utf-8"))
+    record = read_run_json(run_json)
     if record.get("mix") is not None:
         record["mix"]["consumed"] = consumed
-        write_text_atomic(run_json, json.dumps(record, indent=1, ensure_ascii=False), TrainingError)
+        write_run_json(run_json, record, TrainingError)
 
 
 # -- counting what was consumed ----------------------------------------------------------------

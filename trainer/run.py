@@ -27,7 +27,6 @@ from typing import Any
 from fertility.cli import Terminated
 from fertility.corpus import Corpus, shown
 from fertility.errors import FertilityError, TrainingError
-from fertility.files import write_text_atomic
 from fertility.gate import gate_corpus
 from fertility.report.gate import gate_text
 from fertility.tokenizers import load_tokenizer_arg
@@ -39,8 +38,7 @@ from trainer.config import TrainConfig, load_config
 from trainer.data import TokenData, build_shards, choose_separator, read_index
 from trainer.mix import parse_mix, plan_for_run, record_consumed
 from trainer.model import config_from_preset
-
-RUN_SCHEMA = "fertility.run/1"
+from trainer.rundir import RUN_SCHEMA, RunDir
 
 
 def _now() -> str:
@@ -80,10 +78,9 @@ def _copy_tokenizer(tok: Any, run_dir: Path) -> dict[str, Any]:
     }
     src = _tokenizer_file(tok)
     if src is not None:
-        dest = run_dir / "tokenizer" / src.name
+        dest, info["path"] = RunDir(run_dir).tokenizer_copy(src.name)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest)
-        info["path"] = f"tokenizer/{src.name}"
         info["sha256"] = sha256(dest)
     return info
 
@@ -183,7 +180,8 @@ def pretrain(
     from trainer.loop import train
 
     run_dir = Path(out_dir)
-    run_json_path = run_dir / "run.json"
+    layout = RunDir(run_dir)
+    run_json_path = layout.run_json
     paths = (
         [str(corpus_paths)]
         if isinstance(corpus_paths, (str, Path))
@@ -202,7 +200,7 @@ def pretrain(
                 f"{run_json_path}: {run_dir} already holds a run; pass --resume "
                 "to continue it or choose another --out"
             )
-        run_json = json.loads(run_json_path.read_text(encoding="utf-8"))
+        run_json = layout.read_run_json()
     over = {"steps": steps, "tokens": tokens, "device": device, **(overrides or {})}
     cfg = _resolve_config(
         run_json, config_path, preset, over, D.DistEnv(rank=int(os.environ.get("RANK", 0)))
@@ -273,16 +271,14 @@ def pretrain(
                 "init": base_model.public(init) if init else None,
                 "created": (run_json or {}).get("created") or _now(),
             }
-            write_text_atomic(
-                run_json_path, json.dumps(record, indent=1, ensure_ascii=False), TrainingError
-            )
+            layout.write_run_json(record, TrainingError)
         D.barrier(env)
         data = TokenData.from_dir(
-            run_dir / "data", "train", fingerprint=tok.fingerprint, vocab_size=model_cfg.vocab_size
+            layout.data, "train", fingerprint=tok.fingerprint, vocab_size=model_cfg.vocab_size
         )
         heldout = (
             TokenData.from_dir(
-                run_dir / "data",
+                layout.data,
                 "heldout",
                 fingerprint=tok.fingerprint,
                 vocab_size=model_cfg.vocab_size,
@@ -365,7 +361,7 @@ def _prepare_data(
 ) -> dict[str, Any]:
     """Reuse the run's shards when they exist (they must match the tokenizer), else build.
     A fresh start rebuilds shards made with another separator, seed or held-out share."""
-    data_dir = run_dir / "data"
+    data_dir = RunDir(run_dir).data
     ok, message = True, ""
     if env.is_main:
         try:

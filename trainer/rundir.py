@@ -1,0 +1,92 @@
+"""The run folder's layout, read and written in one place.
+
+    RUN_DIR/run.json            what was trained with what (schema fertility.run/1)
+    RUN_DIR/tokenizer/<file>    a copy of the tokenizer file
+    RUN_DIR/data/               token shards, heldout.jsonl, index.json (trainer.data)
+    RUN_DIR/checkpoints/        step-NNNNNNNN folders (trainer.checkpoint)
+    RUN_DIR/metrics.jsonl       one line per step (trainer.loop)
+
+trainer.run, loop, checkpoint and mix write these; eval.run reads them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from fertility.errors import FertilityError, TrainingError
+from fertility.files import write_text_atomic
+
+RUN_SCHEMA = "fertility.run/1"
+RUN_JSON = "run.json"
+METRICS = "metrics.jsonl"
+TOKENIZER_DIR = "tokenizer"
+DATA_DIR = "data"
+HELDOUT = "heldout.jsonl"
+CHECKPOINTS = "checkpoints"
+
+
+def step_name(step: int) -> str:
+    """A checkpoint folder's name: step-NNNNNNNN."""
+    return f"step-{step:08d}"
+
+
+def read_run_json(path: str | os.PathLike) -> dict[str, Any]:
+    """run.json as written (OSError and ValueError pass through for the caller to word)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def write_run_json(
+    path: str | os.PathLike, record: dict[str, Any], error: type[FertilityError] = TrainingError
+) -> None:
+    """run.json in one piece: a reader, or a run killed midway, sees the old or the new one."""
+    write_text_atomic(path, json.dumps(record, indent=1, ensure_ascii=False), error)
+
+
+class RunDir:
+    """The paths of one run folder; nothing is created or checked on construction."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / RUN_JSON
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / METRICS
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.root / TOKENIZER_DIR
+
+    @property
+    def data(self) -> Path:
+        return self.root / DATA_DIR
+
+    @property
+    def heldout(self) -> Path:
+        return self.data / HELDOUT
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / CHECKPOINTS
+
+    def checkpoint(self, step: int) -> Path:
+        return self.checkpoints / step_name(step)
+
+    def tokenizer_copy(self, name: str) -> tuple[Path, str]:
+        """(where the tokenizer copy named `name` goes, the path run.json records for it)."""
+        rel = f"{TOKENIZER_DIR}/{name}"
+        return self.root / rel, rel
+
+    def read_run_json(self) -> dict[str, Any]:
+        return read_run_json(self.run_json)
+
+    def write_run_json(
+        self, record: dict[str, Any], error: type[FertilityError] = TrainingError
+    ) -> None:
+        write_run_json(self.run_json, record, error)
