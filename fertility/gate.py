@@ -17,7 +17,7 @@ Findings whose severity is in `fail_on` fail the gate too.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,13 +61,43 @@ class Check:
         return f"{self.name} {self.group}={self.key}: {val}{iv}{thr}"
 
 
+@dataclass(frozen=True)
+class PolicySummary:
+    """The policy a GateResult applied: the keys its verdict and renderers read, typed, and
+    the gate JSON's `policy` object (`to_dict`, Policy.to_dict() as it was applied)."""
+
+    source: str = "?"
+    uncertain: str = "fail"
+    fail_on: tuple[str, ...] = ()
+    table: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, policy: PolicySummary | Policy | Mapping) -> PolicySummary:
+        """`policy` itself, or the summary of a Policy or of its to_dict() (keys may be absent)."""
+        if isinstance(policy, cls):
+            return policy
+        table = policy.to_dict() if isinstance(policy, Policy) else dict(policy)
+        return cls(
+            source=table.get("source", "?"),
+            uncertain=table.get("uncertain", "fail"),
+            fail_on=tuple(table.get("fail_on", ())),
+            table=table,
+        )
+
+    def to_dict(self) -> dict:
+        return self.table
+
+
 @dataclass
 class GateResult:
     passed: bool
     checks: list[Check]
     findings: list[Finding]  # all findings of the gated tokenizers
-    policy: dict
+    policy: PolicySummary  # a Policy or its to_dict() is taken too
     skipped: list[dict] = field(default_factory=list)  # rows too small to matter
+
+    def __post_init__(self) -> None:
+        self.policy = PolicySummary.of(self.policy)
 
     @property
     def exit_code(self) -> int:
@@ -75,7 +105,7 @@ class GateResult:
 
     @property
     def blocking(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity in self.policy.get("fail_on", ())]
+        return [f for f in self.findings if f.severity in self.policy.fail_on]
 
     @property
     def uncertain(self) -> list[Check]:
@@ -90,7 +120,7 @@ class GateResult:
             "blocking_findings": [f.to_dict() for f in self.blocking],
             "findings": [f.to_dict() for f in self.findings],
             "skipped": self.skipped,
-            "policy": self.policy,
+            "policy": self.policy.to_dict(),
         }
 
 
@@ -220,7 +250,7 @@ def evaluate(
     bad = any(c.verdict == "fail" for c in checks)
     unsure = any(c.verdict == "uncertain" for c in checks) and policy.uncertain == "fail"
     blocking = any(f.severity in policy.fail_on for f in findings)
-    return GateResult(not (bad or unsure or blocking), checks, findings, policy.to_dict(), skipped)
+    return GateResult(not (bad or unsure or blocking), checks, findings, policy, skipped)
 
 
 def _row_checks(

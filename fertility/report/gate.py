@@ -14,7 +14,7 @@ def gate_text(result: GateResult) -> str:
     labels = sorted({c.tokenizer for c in result.checks})
     lines = [
         f"fertility gate: {head} ({', '.join(labels) or 'no tokenizer'}; "
-        f"policy: {result.policy.get('source', '?')})"
+        f"policy: {result.policy.source})"
     ]
     for c in result.checks:
         val = "n/a" if c.value is None else f"{c.value:.3f}"
@@ -50,7 +50,7 @@ def gate_text(result: GateResult) -> str:
     )
     lines.append(f"verdict: {head} ({summary})")
     if result.uncertain:
-        rule = result.policy.get("uncertain", "fail")
+        rule = result.policy.uncertain
         lines.append(
             f"{NEED_MORE}: {len(result.uncertain)} checks straddle their threshold; "
             f"add documents in those scripts to decide (policy: uncertain = "
@@ -61,7 +61,7 @@ def gate_text(result: GateResult) -> str:
 
 def gate_junit(result: GateResult) -> str:
     """JUnit XML: one testcase per check and per blocking finding."""
-    fail_uncertain = result.policy.get("uncertain", "fail") == "fail"
+    fail_uncertain = result.policy.uncertain == "fail"
     root = ET.Element("testsuites", name="fertility gate")
     by_label: dict[str, list] = {}
     for c in result.checks:

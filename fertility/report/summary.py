@@ -81,7 +81,7 @@ def verdicts(report: Any, result: Any) -> list[Verdict]:
         rt_f, rt_n = int(langs["roundtrip_failures"].sum()), int(langs["roundtrip_checked"].sum())
         if n["fail"] or blocking:
             word = "FAIL"
-        elif n["uncertain"] and policy.get("uncertain", "fail") == "fail":
+        elif n["uncertain"] and policy.uncertain == "fail":
             word = "UNCERTAIN"
         else:  # a tokenizer that changes text passes only where the policy allows it
             word = "PASS, LOSSY" if rt_f else "PASS"
@@ -242,7 +242,7 @@ def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> l
     if result.passed and any(v.verdict == "PASS, LOSSY" for v in vs):
         head = "PASS, LOSSY"
     labels = ", ".join(v.label for v in vs) or "no tokenizer"
-    lines = [f"fertility gate: {head} ({labels}; policy: {result.policy.get('source', '?')})"]
+    lines = [f"fertility gate: {head} ({labels}; policy: {result.policy.source})"]
     lines += verdict_table(vs, width)
     many = len({c.tokenizer for c in result.checks}) > 1
     rows = []
@@ -302,6 +302,6 @@ def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> l
         lines.append(f"{NEED_MORE}: {len(result.uncertain)} checks straddle their threshold;")
         lines.append(
             "add documents in those scripts to decide (policy: uncertain = "
-            f'"{result.policy.get("uncertain", "fail")}").'
+            f'"{result.policy.uncertain}").'
         )
     return lines
