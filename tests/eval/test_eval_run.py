@@ -18,24 +18,13 @@ from eval.run import SCHEMA, evaluate
 from fertility.errors import EvalError
 from fertility.tokenizers import load_tokenizer
 from tests.bpe import byte_level_bpe
+from tests.trainer.tokfixture import PassingGate
 from trainer.checkpoint import latest_checkpoint, save_checkpoint
 from trainer.model import ModelConfig, Transformer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TASKS = [EXAMPLES / "tasks" / "cloze_en.jsonl", EXAMPLES / "tasks" / "cloze_bn.jsonl"]
 SEP = "<|endoftext|>"
-
-
-class PassingGate:
-    """The gate is tested with the gate; here any tokenizer may train."""
-
-    passed = True
-
-    def to_dict(self):
-        return {"passed": True, "note": "stub gate of tests/eval"}
-
-    def format_text(self):
-        return "verdict: pass (stub)"
 
 
 @pytest.fixture(scope="module")

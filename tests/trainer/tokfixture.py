@@ -3,6 +3,7 @@ that run the real pretraining path."""
 
 from pathlib import Path
 
+from fertility.gate import GateResult
 from tests.bpe import byte_level_bpe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -16,13 +17,12 @@ def train_tokenizer(path: Path, vocab_size: int = 384, text: list[str] | None = 
     return str(path)
 
 
-class PassingGate:
-    """A gate verdict that lets any tokenizer train (tests of the trainer, not of the gate)."""
+class PassingGate(GateResult):
+    """A gate verdict that lets any tokenizer train (tests of the trainer, not of the gate):
+    a real GateResult with no checks, so the trainer renders it as it renders any verdict."""
 
-    passed = True
-
-    def format_text(self):
-        return "verdict: PASS"
+    def __init__(self):
+        super().__init__(passed=True, checks=[], findings=[], policy={})
 
     def to_dict(self):
         return {"passed": True}
