@@ -43,6 +43,7 @@ from typing import Any
 
 from eval.run import heldout_documents, open_run
 from fertility.errors import EvalError
+from fertility.tokenizers.base import merges_from_ranks
 from fertility.tokenizers.hf import bytes_to_unicode
 from fertility.tokenizers.sentencepiece import model_settings
 from trainer.model import hf_llama_config, hf_llama_state_dict
@@ -368,8 +369,8 @@ def tiktoken_to_hf(tok) -> dict[str, Any]:
     """A byte-level BPE tokenizer.json equivalent to a tiktoken tokenizer.
 
     tiktoken merges the adjacent pair whose concatenation has the lowest rank; the same
-    greedy order is HF BPE with one merge per multi-byte token, ranked like the token, built
-    from every split of the token into two tokens of lower rank.
+    greedy order is HF BPE with the merges of `merges_from_ranks`: every split of each token
+    into two tokens, ranked like the token (the same list `fertility extend` writes).
     """
     alphabet = bytes_to_unicode()
     special_ids = set(tok.special_tokens.values())
@@ -381,17 +382,7 @@ def tiktoken_to_hf(tok) -> dict[str, Any]:
                 ranks[b] = i
     as_str = lambda b: "".join(alphabet[x] for x in b)  # noqa: E731
     vocab = {as_str(b): r for b, r in ranks.items()}
-    merges = []
-    for b, r in ranks.items():
-        if len(b) < 2:
-            continue
-        local = [
-            (ranks[b[:k]], ranks[b[k:]], b[:k], b[k:])
-            for k in range(1, len(b))
-            if b[:k] in ranks and b[k:] in ranks and ranks[b[:k]] < r and ranks[b[k:]] < r
-        ]
-        merges.extend((r, lr, rr, as_str(left), as_str(right)) for lr, rr, left, right in local)
-    merges.sort()
+    merges = merges_from_ranks(ranks)  # every split, as tiktoken can reach it
     regex = tok.config()["pattern_regex"]
     added = [
         {
@@ -445,7 +436,7 @@ def tiktoken_to_hf(tok) -> dict[str, Any]:
             "byte_fallback": False,
             "ignore_merges": True,
             "vocab": vocab,
-            "merges": [[m[3], m[4]] for m in merges],
+            "merges": [[as_str(a), as_str(b)] for a, b in merges],
         },
     }
 

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from fertility.errors import FertilityError, one_line
-from fertility.tokenizers.base import whole_chars
+from fertility.tokenizers.base import merges_from_ranks, whole_chars
 from fertility.tokenizers.hf import bytes_to_unicode
 
 # Base tokens become private-use characters (planes 15-16) for the trainer: one symbol each.
@@ -119,26 +119,6 @@ def _from_ranks(tok, cfg: dict) -> ByteBPE:
         cfg["pattern_regex"],
         tok.kind,
     )
-
-
-def merges_from_ranks(
-    ranks: dict[bytes, int], tokens: Iterable[bytes] | None = None
-) -> list[tuple[bytes, bytes]]:
-    """Merges that make a rank file's BPE as a merges list: for each token (every one, or
-    `tokens`), every split into two tokens of the vocabulary, ordered by the token's rank.
-    tiktoken joins any adjacent pair whose bytes are a token, lowest rank first, so one merge
-    per token (the pair its own bytes end in) would miss joins that other contexts reach;
-    listing every split is what makes `tokenizers` give tiktoken's ids (it is how the
-    tiktoken conversions in `transformers` build their merges)."""
-    found = []
-    for token in ranks if tokens is None else tokens:
-        rank = ranks[token]
-        for i in range(1, len(token)):
-            left, right = ranks.get(token[:i]), ranks.get(token[i:])
-            if left is not None and right is not None:
-                found.append((rank, left, right, token[:i], token[i:]))
-    found.sort(key=lambda m: m[:3])
-    return [(m[3], m[4]) for m in found]
 
 
 def _from_hf(tok) -> ByteBPE:

@@ -4,7 +4,7 @@ byte table of byte-level vocabularies and the offset helpers."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import cached_property
 from itertools import chain
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -204,3 +204,23 @@ def byte_piece_value(piece: str) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def merges_from_ranks(
+    ranks: dict[bytes, int], tokens: Iterable[bytes] | None = None
+) -> list[tuple[bytes, bytes]]:
+    """Merges that make a rank file's BPE as a merges list: for each token (every one, or
+    `tokens`), every split into two tokens of the vocabulary, ordered by the token's rank.
+    tiktoken joins any adjacent pair whose bytes are a token, lowest rank first, so one merge
+    per token (the pair its own bytes end in) would miss joins that other contexts reach;
+    listing every split is what makes `tokenizers` give tiktoken's ids (it is how the
+    tiktoken conversions in `transformers` build their merges)."""
+    found = []
+    for token in ranks if tokens is None else tokens:
+        rank = ranks[token]
+        for i in range(1, len(token)):
+            left, right = ranks.get(token[:i]), ranks.get(token[i:])
+            if left is not None and right is not None:
+                found.append((rank, left, right, token[:i], token[i:]))
+    found.sort(key=lambda m: m[:3])
+    return [(m[3], m[4]) for m in found]
