@@ -122,23 +122,27 @@ def _rate(f: pd.DataFrame, name: str, k, n) -> None:
     f[name + "_hi"] = [b for _, b in iv]
 
 
+# The per-document table's columns (Report.docs), in order.
+DOC_COLUMNS = (
+    "tokenizer",
+    "lang",
+    "source",
+    "line",
+    "script",
+    "chars",
+    "graphemes",
+    "bytes",
+    "tokens",
+)
+
+
 def docs_frame(state) -> pd.DataFrame:
     """One row per (tokenizer, document) for the documents kept (parity, bootstrap checks),
     tokenizer by tokenizer in corpus order: each column built once, not a frame per batch."""
     # deferred: pandas off the start-up path
     import pandas as pd
 
-    cols = [
-        "tokenizer",
-        "lang",
-        "source",
-        "line",
-        "script",
-        "chars",
-        "graphemes",
-        "bytes",
-        "tokens",
-    ]
+    cols = list(DOC_COLUMNS)
     chunks = sorted(state.doc_rows, key=lambda c: c["order"])
     if not chunks:
         return pd.DataFrame(columns=cols)

@@ -19,6 +19,7 @@ from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 from fertility.findings import Finding, diagnose, premiums
 from fertility.findings.tokconfig import inspect_config
 from fertility.measure import Report
+from fertility.measure.frame import DOC_COLUMNS
 from fertility.policy import Thresholds
 from fertility.tokenizers.patterns import FAMILIES
 
@@ -140,19 +141,7 @@ def make_report(rows, *, configs=None, docs=None, **extra) -> Report:
         for lab in kinds
     ]
     if docs is None:
-        docs = pd.DataFrame(
-            columns=[
-                "tokenizer",
-                "lang",
-                "source",
-                "line",
-                "script",
-                "chars",
-                "graphemes",
-                "bytes",
-                "tokens",
-            ]
-        )
+        docs = pd.DataFrame(columns=list(DOC_COLUMNS))
     return Report(frame=frame, docs=docs, corpus={}, tokenizers=tokenizers, **extra)
 
 
