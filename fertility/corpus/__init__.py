@@ -98,6 +98,27 @@ class Document(NamedTuple):
     line: int  # 1-based line (.txt) or record (.jsonl/.parquet) number; 1 for whole files
 
 
+class DocBatch(NamedTuple):
+    """Consecutive documents as columns (the measuring path's form: one list per field, so
+    no object is built per document). Entry i of each list is document i's field."""
+
+    texts: list[str]
+    langs: list[str]
+    sources: list[str]
+    lines: list[int]
+
+    def __len__(self) -> int:  # type: ignore[override]  # documents, not fields
+        return len(self.texts)
+
+    def documents(self) -> list[Document]:
+        return list(map(Document, self.texts, self.langs, self.sources, self.lines))
+
+    @classmethod
+    def of(cls, docs: list[Document]) -> DocBatch:
+        texts, langs, sources, lines = zip(*docs) if docs else ((), (), (), ())
+        return cls(list(texts), list(langs), list(sources), list(lines))
+
+
 @dataclass(frozen=True)
 class CorpusFile:
     path: str  # as reached from the argument, e.g. "corpus/bn/part-1.txt"

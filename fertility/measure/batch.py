@@ -68,13 +68,14 @@ def _base_counts(tb: U.TextBatch, doc_lang, n_langs, char_key, pds_chars, presen
     return lang, script, pds_graphemes.sum(axis=1), pds_bytes.sum(axis=1)
 
 
-def measure_batch(batch, texts, encoded, accs, state, index: int = 0) -> None:
-    """Measure batch number `index` of the corpus. `encoded`: encode_flat's result for each
+def measure_batch(batch, encoded, accs, state, index: int = 0) -> None:
+    """Measure batch number `index` of the corpus (a fertility.corpus.DocBatch). `encoded`:
+    encode_flat's result for each
     accumulator's tokenizer, same order; None for a batch another worker process measures
     (only the bookkeeping that depends on corpus order is done: language ids, the detail
     subset, the position of the per-document table)."""
     n = len(batch)
-    langs = [d.lang for d in batch]
+    texts, langs = batch.texts, batch.langs
     for lang in dict.fromkeys(langs):  # new labels numbered in corpus order
         state.langs.setdefault(lang, len(state.langs))
     doc_lang = np.fromiter(map(state.langs.__getitem__, langs), dtype=np.int64, count=n)
@@ -108,8 +109,8 @@ def measure_batch(batch, texts, encoded, accs, state, index: int = 0) -> None:
             {
                 "order": index,
                 "lang": langs[:keep],
-                "source": [d.source for d in batch[:keep]],
-                "line": [d.line for d in batch[:keep]],
+                "source": batch.sources[:keep],
+                "line": batch.lines[:keep],
                 "script": dominant[:keep],
                 "chars": np.diff(tb.doc_offsets)[:keep],
                 "graphemes": doc_graphemes[:keep],

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import queue
 import threading
+from contextlib import closing
 
+from fertility.corpus import DocBatch
 from fertility.errors import CorpusError
 from fertility.measure.batch import encode_flat, measure_batch
 
@@ -19,14 +21,23 @@ def run_pass(corpus, toks, accs, state, batch_size: int, *, owned=None, progress
     """One pass over the corpus; with `owned` (batch number -> bool) only those batches are
     encoded and measured, the others only advance the order-dependent bookkeeping."""
 
-    def encode_all(texts):
-        return [encode_flat(t, texts) for t in toks]
+    def encoded(batches):
+        for index, batch in enumerate(batches):
+            if owned is not None and not owned(index):
+                yield batch, None
+                continue
+            yield batch, [encode_flat(t, batch.texts) for t in toks]
 
-    batches = _prefetch(_batches(corpus.documents(), batch_size), encode_all, owned=owned)
-    for index, (batch, texts, encoded) in enumerate(batches):
-        measure_batch(batch, texts, encoded, accs, state, index)
-        if progress and encoded is not None:
-            progress(state.docs_measured, state.bytes_measured)
+    # Two threads ahead of the measuring one: reading (Python, holds the interpreter) and
+    # encoding (the tokenizers' Rust code releases it). In one thread the tokenizer's cores
+    # sat idle while the next batch was read; apart, reading overlaps encoding.
+    docs = map(DocBatch.of, _batches(corpus.documents(), batch_size))
+    reading = _ahead(docs, depth=4, name="fertility-read")
+    with closing(reading), closing(_ahead(encoded(reading), name="fertility-encode")) as batches:
+        for index, (batch, enc) in enumerate(batches):
+            measure_batch(batch, enc, accs, state, index)
+            if progress and enc is not None:
+                progress(state.docs_measured, state.bytes_measured)
 
 
 def _batches(docs, size: int, max_chars: int = BATCH_CHARS):
@@ -44,12 +55,10 @@ def _batches(docs, size: int, max_chars: int = BATCH_CHARS):
         yield batch
 
 
-def _prefetch(batches, encode, depth: int = 2, owned=None):
-    """Read and encode batches in a worker thread, `depth` ahead of the measuring thread.
-
-    The tokenizers' Rust code releases the GIL, so encoding batch k+1 overlaps measuring
-    batch k; the order of the batches is the corpus order. An error in the worker is raised
-    here; leaving the loop early (an error while measuring, Ctrl-C) stops the worker."""
+def _ahead(items, depth: int = 2, name: str = "fertility-ahead"):
+    """Iterate `items` in a worker thread, up to `depth` items ahead of the consumer, in
+    order. An error in the worker is raised here; closing the generator early (an error
+    while measuring, Ctrl-C) stops the worker and waits for it."""
     q: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()
     done = object()
@@ -65,19 +74,14 @@ def _prefetch(batches, encode, depth: int = 2, owned=None):
 
     def work() -> None:
         try:
-            for index, batch in enumerate(batches):
-                if owned is not None and not owned(index):
-                    if not put((batch, None, None)):
-                        return
-                    continue
-                texts = [d.text for d in batch]
-                if not put((batch, texts, encode(texts))):
+            for item in items:
+                if not put(item):
                     return
             put(done)
-        except BaseException as exc:  # handed to the measuring thread, raised there
+        except BaseException as exc:  # handed to the consuming thread, raised there
             put(exc)
 
-    worker = threading.Thread(target=work, name="fertility-encode", daemon=True)
+    worker = threading.Thread(target=work, name=name, daemon=True)
     worker.start()
     try:
         while True:
