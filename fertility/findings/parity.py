@@ -81,7 +81,8 @@ def premiums(
     reps: int,
     rng: np.random.Generator,
 ) -> pd.DataFrame:
-    if docs.empty or reference not in set(docs["lang"]):
+    # a vectorised comparison: set() of an Arrow string column builds a Python str per row
+    if docs.empty or not (docs["lang"] == reference).any():
         return EMPTY.copy()
     first = docs[docs["tokenizer"] == docs["tokenizer"].iloc[0]]
     files = (

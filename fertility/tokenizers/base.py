@@ -85,12 +85,12 @@ def offsets_from_token_lengths(
 
 
 def flat_from_id_lists(
-    texts: Sequence[str], lists: Sequence[Sequence[int]], token_len: np.ndarray
+    texts: Sequence[str], lists: Iterable[Sequence[int]], counts: np.ndarray, token_len: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The measuring path's flat form of a batch (ids, starts, ends local to each text, tokens
-    per text) from a library's id lists, with spans from token byte lengths (`flat_offsets`);
-    None when some text's tokens do not add up to its bytes (map those another way)."""
-    counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    per text) from a library's id lists (`counts`: their lengths, known without building
+    the lists), with spans from token byte lengths (`flat_offsets`); None when some text's
+    tokens do not add up to its bytes (map those another way)."""
     ids = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(counts.sum()))
     starts, ends, bad = flat_offsets(texts, ids, counts, token_len)
     return None if bad else (ids, starts, ends, counts)
@@ -120,17 +120,22 @@ def flat_offsets(
     indices of texts whose tokens do not add up to the text's byte length.
     """
     n_docs = len(texts)
-    raw = [t.encode("utf-8", "surrogatepass") for t in texts]
-    n_bytes = np.fromiter(map(len, raw), dtype=np.int64, count=n_docs)
     n_chars = np.fromiter(map(len, texts), dtype=np.int64, count=n_docs)
-    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    # One encode of the joined batch, not one per text: UTF-8 is encoded character by
+    # character (surrogatepass included), so the join's bytes are the texts' bytes end to end.
+    data = np.frombuffer("".join(texts).encode("utf-8", "surrogatepass"), dtype=np.uint8)
     # Character index of every byte of the batch: count the bytes that start a character
     # (all but 0b10xxxxxx continuation bytes); one sentinel past the end.
+    lead = (data & 0xC0) != 0x80
     index_type = np.int32 if len(data) < 2**31 - 1 else np.int64  # half the memory traffic
     char_of_byte = np.empty(len(data) + 1, dtype=index_type)
-    np.cumsum((data & 0xC0) != 0x80, dtype=index_type, out=char_of_byte[1:])
+    np.cumsum(lead, dtype=index_type, out=char_of_byte[1:])
     char_of_byte[:-1] = char_of_byte[1:] - 1
     char_of_byte[-1] = int(n_chars.sum())
+    # each text's byte length: where its first character starts, from the lead bytes
+    char_at = np.append(np.flatnonzero(lead), len(data))
+    text_start = char_at[np.cumsum(n_chars) - n_chars]
+    n_bytes = np.diff(np.append(text_start, len(data)))
 
     tl = token_len[all_ids]
     cum = np.cumsum(tl)
@@ -143,7 +148,7 @@ def flat_offsets(
         b0 = cum - tl
     else:
         tok_doc = np.repeat(np.arange(n_docs), n_tok)
-        byte_start = np.cumsum(n_bytes) - n_bytes
+        byte_start = text_start
         base = cum0[tok_end - n_tok][tok_doc]
         limit = n_bytes[tok_doc]
         b1 = np.minimum(cum - base, limit) + byte_start[tok_doc]
@@ -178,9 +183,15 @@ class ByteTable:
 
     @cached_property
     def _partial(self) -> np.ndarray:
-        split = np.fromiter(
-            (not whole_chars(b) for b in self._table), dtype=bool, count=self.vocab_size
-        )
+        # Only a token that decodes with a replacement character can be incomplete UTF-8 (and
+        # few do): the strict check runs on those alone, not on the whole vocabulary.
+        split = np.zeros(self.vocab_size, dtype=bool)
+        suspects = [
+            i
+            for i, b in enumerate(self._table)
+            if not b.isascii() and "\ufffd" in b.decode("utf-8", "replace")
+        ]
+        split[[i for i in suspects if not whole_chars(self._table[i])]] = True
         return split | self._byte_pieces
 
     def partial_mask(self) -> np.ndarray:

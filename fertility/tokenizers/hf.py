@@ -19,6 +19,7 @@ import unicodedata
 from collections.abc import Iterator
 from functools import cached_property
 from itertools import chain
+from operator import attrgetter
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -187,7 +188,9 @@ class HFTokenizer(ByteTable):
             and all(unicodedata.is_normalized(f, t) for f in self._forms for t in texts)
         ):
             encs = self._tok.encode_batch_fast(texts, add_special_tokens=False)
-            flat = flat_from_id_lists(texts, [e.ids for e in encs], self._token_lengths)
+            counts = np.fromiter(map(len, encs), dtype=np.int64, count=len(encs))
+            ids = map(attrgetter("ids"), encs)  # one list at a time, not all of them at once
+            flat = flat_from_id_lists(texts, ids, counts, self._token_lengths)
             if flat is not None:
                 return flat
         return concat_encoded(self.encode_batch(texts))  # the library's own offsets

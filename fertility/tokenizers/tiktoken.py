@@ -227,7 +227,8 @@ class TiktokenTokenizer(ByteTable):
         texts = list(texts)
         if texts:
             lists = self._enc.encode_ordinary_batch(texts)
-            flat = flat_from_id_lists(texts, lists, self._token_lengths)
+            counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+            flat = flat_from_id_lists(texts, lists, counts, self._token_lengths)
             if flat is not None:
                 return flat
         return concat_encoded(self.encode_batch(texts))
