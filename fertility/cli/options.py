@@ -87,8 +87,9 @@ workers_option = click.option(
     "--workers",
     type=click.IntRange(1),
     default=None,
-    help="Measuring processes (default: one per core, up to 4, on corpora of 256 MB or more; "
-    "else 1). The result does not depend on it.",
+    help="Measuring processes (default: one, and after a few seconds of measuring it hands "
+    "the rest to one per core, up to 4, if its own timings say they would finish sooner). "
+    "The result does not depend on it.",
 )
 
 

@@ -11,12 +11,13 @@ import importlib
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from fertility import unicode as U
-from fertility.corpus import Corpus
+from fertility.corpus import Corpus, warn
 from fertility.errors import TokenizerError
 from fertility.files import json_safe
 from fertility.measure import parallel
@@ -144,8 +145,9 @@ def analyze(
     None checks all. keep_docs: rows kept in the per-document table (parity); the report says
     when it is full. With no tokenizers and pretokenizers=None, the standard families are
     measured so the corpus is profiled with its ceilings. workers: processes that share the
-    batches (None: fertility.measure.parallel decides by corpus size); the result is the same.
-    """
+    batches (None: one, and a fertility.measure.parallel.Switch may hand the rest to workers
+    once it has timed this process; the decision is in settings["switch"]); the result is
+    the same."""
     toks = [load_tokenizer_arg(t) if isinstance(t, str) else t for t in tokenizers]
     if pretokenizers is None:
         pretokenizers = [] if toks else ["gpt2", "cl100k", "o200k", "whitespace"]
@@ -154,22 +156,42 @@ def analyze(
     if len(set(labels)) != len(labels):
         raise TokenizerError(f"two tokenizers share a label: {labels}; name them LABEL=SPEC")
 
+    startup = time.process_time()  # imports and tokenizer loading: what a worker pays too
     state = PassState(seed, detail_docs, keep_docs)
     # The frame needs pandas at the end: import it now, beside the first batches, where it
     # overlaps the tokenizer instead of following the last batch.
     threading.Thread(target=importlib.import_module, args=("pandas",), daemon=True).start()
+    options = dict(corpus_options or {})
+    options["on_warning"] = _once(options.get("on_warning"))  # workers repeat the corpus's
     n_workers = parallel.choose_workers(workers, paths, toks)
+    switch = None
     if n_workers > 1:
         accs, state, summary = parallel.run(
-            paths, corpus_options or {}, toks, state, n_workers, batch_size, progress
+            paths, options, toks, state, n_workers, batch_size, progress
         )
     else:
-        corpus = (
-            paths if isinstance(paths, Corpus) else Corpus(list(paths), **(corpus_options or {}))
-        )
+        corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths), **options)
         accs = [TokenizerAccumulator(t) for t in toks]
-        run_pass(corpus, toks, accs, state, batch_size, progress=progress)
-        summary = corpus.summary()
+        if workers is None and parallel.reloadable(paths, toks):
+            total = sum(corpus.sizes().values())
+            switch = parallel.Switch(total, startup)
+        rest = run_pass(corpus, toks, accs, state, batch_size, progress=progress, until=switch)
+        if rest is None:
+            summary = corpus.summary()
+        else:  # the switch found workers would finish sooner: they measure the rest
+            n_workers = switch.workers
+            accs, state, summary = parallel.run(
+                paths,
+                options,
+                toks,
+                state,
+                n_workers,
+                batch_size,
+                progress,
+                start=rest,
+                accs=accs,
+                sizes=corpus.sizes(),
+            )
     summary["docs_table_full"] = state.docs_table_full
     lang_names = {i: name for name, i in state.langs.items()}
     return Report(
@@ -205,8 +227,23 @@ def analyze(
             "seed": seed,
             "keep_docs": keep_docs,
             "workers": n_workers,
+            "switch": switch.decided if switch else None,
         },
     )
+
+
+def _once(on_warning: Callable[[str], None] | None) -> Callable[[str], None]:
+    """on_warning (or the corpus's default) for each distinct message once: a worker that
+    takes over reads the corpus again from its start and repeats what was already said."""
+    seen: set[str] = set()
+    say = on_warning or warn
+
+    def once(message: str) -> None:
+        if message not in seen:
+            seen.add(message)
+            say(message)
+
+    return once
 
 
 def _in_order(items: list[dict]) -> list[dict]:

@@ -30,24 +30,25 @@ from fertility.measure.passes import PassState, run_pass
 from fertility.tokenizers import reload_key, reload_tokenizer
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
-# Below this much input a second process costs more than it saves, as measured by
-# `benchmarks/analyze_throughput.py --workers-sweep` on real text (2 cores): every worker
-# reads the whole corpus and loads the tokenizers, about 18% more CPU per MB than one
-# process, so two were slower at 16 and 48 MB (1.21x, 1.43x the wall time of one; 2026-12-01,
-# benchmarks/RESULTS.md). Above it `--workers 1` stays a choice.
-MIN_BYTES = 256 << 20
 MAX_WORKERS = 4
+# The one-process pass runs this long before the switch is weighed: past the start, where the
+# first batches classify new code points and pandas is imported beside them.
+PROBE_SECONDS = 4.0
+# Workers take over only when they are projected to finish in at most this share of the time
+# one process still needs: the projection assumes each worker keeps one core busy, which a
+# worker (one tokenizer thread and its measuring) does not always reach.
+MARGIN = 0.75
 
 
 def choose_workers(workers: int | None, paths, toks) -> int:
+    """Processes to start with: `workers` when given (1 if the run cannot be rebuilt in a
+    worker), else 1, and a Switch may hand the rest to workers once it has measured."""
     if workers is not None:
-        return max(1, int(workers)) if _reloadable(paths, toks) else 1
-    if not _reloadable(paths, toks) or (os.cpu_count() or 1) < 2:
-        return 1
-    return min(os.cpu_count() or 1, MAX_WORKERS) if _input_bytes(paths) >= MIN_BYTES else 1
+        return max(1, int(workers)) if reloadable(paths, toks) else 1
+    return 1
 
 
-def _reloadable(paths, toks) -> bool:
+def reloadable(paths, toks) -> bool:
     """Workers rebuild the corpus from paths and each tokenizer from its spec."""
 
     return not isinstance(paths, Corpus) and all(
@@ -57,17 +58,76 @@ def _reloadable(paths, toks) -> bool:
     )
 
 
-def _input_bytes(paths) -> int:
+class Switch:
+    """Whether worker processes would finish the rest of the corpus sooner than this one,
+    decided once from this process's own timings (a threshold on corpus size can only be
+    right for the machine it was measured on: benchmarks/RESULTS.md).
+
+    After PROBE_SECONDS of the pass: `busy` = CPU seconds / wall seconds, the cores this
+    process keeps busy; `left` = the wall seconds it still needs at the rate measured; a
+    worker pays `startup` (the imports and tokenizer loading this process paid) plus reading
+    again the part already measured (the reading thread's CPU so far) before it measures.
+    With n = min(cores, MAX_WORKERS) workers, each keeping one core busy, the rest takes
+    about startup + reread + left * busy / n. Call it with (batch index, bytes measured so
+    far); True means stop after that batch and start `self.workers` processes."""
+
+    def __init__(self, total_bytes: int, startup: float, cores: int | None = None, clock=None):
+        self.total = total_bytes
+        self.startup = startup
+        self.cores = cores or os.cpu_count() or 1
+        self.workers = min(self.cores, MAX_WORKERS)
+        self.clock = clock or (lambda: (time.perf_counter(), time.process_time()))
+        self.read_seconds = 0.0  # CPU of the reading thread so far (fertility.measure.passes)
+        self.start = self.clock()
+        self.decided: dict | None = None
+
+    def __call__(self, index: int, bytes_done: int) -> bool:
+        if self.decided is not None or self.workers < 2:
+            return False
+        wall, cpu = (now - then for now, then in zip(self.clock(), self.start))
+        if wall < PROBE_SECONDS or bytes_done <= 0:
+            return False
+        busy = cpu / wall
+        left = wall * max(self.total - bytes_done, 0) / bytes_done
+        projected = self.startup + self.read_seconds + left * busy / self.workers
+        self.decided = {
+            "after_batch": index,
+            "busy_cores": round(busy, 2),
+            "left_s": round(left, 1),
+            "projected_s": round(projected, 1),
+            "switch": projected <= MARGIN * left,
+        }
+        return self.decided["switch"]
+
+
+def input_bytes(paths) -> int:
     return sum(Corpus(paths, on_warning=lambda m: None).sizes().values())
 
 
-def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: int, progress):
-    """Measure with `n_workers` processes; returns (accumulators, state, corpus summary)."""
+def run(
+    paths,
+    corpus_options: dict,
+    toks,
+    state,
+    n_workers: int,
+    batch_size: int,
+    progress,
+    *,
+    start: int = 0,
+    accs: list | None = None,
+    sizes: dict | None = None,
+):
+    """Measure with `n_workers` processes the batches from number `start` on; returns
+    (accumulators, state, corpus summary). With `start` > 0, `accs` and `state` hold what this
+    process measured of the batches before it (a Switch), and the workers' counts are added
+    to them."""
 
     options = {k: v for k, v in corpus_options.items() if k != "on_warning"}
-    # every worker reads each file up to the size it has now, even if it grows meanwhile
-
-    options["sizes"] = Corpus([str(p) for p in paths], **options, on_warning=lambda m: None).sizes()
+    # every worker reads each file up to the size it has now (or had when `sizes` was
+    # taken), even if it grows meanwhile
+    options["sizes"] = (
+        sizes or Corpus([str(p) for p in paths], **options, on_warning=lambda m: None).sizes()
+    )
     on_warning = corpus_options.get("on_warning")
     ctx = multiprocessing.get_context("spawn")
     messages = ctx.Queue()
@@ -85,6 +145,7 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
                 specs,
                 (state.seed, state.detail_docs, state.keep_docs),
                 batch_size,
+                start,
                 messages,
             ),
         )
@@ -93,6 +154,7 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
     for p in procs:
         p.start()
     results, done, bytes_ = {}, {}, {}
+    before = (state.docs_measured, state.bytes_measured)
     try:
         while len(results) < n_workers:
             try:
@@ -108,7 +170,7 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
             if kind == "progress":
                 done[w], bytes_[w] = payload
                 if progress:
-                    progress(sum(done.values()), sum(bytes_.values()))
+                    progress(before[0] + sum(done.values()), before[1] + sum(bytes_.values()))
             elif kind == "warning":
                 if on_warning:
                     on_warning(payload)
@@ -123,7 +185,7 @@ def run(paths, corpus_options: dict, toks, state, n_workers: int, batch_size: in
             if p.is_alive():
                 p.terminate()
             p.join()
-    accs = [TokenizerAccumulator(t) for t in toks]
+    accs = accs or [TokenizerAccumulator(t) for t in toks]
     for w in range(n_workers):
         part = results[w]
         for acc, exported in zip(accs, part["accs"]):
@@ -157,7 +219,9 @@ def _end_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _worker(parent, w, n_workers, paths, options, specs, settings, batch_size, messages) -> None:
+def _worker(
+    parent, w, n_workers, paths, options, specs, settings, batch_size, start, messages
+) -> None:
     _end_with_parent(parent)
     # One tokenizer thread per process: the processes are the parallelism.
     os.environ["RAYON_NUM_THREADS"] = "1"
@@ -179,7 +243,7 @@ def _worker(parent, w, n_workers, paths, options, specs, settings, batch_size, m
             state,
             batch_size,
             progress=progress,
-            owned=lambda i: i % n_workers == w,
+            owned=lambda i: i >= start and (i - start) % n_workers == w,
         )
         messages.put(
             (

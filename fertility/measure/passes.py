@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from contextlib import closing
 
-from fertility.corpus import DocBatch
-from fertility.errors import CorpusError
 from fertility.measure.batch import encode_flat, measure_batch
+
+_END = object()
 
 # A batch ends at `batch_size` documents or this many characters, whichever comes first: big
 # enough that numpy's per-call cost is spread over many characters (4,096 documents of real
@@ -17,9 +18,14 @@ from fertility.measure.batch import encode_flat, measure_batch
 BATCH_CHARS = 1 << 18
 
 
-def run_pass(corpus, toks, accs, state, batch_size: int, *, owned=None, progress=None) -> None:
+def run_pass(
+    corpus, toks, accs, state, batch_size: int, *, owned=None, progress=None, until=None
+) -> int | None:
     """One pass over the corpus; with `owned` (batch number -> bool) only those batches are
-    encoded and measured, the others only advance the order-dependent bookkeeping."""
+    encoded and measured, the others only advance the order-dependent bookkeeping. With
+    `until` ((batch number, bytes measured) -> bool, a fertility.measure.parallel.Switch, told
+    the reading thread's CPU seconds in its read_seconds) the pass stops after the first batch
+    it says True for and returns the next batch's number; None when the pass went to the end."""
 
     def encoded(batches):
         for index, batch in enumerate(batches):
@@ -31,28 +37,30 @@ def run_pass(corpus, toks, accs, state, batch_size: int, *, owned=None, progress
     # Two threads ahead of the measuring one: reading (Python, holds the interpreter) and
     # encoding (the tokenizers' Rust code releases it). In one thread the tokenizer's cores
     # sat idle while the next batch was read; apart, reading overlaps encoding.
-    docs = map(DocBatch.of, _batches(corpus.documents(), batch_size))
+    docs = corpus.doc_batches(batch_size, BATCH_CHARS)
+    if until is not None:
+        docs = _reading_time(docs, until)
     reading = _ahead(docs, depth=4, name="fertility-read")
     with closing(reading), closing(_ahead(encoded(reading), name="fertility-encode")) as batches:
         for index, (batch, enc) in enumerate(batches):
             measure_batch(batch, enc, accs, state, index)
             if progress and enc is not None:
                 progress(state.docs_measured, state.bytes_measured)
+            if until is not None and until(index, state.bytes_measured):
+                return index + 1
+    return None
 
 
-def _batches(docs, size: int, max_chars: int = BATCH_CHARS):
-    """Documents in batches of `size`, cut early at `max_chars` characters."""
-    if size < 1:
-        raise CorpusError(f"batch size {size}: must be >= 1")
-    batch, chars = [], 0
-    for doc in docs:
-        batch.append(doc)
-        chars += len(doc.text)
-        if len(batch) >= size or chars >= max_chars:
-            yield batch
-            batch, chars = [], 0
-    if batch:
-        yield batch
+def _reading_time(items, into):
+    """`items`, adding the CPU seconds of the thread that produces them to into.read_seconds."""
+    with closing(iter(items)) as it:
+        while True:
+            t = time.thread_time()
+            item = next(it, _END)
+            into.read_seconds += time.thread_time() - t
+            if item is _END:
+                return
+            yield item
 
 
 def _ahead(items, depth: int = 2, name: str = "fertility-ahead"):
