@@ -1,4 +1,9 @@
-"""Corpus: files and folders -> language-labelled documents, streamed one at a time.
+"""Corpus: files and folders -> language-labelled documents, streamed.
+
+`documents()` gives them one at a time; `doc_batches()` in batches as columns (`DocBatch`),
+which the measuring path reads, with no object built per document. Both are one pass of
+the same reader, which does its bookkeeping (sampling, max_docs, summary counts) a block of
+records at a time.
 
 What is read
     Arguments are files or folders, mixed freely. Folders are walked recursively in sorted
@@ -75,14 +80,17 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
+import math
 import os
 import warnings
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, field, fields
+from itertools import accumulate, chain, compress, count
 from pathlib import PurePath
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 from fertility.corpus import formats as fmt
 from fertility.errors import CorpusError, one_line
@@ -117,6 +125,19 @@ class DocBatch(NamedTuple):
     def of(cls, docs: list[Document]) -> DocBatch:
         texts, langs, sources, lines = zip(*docs) if docs else ((), (), (), ())
         return cls(list(texts), list(langs), list(sources), list(lines))
+
+    def cut(self, start: int, end: int) -> DocBatch:
+        """Documents start to end (exclusive) of this batch."""
+        if start == 0 and end >= len(self):  # all of it: no copy
+            return self
+        return DocBatch(*(column[start:end] for column in self))
+
+    @classmethod
+    def joined(cls, parts: list[DocBatch]) -> DocBatch:
+        """One batch of consecutive parts, in order."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(list(chain.from_iterable(columns)) for columns in zip(*parts)))
 
 
 @dataclass(frozen=True)
@@ -333,6 +354,46 @@ class Corpus:
 
     def documents(self) -> Iterator[Document]:
         """Documents in file order. Each call is a fresh pass; summary() describes the last."""
+        for block, _ in self._kept_blocks():
+            yield from block.documents()
+
+    def doc_batches(self, size: int, max_chars: int) -> Iterator[DocBatch]:
+        """documents() in batches as columns, each of `size` documents or cut early at the
+        document that brings it to `max_chars` characters (the last may be shorter). A fresh
+        pass, counted in summary() as documents() counts it."""
+        if size < 1:
+            raise CorpusError(f"batch size {size}: must be >= 1")
+        parts: list[DocBatch] = []  # the batch being filled: slices of blocks
+        docs = chars = 0  # ... its documents and characters
+        for block, ends in self._kept_blocks():
+            start, n = 0, len(block)
+            while start < n:
+                # The batch ends at the first document that fills it with `size` documents
+                # or with `max_chars` characters: ends[j] - ends[start] are the characters
+                # of documents start to j (exclusive), so bisect finds the second.
+                end = min(
+                    start + size - docs,
+                    bisect_left(ends, ends[start] + max_chars - chars, start + 1),
+                )
+                parts.append(block.cut(start, end))
+                if end > n:  # not filled in this block: the next one goes on with it
+                    docs, chars = docs + n - start, chars + ends[n] - ends[start]
+                    break
+                yield DocBatch.joined(parts)
+                parts, docs, chars, start = [], 0, 0, end
+        if parts:
+            yield DocBatch.joined(parts)
+
+    def batches(self, size: int = 512) -> Iterator[list[Document]]:
+        if size < 1:
+            raise CorpusError(f"batch size {size}: must be >= 1")
+        return batched(self.documents(), size)
+
+    def _kept_blocks(self) -> Iterator[tuple[DocBatch, list[int]]]:
+        """The pass behind documents() and doc_batches(): for each block the readers give,
+        the documents kept (sampling, max_docs) and their running character counts (ends[i]:
+        the characters of the documents before i; ends[-1]: all of them). summary()'s
+        counts are kept here, a block at a time."""
         run = self._pass = _Pass()
         for cf in self.files:
             entry = {
@@ -345,23 +406,14 @@ class Corpus:
             }
             run.files.append(entry)
             stats = fmt.FileStats()
-            with closing(self._records(cf, stats)) as records:
+            with closing(self._blocks(cf, stats, lambda: self._room(run))) as blocks:
                 try:
-                    for number, text, record_lang in records:
-                        keep = self._threshold is None or self._sampled(cf.rel, number)
-                        if keep and run.documents == self.max_docs:
-                            run.stopped_at = {"path": cf.path, "line": number}
+                    for block in blocks:
+                        kept = self._take(cf, block, run)
+                        if len(kept):
+                            yield kept, self._count(kept, entry, run)
+                        if run.stopped_at:
                             break
-                        run.seen += 1
-                        if not keep:
-                            continue
-                        doc = Document(text, cf.lang or record_lang or "und", cf.path, number)
-                        run.documents += 1
-                        run.chars += len(text)
-                        run.bytes += len(text.encode("utf-8"))
-                        entry["documents"] += 1
-                        entry["langs"][doc.lang] = entry["langs"].get(doc.lang, 0) + 1
-                        yield doc
                 except fmt.BinaryFile as binary:
                     self._binary(cf, binary, entry, run)
             if stats.invalid_utf8:
@@ -377,17 +429,62 @@ class Corpus:
         if run.documents == 0:
             raise CorpusError(self._why_empty(run))
 
-    def batches(self, size: int = 512) -> Iterator[list[Document]]:
-        if size < 1:
-            raise CorpusError(f"batch size {size}: must be >= 1")
-        return batched(self.documents(), size)
+    def _take(self, cf: CorpusFile, block: fmt.Block, run: _Pass) -> DocBatch:
+        """The documents of `block` that sampling keeps, up to max_docs; the first kept one
+        past max_docs stops the pass there (run.stopped_at) unread."""
+        numbers, texts, record_langs = block
+        keep = None if self._threshold is None else [self._sampled(cf.rel, n) for n in numbers]
+        kept = len(texts) if keep is None else sum(keep)
+        if self.max_docs is not None and run.documents + kept > self.max_docs:
+            wanted = self.max_docs - run.documents
+            stop = wanted if keep is None else list(compress(count(), keep))[wanted]
+            run.stopped_at = {"path": cf.path, "line": numbers[stop]}
+            numbers, texts = numbers[:stop], texts[:stop]
+            record_langs = None if record_langs is None else record_langs[:stop]
+            keep = None if keep is None else keep[:stop]
+        run.seen += len(numbers)
+        if keep is not None and not all(keep):
+            numbers, texts = list(compress(numbers, keep)), list(compress(texts, keep))
+            record_langs = None if record_langs is None else list(compress(record_langs, keep))
+        if cf.lang or record_langs is None:
+            langs = [cf.lang or "und"] * len(texts)
+        else:
+            langs = [lang or "und" for lang in record_langs]
+        return DocBatch(texts, langs, [cf.path] * len(texts), list(numbers))
+
+    @staticmethod
+    def _count(kept: DocBatch, entry: dict, run: _Pass) -> list[int]:
+        """Count the kept documents into the pass and the file's entry; their running
+        character counts (see _kept_blocks)."""
+        ends = list(accumulate(map(len, kept.texts), initial=0))
+        run.documents += len(kept)
+        run.chars += ends[-1]
+        run.bytes += len("".join(kept.texts).encode("utf-8"))
+        entry["documents"] += len(kept)
+        first = kept.langs[0]
+        if kept.langs.count(first) == len(kept):  # one label (every .txt block): no Counter
+            counts = {first: len(kept)}
+        else:
+            counts = Counter(kept.langs)  # in first-seen order, as counted one at a time
+        langs = entry["langs"]
+        for lang, n in counts.items():
+            langs[lang] = langs.get(lang, 0) + n
+        return ends
+
+    def _room(self, run: _Pass) -> float:
+        """Records a per-record reader may read for its next block: with max_docs, up to the
+        one that may stop the pass (the next max_docs - documents + 1 could all be kept)."""
+        return math.inf if self.max_docs is None else self.max_docs - run.documents + 1
 
     def sizes(self) -> dict[str, int]:
         """{path to open: bytes read of it}: hand to another Corpus (a worker process) so it
         reads exactly the same bytes of a file that grows meanwhile."""
         return {cf.fs_path or cf.path: cf.size for cf in self.files}
 
-    def _records(self, cf: CorpusFile, stats: fmt.FileStats) -> Iterator[fmt.Record]:
+    def _blocks(
+        self, cf: CorpusFile, stats: fmt.FileStats, room: Callable[[], float]
+    ) -> Iterator[fmt.Block]:
+        """The blocks of one file; `room` bounds the per-record readers' blocks (fmt.gather)."""
         try:
             raw = open(cf.fs_path or cf.path, "rb")
         except OSError as e:
@@ -405,30 +502,10 @@ class Corpus:
                 stream = fmt.open_decompressed(
                     raw if upto is None else io.BufferedReader(upto, 1 << 16), cf.compression
                 )
-                if cf.format == "parquet":
-                    yield from fmt.read_parquet(
-                        stream,
-                        cf.compression is not None,
-                        cf.path,
-                        self.text_field,
-                        self.lang_field,
-                        stats,
-                        limits,
-                    )
-                elif cf.format == "jsonl":
-                    yield from fmt.read_jsonl(
-                        stream,
-                        cf.path,
-                        self.text_field,
-                        self.lang_field,
-                        self.strict,
-                        stats,
-                        limits,
-                    )
-                elif self.whole_files:
-                    yield from fmt.read_whole(stream, cf.path, self.strict, stats, limits)
-                else:
+                if cf.format == "txt" and not self.whole_files:
                     yield from fmt.read_txt(stream, cf.path, self.strict, stats, limits)
+                else:
+                    yield from fmt.gather(self._records(cf, stream, stats), room)
             except fmt.STREAM_ERRORS as e:
                 what = (
                     f"corrupt or truncated {cf.compression} data"
@@ -441,6 +518,32 @@ class Corpus:
                     f"{cf.path}: grew while it was read; read its first {cf.size} "
                     "bytes (its size when the corpus was opened)"
                 )
+
+    def _records(
+        self, cf: CorpusFile, stream: BinaryIO, stats: fmt.FileStats
+    ) -> Iterator[fmt.Record]:
+        """The per-record readers: .parquet, .jsonl, whole .txt files."""
+        if cf.format == "parquet":
+            return fmt.read_parquet(
+                stream,
+                cf.compression is not None,
+                cf.path,
+                self.text_field,
+                self.lang_field,
+                stats,
+                self.limits,
+            )
+        if cf.format == "jsonl":
+            return fmt.read_jsonl(
+                stream,
+                cf.path,
+                self.text_field,
+                self.lang_field,
+                self.strict,
+                stats,
+                self.limits,
+            )
+        return fmt.read_whole(stream, cf.path, self.strict, stats, self.limits)
 
     def _sampled(self, rel: str, number: int) -> bool:
         key = f"{self.seed}\0{rel}\0{number}".encode("utf-8", "surrogateescape")

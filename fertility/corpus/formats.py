@@ -1,10 +1,12 @@
 """The mechanics behind `fertility.corpus`: file names -> (format, compression, language
-label), and decompressed bytes -> records `(number, text, record_lang)`.
+label), and decompressed bytes -> `Block`s, columns of consecutive records.
 
 corpus.py holds the policy (walking, labelling, sampling, counting); this file only knows
 how each format is laid out. Everything streams: .txt and .jsonl are read in blocks of whole
 lines (`_line_blocks`, shared), keeping each line's byte offset so invalid UTF-8 can be
-counted per file and located.
+counted per file and located. .txt lines go out a block at a time with no object per line
+but its text (millions of lines per corpus); .jsonl, .parquet and whole files are read a
+record at a time and `gather`ed into blocks.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ import gzip
 import io
 import json
 import lzma
+import operator
 import re
 import shutil
 import sys
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
-from typing import BinaryIO
+from itertools import compress, count
+from typing import BinaryIO, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -53,6 +58,17 @@ _FOREIGN_BOMS = (
 STREAM_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, zstandard.ZstdError)
 
 Record = tuple[int, str, "str | None"]  # (1-based line/record number, text, lang from record)
+
+
+class Block(NamedTuple):
+    """Consecutive records of one file as columns: entry i of each is record i's."""
+
+    numbers: Sequence[int]  # 1-based line/record numbers (a range where none was dropped)
+    texts: list[str]
+    langs: list[str | None] | None  # the language each record names; None: the format has none
+
+
+GATHER_RECORDS = 1024  # records per block from a per-record reader, at most
 
 # A language label is conservative on purpose: 2-3 lowercase letters (ISO 639-1/3), optionally
 # a script subtag in Titlecase (`zh-Hans`, FLORES `ben_Beng`) or a region in capitals (`pt_BR`).
@@ -300,18 +316,34 @@ def _raw_lines(block: bytes, offset: int) -> Iterator[tuple[int, bytes]]:
 
 def read_txt(
     stream: BinaryIO, path: str, strict: bool, stats: FileStats, limits: Limits = Limits()
-) -> Iterator[Record]:
-    """Lines of a .txt file; terminators \\n, \\r\\n and a lone \\r. A whitespace-only line is
-    no document but keeps its number."""
+) -> Iterator[Block]:
+    """Lines of a .txt file, a block at a time; terminators \\n, \\r\\n and a lone \\r. A
+    whitespace-only line is no document but keeps its number. A line over max_doc_chars
+    raises once the lines before it are given out, as a line-at-a-time reader would: a pass
+    that max_docs stops before it never meets it."""
     number = 0
     # a UTF-8 character is at most 4 bytes: a longer line holds more than max_doc_chars
-    for offset, block in _line_blocks(stream, path, limits, 4 * limits.max_doc_chars, cr=True):
-        lines = _txt_lines(block, offset, path, strict, stats)
-        for number, text in enumerate(lines, number + 1):
-            if len(text) > limits.max_doc_chars:
-                raise too_long(path, f"line {number}", limits)
-            if text and not text.isspace():
-                yield number, text, None
+    for offset, raw in _line_blocks(stream, path, limits, 4 * limits.max_doc_chars, cr=True):
+        lines = _txt_lines(raw, offset, path, strict, stats)
+        first, number = number + 1, number + len(lines)
+        # A character takes at least a byte, so only a block of more bytes than the limit
+        # can hold a line over it: the lines' lengths are not even looked at otherwise.
+        if len(raw) > limits.max_doc_chars and max(map(len, lines)) > limits.max_doc_chars:
+            at = next(i for i, line in enumerate(lines) if len(line) > limits.max_doc_chars)
+            if (block := _text_lines(lines[:at], first)).texts:
+                yield block
+            raise too_long(path, f"line {first + at}", limits)
+        if (block := _text_lines(lines, first)).texts:
+            yield block
+
+
+def _text_lines(lines: list[str], first: int) -> Block:
+    """The lines that are documents (not empty, not only whitespace), numbered from `first`.
+    Both tests run over the whole list in C (map, any, compress): no Python step per line."""
+    if "" not in lines and not any(map(str.isspace, lines)):  # the usual block: all are text
+        return Block(range(first, first + len(lines)), lines, None)
+    keep = list(map(operator.and_, map(bool, lines), map(operator.not_, map(str.isspace, lines))))
+    return Block(list(compress(count(first), keep)), list(compress(lines, keep)), None)
 
 
 def _txt_lines(block: bytes, offset: int, path: str, strict: bool, stats: FileStats) -> list[str]:
@@ -333,6 +365,35 @@ def _txt_lines(block: bytes, offset: int, path: str, strict: bool, stats: FileSt
     if "\r" not in text:
         return lines
     return [part for line in lines for part in line.removesuffix("\r").split("\r")]
+
+
+def gather(records: Iterator[Record], room: Callable[[], float]) -> Iterator[Block]:
+    """A per-record reader's records in blocks of at most GATHER_RECORDS records, READ_BLOCK
+    characters and room() records, room() being asked before each block: a pass that stops
+    at a record (max_docs) has then read nothing past it, so nothing there is counted
+    (empty records, invalid UTF-8) or refused. Records read before an error are given out
+    before it is raised, as they were one at a time."""
+    with closing(records):
+        while True:
+            numbers: list[int] = []
+            texts: list[str] = []
+            langs: list[str | None] = []
+            most, chars = min(GATHER_RECORDS, room()), 0
+            try:
+                for number, text, lang in records:
+                    numbers.append(number)
+                    texts.append(text)
+                    langs.append(lang)
+                    chars += len(text)
+                    if len(texts) >= most or chars >= READ_BLOCK:
+                        break
+            except Exception:
+                if texts:
+                    yield Block(numbers, texts, langs)
+                raise
+            if not texts:
+                return
+            yield Block(numbers, texts, langs)
 
 
 def read_whole(

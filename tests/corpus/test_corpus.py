@@ -538,8 +538,9 @@ def whole_file_reference(data: bytes, strict: bool):
 def read_txt_with(data: bytes, strict: bool):
     stats, records = fmt.FileStats(), []
     try:
-        for record in fmt.read_txt(io.BytesIO(data), "f.txt", strict, stats):
-            records.append(record)
+        for numbers, lines, langs in fmt.read_txt(io.BytesIO(data), "f.txt", strict, stats):
+            assert langs is None  # a .txt line names no language
+            records.extend((number, line, None) for number, line in zip(numbers, lines))
     except fmt.BinaryFile as binary:
         return records, stats.invalid_utf8, stats.first_bad_offset, ("binary", binary.offset)
     except CorpusError as e:
