@@ -18,7 +18,7 @@ Runs alternate a, b, a, b (`--rounds`); each line printed is one run; the ratio 
 of each. Wall time, CPU time and peak RSS come from os.wait4 of the process (ru_maxrss is the
 largest of the process and the measuring processes it waited for). "Where the time goes" is
 one more run of (b) under cProfile with --workers 1 (the main thread only: the tokenizer
-runs in a reading thread beside it) and `python -X importtime` of the CLI.
+and the reader run in two threads beside it) and `python -X importtime` of the CLI.
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ def where_time_goes(corpus: Path, toks: list[Path], tmp: Path, top: int = 14) ->
     print(
         f"\nwhere the time goes: one process (--workers 1), main thread, cProfile "
         f"({r['wall']:.2f} s wall under the profiler), cumulative seconds "
-        f"(_prefetch: waiting for the reading and encoding thread):"
+        f"(_ahead: waiting for the encoding thread):"
     )
     for cum, name in sorted(rows, reverse=True)[:top]:
         print(f"  {cum:7.2f}  {name}")
@@ -348,20 +348,30 @@ def peers(corpus: Path, toks: list[Path], tmp: Path, megabytes: float, raw_wall:
 
 def workers_sweep(sizes: list[float], toks: list[Path], tmp: Path) -> None:
     """`fertility report --workers 1` against `--workers 2` on real text of each size, one run
-    each, alternated: where a second process starts to pay for itself (_parallel.MIN_BYTES)."""
+    each, alternated: whether a second process pays on this machine; beside it what the
+    default run's own switch (fertility.measure.parallel.Switch) decided on the same corpus."""
     for mb in sizes:
         corpus = tmp / f"sweep{mb:g}"
         real_corpus(corpus, mb)
         one = timed(ours_cmd(corpus, toks, tmp / "s.json", ["--workers", "1"]))
         two = timed(ours_cmd(corpus, toks, tmp / "s.json", ["--workers", "2"]))
+        auto = timed(ours_cmd(corpus, toks, tmp / "s.json"))
         print(
             line(f"{mb:5g} MB --workers 1", one, mb)
             + "\n"
             + line(f"{mb:5g} MB --workers 2", two, mb)
-            + f"   two/one wall {two['wall'] / one['wall']:.2f}",
+            + f"   two/one wall {two['wall'] / one['wall']:.2f}\n"
+            + line(f"{mb:5g} MB default", auto, mb)
+            + f"   switch: {switch_of(tmp / 's.json')}",
             flush=True,
         )
         shutil.rmtree(corpus)
+
+
+def switch_of(report: Path) -> str:
+    """What the run's switch to worker processes decided (settings.switch of its JSON)."""
+    settings = json.loads(report.read_text(encoding="utf-8"))["settings"]
+    return f"{settings.get('switch')} -> {settings.get('workers')} process(es)"
 
 
 def main() -> None:
@@ -382,6 +392,9 @@ def main() -> None:
     )
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument(
+        "--ours-only", action="store_true", help="time only fertility report (peak RSS at 1 GB)"
+    )
     ap.add_argument("--keep", help="folder to keep the corpus in (reused if present)")
     ap.add_argument(
         "--workers-sweep",
@@ -417,10 +430,14 @@ def main() -> None:
         )
         raw, ours = [], []
         for i in range(args.rounds):
-            raw.append(timed(raw_cmd(corpus, toks)))
-            print(line(f"(a) raw encode_batch, run {i + 1}", raw[-1], size), flush=True)
+            if not args.ours_only:
+                raw.append(timed(raw_cmd(corpus, toks)))
+                print(line(f"(a) raw encode_batch, run {i + 1}", raw[-1], size), flush=True)
             ours.append(timed(ours_cmd(corpus, toks, tmp / "r.json")))
             print(line(f"(b) fertility report, run {i + 1}", ours[-1], size), flush=True)
+            print(f"    switch: {switch_of(tmp / 'r.json')}", flush=True)
+        if args.ours_only:
+            return
         a = min(r["wall"] for r in raw)
         b = min(r["wall"] for r in ours)
         ca, cb = min(r["cpu"] for r in raw), min(r["cpu"] for r in ours)
