@@ -60,23 +60,27 @@ def reloadable(paths, toks) -> bool:
 
 class Switch:
     """Whether worker processes would finish the rest of the corpus sooner than this one,
-    decided once from this process's own timings (a threshold on corpus size can only be
-    right for the machine it was measured on: benchmarks/RESULTS.md).
+    decided once from this run's own timings (a threshold on corpus size can only be right
+    for the machine it was measured on: benchmarks/RESULTS.md).
 
     After PROBE_SECONDS of the pass: `busy` = CPU seconds / wall seconds, the cores this
-    process keeps busy; `left` = the wall seconds it still needs at the rate measured; a
-    worker pays `startup` (the imports and tokenizer loading this process paid) plus reading
-    again the part already measured (the reading thread's CPU so far) before it measures.
-    With n = min(cores, MAX_WORKERS) workers, each keeping one core busy, the rest takes
-    about startup + reread + left * busy / n. Call it with (batch index, bytes measured so
-    far); True means stop after that batch and start `self.workers` processes."""
+    process keeps busy; `idle` = the cores the whole machine left idle meanwhile (Linux
+    /proc/stat; elsewhere cores - busy), so other jobs' use is not counted as room;
+    `left` = the wall seconds this process still needs at the rate measured. A worker pays
+    `startup` (the imports and tokenizer loading this process paid) plus reading again the
+    part already measured (the reading thread's CPU so far) before it measures. n =
+    min(cores, MAX_WORKERS) workers, each keeping one core busy, can use min(n, busy + idle)
+    cores, so the rest takes about startup + reread + left * busy / min(n, busy + idle).
+    Call it with (batch index, bytes measured so far); True means stop after that batch and
+    start `self.workers` processes. `clock` () -> (wall s, CPU s of this process, idle
+    CPU s of the machine or None) is for tests."""
 
     def __init__(self, total_bytes: int, startup: float, cores: int | None = None, clock=None):
         self.total = total_bytes
         self.startup = startup
         self.cores = cores or os.cpu_count() or 1
         self.workers = min(self.cores, MAX_WORKERS)
-        self.clock = clock or (lambda: (time.perf_counter(), time.process_time()))
+        self.clock = clock or _clock
         self.read_seconds = 0.0  # CPU of the reading thread so far (fertility.measure.passes)
         self.start = self.clock()
         self.decided: dict | None = None
@@ -84,20 +88,39 @@ class Switch:
     def __call__(self, index: int, bytes_done: int) -> bool:
         if self.decided is not None or self.workers < 2:
             return False
-        wall, cpu = (now - then for now, then in zip(self.clock(), self.start))
+        (wall0, cpu0, idle0), (wall1, cpu1, idle1) = self.start, self.clock()
+        wall = wall1 - wall0
         if wall < PROBE_SECONDS or bytes_done <= 0:
             return False
-        busy = cpu / wall
+        busy = (cpu1 - cpu0) / wall
+        idle = (idle1 - idle0) / wall if None not in (idle0, idle1) else self.cores - busy
+        idle = min(max(idle, 0.0), self.cores)
         left = wall * max(self.total - bytes_done, 0) / bytes_done
-        projected = self.startup + self.read_seconds + left * busy / self.workers
+        usable = min(self.workers, busy + idle)
+        projected = self.startup + self.read_seconds + left * busy / max(usable, 1e-9)
         self.decided = {
             "after_batch": index,
             "busy_cores": round(busy, 2),
+            "idle_cores": round(idle, 2),
             "left_s": round(left, 1),
             "projected_s": round(projected, 1),
             "switch": projected <= MARGIN * left,
         }
         return self.decided["switch"]
+
+
+def _clock() -> tuple[float, float, float | None]:
+    return time.perf_counter(), time.process_time(), _idle_seconds()
+
+
+def _idle_seconds() -> float | None:
+    """CPU seconds all cores have spent idle since boot (idle + iowait of /proc/stat)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = fh.readline().split()
+        return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def input_bytes(paths) -> int:
