@@ -1,4 +1,10 @@
-"""One batch of documents through every tokenizer's counters (see fertility.measure)."""
+"""One batch of documents through every tokenizer's counters (see fertility.measure).
+
+Each count starts as a (k x documents) matrix, one row per script present in the batch
+(fertility.measure.counters.DocGroups), from one bincount of the keys `row * documents +
+document` of what it counts (a code point, token, word or document); one reduction then sums
+all the counts of a tokenizer per language and per script at once.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import numpy as np
 
 from fertility import unicode as U
 from fertility.measure import roundtrip
-from fertility.measure.counters import COUNTS, NOSPACE, NS, C
+from fertility.measure.counters import COUNTS, NOSPACE, NS, C, DocGroups
 from fertility.tokenizers.base import concat_encoded
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
@@ -20,90 +26,94 @@ def encode_flat(tok, texts: list[str]):
     return concat_encoded(tok.encode_batch(texts))
 
 
-def _table(lang_idx, script_idx, n_langs):
-    """Counts per language and per script from one bincount over (language, script) pairs."""
-    key = np.asarray(lang_idx, dtype=np.int64) * NS + script_idx
-    m = np.bincount(key, minlength=n_langs * NS).reshape(n_langs, NS)
-    return m.sum(axis=1), m.sum(axis=0)
+class _Keys:
+    """A batch's (k x documents) grid: the key `row * documents + document` of each code
+    point (`char`) and word start (`word`), the counts that do not depend on the tokenizer
+    (`base`), and each document's dominant script (the row with most of its code points)."""
+
+    def __init__(self, tb: U.TextBatch, doc_lang: np.ndarray, n_langs: int) -> None:
+        # Runs of one script in one document (about one per document in most text): the
+        # per-code-point keys are those of the runs repeated, no arithmetic per code point.
+        self.n = n = tb.n_docs
+        off = tb.doc_offsets
+        cut = np.empty(len(tb.script), dtype=bool)
+        cut[0] = True  # documents are never empty (fertility.corpus)
+        np.not_equal(tb.script[1:], tb.script[:-1], out=cut[1:])
+        cut[off[:-1][off[:-1] < off[1:]]] = True
+        run = np.flatnonzero(cut)
+        run_len = np.diff(run, append=len(cut))
+        run_script = tb.script.take(run)
+        present = np.flatnonzero(np.bincount(run_script, minlength=NS))
+        self.k = k = len(present)
+        row = np.zeros(NS, np.int64)
+        row[present] = np.arange(k)
+        run_key = row.take(run_script) * n + tb.doc_of_char.take(run)
+        self.char = np.repeat(run_key, run_len)
+        self.groups = DocGroups(doc_lang, n_langs, present)
+        self.spaced = ~NOSPACE[present][:, None]  # rows of scripts written with spaces
+        self.word = self.char.take(tb.word_starts)
+        chars = self.summed(run_key, run_len)
+        self.dominant_row = chars.argmax(axis=0)
+        self.dominant = present[self.dominant_row]
+        self.base = {
+            "chars": chars,
+            "bytes": self.summed(run_key, np.add.reduceat(tb.nbytes, run)),
+            "graphemes": self._graphemes(tb, run, run_key, chars),
+            "words": self.count(self.word) * self.spaced,
+            "nospace_chars": chars * ~self.spaced,
+        }
+
+    def _graphemes(self, tb, run, run_key, chars) -> np.ndarray:
+        if np.count_nonzero(tb.gstart) == len(tb.gstart):  # each code point its own grapheme
+            return chars  # (no combining marks: most Latin, Cyrillic and CJK text)
+        return self.summed(run_key, np.add.reduceat(tb.gstart, run, dtype=np.int64))
+
+    def count(self, keys: np.ndarray) -> np.ndarray:
+        """How many of `keys` fall in each (row, document): a (k x documents) matrix."""
+        return np.bincount(keys, minlength=self.k * self.n).reshape(self.k, self.n)
+
+    def summed(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.k * self.n, np.int64)
+        np.add.at(out, keys, values)
+        return out.reshape(self.k, self.n)
 
 
-def _marginals(per_doc: np.ndarray, doc_lang: np.ndarray, n_langs: int, present: np.ndarray):
-    """A (documents x present scripts) count matrix -> counts per language and per script."""
-    lang = np.bincount(doc_lang, weights=per_doc.sum(axis=1), minlength=n_langs)[:n_langs]
-    script = np.zeros(NS, np.int64)
-    script[present] = per_doc.sum(axis=0)
-    return lang.astype(np.int64), script
-
-
-def _per_doc(key: np.ndarray, n: int, k: int) -> np.ndarray:
-    """Counts per (document, script) from keys document * k + compact script index, where
-    the k columns are the scripts present in the batch (usually 1-3 of the ~170)."""
-    return np.bincount(key, minlength=n * k).reshape(n, k)
-
-
-def _base_counts(tb: U.TextBatch, doc_lang, n_langs, char_key, pds_chars, present):
-    """Counts that do not depend on the tokenizer, computed once per batch, all from
-    (document, script) matrices: one pass over the characters per count. Returns the
-    (languages x counts) and (scripts x counts) tables and, per document, its graphemes and
-    bytes (for the per-document table)."""
-    n, k = tb.n_docs, len(present)
+def _base_tables(keys: _Keys, doc_lang: np.ndarray, n_langs: int):
+    """The counts that do not depend on the tokenizer, as whole (languages x counts) and
+    (scripts x counts) tables, computed once per batch."""
     lang = np.zeros((n_langs, len(COUNTS)), np.int64)
     script = np.zeros((NS, len(COUNTS)), np.int64)
-
-    def put(name, per_doc):
-        lang[:, C[name]], script[:, C[name]] = _marginals(per_doc, doc_lang, n_langs, present)
-
+    names = [C[name] for name in keys.base]
+    lang[:, names], script[:, names] = keys.groups.tables(np.stack(list(keys.base.values())))
     lang[:, C["documents"]] = np.bincount(doc_lang, minlength=n_langs)[:n_langs]
-    script[present, C["documents"]] = (pds_chars > 0).sum(axis=0)
-    put("chars", pds_chars)
-    # UTF-8 length is 1-4: one integer bincount over (key, length) instead of float weights
-    by_len = np.bincount(char_key * 4 + (tb.nbytes - 1), minlength=n * k * 4)
-    pds_bytes = by_len.reshape(n, k, 4) @ np.arange(1, 5)
-    put("bytes", pds_bytes)
-    pds_graphemes = _per_doc(char_key[tb.gstart], n, k)
-    put("graphemes", pds_graphemes)
-    ws = tb.word_starts
-    put("words", _per_doc(char_key[ws][~NOSPACE[tb.script[ws]]], n, k))
-    put("nospace_chars", pds_chars * NOSPACE[present])
-    return lang, script, pds_graphemes.sum(axis=1), pds_bytes.sum(axis=1)
+    script[keys.groups.present, C["documents"]] = np.count_nonzero(keys.base["chars"], axis=1)
+    return lang, script
 
 
 def measure_batch(batch, encoded, accs, state, index: int = 0) -> None:
     """Measure batch number `index` of the corpus (a fertility.corpus.DocBatch). `encoded`:
-    encode_flat's result for each
-    accumulator's tokenizer, same order; None for a batch another worker process measures
-    (only the bookkeeping that depends on corpus order is done: language ids, the detail
-    subset, the position of the per-document table)."""
+    encode_flat's result for each accumulator's tokenizer, same order; None for a batch
+    another worker process measures (only the bookkeeping that depends on corpus order is
+    done: language ids, the detail subset, the position of the per-document table)."""
     n = len(batch)
     texts, langs = batch.texts, batch.langs
-    for lang in dict.fromkeys(langs):  # new labels numbered in corpus order
-        state.langs.setdefault(lang, len(state.langs))
-    doc_lang = np.fromiter(map(state.langs.__getitem__, langs), dtype=np.int64, count=n)
+    doc_lang, batch_langs = _lang_ids(langs, state)
     n_langs = len(state.langs)
-    detail = _detail_mask(doc_lang, state)
+    detail = _detail_mask(doc_lang, batch_langs, state)
     keep = _keep_rows(n, state)
     state.docs_done += n
-    if encoded is None:
+    if encoded is None or n == 0:
         return
     tb = U.analyze_texts(texts)
-    present = np.flatnonzero(np.bincount(tb.script, minlength=NS))
-    remap = np.zeros(NS, np.int64)
-    remap[present] = np.arange(len(present))
-    cscript = remap[tb.script]
-    char_key = tb.doc_of_char * len(present) + cscript
-    pds_chars = _per_doc(char_key, n, len(present))
-    dominant = present[pds_chars.argmax(axis=1)] if len(present) else np.zeros(n, np.int64)
-    base_lang, base_script, doc_graphemes, doc_bytes = _base_counts(
-        tb, doc_lang, n_langs, char_key, pds_chars, present
-    )
+    keys = _Keys(tb, doc_lang, n_langs)
+    base_lang, base_script = _base_tables(keys, doc_lang, n_langs)
     doc_tokens = {}
     for acc, enc in zip(accs, encoded):
         acc.counts.add_table(base_lang, base_script)
-        pds_tokens = _measure_tokenizer(
-            acc, enc, texts, tb, doc_lang, n_langs, detail, dominant, present, cscript, index
-        )
-        acc.boot.add(doc_lang, n_langs, pds_chars, pds_tokens, present)
-        doc_tokens[acc.tok.label] = pds_tokens.sum(axis=1)
+        tokens = _measure_tokenizer(acc, enc, texts, tb, keys, doc_lang, detail, index)
+        acc.boot.add(keys.groups, keys.base["chars"], tokens)
+        doc_tokens[acc.tok.label] = tokens.sum(axis=0)
+    doc_bytes = keys.base["bytes"].sum(axis=0)
     if keep:
         state.doc_rows.append(
             {
@@ -111,9 +121,9 @@ def measure_batch(batch, encoded, accs, state, index: int = 0) -> None:
                 "lang": langs[:keep],
                 "source": batch.sources[:keep],
                 "line": batch.lines[:keep],
-                "script": dominant[:keep],
+                "script": keys.dominant[:keep],
                 "chars": np.diff(tb.doc_offsets)[:keep],
-                "graphemes": doc_graphemes[:keep],
+                "graphemes": keys.base["graphemes"].sum(axis=0)[:keep],
                 "bytes": doc_bytes[:keep],
                 "tokens": {label: t[:keep] for label, t in doc_tokens.items()},
             }
@@ -122,11 +132,22 @@ def measure_batch(batch, encoded, accs, state, index: int = 0) -> None:
     state.bytes_measured += int(doc_bytes.sum())
 
 
-def _detail_mask(doc_lang, state) -> np.ndarray:
+def _lang_ids(langs: list[str], state) -> tuple[np.ndarray, list[int]]:
+    """Language id of each document (new labels numbered in corpus order) and the ids the
+    batch has."""
+    if langs and langs.count(langs[0]) == len(langs):  # the usual batch: one label
+        lang = state.langs.setdefault(langs[0], len(state.langs))
+        return np.full(len(langs), lang, np.int64), [lang]
+    ids = [state.langs.setdefault(lang, len(state.langs)) for lang in dict.fromkeys(langs)]
+    doc_lang = np.fromiter(map(state.langs.__getitem__, langs), dtype=np.int64, count=len(langs))
+    return doc_lang, ids
+
+
+def _detail_mask(doc_lang, batch_langs: list[int], state) -> np.ndarray:
     if state.detail_docs is None:
         return np.ones(len(doc_lang), dtype=bool)
     mask = np.zeros(len(doc_lang), dtype=bool)
-    for lang in np.unique(doc_lang).tolist():  # the first documents of each language
+    for lang in sorted(batch_langs):  # the first documents of each language
         seen = state.detail_seen.get(lang, 0)
         if seen < state.detail_docs:
             take = np.flatnonzero(doc_lang == lang)[: state.detail_docs - seen]
@@ -135,115 +156,100 @@ def _detail_mask(doc_lang, state) -> np.ndarray:
     return mask
 
 
-def _measure_tokenizer(
-    acc, enc, texts, tb, doc_lang, n_langs, detail, dominant, present, cscript, index
-) -> np.ndarray:
-    # Documents are never empty (fertility.corpus), so every batch has characters.
-    counts = acc.counts
+def _measure_tokenizer(acc, enc, texts, tb, keys: _Keys, doc_lang, detail, index) -> np.ndarray:
+    """Add one tokenizer's counts of the batch; returns its (k x documents) token counts."""
     ids, starts, ends, per_doc = enc
     n = len(texts)
     tok_doc = np.repeat(np.arange(n, dtype=np.int64), per_doc)
     off = tb.doc_offsets
-    gs, ge = starts + off[tok_doc], ends + off[tok_doc]
+    tok_off = off[tok_doc]
+    gs, ge = starts + tok_off, ends + tok_off
     # A token that covers no text (at a document's end) belongs to the last character.
-    pos = np.minimum(gs, off[tok_doc + 1] - 1)
-    t_script = tb.script[pos]
-    t_lang = doc_lang[tok_doc]
-
-    def put(name, sel):
-        counts.add(name, *_table(t_lang[sel], t_script[sel], n_langs))
-
-    k = len(present)
-    pds_tokens = _per_doc(tok_doc * k + cscript[pos], n, k)
-    for name, matrix in (("tokens", pds_tokens), ("word_tokens", pds_tokens * ~NOSPACE[present])):
-        counts.add(name, *_marginals(matrix, doc_lang, n_langs, present))
+    pos = np.minimum(gs, np.repeat(off[1:] - 1, per_doc))
+    key = keys.char.take(pos)
+    tokens = keys.count(key)
+    counts = {"tokens": tokens, "word_tokens": tokens * keys.spaced}
     if acc.track_vocab:
+        t_script = tb.script[pos]
         partial = acc.partial[ids]
-        put("byte_fallback_tokens", partial)
+        counts["byte_fallback_tokens"] = keys.count(key[partial])
         # the character whose bytes a partial token cuts is its last one (its first may be a
         # whole leading space)
         last = np.maximum(ge - 1, gs)
         acc.add_chars(acc.byte_fallback_chars, t_script[partial], tb.cps[last[partial]])
         if acc.unk_id is not None:
             unk = ids == acc.unk_id
-            put("unk_tokens", unk)
+            counts["unk_tokens"] = keys.count(key[unk])
             acc.add_chars(acc.unk_chars, t_script[unk], tb.cps[pos[unk]])
-        acc.vocab_all[ids] = True
-        acc.mark_vocab(acc.vocab_lang, t_lang, ids)
-        acc.mark_vocab(acc.vocab_script, t_script.astype(np.int64), ids)
+        _mark_vocab(acc, keys, tokens, ids, doc_lang, tok_doc, t_script)
 
     nonempty = ge > gs
     new_start = np.ones(len(gs), dtype=bool)
     new_start[1:] = (gs[1:] != gs[:-1]) | (tok_doc[1:] != tok_doc[:-1])
-    put("mark_initial_tokens", new_start & nonempty & U.is_mark_or_joiner(tb.cps[pos]))
+    counts["mark_initial_tokens"] = keys.count(key[new_start & nonempty & tb.mark_or_joiner(pos)])
 
     # Boundaries between consecutive non-empty tokens of one document; one that falls inside a
     # character's bytes or inside a grapheme cluster splits what a reader sees as one letter.
     ne = np.flatnonzero(nonempty)
-    same = tok_doc[ne[1:]] == tok_doc[ne[:-1]]
-    cur, prev = ne[1:][same], ne[:-1][same]
+    ne_doc = tok_doc[ne]
+    after = np.flatnonzero(ne_doc[1:] == ne_doc[:-1])  # ne[after + 1] follows ne[after]
+    cur, prev = ne[after + 1], ne[after]
     inside = (gs[cur] < ge[prev]) | ~tb.gstart[pos[cur]]
-    put("token_boundaries", cur)
-    put("grapheme_split_boundaries", cur[inside])
+    counts["token_boundaries"] = keys.count(key[cur])
+    counts["grapheme_split_boundaries"] = keys.count(key[cur[inside]])
 
     # A word counts as continued when two or more tokens overlap it.
-    gsn, gen = gs[ne], np.maximum.accumulate(ge[ne]) if ne.size else ge[ne]
-    ws, we = tb.word_starts, tb.word_ends
-    overlap = np.searchsorted(gsn, we, "left") - np.searchsorted(gen, ws, "right")
-    cont = ws[(overlap >= 2) & ~NOSPACE[tb.script[ws]]]
-    counts.add("continued_words", *_table(doc_lang[tb.doc_of_char[cont]], tb.script[cont], n_langs))
+    cont = _overlapped_twice(gs[ne], ge[ne], tb.word_starts, tb.word_ends)
+    counts["continued_words"] = keys.count(keys.word[cont]) * keys.spaced
 
-    _detail_checks(
-        acc,
-        texts,
-        tb,
-        doc_lang,
-        n_langs,
-        detail,
-        dominant,
-        ids,
-        per_doc,
-        t_script,
-        tok_doc,
-        gs,
-        ge,
-        index,
-    )
-    _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index)
-    return pds_tokens
+    counts.update(_detail_checks(acc, texts, tb, keys, doc_lang, detail, enc, gs, ge, index))
+    acc.counts.add(tuple(counts), *keys.groups.tables(np.stack(list(counts.values()))))
+    _take_samples(acc, texts, keys.dominant, ids, starts, ends, per_doc, index)
+    return tokens
 
 
-def _detail_checks(
-    acc,
-    texts,
-    tb,
-    doc_lang,
-    n_langs,
-    detail,
-    dominant,
-    ids,
-    per_doc,
-    t_script,
-    tok_doc,
-    gs,
-    ge,
-    index,
-) -> None:
-    """Checks that call the tokenizer once per document, on the detail subset."""
-    tok, counts = acc.tok, acc.counts
+def _mark_vocab(acc, keys: _Keys, tokens, ids, doc_lang, tok_doc, t_script) -> None:
+    """Mark the ids used, in all, per language and per script (a group is only made once a
+    token of it is seen)."""
+    acc.vocab_all[ids] = True
+    langs = keys.groups.run_lang
+    if len(langs) == 1 and ids.size:  # the usual batch: one language, no comparisons
+        acc.mark_vocab(acc.vocab_lang, langs[0], ids)
+    else:
+        acc.mark_vocab(acc.vocab_lang, doc_lang[tok_doc], ids)
+    scripts = keys.groups.present[tokens.any(axis=1)]  # the scripts tokens start in
+    if len(scripts) == 1:
+        acc.mark_vocab(acc.vocab_script, scripts[0], ids)
+    else:
+        for script in scripts.tolist():
+            acc.mark_vocab(acc.vocab_script, script, ids[t_script == script])
+
+
+def _overlapped_twice(ss, se, ws, we) -> np.ndarray:
+    """Which words [ws, we) two or more spans overlap, of non-empty spans [ss, se) in order
+    (ss sorted): the spans starting before we, minus those ending by ws, is 2 or more."""
+    # Those ending by ws are the first b (by the running maximum of the ends), so the count
+    # is 2 or more exactly when span b + 1 starts before we: one search, not two. The ends
+    # are mostly sorted already, and checking costs a fifth of the running maximum.
+    if se.size and not (se[1:] >= se[:-1]).all():
+        se = np.maximum.accumulate(se)
+    b = np.searchsorted(se, ws, "right")
+    return np.append(ss, np.iinfo(np.int64).max).take(b + 1, mode="clip") < we
+
+
+def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, enc, gs, ge, index) -> dict:
+    """Checks that call the tokenizer once per document, on the detail subset; returns their
+    (k x documents) counts by name."""
+    tok = acc.tok
     docs = np.flatnonzero(detail)
     if docs.size == 0:
-        return
+        return {}
+    ids, _, _, per_doc = enc
     off = tb.doc_offsets
-    in_detail = detail[tb.doc_of_char]
-    counts.add(
-        "pretoken_chars",
-        *_table(doc_lang[tb.doc_of_char[in_detail]], tb.script[in_detail], n_langs),
-    )
+    counts = {"pretoken_chars": keys.base["chars"] * detail}
     if tok.kind == PRETOKENIZER:  # its tokens are its pre-tokens
-        sel = detail[tok_doc] & (ge > gs)
-        _pretoken_counts(counts, tb, doc_lang, n_langs, detail, gs[sel], ge[sel])
-        return
+        sel = np.repeat(detail, per_doc) & (ge > gs)
+        return counts | _pretoken_counts(tb, keys, detail, gs[sel], ge[sel])
     bounds = np.concatenate(([0], np.cumsum(per_doc))).tolist()
     # Spans gathered as Python pairs and turned into one array (not one per document).
     spans, n_spans, rt_fail = [], [], []
@@ -283,61 +289,53 @@ def _detail_checks(
     keep = (se[:, 1] > se[:, 0]) & (se[:, 0] < off[span_doc + 1] - off[span_doc])
     se = se[keep] + off[span_doc[keep], None]
     # words are counted even if no pre-token came back
-    _pretoken_counts(counts, tb, doc_lang, n_langs, detail, se[:, 0], se[:, 1])
-    counts.add("roundtrip_checked", *_table(doc_lang[docs], dominant[docs], n_langs))
-    fail = np.asarray(rt_fail, dtype=np.int64)
-    counts.add("roundtrip_failures", *_table(doc_lang[fail], dominant[fail], n_langs))
+    counts |= _pretoken_counts(tb, keys, detail, se[:, 0], se[:, 1])
+    # a document's round trip counts in its dominant script
+    doc_key = keys.dominant_row * keys.n + np.arange(keys.n)
+    counts["roundtrip_checked"] = keys.count(doc_key[docs])
+    counts["roundtrip_failures"] = keys.count(doc_key[np.asarray(rt_fail, dtype=np.int64)])
+    return counts
 
 
-def _pretoken_counts(counts, tb, doc_lang, n_langs, detail, ps, pe) -> None:
+def _pretoken_counts(tb, keys: _Keys, detail, ps, pe) -> dict:
     """Pre-token counts of the detail documents from the pre-tokens' global code-point
     spans (non-empty, in document order): pre-tokens, those whose first code point is a
     combining mark, a ZWJ or a ZWNJ (the pre-tokenizer cut a word there), and the words of
     spaced scripts that two or more pre-tokens overlap (words the pre-tokenizer cuts)."""
     # A pre-token belongs to the script of its first character (a mark or joiner resolves
     # to the letter before it, fertility.unicode), so a cut Bengali word counts as Bengali.
-    doc = tb.doc_of_char[ps]
-    p_lang, p_script = doc_lang[doc], tb.script[ps]
+    key = keys.char[ps]
     first = tb.cps[ps]
     zwj, zwnj = first == 0x200D, first == 0x200C
-    mark = U.is_mark_or_joiner(first) & ~zwj & ~zwnj
-    counts.add("pretokens", *_table(p_lang, p_script, n_langs))
-    for name, sel in (
-        ("pretoken_mark_initial", mark),
-        ("pretoken_zwj_initial", zwj),
-        ("pretoken_zwnj_initial", zwnj),
-    ):
-        counts.add(name, *_table(p_lang[sel], p_script[sel], n_langs))
-    ws, we = tb.word_starts, tb.word_ends
-    keep = detail[tb.doc_of_char[ws]] & ~NOSPACE[tb.script[ws]]
-    ws, we = ws[keep], we[keep]
-    w_lang, w_script = doc_lang[tb.doc_of_char[ws]], tb.script[ws]
-    counts.add("pretoken_words", *_table(w_lang, w_script, n_langs))
-    # pre-tokens overlapping [ws, we): those starting before we minus those ending by ws
-    ends = np.maximum.accumulate(pe) if pe.size else pe
-    overlap = np.searchsorted(ps, we, "left") - np.searchsorted(ends, ws, "right")
-    cut = overlap >= 2
-    counts.add("pretoken_cut_words", *_table(w_lang[cut], w_script[cut], n_langs))
+    mark = tb.mark_or_joiner(ps) & ~zwj & ~zwnj
+    in_detail = detail[tb.doc_of_char[tb.word_starts]]
+    cut = _overlapped_twice(ps, pe, tb.word_starts[in_detail], tb.word_ends[in_detail])
+    return {
+        "pretokens": keys.count(key),
+        "pretoken_mark_initial": keys.count(key[mark]),
+        "pretoken_zwj_initial": keys.count(key[zwj]),
+        "pretoken_zwnj_initial": keys.count(key[zwnj]),
+        "pretoken_words": keys.base["words"] * detail,
+        "pretoken_cut_words": keys.count(keys.word[in_detail][cut]) * keys.spaced,
+    }
 
 
 def _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index) -> None:
-    wanted = [
-        s
+    need = {
+        s: acc.samples_per_script - len(acc.samples.get(s, ()))
         for s in np.unique(dominant).tolist()
-        if len(acc.samples.get(s, ())) < acc.samples_per_script
-    ]
-    if not wanted:  # the usual case after the first batches
+    }
+    # the first documents of each script still short of samples, in document order
+    picks = [np.flatnonzero(dominant == s)[:k] for s, k in need.items() if k > 0]
+    if not picks:  # the usual case after the first batches
         return
     bounds = np.concatenate(([0], np.cumsum(per_doc)))
-    for i in np.flatnonzero(np.isin(dominant, wanted)).tolist():  # not every document
-        have = acc.samples.setdefault(int(dominant[i]), [])
-        if len(have) >= acc.samples_per_script:
-            continue
+    for i in np.sort(np.concatenate(picks)).tolist():
         cut = min(len(texts[i]), SAMPLE_CHARS)
         s, e = starts[bounds[i] : bounds[i + 1]], ends[bounds[i] : bounds[i + 1]]
         keep = s < cut
         spans = np.stack([s[keep], np.minimum(e[keep], cut)], axis=1).tolist()
-        have.append(
+        acc.samples.setdefault(int(dominant[i]), []).append(
             {
                 "text": texts[i][:cut],
                 "truncated": cut < len(texts[i]),

@@ -61,16 +61,50 @@ class GroupCounts:
         self.lang = np.zeros((0, len(COUNTS)), dtype=np.int64)
         self.script = np.zeros((NS, len(COUNTS)), dtype=np.int64)
 
-    def add(self, name: str, per_lang: np.ndarray, per_script: np.ndarray) -> None:
+    def add(self, names: tuple[str, ...], per_lang: np.ndarray, per_script: np.ndarray) -> None:
+        """Add the counts `names`: (languages x names) and (scripts x names) tables."""
+        cols = [C[name] for name in names]
         self.lang = grow_rows(self.lang, len(per_lang))
-        self.lang[: len(per_lang), C[name]] += per_lang
-        self.script[:, C[name]] += per_script
+        self.lang[: len(per_lang), cols] += per_lang
+        self.script[:, cols] += per_script
 
     def add_table(self, lang: np.ndarray, script: np.ndarray) -> None:
         """Add whole (groups x counts) tables."""
         self.lang = grow_rows(self.lang, len(lang))
         self.lang[: len(lang)] += lang
         self.script += script
+
+
+class DocGroups:
+    """The groups the documents of one batch count in: runs of one language (documents come
+    in corpus order, so a batch is usually one run) and the scripts present.
+
+    Per-document counts are (k x documents) matrices, row j for the script present[j]:
+    script-major, so a script's total is a contiguous row sum (summing the columns of a
+    (documents x k) matrix took twenty times longer) and a language's is one reduceat per run.
+    """
+
+    def __init__(self, doc_lang: np.ndarray, n_langs: int, present: np.ndarray) -> None:
+        self.n_langs = n_langs
+        self.present = present
+        self.run_start = np.flatnonzero(np.diff(doc_lang, prepend=-1))
+        self.run_lang = doc_lang[self.run_start]
+
+    def per_lang(self, per_doc: np.ndarray) -> np.ndarray:
+        """(..., documents) -> (languages, ...) sums."""
+        out = np.zeros((self.n_langs, *per_doc.shape[:-1]), np.int64)
+        if len(self.run_lang) == 1:  # the usual batch (add.at of rows is slow)
+            out[self.run_lang[0]] = per_doc.sum(axis=-1)
+            return out
+        runs = np.add.reduceat(per_doc, self.run_start, axis=-1)
+        np.add.at(out, self.run_lang, np.moveaxis(runs, -1, 0))
+        return out
+
+    def tables(self, per_doc_script: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(counts x k x documents) -> (languages x counts) and (scripts x counts) sums."""
+        script = np.zeros((NS, len(per_doc_script)), np.int64)
+        script[self.present] = per_doc_script.sum(axis=2).T
+        return self.per_lang(per_doc_script.sum(axis=1)), script
 
 
 class Bootstrap:
@@ -95,33 +129,25 @@ class Bootstrap:
     @staticmethod
     def sums(chars: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """The six sums over documents with `chars` and `tokens` (per-document int64 arrays;
-        along axis 0, so (documents x groups) matrices give one row per group)."""
+        along the last axis, so (groups x documents) matrices give one row per group)."""
         return np.stack(
             [
-                (chars > 0).sum(0),
-                chars.sum(0),
-                tokens.sum(0),
-                (chars * chars).sum(0),
-                (chars * tokens).sum(0),
-                (tokens * tokens).sum(0),
+                np.count_nonzero(chars, axis=-1),
+                chars.sum(-1),
+                tokens.sum(-1),
+                (chars * chars).sum(-1),
+                (chars * tokens).sum(-1),
+                (tokens * tokens).sum(-1),
             ],
             axis=-1,
         )
 
-    def add(
-        self,
-        doc_lang: np.ndarray,
-        n_langs: int,
-        per_doc_script_chars: np.ndarray,
-        per_doc_script_tokens: np.ndarray,
-        present: np.ndarray,
-    ) -> None:
-        """per_doc_*: (documents x k) counts; column j is the global script present[j]."""
-        self.lang = grow_rows(self.lang, n_langs)
-        c, t = per_doc_script_chars.sum(axis=1), per_doc_script_tokens.sum(axis=1)
-        per_doc = np.stack([np.ones_like(c), c, t, c * c, c * t, t * t], axis=1)
-        np.add.at(self.lang, doc_lang, per_doc)
-        self.script[present] += self.sums(per_doc_script_chars, per_doc_script_tokens)
+    def add(self, groups: DocGroups, chars: np.ndarray, tokens: np.ndarray) -> None:
+        """chars, tokens: a batch's (k x documents) counts (DocGroups)."""
+        self.lang = grow_rows(self.lang, groups.n_langs)
+        c, t = chars.sum(axis=0), tokens.sum(axis=0)
+        self.lang += groups.per_lang(np.stack([np.ones_like(c), c, t, c * c, c * t, t * t]))
+        self.script[groups.present] += self.sums(chars, tokens)
 
     @staticmethod
     def interval(sums) -> tuple[float, float]:
@@ -157,27 +183,42 @@ class TokenizerAccumulator:
         # What the round trip changed, per language id: fertility.measure.roundtrip.new_changes()
         self.roundtrip: dict[int, dict] = {}
 
-    def mark_vocab(self, table: dict, keys: np.ndarray, ids: np.ndarray) -> None:
-        """Mark `ids` as used in the group of each key (vocab_lang or vocab_script)."""
+    def mark_vocab(self, table: dict, keys, ids: np.ndarray) -> None:
+        """Mark `ids` as used in the group of each key (vocab_lang or vocab_script); `keys` is
+        one key for all of them (the usual batch: one language, one script) or one per id."""
+        if np.ndim(keys) == 0:
+            self._vocab_mask(table, int(keys))[ids] = True
+            return
         present = np.flatnonzero(np.bincount(keys))
-        if len(present) <= 4:  # the usual batch: a few languages or scripts, no sort needed
+        if len(present) <= 4:  # a few languages or scripts, no sort needed
             for key in present.tolist():
-                mask = table.setdefault(key, np.zeros(len(self.vocab_all), bool))
-                mask[ids[keys == key]] = True
+                self._vocab_mask(table, key)[ids[keys == key]] = True
             return
         order = np.argsort(keys, kind="stable")
         keys, ids = keys[order], ids[order]
         bounds = np.flatnonzero(np.diff(keys)) + 1
         for part_keys, part_ids in zip(np.split(keys, bounds), np.split(ids, bounds)):
             if part_keys.size:
-                mask = table.setdefault(int(part_keys[0]), np.zeros(len(self.vocab_all), bool))
-                mask[part_ids] = True
+                self._vocab_mask(table, int(part_keys[0]))[part_ids] = True
+
+    def _vocab_mask(self, table: dict, key: int) -> np.ndarray:
+        mask = table.get(key)
+        if mask is None:
+            mask = table[key] = np.zeros(len(self.vocab_all), bool)
+        return mask
 
     def add_chars(self, table: dict, key_script: np.ndarray, cps: np.ndarray) -> None:
-        """Count code points per script (byte_fallback_chars or unk_chars)."""
+        """Count code points per script (byte_fallback_chars or unk_chars); new ones are
+        added in script, then code point order (most_common breaks ties in that order)."""
         if cps.size == 0:
             return
         pairs = key_script.astype(np.int64) * 0x110000 + cps
         uniq, counts = np.unique(pairs, return_counts=True)
-        for pair, n in zip(uniq.tolist(), counts.tolist()):
-            table.setdefault(pair // 0x110000, Counter())[chr(pair % 0x110000)] += n
+        script, cp = np.divmod(uniq, 0x110000)
+        bounds = np.flatnonzero(np.diff(script)) + 1
+        for part, chars, n in zip(
+            np.split(script, bounds), np.split(cp, bounds), np.split(counts, bounds)
+        ):
+            counter = table.setdefault(int(part[0]), Counter())
+            for char, k in zip(map(chr, chars.tolist()), n.tolist()):
+                counter[char] += k

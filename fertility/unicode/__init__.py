@@ -36,9 +36,26 @@ def _known(code: str) -> bool:
         return False
 
 
+def _alternation(codes: list[str]) -> regex.Pattern:
+    """One alternation of every script, a named group each: one scan classifies a batch."""
+    return regex.compile("|".join(rf"(?P<{code}>\p{{sc={code}}}+)" for code in codes))
+
+
+def _script_codes() -> tuple[list[str], regex.Pattern]:
+    """The codes the installed regex knows, and the alternation of them. The alternation
+    compiles only if it knows them all (the usual case): one compile, where testing each of
+    the ~170 codes alone took about as long again at every start-up."""
+    try:
+        return _SCRIPT_CODES, _alternation(["Zyyy", "Zinh", *_SCRIPT_CODES])
+    except regex.error:
+        known = [c for c in _SCRIPT_CODES if _known(c)]
+        return known, _alternation(["Zyyy", "Zinh", *known])
+
+
+_KNOWN_CODES, _SCRIPT_RE = _script_codes()
 # Index 0 is "not yet classified"; Zyyy (Common), Zinh (Inherited) and Zzzz (Unknown) are
 # real scripts of the table but Common and Inherited are resolved to a neighbour's script.
-SCRIPTS: list[str] = ["?", "Zyyy", "Zinh", "Zzzz"] + [c for c in _SCRIPT_CODES if _known(c)]
+SCRIPTS: list[str] = ["?", "Zyyy", "Zinh", "Zzzz", *_KNOWN_CODES]
 SCRIPT_INDEX = {c: i for i, c in enumerate(SCRIPTS)}
 ZYYY, ZINH, ZZZZ = 1, 2, 3
 
@@ -58,17 +75,9 @@ _WORD_RE = regex.compile(r"\w+")  # regex's \w includes marks, digits and ZWJ/ZW
 _APOSTROPHES = {0x27, 0x2019}
 
 
-_SCRIPT_RE: regex.Pattern | None = None  # one alternation of every script: one scan
-
-
 def _classify(new: np.ndarray) -> None:
     """Fill the tables for code points never seen before (a few thousand per corpus, in
     dozens of batches: one compiled pattern, not one per script per call)."""
-    global _SCRIPT_RE
-    if _SCRIPT_RE is None:
-        _SCRIPT_RE = regex.compile(
-            "|".join(rf"(?P<{code}>\p{{sc={code}}}+)" for code in SCRIPTS[1:] if code != "Zzzz")
-        )
     chars = "".join(map(chr, new.tolist()))
     scripts = np.full(len(new), ZZZZ, dtype=np.uint8)
     for m in _SCRIPT_RE.finditer(chars):
@@ -90,10 +99,11 @@ def code_points(text: str) -> np.ndarray:
 
 def ensure_classified(cps: np.ndarray) -> np.ndarray:
     """Classify code points never seen before; returns their flags (never 0 afterwards)."""
-    flags = _FLAG_TABLE[cps]
+    # take(): numpy's fancy indexing first copies a uint32 index to intp, 3-4x the gather
+    flags = _FLAG_TABLE.take(cps)
     if not flags.all():  # rare after the first batches: a reduction, no index array
         _classify(np.unique(cps[flags == 0]))
-        flags = _FLAG_TABLE[cps]
+        flags = _FLAG_TABLE.take(cps)
     return flags
 
 
@@ -104,40 +114,46 @@ def utf8_lengths(cps: np.ndarray) -> np.ndarray:
     return n.astype(np.int64)
 
 
-def _resolve(cps: np.ndarray, doc_of_char: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Script index of each code point, with Common and Inherited resolved.
+def _resolve(raw: np.ndarray, doc_starts: np.ndarray) -> np.ndarray:
+    """Script index of each code point from its own (`raw`), with Common and Inherited resolved.
 
     A Common or Inherited code point (spaces, punctuation, digits, combining marks shared by
     scripts) takes the script of the nearest preceding code point in the same document that has
     a real script; at a document's start, the nearest following one; a document of nothing but
     Common code points stays Zyyy. So every character, and every token, belongs to one script.
     """
-    raw = _SCRIPT_TABLE[cps]
-    real = raw > ZINH  # ZYYY and ZINH are 1 and 2; 0 never survives ensure_classified
-    real_pos = np.flatnonzero(real)
-    if real_pos.size == 0:
-        return np.full_like(raw, ZYYY)
-    # Forward fill: the last real position at or before each index, a running maximum of
-    # the real positions (int32 when it fits: half the memory traffic of int64).
-    itype = np.int32 if len(cps) < 2**31 else np.int64
-    prev = np.where(real, np.arange(len(cps), dtype=itype), itype(-1))
-    np.maximum.accumulate(prev, out=prev)
-    use_prev = ~real & (prev >= offsets[doc_of_char])
-    out = np.where(use_prev, raw[np.maximum(prev, 0)], raw)
-    # The rare rest (Common at a document's start): the next real position in the document.
-    rest = np.flatnonzero(~real & ~use_prev)
-    if rest.size:
-        nxt = real_pos[np.minimum(np.searchsorted(real_pos, rest), real_pos.size - 1)]
-        ok = (nxt > rest) & (nxt < offsets[doc_of_char[rest] + 1])
-        out[rest[ok]] = raw[nxt[ok]]
-        out[rest[~ok]] = ZYYY
+    # Worked on the runs of Common/Inherited code points (a space, ". "), cut at document
+    # starts, not on every code point: a run takes the script just before it, or, when it
+    # opens its document, the one just after it if that is still in the document. ZYYY and
+    # ZINH are 1 and 2; 0 never survives ensure_classified.
+    common = np.flatnonzero(raw <= ZINH)
+    if common.size == 0:
+        return raw
+    first = np.empty(common.size, dtype=bool)
+    first[0] = True
+    np.not_equal(common[1:], common[:-1] + 1, out=first[1:])
+    first |= doc_starts.take(common)
+    run_start = common[first]
+    run_len = np.diff(np.append(np.flatnonzero(first), common.size))
+    value = raw.take(run_start - 1)  # -1 wraps for a run at 0, which opens its document
+    opens = np.flatnonzero(doc_starts.take(run_start))
+    if opens.size:
+        after = run_start[opens] + run_len[opens]  # a real code point, a document start or the end
+        inside = after < raw.size
+        inside[inside] = ~doc_starts[after[inside]]
+        value[opens] = np.where(inside, raw.take(after, mode="clip"), ZYYY)
+    out = raw.copy()
+    out[common] = np.repeat(value, run_len)
     return out
 
 
 def is_mark_or_joiner(cps: np.ndarray) -> np.ndarray:
     """True for combining marks (\\p{M}) and ZWJ/ZWNJ: a token starting here was cut mid-word."""
-    ensure_classified(cps)
-    return (_FLAG_TABLE[cps] & (_MARK | _JOIN)) != 0
+    return _mark_or_joiner(ensure_classified(cps))
+
+
+def _mark_or_joiner(flags: np.ndarray) -> np.ndarray:
+    return (flags & (_MARK | _JOIN)) != 0
 
 
 def _word_spans(flags: np.ndarray, doc_starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -179,10 +195,15 @@ class TextBatch:
     gstart: np.ndarray  # bool: a grapheme cluster starts here
     word_starts: np.ndarray  # int64 word start indices (into cps)
     word_ends: np.ndarray  # int64 word end indices (exclusive)
+    flags: np.ndarray  # uint8 flag bits of each code point (is_mark_or_joiner's)
 
     @property
     def n_docs(self) -> int:
         return len(self.doc_offsets) - 1
+
+    def mark_or_joiner(self, pos: np.ndarray) -> np.ndarray:
+        """is_mark_or_joiner of the code points at `pos`, from the batch's flags."""
+        return _mark_or_joiner(self.flags[pos])
 
 
 def analyze_texts(texts: list[str]) -> TextBatch:
@@ -193,14 +214,16 @@ def analyze_texts(texts: list[str]) -> TextBatch:
     doc_of_char = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
     doc_starts = np.zeros(len(cps), dtype=bool)
     doc_starts[offsets[:-1][lengths > 0]] = True
-    ws, we = _word_spans(ensure_classified(cps), doc_starts)
+    flags = ensure_classified(cps)
+    ws, we = _word_spans(flags, doc_starts)
     return TextBatch(
         cps=cps,
         doc_offsets=offsets,
         doc_of_char=doc_of_char,
-        script=_resolve(cps, doc_of_char, offsets),
+        script=_resolve(_SCRIPT_TABLE.take(cps), doc_starts),
         nbytes=utf8_lengths(cps),
         gstart=grapheme_starts(cps, doc_starts),
         word_starts=ws,
         word_ends=we,
+        flags=flags,
     )

@@ -1,0 +1,127 @@
+"""Batches whose documents interleave languages and mix scripts, counted by plain Python.
+
+Most batches of a real corpus hold one language (documents come in file order) and the
+measuring path has short cuts for that; here every batch holds several runs of languages and
+documents of several scripts, against counts made document by document without numpy.
+"""
+
+import json
+import random
+import re
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from fertility import unicode as U
+from fertility.measure import analyze
+from fertility.measure.batch import _overlapped_twice
+from fertility.measure.counters import Bootstrap
+from tests.unicode.test_unicode import _reference_scripts
+
+WORDS = {
+    "en": ["rain", "river", "don't", "city"],
+    "ru": ["дождь", "река", "город", "Moskva"],
+    "bn": ["বৃষ্টি", "নদী", "কলকাতা", "city"],
+}
+PIECE = re.compile(r"\s?\S+|\s")  # the whitespace pre-tokenizer's pieces (tokenizers.patterns)
+
+
+@pytest.fixture(scope="module")
+def docs():
+    rng = random.Random(3)
+    out = []
+    for i in range(60):
+        lang = ("en", "ru", "bn", "ru")[i % 4 if i < 40 else 0]  # runs of 1, then one of 20
+        words = [rng.choice(WORDS[lang] + WORDS[rng.choice(list(WORDS))]) for _ in range(5)]
+        out.append((lang, " ".join(words) + rng.choice([".", "!", ""])))
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(docs, tmp_path_factory):
+    path = tmp_path_factory.mktemp("groups") / "mixed.jsonl"
+    path.write_text("".join(json.dumps({"text": t, "lang": lang}) + "\n" for lang, t in docs))
+    return analyze(
+        [path],
+        pretokenizers=["whitespace"],
+        corpus_options={"lang_field": "lang"},
+        batch_size=7,
+        workers=1,
+    )
+
+
+def test_counts_per_language_and_script(docs, report):
+    want = defaultdict(lambda: defaultdict(int))
+    for lang, text in docs:
+        scripts = _reference_scripts([text])
+        pieces = [m.start() for m in PIECE.finditer(text)]
+        for group in (("language", lang), *(("script", s) for s in set(scripts))):
+            want[group]["documents"] += 1
+        want[("language", lang)]["chars"] += len(text)
+        want[("language", lang)]["bytes"] += len(text.encode())
+        want[("language", lang)]["tokens"] += len(pieces)
+        for i, s in enumerate(scripts):
+            want[("script", s)]["chars"] += 1
+            want[("script", s)]["bytes"] += len(text[i].encode())
+        for start in pieces:
+            want[("script", scripts[start])]["tokens"] += 1
+    f = report.frame
+    got = {
+        (r.group, r.key): {c: getattr(r, c) for c in ("documents", "chars", "bytes", "tokens")}
+        for r in f[f.group != "all"].itertuples()
+    }
+    assert got == {k: dict(v) for k, v in want.items()}
+
+
+def test_interval_sums_per_language(docs, report):
+    per_lang = defaultdict(list)
+    for lang, text in docs:
+        per_lang[lang].append((len(text), len(PIECE.findall(text))))
+    f = report.frame
+    for lang, rows in per_lang.items():
+        c, t = (np.array(x, dtype=np.int64) for x in zip(*rows))
+        lo, hi = Bootstrap.interval(Bootstrap.sums(c, t))
+        r = f[(f.group == "language") & (f.key == lang)].iloc[0]
+        assert (r.chars_per_token_lo, r.chars_per_token_hi) == (lo, hi)
+
+
+def _plain_overlapped_twice(spans, words):
+    return [sum(s < we and e > ws for s, e in spans) >= 2 for ws, we in words]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_overlapped_twice_counts_spans_like_a_loop(seed):
+    rng = random.Random(seed)
+    # spans in order that tile the text, some sharing a character (a byte-split character)
+    spans, at = [], 0
+    for _ in range(rng.randint(0, 40)):
+        start = at - 1 if at and rng.random() < 0.2 else at
+        at = start + rng.randint(1, 4)
+        spans.append((start, at))
+    words, w = [], 0
+    while w < at + 3:
+        w += rng.randint(0, 3)
+        end = w + rng.randint(1, 6)
+        words.append((w, end))
+        w = end
+    ss, se = (np.array([s[i] for s in spans], dtype=np.int64) for i in (0, 1))
+    ws, we = (np.array([x[i] for x in words], dtype=np.int64) for i in (0, 1))
+    got = _overlapped_twice(ss, se, ws, we).tolist()
+    assert got == _plain_overlapped_twice(spans, words)
+
+
+def test_overlapped_twice_with_a_span_inside_another():
+    # [0, 9) holds [2, 4): the ends are not sorted; the words after 4 overlap only [0, 9), but
+    # the count is of spans starting before the word minus those of the running maximum of
+    # the ends that end by its start (the rule continued_words has always used)
+    ss, se = np.array([0, 2, 9]), np.array([9, 4, 12])
+    ws, we = np.array([0, 5, 8]), np.array([3, 7, 10])
+    assert _overlapped_twice(ss, se, ws, we).tolist() == [True, True, True]
+    assert not _plain_overlapped_twice(list(zip(ss, se)), list(zip(ws, we)))[1]
+
+
+def test_mark_or_joiner_of_a_batch_matches_the_code_points():
+    tb = U.analyze_texts(["া\u200ca\u0301b", "x\u200d"])
+    pos = np.arange(len(tb.cps))
+    assert tb.mark_or_joiner(pos).tolist() == [True, True, False, True, False, False, True]
