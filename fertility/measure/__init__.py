@@ -158,9 +158,7 @@ def analyze(
 
     startup = time.process_time()  # imports and tokenizer loading: what a worker pays too
     state = PassState(seed, detail_docs, keep_docs)
-    # The frame needs pandas at the end: import it now, beside the first batches, where it
-    # overlaps the tokenizer instead of following the last batch.
-    threading.Thread(target=importlib.import_module, args=("pandas",), daemon=True).start()
+    threading.Thread(target=_ahead_of_the_end, args=(toks,), daemon=True).start()
     options = dict(corpus_options or {})
     options["on_warning"] = _once(options.get("on_warning"))  # workers repeat the corpus's
     n_workers = parallel.choose_workers(workers, paths, toks)
@@ -230,6 +228,18 @@ def analyze(
             "switch": switch.decided if switch else None,
         },
     )
+
+
+def _ahead_of_the_end(toks) -> None:
+    """What the end needs and the measuring does not, done beside the first batches where it
+    overlaps the tokenizer instead of following the last batch: pandas for the frame, and
+    each tokenizer's fingerprint (an HF one serialises the whole vocabulary)."""
+    try:
+        importlib.import_module("pandas")
+        for tok in toks:
+            tok.fingerprint  # noqa: B018  (cached on the tokenizer)
+    except Exception:  # the end asks again and reports it there, on the main thread
+        pass
 
 
 def _once(on_warning: Callable[[str], None] | None) -> Callable[[str], None]:

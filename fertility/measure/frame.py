@@ -148,12 +148,12 @@ def docs_frame(state) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     joined = lambda key: list(chain.from_iterable(c[key] for c in chunks))
     stacked = lambda key: np.concatenate([c[key] for c in chunks])
-    scripts = np.asarray(U.SCRIPTS, dtype=object)[stacked("script")].tolist()
+    lines = np.fromiter(chain.from_iterable(c["line"] for c in chunks), dtype=np.int64)
     base = {
-        "lang": joined("lang"),
-        "source": joined("source"),
-        "line": joined("line"),
-        "script": scripts,
+        "lang": _strings(joined("lang")),
+        "source": _strings(joined("source")),
+        "line": lines,
+        "script": pd.Series(U.SCRIPTS).array.take(stacked("script")),
         "chars": stacked("chars"),
         "graphemes": stacked("graphemes"),
         "bytes": stacked("bytes"),
@@ -169,3 +169,15 @@ def docs_frame(state) -> pd.DataFrame:
         for label in chunks[0]["tokens"]
     ]
     return pd.concat(parts, ignore_index=True)[cols]
+
+
+def _strings(values: list[str]):
+    """A string column of a few distinct values in many rows (languages, files): each distinct
+    value converted to pandas' string type once, then taken by index (converting all 200,000
+    Python strings took ten times longer)."""
+    # deferred: pandas off the start-up path
+    import pandas as pd
+
+    index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    codes = np.fromiter(map(index.__getitem__, values), dtype=np.intp, count=len(values))
+    return pd.Series(list(index)).array.take(codes)

@@ -12,7 +12,6 @@ one process. The parent adds the counters up. The result equals the single-proce
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import queue
 import signal
@@ -152,6 +151,9 @@ def run(
         sizes or Corpus([str(p) for p in paths], **options, on_warning=lambda m: None).sizes()
     )
     on_warning = corpus_options.get("on_warning")
+    # deferred: multiprocessing only when workers start (50 ms of every start otherwise)
+    import multiprocessing
+
     ctx = multiprocessing.get_context("spawn")
     messages = ctx.Queue()
     specs = [reload_key(t) for t in toks]
