@@ -1,13 +1,14 @@
 """Measuring with several processes: each takes every k-th batch of the same corpus pass.
 
-On a 2-core machine one process cannot keep both cores busy: the tokenizer's threads and the
-numpy measuring compete for the interpreter and the cores, and about a fifth of the CPU sits
-idle. Worker processes each run the tokenizer on one thread (RAYON_NUM_THREADS=1) and measure
-their own batches; every worker reads the whole corpus so that everything that depends on
+One process keeps about 1.7 cores busy (the tokenizer's threads, the reading thread and the
+numpy measuring share the interpreter and the cores); where more cores sit idle, worker
+processes each run the tokenizer on one thread (RAYON_NUM_THREADS=1) and measure their own
+batches. `Switch` decides at run time whether they would finish sooner, and they take over
+from the next batch. Every worker reads the whole corpus so that everything that depends on
 corpus order (language ids, the first documents per language that get the detail checks, the
-position in the per-document table) comes out exactly as in
-one process. The parent adds the counters up. The result equals the single-process one
-(tests/measure/test_parallel.py).
+position in the per-document table) comes out exactly as in one process. The parent adds the
+counters up. The result equals the single-process one (tests/measure/test_parallel.py,
+tests/measure/test_switch.py).
 """
 
 from __future__ import annotations
