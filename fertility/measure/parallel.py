@@ -36,7 +36,9 @@ MAX_WORKERS = 4
 PROBE_SECONDS = 4.0
 # Workers take over only when they are projected to finish in at most this share of the time
 # one process still needs: the projection assumes each worker keeps one core busy, which a
-# worker (one tokenizer thread and its measuring) does not always reach.
+# worker (one tokenizer thread and its measuring) does not always reach, and workers spend
+# more CPU in all (each reads the whole corpus). On 2 cores a 0.9 margin switched at 250 MB
+# for 4% less wall time and 22% more CPU (benchmarks/RESULTS.md).
 MARGIN = 0.75
 
 
