@@ -44,7 +44,7 @@ from typing import Any
 from eval.run import heldout_documents, open_run
 from fertility.errors import EvalError
 from fertility.tokenizers.base import merges_from_ranks
-from fertility.tokenizers.hf import bytes_to_unicode
+from fertility.tokenizers.hf_json import byte_level_bpe, special_added_token
 from fertility.tokenizers.sentencepiece import model_settings
 from trainer.model import hf_llama_config, hf_llama_state_dict
 
@@ -246,18 +246,6 @@ def _special_map(tok, sep_token: str | None, reserved: bool) -> dict[str, str]:
     return out
 
 
-def _added(token_id: int, content: str) -> dict[str, Any]:
-    return {
-        "id": token_id,
-        "content": content,
-        "single_word": False,
-        "lstrip": False,
-        "rstrip": False,
-        "normalized": False,
-        "special": True,
-    }
-
-
 def _write_tokenizer(
     tok, src: Path, out: Path, sep_id: int | None, context: int, probes: list[str]
 ) -> str:
@@ -276,7 +264,7 @@ def _write_tokenizer(
         if bad:
             shutil.copyfile(src, out / "tokenizer.model")
             extra = (
-                {"added_tokens_decoder": {str(sep_id): _added(sep_id, sep_token)}}
+                {"added_tokens_decoder": {str(sep_id): special_added_token(sep_id, sep_token)}}
                 if reserved
                 else {}
             )
@@ -332,7 +320,10 @@ def _write_tokenizer(
     # separator is the evaluator's prefix to add (bos_token), not the tokenizer's.
     obj["post_processor"] = None
     if reserved:
-        obj["added_tokens"] = [*(obj.get("added_tokens") or []), _added(sep_id, sep_token)]
+        obj["added_tokens"] = [
+            *(obj.get("added_tokens") or []),
+            special_added_token(sep_id, sep_token),
+        ]
     text = json.dumps(obj, ensure_ascii=False)
     (out / "tokenizer.json").write_text(text, encoding="utf-8")
     _write_json(
@@ -372,7 +363,6 @@ def tiktoken_to_hf(tok) -> dict[str, Any]:
     greedy order is HF BPE with the merges of `merges_from_ranks`: every split of each token
     into two tokens, ranked like the token (the same list `fertility extend` writes).
     """
-    alphabet = bytes_to_unicode()
     special_ids = set(tok.special_tokens.values())
     ranks: dict[bytes, int] = {}
     for i in range(tok.vocab_size):
@@ -380,65 +370,9 @@ def tiktoken_to_hf(tok) -> dict[str, Any]:
             b = tok.token_bytes(i)
             if b:
                 ranks[b] = i
-    as_str = lambda b: "".join(alphabet[x] for x in b)  # noqa: E731
-    vocab = {as_str(b): r for b, r in ranks.items()}
+    tokens = {r: b for b, r in ranks.items()}
     merges = merges_from_ranks(ranks)  # every split, as tiktoken can reach it
-    regex = tok.config()["pattern_regex"]
-    added = [
-        {
-            "id": i,
-            "content": t,
-            "single_word": False,
-            "lstrip": False,
-            "rstrip": False,
-            "normalized": False,
-            "special": True,
-        }
-        for t, i in sorted(tok.special_tokens.items(), key=lambda kv: kv[1])
-    ]
-    return {
-        "version": "1.0",
-        "truncation": None,
-        "padding": None,
-        "added_tokens": added,
-        "normalizer": None,
-        "pre_tokenizer": {
-            "type": "Sequence",
-            "pretokenizers": [
-                {
-                    "type": "Split",
-                    "pattern": {"Regex": regex},
-                    "behavior": "Isolated",
-                    "invert": False,
-                },
-                {
-                    "type": "ByteLevel",
-                    "add_prefix_space": False,
-                    "trim_offsets": False,
-                    "use_regex": False,
-                },
-            ],
-        },
-        "post_processor": None,
-        "decoder": {
-            "type": "ByteLevel",
-            "add_prefix_space": False,
-            "trim_offsets": False,
-            "use_regex": False,
-        },
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": True,
-            "vocab": vocab,
-            "merges": [[as_str(a), as_str(b)] for a, b in merges],
-        },
-    }
+    return byte_level_bpe(tokens, merges, tok.config()["pattern_regex"], tok.special_tokens)
 
 
 def _mismatches(tok, obj: dict, texts: list[str]) -> int:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from fertility.errors import FertilityError, one_line
 from fertility.tokenizers.base import merges_from_ranks, whole_chars
 from fertility.tokenizers.hf import bytes_to_unicode
+from fertility.tokenizers.hf_json import byte_level_bpe, special_added_token, split_then_bytes
 
 # Base tokens become private-use characters (planes 15-16) for the trainer: one symbol each.
 _SYMBOL0 = 0xF0000
@@ -186,45 +187,7 @@ def hf_json(
         as_str = bool(pairs) and isinstance(pairs[0], str)
         obj["pre_tokenizer"] = _patched_pre(obj.get("pre_tokenizer"), regex)
     else:
-        obj = {
-            "version": "1.0",
-            "truncation": None,
-            "padding": None,
-            "added_tokens": [
-                {
-                    "id": i,
-                    "content": c,
-                    "single_word": False,
-                    "lstrip": False,
-                    "rstrip": False,
-                    "normalized": False,
-                    "special": True,
-                }
-                for c, i in sorted(bpe.specials.items(), key=lambda kv: kv[1])
-            ],
-            "normalizer": None,
-            "post_processor": None,
-            "pre_tokenizer": _split_then_bytes(regex, False),
-            "decoder": {
-                "type": "ByteLevel",
-                "add_prefix_space": False,
-                "trim_offsets": True,
-                "use_regex": False,
-            },
-            "model": {
-                "type": "BPE",
-                "dropout": None,
-                "unk_token": None,
-                "continuing_subword_prefix": None,
-                "end_of_word_suffix": None,
-                "fuse_unk": False,
-                "byte_fallback": False,
-                # a piece that is a whole token is that token, as tiktoken does
-                "ignore_merges": True,
-                "vocab": {text(b): i for i, b in sorted(bpe.tokens.items())},
-                "merges": [[text(a), text(b)] for a, b in bpe.merges],
-            },
-        }
+        obj = byte_level_bpe(bpe.tokens, bpe.merges, regex, bpe.specials)
         model, as_str = obj["model"], False
     for i, b in new.items():
         model["vocab"][text(b)] = i
@@ -252,33 +215,8 @@ def _close_ids(obj: dict) -> None:
         if i not in held:
             name = f"<|reserved_{i}|>"
             vocab[name] = i
-            added.append(
-                {
-                    "id": i,
-                    "content": name,
-                    "single_word": False,
-                    "lstrip": False,
-                    "rstrip": False,
-                    "normalized": False,
-                    "special": True,
-                }
-            )
+            added.append(special_added_token(i, name))
     added.sort(key=lambda a: a["id"])
-
-
-def _split_then_bytes(regex: str, prefix_space: bool) -> dict:
-    return {
-        "type": "Sequence",
-        "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
-            {
-                "type": "ByteLevel",
-                "add_prefix_space": prefix_space,
-                "trim_offsets": True,
-                "use_regex": False,
-            },
-        ],
-    }
 
 
 def _patched_pre(pre: dict | None, regex: str) -> dict | None:
@@ -293,7 +231,7 @@ def _patched_pre(pre: dict | None, regex: str) -> dict | None:
     ):
         return {**pre, "pattern": {"Regex": regex}}
     if pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
-        return _split_then_bytes(regex, bool(pre.get("add_prefix_space")))
+        return split_then_bytes(regex, bool(pre.get("add_prefix_space")))
     if pre.get("type") == "Sequence":
         return {
             **pre,
