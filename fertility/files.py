@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import stat
@@ -149,3 +150,10 @@ def json_safe(x: Any) -> Any:
     if isinstance(x, PurePath):
         return str(x)
     return x
+
+
+def report_json(obj: Any) -> str:
+    """A result record's JSON file text (fix-report.json, extend-report.json): json_safe,
+    strict (no NaN), indented, UTF-8 as itself, one newline at the end."""
+    text = json.dumps(json_safe(obj), ensure_ascii=False, indent=2, allow_nan=False, default=str)
+    return text + "\n"

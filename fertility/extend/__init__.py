@@ -33,7 +33,7 @@ from fertility.extend import report as rep
 from fertility.extend import sentencepiece as sp
 from fertility.extend.bpe import ExtendError, from_tokenizer, hf_json, learn, rank_file, tekken_json
 from fertility.extend.pattern import widen_letters
-from fertility.files import json_safe, write_text_atomic
+from fertility.files import report_json, write_text_atomic
 from fertility.gate import evaluate
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 
@@ -238,14 +238,7 @@ def extend(
         timings=timings,
         report=report,
     )
-    write_text_atomic(
-        out / "extend-report.json",
-        json.dumps(
-            json_safe(result.to_dict()), ensure_ascii=False, indent=2, allow_nan=False, default=str
-        )
-        + "\n",
-        ExtendError,
-    )
+    write_text_atomic(out / "extend-report.json", report_json(result.to_dict()), ExtendError)
     return result
 
 

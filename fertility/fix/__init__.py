@@ -41,7 +41,6 @@ lists every special token with its old and new id.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -59,10 +58,10 @@ from fertility.corpus import Corpus
 from fertility.corpus import sampling as _sampling
 from fertility.errors import FixError
 from fertility.files import (
-    json_safe,
     locked_folder,
     mark_finished,
     mark_unfinished,
+    report_json,
     write_text_atomic,
 )
 from fertility.findings import diagnose
@@ -317,14 +316,7 @@ def _fix(
         normalizer_preview=preview,
         roundtrip=roundtrip,
     )
-    write_text_atomic(
-        out / "fix-report.json",
-        json.dumps(
-            json_safe(result.to_dict()), ensure_ascii=False, indent=2, allow_nan=False, default=str
-        )
-        + "\n",
-        FixError,
-    )
+    write_text_atomic(out / "fix-report.json", report_json(result.to_dict()), FixError)
     mark_finished(out)
     return result
 
