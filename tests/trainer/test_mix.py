@@ -241,28 +241,10 @@ def test_mix_in_config_file_and_refusals(two_langs, tmp_path):
 
 
 def test_pretrain_records_the_plan_and_what_was_consumed(two_langs, tmp_path, capsys, run):
-    from trainer.run import pretrain
 
     root, _, _, _ = two_langs
     out = tmp_path / "run"
-    settings = dict(
-        seq_len=32,
-        micro_batch=4,
-        steps=6,
-        warmup_steps=1,
-        device="cpu",
-        heldout_fraction=0.05,
-        checkpoint_every=100,
-        mix={"de": 0.9, "fr": 0.1},
-        tokens=None,
-    )
-    pretrain(
-        [str(root / "corpus")],
-        str(root / "tok.json"),
-        out,
-        overrides=settings,
-        gate=lambda p, t: PassingGate(),
-    )
+    _mixed_run(root, out, steps=6, checkpoint_every=100, mix={"de": 0.9, "fr": 0.1})
     err = capsys.readouterr().err
     assert "training mix (--mix" in err and "warning: mix: de" not in err
     mix = json.loads((out / "run.json").read_text())["mix"]
@@ -364,7 +346,6 @@ def test_a_mix_needs_a_separator_between_documents(two_langs, tmp_path):
 
 def test_run_json_records_what_was_consumed_at_every_checkpoint(two_langs, tmp_path):
     """A run killed mid-way still says what it consumed up to its last checkpoint."""
-    from trainer.run import pretrain
 
     root, _, _, _ = two_langs
     out = tmp_path / "run"
@@ -374,26 +355,7 @@ def test_run_json_records_what_was_consumed_at_every_checkpoint(two_langs, tmp_p
         def on_step_start(self, step, model):
             seen[step] = json.loads((out / "run.json").read_text())["mix"]["consumed"]
 
-    settings = dict(
-        seq_len=32,
-        micro_batch=4,
-        steps=5,
-        warmup_steps=1,
-        device="cpu",
-        heldout_fraction=0.05,
-        checkpoint_every=2,
-        mix={"de": 0.5, "fr": 0.5},
-        tokens=None,
-    )
-    pretrain(
-        [str(root / "corpus")],
-        str(root / "tok.json"),
-        out,
-        quiet=True,
-        overrides=settings,
-        gate=lambda p, t: PassingGate(),
-        callbacks=Spy(),
-    )
+    _mixed_run(root, out, steps=5, quiet=True, callbacks=Spy())
     rows = {
         r["step"]: r["languages"]
         for r in (json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines())
@@ -412,7 +374,6 @@ def test_run_json_records_what_was_consumed_at_every_checkpoint(two_langs, tmp_p
 
 
 def test_a_resumed_run_keeps_what_was_consumed_until_its_first_checkpoint(two_langs, tmp_path):
-    from trainer.run import pretrain
 
     root, _, _, _ = two_langs
     out = tmp_path / "run"
@@ -430,36 +391,36 @@ def test_a_resumed_run_keeps_what_was_consumed_until_its_first_checkpoint(two_la
                 raise Crash  # a run killed after its checkpoint at step 2
             seen[step] = json.loads((out / "run.json").read_text())["mix"]["consumed"]
 
-    settings = dict(
-        seq_len=32,
-        micro_batch=4,
-        steps=4,
-        warmup_steps=1,
-        device="cpu",
-        heldout_fraction=0.05,
-        checkpoint_every=2,
-        mix={"de": 0.5, "fr": 0.5},
-        tokens=None,
-    )
-    args = ([str(root / "corpus")], str(root / "tok.json"), out)
     with pytest.raises(Crash):
-        pretrain(
-            *args,
-            quiet=True,
-            overrides=settings,
-            gate=lambda p, t: PassingGate(),
-            callbacks=Spy(crash_at=3),
-        )
+        _mixed_run(root, out, steps=4, quiet=True, callbacks=Spy(crash_at=3))
     at_two = json.loads((out / "run.json").read_text())["mix"]["consumed"]
     assert sum(v["tokens"] for v in at_two.values()) == 2 * 4 * 32
-    pretrain(
-        *args,
-        quiet=True,
-        resume=True,
-        overrides=settings,
-        gate=lambda p, t: PassingGate(),
-        callbacks=Spy(),
-    )
+    _mixed_run(root, out, steps=4, quiet=True, resume=True, callbacks=Spy())
     assert seen[3] == at_two  # the resume's run.json, before it saves, keeps the last count
     final = json.loads((out / "run.json").read_text())["mix"]["consumed"]
     assert sum(v["tokens"] for v in final.values()) == 4 * 4 * 32
+
+
+def _mixed_run(root, out, *, steps, checkpoint_every=2, mix=None, **kw):
+    """A tiny CPU pretraining run of the two-language corpus with a --mix (a passing gate)."""
+    from trainer.run import pretrain
+
+    settings = dict(
+        seq_len=32,
+        micro_batch=4,
+        steps=steps,
+        warmup_steps=1,
+        device="cpu",
+        heldout_fraction=0.05,
+        checkpoint_every=checkpoint_every,
+        mix=mix or {"de": 0.5, "fr": 0.5},
+        tokens=None,
+    )
+    return pretrain(
+        [str(root / "corpus")],
+        str(root / "tok.json"),
+        out,
+        overrides=settings,
+        gate=lambda p, t: PassingGate(),
+        **kw,
+    )
