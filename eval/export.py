@@ -42,7 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from eval.run import heldout_documents, open_run
-from fertility.errors import EvalError
+from fertility.errors import EvalError, one_line
+from fertility.files import PARTIAL
+from fertility.outputs import Inputs, check_folder, read_manifest, record, remove
 from fertility.tokenizers.base import merges_from_ranks
 from fertility.tokenizers.hf_json import byte_level_bpe, special_added_token
 from fertility.tokenizers.sentencepiece import model_settings
@@ -92,7 +94,7 @@ def export_hf(
     # OUT.partial could be the user's (or the run's own) folder, and it was deleted first.
     try:
         real.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{real.name}.partial-", dir=real.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{real.name}{PARTIAL}", dir=real.parent))
         umask = os.umask(0o22)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 would become the export folder's mode
@@ -101,7 +103,14 @@ def export_hf(
     files: dict[str, Any] = {}
     try:
         weights = {k: v.detach().contiguous() for k, v in hf_llama_state_dict(run.model).items()}
-        save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        try:
+            save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        except OSError:
+            raise
+        except Exception as e:  # safetensors' own error (a full disk among them) names no file
+            raise EvalError(f"{out_dir}: cannot write model.safetensors ({one_line(e)})") from None
+        # safetensors creates its file 0600; the export's files all get the umask's mode
+        (tmp / "model.safetensors").chmod(0o666 & ~umask)
         config = hf_llama_config(cfg)
         config.update(
             {
@@ -132,6 +141,7 @@ def export_hf(
             },
         )
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
+        record(real if previous else tmp, sorted(EXPORT_FILES), made_by="export")
         if previous:
             _replace_export(tmp, real)
         else:
@@ -154,38 +164,35 @@ def export_hf(
 
 def _check_output(run_dir: Path, out_dir: Path, overwrite: bool) -> tuple[Path, bool]:
     """The real output folder and whether it holds a previous export to replace; EvalError
-    for an output the export must not touch.
+    for an output the export must not touch (fertility.outputs.check_folder, the one policy).
 
     A symlinked output is resolved and the rules apply to the folder it points to (the link
     stays a link). The output may not be, contain or lie inside the run folder: replacing it
-    would delete the run. `--overwrite` replaces only a previous export (its MARKER file),
-    and then only EXPORT_FILES: anything else in it is the user's and is kept."""
-    real, run = out_dir.resolve(), run_dir.resolve()
-    shown = str(out_dir) if real == out_dir.absolute() else f"{out_dir} (-> {real})"
-    for bad, how in (
-        (real == run, "is the run folder"),
-        (run in real.parents, f"lies inside the run folder {run_dir}"),
-        (real in run.parents, f"contains the run folder {run_dir}"),
-    ):
-        if bad:
-            raise EvalError(f"{shown}: {how}; export to a folder outside the run")
-    if not real.exists():
-        return real, False
-    if not real.is_dir():
-        raise EvalError(f"{shown}: exists and is not a folder (choose another name)")
-    if not any(real.iterdir()):
-        return real, False
-    if not overwrite:
-        raise EvalError(
-            f"{shown}: already exists and is not an empty folder (choose another, "
-            "or --overwrite to replace a previous export)"
-        )
-    if not _is_export(real / MARKER):
-        raise EvalError(
-            f"{shown}: is not a previous export (no valid {MARKER}); --overwrite "
-            "replaces only an export, choose another folder"
-        )
-    return real, True
+    would delete the run. `--overwrite` replaces only a previous export (its manifest, or the
+    MARKER of an export made before manifests), and then only EXPORT_FILES: anything else in
+    it is the user's and is kept."""
+    real = out_dir.resolve()
+    shown = out_dir if real == out_dir.absolute() else Path(f"{out_dir} (-> {real})")
+    inputs = Inputs.of(roles={"run folder": run_dir})
+    occupied = f"{shown}: already exists and is not an empty folder (choose another, or --overwrite to replace a previous export)"
+    try:
+        real, state = check_folder(real, "export", EXPORT_FILES, inputs, error=EvalError)
+    except EvalError as e:
+        if "was not made by" not in str(e):
+            raise EvalError(str(e).replace(str(real), str(shown), 1)) from None
+        if not overwrite:
+            raise EvalError(occupied) from None
+        if read_manifest(real) is not None or not _is_export(real / MARKER):
+            raise EvalError(
+                f"{shown}: is not a previous export (no valid {MARKER}); --overwrite "
+                "replaces only an export, choose another folder"
+            ) from None
+        # an export made before manifests: its files are the ones EXPORT_FILES names
+        record(real, sorted(n for n in EXPORT_FILES if (real / n).exists()), made_by="export")
+        state = "ours"
+    if state == "ours" and not overwrite:
+        raise EvalError(occupied)
+    return real, state == "ours"
 
 
 def _is_export(marker: Path) -> bool:
@@ -207,8 +214,7 @@ def _replace_export(tmp: Path, out: Path) -> None:
     its old one, the marker last, so a folder interrupted midway is still an export."""
     new = {p.name for p in tmp.iterdir()}
     for name in EXPORT_FILES - new:
-        if (out / name).is_file() or (out / name).is_symlink():
-            (out / name).unlink()
+        remove(out, name)  # fertility.outputs: only what the export's manifest lists
     for name in sorted(new - {MARKER}) + [MARKER]:
         (tmp / name).replace(out / name)
     tmp.rmdir()

@@ -37,3 +37,29 @@ class EvalError(FertilityError):
 
 class FixError(FertilityError):
     """`fertility fix` cannot run: empty corpus, vocabulary too small, unreadable --from."""
+
+
+class OutputError(FertilityError):
+    """An output would replace, delete or become what this project did not write (an input,
+    a user's file, a folder it did not make): refused before anything is written."""
+
+
+# Characters that would break an error line or a table cell apart, or reorder what follows:
+# C0 and C1 controls, the line and paragraph separators, the bidirectional controls.
+_UNSAFE = (
+    [chr(c) for c in range(0x20)]
+    + [chr(c) for c in range(0x7F, 0xA0)]
+    + ["\u2028", "\u2029", "\u061c", "\u200e", "\u200f"]
+    + [chr(c) for c in range(0x202A, 0x202F)]
+    + [chr(c) for c in range(0x2066, 0x206A)]
+)
+_ESCAPES = str.maketrans(
+    {c: ("\\x%02x" % ord(c) if ord(c) < 0x100 else "\\u%04x" % ord(c)) for c in _UNSAFE}
+    | {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+)
+
+
+def visible(text: str) -> str:
+    """`text` with every character that could split a line or reorder it (a newline in a file
+    name, U+202E in a label) shown as an escape (`\\n`, `\\u202e`): one line stays one line."""
+    return text.translate(_ESCAPES)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import math
 import os
@@ -44,7 +45,7 @@ def write_text_atomic(
         return
     path = Path(os.path.realpath(path))  # the rename happens where the file really is
     remove_stale_partials(path)
-    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    tmp = path.with_name(f".{path.name}{PARTIAL}{os.getpid()}")
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
@@ -53,6 +54,17 @@ def write_text_atomic(
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+# A temporary file of ours: `.NAME.fertility-partial-PID` beside NAME, renamed into place.
+# The name is this project's own, so a leftover of a killed run is never confused with a
+# user's file (a browser's or a download manager's `.partial`).
+PARTIAL = ".fertility-partial-"
+
+
+def partial_path(final: Path) -> Path:
+    """The temporary name of `final` for this process (see PARTIAL)."""
+    return final.with_name(f".{final.name}{PARTIAL}{os.getpid()}")
 
 
 def pid_alive(pid: int) -> bool:
@@ -66,10 +78,10 @@ def pid_alive(pid: int) -> bool:
 
 
 def remove_stale_partials(path: Path) -> None:
-    """Delete `.NAME.partial-PID` files beside `path` left by a run that was killed (SIGKILL
-    leaves no chance to clean up); a running writer's file (its PID alive) is kept."""
+    """Delete `.NAME.fertility-partial-PID` files beside `path` left by a run that was killed
+    (SIGKILL leaves no chance to clean up); a running writer's file (its PID alive) is kept."""
     try:
-        leftovers = list(path.parent.glob(f".{path.name}.partial-*"))
+        leftovers = list(path.parent.glob(f".{glob.escape(path.name)}{PARTIAL}*"))
     except OSError:
         return
     for tmp in leftovers:
@@ -79,11 +91,12 @@ def remove_stale_partials(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def locked_folder(folder: Path, error: type[FertilityError], what: str):
+def locked_folder(folder: Path, error: type[FertilityError], what: str, subfolders=()):
     """Hold an exclusive lock on `folder` (flock on the folder itself: no lock file to leave
     behind; the kernel drops it when the process dies, however it dies). A second writer gets
-    `error` at once. Under the lock no one else can be writing, so every `.*.partial-*` file
-    in the folder and its subfolders is a killed run's leftover and is removed."""
+    `error` at once. Under the lock no one else can be writing, so this project's temporary
+    files (PARTIAL) in the folder and in `subfolders` (relative names) are a killed run's
+    leftovers and are removed; nothing else is touched, nothing is swept recursively."""
     try:
         # deferred: optional: probed, ImportError handled
         import fcntl
@@ -99,9 +112,10 @@ def locked_folder(folder: Path, error: type[FertilityError], what: str):
                 f"{folder}: another {what} is writing this folder; wait for it to "
                 "end or choose another one"
             ) from None
-        for tmp in folder.rglob(".*.partial-*"):
-            if tmp.is_file():
-                tmp.unlink(missing_ok=True)
+        for where in (folder, *(folder / s for s in subfolders)):
+            for tmp in where.glob(f".*{PARTIAL}*"):
+                if tmp.is_file() and not tmp.is_symlink():
+                    tmp.unlink(missing_ok=True)
         yield
     finally:
         os.close(fd)

@@ -7,9 +7,11 @@ The user's files are sacred. Three rules, checked here and nowhere else:
    reads: corpus files, tokenizer files, the policy, task files, the run's own files. The
    same path named twice as an output (`-o X --junit X`) is refused too.
 2. **An output folder is new, empty, or one this project made.** A folder `fertility` fills
-   holds `MANIFEST`, which lists (relative POSIX paths; a folder entry ends in `/` and
-   covers what is inside it) everything this project wrote there. Only a listed file is ever
-   replaced or deleted; nothing is swept by pattern. A single-file output (`-o FILE`) is
+   holds `MANIFEST`, which names the verb that made it and lists (relative POSIX paths; a
+   folder entry ends in `/` and covers what is inside it) everything this project wrote
+   there, each entry recorded before its file is written. Only a listed file is ever
+   replaced or deleted; anything else in the folder is the user's and is kept; nothing is
+   swept by pattern. A single-file output (`-o FILE`) is
    recorded in the manifest of its folder too, so a re-run may replace it and the corpus
    walker knows it is not text: an existing file the manifest does not list is the user's
    and is never replaced.
@@ -24,7 +26,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from fertility.errors import FertilityError, OutputError
+from fertility.files import PARTIAL, write_text_atomic
 
 # The manifest's file name: hidden, so a listing of an output folder shows the outputs.
 MANIFEST = ".fertility-manifest.json"
@@ -77,3 +86,324 @@ def _clean(entry: str) -> str:
         return ""
     return "/".join(parts) + ("/" if folder else "")
 
+
+# ---------------------------------------------------------------- what this run reads
+
+
+@dataclass
+class Inputs:
+    """Everything a command reads, for rule 1 and 3.
+
+    files: input files (corpus files named directly, tokenizer files, the policy, task
+    files). corpora: corpus folders, walked (an output inside one is refused unless forced).
+    folders: other input folders (a run folder, a tokenizer folder): everything inside is an
+    input, and an output inside one is refused outright. roles: what each folder is, for the
+    message ("the run folder"); "input folder" when not named."""
+
+    files: list[Path] = field(default_factory=list)
+    corpora: list[Path] = field(default_factory=list)
+    folders: list[Path] = field(default_factory=list)
+    roles: dict[Path, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        corpus: Iterable[str | os.PathLike] = (),
+        tokenizers: Iterable[str | None] = (),
+        files: Iterable[str | os.PathLike | None] = (),
+        folders: Iterable[str | os.PathLike | None] = (),
+        roles: Mapping[str, str | os.PathLike] | None = None,
+    ) -> Inputs:
+        """The inputs of a command: corpus paths (files or folders), tokenizer specs
+        (`[LABEL=]SPEC[#PATTERN]`; `hf:` and `tiktoken:` names read no local file of the
+        user's), other files (policy, config, task files) and other input folders, and
+        folders named by their role (`roles={"run folder": RUN}`). Paths that do not exist
+        are left out: the command's own check names them."""
+        made = cls()
+        for p in corpus:
+            made._add(Path(p), corpus=True)
+        for spec in tokenizers:
+            if spec:
+                made._add(Path(_spec_path(spec)), corpus=False)
+        for p in files:
+            if p:
+                made._add(Path(p), corpus=False)
+        for p in folders:
+            if p:
+                made._add(Path(p), corpus=False)
+        for role, p in (roles or {}).items():
+            made._add(Path(p), corpus=False)
+            made.roles[_real(Path(p))] = role
+        # The project's configuration is read by every verb (tokenizers, the gate policy).
+        for name in ("fertility.toml", "pyproject.toml"):
+            made._add(Path(name), corpus=False)
+        return made
+
+    def _add(self, path: Path, corpus: bool) -> None:
+        try:
+            real = Path(os.path.realpath(path))
+            st = os.stat(real)
+        except (OSError, ValueError):
+            return
+        if stat.S_ISDIR(st.st_mode):
+            (self.corpora if corpus else self.folders).append(real)
+        elif stat.S_ISREG(st.st_mode):
+            self.files.append(real)
+
+    def identities(self) -> dict[tuple[int, int], Path]:
+        """(device, inode) -> path of every input file, folders walked: only asked for when an
+        existing output has other names (hard links), so a large corpus is walked rarely."""
+        found: dict[tuple[int, int], Path] = {}
+        for path in self.files:
+            _identity(path, found)
+        for top in self.corpora + self.folders:
+            for dirpath, _dirs, names in os.walk(top):
+                for name in names:
+                    _identity(Path(dirpath) / name, found)
+        return found
+
+
+def _identity(path: Path, found: dict[tuple[int, int], Path]) -> None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        found.setdefault((st.st_dev, st.st_ino), path)
+
+
+def _spec_path(spec: str) -> str:
+    """The local path of a tokenizer spec: `[LABEL=]PATH[#PATTERN]` (a LABEL never holds a
+    path separator; a path may hold `=`, so the label is taken only when it reads as one)."""
+    label, sep, rest = spec.partition("=")
+    if sep and label and "/" not in label and os.sep not in label and not os.path.exists(spec):
+        spec = rest
+    if "#" in spec and not os.path.exists(spec):
+        spec = spec.rsplit("#", 1)[0]
+    return spec
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+# ---------------------------------------------------------------- single-file outputs
+
+
+def check_file_outputs(
+    outputs: Mapping[str, str | os.PathLike | None],
+    inputs: Inputs,
+    *,
+    allow_in_corpus: bool = False,
+) -> None:
+    """Refuse, before anything is measured, every `-o`-style output that breaks a rule:
+    `outputs` maps each option (`-o/--output`, `--junit`, ...) to its path (None or `-`: not
+    given, or stdout). Checks: not an input (device and inode, links resolved), not inside an
+    input folder, not inside a corpus folder unless `allow_in_corpus`, its folder exists, no
+    path named twice, and an existing regular file is one this project wrote."""
+    seen: dict[Path, str] = {}
+    for option, given in outputs.items():
+        if given is None or os.fspath(given) == "-":
+            continue
+        if not os.fspath(given).strip():
+            raise OutputError(f"{option}: empty file name")
+        real = _real(Path(given))
+        if real in seen:
+            raise OutputError(
+                f"{given}: named as both {seen[real]} and {option}; give each output its own file"
+            )
+        seen[real] = option
+        _check_against_inputs(Path(given), real, inputs, allow_in_corpus, folder=False)
+        try:
+            st = os.stat(real)
+        except FileNotFoundError:
+            if not real.parent.is_dir():
+                raise OutputError(
+                    f"{given}: the folder {real.parent} does not exist; create it first"
+                ) from None
+            continue
+        except OSError as e:
+            raise OutputError(f"{given}: cannot write ({e.strerror or e})") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"{given}: is a folder, not a file")
+        if stat.S_ISREG(st.st_mode) and not _made_here(real):
+            raise OutputError(
+                f"{given}: exists and was not written by fertility (no {MANIFEST} beside it "
+                "lists it); choose another name, or move the file away first"
+            )
+
+
+def write_file(path: str | os.PathLike, text: str, error: type[FertilityError] = FertilityError):
+    """Write a single-file output (already passed `check_file_outputs`): recorded first in the
+    manifest of its folder (so a re-run may replace it and a corpus walk skips it), then
+    written atomically. A device or FIFO (/dev/null, a pipe) is written in place and not
+    recorded."""
+    real = _real(Path(path))
+    try:
+        mode = os.stat(real).st_mode
+    except OSError:
+        mode = None
+    if mode is None or stat.S_ISREG(mode):
+        if mode is not None and not _made_here(real):  # appeared since the check
+            raise OutputError(f"{path}: exists and was not written by fertility; not replaced")
+        record(real.parent, [real.name], error=error)
+    write_text_atomic(path, text, error)
+
+
+def _made_here(real: Path) -> bool:
+    return is_listed(real.name, listed_outputs(real.parent))
+
+
+def _real(path: Path) -> Path:
+    """Where a write to `path` lands: links resolved, relative paths made absolute."""
+    return Path(os.path.realpath(path))
+
+
+def _check_against_inputs(
+    given: Path, real: Path, inputs: Inputs, allow_in_corpus: bool, folder: bool
+) -> None:
+    for d in inputs.corpora:
+        if folder and _inside(d, real):
+            raise OutputError(
+                f"{given}: contains the corpus folder {d}; write the output elsewhere"
+            )
+        if _inside(real, d) and not allow_in_corpus:
+            raise OutputError(
+                f"{given}: lies inside the corpus folder {d} that this run reads; write it "
+                "elsewhere, or pass --allow-output-in-corpus (later runs skip what fertility "
+                "wrote there)"
+            )
+    for d in inputs.folders:
+        if _inside(real, d) or (folder and _inside(d, real)):
+            where = "is" if real == d else "lies inside" if _inside(real, d) else "contains"
+            role = inputs.roles.get(d, "input folder")
+            raise OutputError(f"{given}: {where} the {role} {d}; write the output elsewhere")
+    for f in inputs.files:
+        if real == f or (folder and _inside(f, real)):
+            what = "is" if real == f else "contains"
+            raise OutputError(
+                f"{given}: {what} an input of this run ({f}); write the output elsewhere"
+            )
+    try:
+        st = os.stat(real)
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        other = inputs.identities().get((st.st_dev, st.st_ino))
+        if other is not None:
+            raise OutputError(
+                f"{given}: is another name (a hard link) of the input {other}; write the "
+                "output elsewhere"
+            )
+
+
+# ---------------------------------------------------------------- output folders
+
+
+def claim_folder(
+    path: str | os.PathLike,
+    made_by: str,
+    entries: Iterable[str],
+    inputs: Inputs,
+    *,
+    allow_in_corpus: bool = False,
+    error: type[FertilityError] | None = None,
+) -> Path:
+    """Take `path` as the output folder of `fertility <made_by>`, which will write `entries`
+    (relative paths; `x/` a subfolder it owns whole): `check_folder`, then the folder is
+    created when new and its manifest lists `entries` before anything is written. Returns
+    the resolved folder."""
+    err = error or OutputError
+    real, state = check_folder(
+        path, made_by, entries, inputs, allow_in_corpus=allow_in_corpus, error=err
+    )
+    if state == "new":
+        try:
+            real.mkdir(parents=True)
+        except OSError as e:
+            raise err(f"{path}: cannot create the output folder ({e.strerror or e})") from None
+    record(real, list(entries), made_by=made_by, error=err)
+    return real
+
+
+def check_folder(
+    path: str | os.PathLike,
+    made_by: str,
+    entries: Iterable[str],
+    inputs: Inputs,
+    *,
+    allow_in_corpus: bool = False,
+    error: type[FertilityError] | None = None,
+) -> tuple[Path, str]:
+    """Whether `fertility <made_by>` may write `entries` into the folder `path`; nothing is
+    written. Returns the resolved folder and its state: "new" (absent), "empty", or "ours"
+    (its manifest says `made_by` made it: only listed files are replaced, anything else in it
+    is the user's and is kept). Refused (one line, `error` or OutputError): a file; a folder
+    that is not empty and was not made by `fertility <made_by>`; one of `entries` that exists
+    and the manifest does not list; a folder that is, holds or lies inside an input."""
+    err = error or OutputError
+    given = Path(path)
+    real = _real(given)
+    try:
+        _check_against_inputs(given, real, inputs, allow_in_corpus, folder=True)
+    except OutputError as e:
+        raise err(str(e)) from None
+    if not real.exists():
+        return real, "new"
+    if not real.is_dir():
+        raise err(f"{given}: exists and is not a folder")
+    try:
+        names = [n for n in os.listdir(real) if PARTIAL not in n]
+    except OSError as e:
+        raise err(f"{given}: cannot read the folder ({e.strerror or e})") from None
+    if not names:
+        return real, "empty"
+    data = read_manifest(real)
+    if data is None or data.get("made_by") != made_by:
+        shown = ", ".join(sorted(names)[:3]) + (" ..." if len(names) > 3 else "")
+        raise err(
+            f"{given}: is not empty ({shown}) and was not made by `fertility {made_by}`; "
+            "nothing there is replaced or deleted: choose a new or empty folder"
+        )
+    listed = listed_outputs(real)
+    for entry in entries:
+        rel = _clean(entry).rstrip("/")
+        if rel and (real / rel).exists() and not is_listed(rel, listed):
+            raise err(
+                f"{given / rel}: exists and was not written by fertility; move it away or "
+                "choose another folder"
+            )
+    return real, "ours"
+
+
+def record(
+    folder: Path,
+    entries: list[str],
+    *,
+    made_by: str | None = None,
+    error: type[FertilityError] | None = None,
+) -> None:
+    """Add `entries` to the manifest of `folder` (created when missing), before the files
+    themselves are written: a run killed midway still leaves them listed as its own."""
+    data = read_manifest(folder) or {"schema": MANIFEST_SCHEMA, "made_by": None, "entries": []}
+    have = [e for e in data["entries"] if _clean(e)]
+    new = [e for e in (_clean(x) for x in entries) if e and e not in have]
+    if not new and (made_by is None or data.get("made_by") == made_by):
+        return
+    data["entries"] = have + new
+    if made_by is not None:
+        data["made_by"] = made_by
+    text = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
+    write_text_atomic(folder / MANIFEST, text, error or OutputError)
+
+
+def remove(folder: Path, rel: str) -> None:
+    """Delete `folder/rel` (a file, or a subfolder whole) only when its manifest lists it:
+    what this project did not write is never deleted, whatever the caller believes."""
+    if not is_listed(rel, listed_outputs(folder)):
+        return
+    target = folder / rel
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    else:
+        target.unlink(missing_ok=True)

@@ -14,7 +14,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import shutil
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,6 +24,7 @@ import numpy as np
 
 from fertility.corpus import batched
 from fertility.errors import TrainingError
+from fertility.outputs import remove
 from fertility.progress import StatusLine
 from fertility.tokenizers import reload_key, reload_tokenizer
 from trainer.shards import DocTableWriter, ShardWriter, dtype_for_vocab, open_doc_table, open_shard
@@ -143,7 +143,7 @@ def build_shards(
     """
     data_dir = Path(data_dir)
     part = data_dir.with_name(data_dir.name + ".partial")
-    shutil.rmtree(part, ignore_errors=True)
+    _remove_ours(part)
     part.mkdir(parents=True)
     vocab = int(tokenizer.vocab_size)
     sep = choose_separator(dict(tokenizer.special_tokens), separator, vocab)
@@ -263,7 +263,7 @@ def build_shards(
     if not index["train"]:
         raise TrainingError(f"{data_dir}: the corpus produced no training tokens")
     (part / "index.json").write_text(json.dumps(index, indent=1, ensure_ascii=False))
-    shutil.rmtree(data_dir, ignore_errors=True)
+    _remove_ours(data_dir)
     os.replace(part, data_dir)
     return index
 
@@ -285,6 +285,15 @@ def _parallel_encode(
     while pending:
         done, result = pending.popleft()
         yield done, result.get()
+
+
+def _remove_ours(path: Path) -> None:
+    """Delete an earlier build's `path`, only when the manifest of its folder lists it
+    (fertility.outputs): a `data/` the user keeps beside a run, their corpus perhaps, stays."""
+    if path.exists() or path.is_symlink():
+        remove(path.parent, path.name)
+    if path.exists() or path.is_symlink():
+        raise TrainingError(f"{path}: exists and was not written by fertility; not replaced")
 
 
 def read_index(data_dir: str | Path) -> dict[str, Any] | None:

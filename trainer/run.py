@@ -28,6 +28,7 @@ from fertility.cli import Terminated
 from fertility.corpus import Corpus, shown
 from fertility.errors import FertilityError, TrainingError
 from fertility.gate import gate_corpus
+from fertility.outputs import Inputs, claim_folder, read_manifest, record
 from fertility.report.gate import gate_text
 from fertility.tokenizers import load_tokenizer_arg
 from fertility.tokenizers.spec import split_pattern_suffix
@@ -38,7 +39,7 @@ from trainer.config import TrainConfig, load_config
 from trainer.data import TokenData, build_shards, choose_separator, read_index
 from trainer.mix import parse_mix, plan_for_run, record_consumed
 from trainer.model import config_from_preset
-from trainer.rundir import RUN_SCHEMA, RunDir
+from trainer.rundir import OUTPUTS, RUN_SCHEMA, RunDir
 
 
 def _now() -> str:
@@ -83,6 +84,27 @@ def _copy_tokenizer(tok: Any, run_dir: Path) -> dict[str, Any]:
         shutil.copyfile(src, dest)
         info["sha256"] = sha256(dest)
     return info
+
+
+def _claim(run_dir: Path, paths, tokenizer_spec, config_path, policy, over, allow: bool) -> None:
+    """The output policy for the run folder (fertility.outputs), before anything is written.
+    A run folder of a version before the manifest (its run.json of this schema) is adopted:
+    its files are the run's layout."""
+    if read_manifest(run_dir) is None:
+        try:
+            legacy = RunDir(run_dir).read_run_json().get("schema") == RUN_SCHEMA
+        except (OSError, ValueError, AttributeError):
+            legacy = False
+        if legacy:
+            record(run_dir, list(OUTPUTS), made_by="pretrain", error=TrainingError)
+    init = (over or {}).get("init_from")
+    inputs = Inputs.of(
+        corpus=paths,
+        tokenizers=[str(tokenizer_spec)],
+        files=[config_path, policy if isinstance(policy, (str, os.PathLike)) else None],
+        folders=[init],
+    )
+    claim_folder(run_dir, "pretrain", OUTPUTS, inputs, allow_in_corpus=allow, error=TrainingError)
 
 
 def _check_resume(
@@ -166,6 +188,7 @@ def pretrain(
     policy: Any = None,
     overrides: dict[str, Any] | None = None,
     callbacks: Any = None,
+    allow_output_in_corpus: bool = False,
 ) -> dict[str, Any]:
     """Train a model on `corpus_paths` with the tokenizer `tokenizer_spec` into `out_dir`.
 
@@ -174,6 +197,8 @@ def pretrain(
     `gate(paths, tokenizer) -> GateResult` defaults to fertility.gate.gate_corpus with
     `policy` and `corpus_options`. With `resume` the run's stored config and gate verdict
     are reused and training continues from the newest valid checkpoint.
+    `out_dir` must be new, empty or a run folder (fertility.outputs: nothing the run did not
+    write is replaced or deleted), and outside the corpus unless `allow_output_in_corpus`.
     Returns {"run_dir", "steps", "tokens", "final_loss", "forced", ...}.
     """
     # deferred: looked up when called, so a test can replace it
@@ -219,6 +244,10 @@ def pretrain(
         raise TrainingError(
             f"seq_len {cfg.seq_len} exceeds the model's max_seq_len "
             f"{model_cfg.max_seq_len} (preset {cfg.preset})"
+        )
+    if int(os.environ.get("RANK", 0)) == 0:  # the one writer of the run folder, before it writes
+        _claim(
+            run_dir, paths, tokenizer_spec, config_path, policy, overrides, allow_output_in_corpus
         )
     env = D.init_distributed(cfg.device)
     try:

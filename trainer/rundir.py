@@ -26,6 +26,16 @@ TOKENIZER_DIR = "tokenizer"
 DATA_DIR = "data"
 HELDOUT = "heldout.jsonl"
 CHECKPOINTS = "checkpoints"
+# What a run writes into its folder (fertility.outputs lists them in the folder's manifest
+# before anything is written; `data.partial/` is the shards being built).
+OUTPUTS = (
+    RUN_JSON,
+    METRICS,
+    f"{TOKENIZER_DIR}/",
+    f"{DATA_DIR}/",
+    f"{DATA_DIR}.partial/",
+    f"{CHECKPOINTS}/",
+)
 
 
 def step_name(step: int) -> str:

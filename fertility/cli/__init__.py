@@ -17,7 +17,7 @@ import click
 from fertility.cli import eval as eval_verb
 from fertility.cli import export, extend, fix, gate, pretrain, report
 from fertility.cli.options import silence_stdout
-from fertility.errors import FertilityError
+from fertility.errors import FertilityError, visible
 
 _DEBUG = {"on": False}
 
@@ -81,8 +81,8 @@ def _run(argv: list[str] | None) -> None:
     try:
         cli.main(args=argv, prog_name="fertility", standalone_mode=False)
         sys.stdout.flush()
-    except FertilityError as exc:
-        click.echo(f"error: {exc}", err=True)
+    except FertilityError as exc:  # a file name may hold a newline: still one line
+        click.echo(f"error: {visible(str(exc))}", err=True)
         sys.exit(exc.exit_code)
     except (Terminated, KeyboardInterrupt, click.exceptions.Abort) as exc:
         terminated = isinstance(exc, Terminated)
@@ -120,7 +120,7 @@ def _unexpected(exc: BaseException) -> None:
     if _DEBUG["on"]:
         traceback.print_exception(exc)
     click.echo(
-        f"error: {what}"
+        f"error: {visible(what)}"
         + ("" if _DEBUG["on"] else " (rerun as `fertility --debug ...` for the traceback)"),
         err=True,
     )

@@ -6,7 +6,13 @@ import dataclasses
 
 import click
 
-from fertility.cli.options import corpus_options, corpus_settings, need_torch, write_output
+from fertility.cli.options import (
+    check_outputs,
+    corpus_options,
+    corpus_settings,
+    need_torch,
+    write_output,
+)
 
 
 @click.command("eval")
@@ -48,8 +54,17 @@ def eval_cmd(
     from eval.render import render_json, render_text
     from eval.run import evaluate
     from fertility.progress import StatusLine
+    from trainer.rundir import RunDir
 
     opts = corpus_settings(kw)
+    run = RunDir(run_dir)  # what eval reads of the run: -o may sit beside it, never on it
+    check_outputs(
+        {"-o/--output": output},
+        kw,
+        corpus=corpus,
+        files=[run.run_json, run.metrics, *tasks],
+        folders=[run.checkpoints, run.data, run.root / "tokenizer"],
+    )
     status = StatusLine(kw["quiet"])
     try:
         result = evaluate(

@@ -58,6 +58,7 @@ def extend(base, paths, add, out_dir, langs, heldout, heldout_max, policy, **kw)
         heldout_max_docs=heldout_max,
         seed=kw["seed"],
         progress=say,
+        allow_output_in_corpus=kw.pop("allow_output_in_corpus"),
     )
     # deferred: the library loads when a command runs (fast --help)
     from fertility.report.fix import extend_text

@@ -129,6 +129,7 @@ def fix(
         corpus_options=opts,
         policy=policy,
         progress=say,
+        allow_output_in_corpus=kw.pop("allow_output_in_corpus"),
     )
     # deferred: the library loads when a command runs (fast --help)
     from fertility.report.fix import fix_text

@@ -9,6 +9,7 @@ import sys
 import click
 
 from fertility.cli.options import (
+    check_outputs,
     corpus_options,
     corpus_settings,
     parse_detail,
@@ -80,6 +81,13 @@ def gate(
     from fertility.policy import load_policy
 
     opts = corpus_settings(kw)
+    check_outputs(
+        {"-o/--output": output, "--junit": junit, "--html": html_out},
+        kw,
+        corpus=paths,
+        tokenizers=[tokenizer, baseline],
+        files=[policy],
+    )
     pol = load_policy(policy)
     if reference:
         pol = dataclasses.replace(pol, reference=reference)

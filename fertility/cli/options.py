@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fertility.errors import FertilityError
+from fertility.errors import FertilityError, visible
 
 if TYPE_CHECKING:
     from fertility.corpus import CorpusOptions
@@ -77,6 +77,12 @@ def corpus_options(f):
             "more than this share of its first 8 KB is invalid UTF-8 (1: never).",
         ),
         click.option("--quiet", "-q", is_flag=True, help="No progress on stderr."),
+        click.option(
+            "--allow-output-in-corpus",
+            is_flag=True,
+            help="Write outputs inside a corpus folder this command reads (refused by "
+            "default; later runs skip what fertility wrote there).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -114,7 +120,7 @@ def corpus_settings(kw: dict) -> CorpusOptions:
 
 
 def _warn(message: str) -> None:
-    click.echo(f"warning: {message}", err=True)
+    click.echo(f"warning: {visible(message)}", err=True)
 
 
 def write_output(text: str, output: str | None) -> None:
@@ -133,9 +139,20 @@ def write_output(text: str, output: str | None) -> None:
     if not output.strip():
         raise FertilityError("-o/--output: empty file name")
     # deferred: the library loads when a command runs (fast --help)
-    from fertility.files import write_text_atomic
+    from fertility.outputs import write_file
 
-    write_text_atomic(output, text)  # a reader never sees a half-written report
+    write_file(output, text)  # recorded as ours, then replaced in one rename
+
+
+def check_outputs(outputs: dict, kw: dict, **inputs) -> None:
+    """The output policy (fertility.outputs), before anything is measured: `outputs` maps
+    each option to its path; `inputs` are Inputs.of's keywords (corpus, tokenizers, files,
+    folders). Takes --allow-output-in-corpus out of `kw`."""
+    # deferred: the library loads when a command runs (fast --help)
+    from fertility.outputs import Inputs, check_file_outputs
+
+    allow = kw.pop("allow_output_in_corpus", False)
+    check_file_outputs(outputs, Inputs.of(**inputs), allow_in_corpus=allow)
 
 
 def silence_stdout() -> None:

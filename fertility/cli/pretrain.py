@@ -104,5 +104,6 @@ def pretrain(
         corpus_options=opts,
         policy=policy,
         overrides=over,
+        allow_output_in_corpus=kw.pop("allow_output_in_corpus"),
     )
     click.echo(json.dumps(summary, indent=2, default=str))

@@ -7,6 +7,7 @@ import dataclasses
 import click
 
 from fertility.cli.options import (
+    check_outputs,
     corpus_options,
     corpus_settings,
     parse_detail,
@@ -90,6 +91,7 @@ def report(
 
     opts = corpus_settings(kw)
     specs = list(tokenizers) or configured_tokenizers()
+    check_outputs({"-o/--output": output}, kw, corpus=paths, tokenizers=specs, files=[policy])
     families = [p.strip() for p in pretokenizers.split(",") if p.strip()] if pretokenizers else None
     progress = Progress("measuring", quiet=kw["quiet"])
     rep = analyze(

@@ -45,6 +45,7 @@ import numpy as np
 
 from fertility.corpus import Corpus
 from fertility.errors import CorpusError
+from fertility.files import partial_path
 
 KEEP_CHARS = 1 << 28  # a corpus up to 256 M characters is read once, then served from memory
 
@@ -321,7 +322,7 @@ class HeldoutWriter:
         if lang not in self.handles:
             plain = lang.isascii() and lang.replace("-", "").replace("_", "").isalnum()
             stem = lang if plain else f"_lang{self.names.index(lang)}"
-            tmp = self.folder / f".{stem}.jsonl.partial-{os.getpid()}"
+            tmp = partial_path(self.folder / f"{stem}.jsonl")
             self.temps.append(tmp)
             self.handles[lang] = (
                 open(tmp, "w", encoding="utf-8"),

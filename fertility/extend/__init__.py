@@ -33,11 +33,23 @@ from fertility.extend import report as rep
 from fertility.extend import sentencepiece as sp
 from fertility.extend.bpe import ExtendError, from_tokenizer, hf_json, learn, rank_file, tekken_json
 from fertility.extend.pattern import widen_letters
-from fertility.files import report_json, write_text_atomic
+from fertility.files import partial_path, report_json, write_text_atomic
 from fertility.gate import evaluate
+from fertility.outputs import Inputs, claim_folder, remove
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 
 SCHEMA = "fertility.extend/1"
+# What extend writes into --out (fertility.outputs lists them in the folder's manifest first).
+OUTPUTS = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "tekken.json",
+    "tokenizer.tiktoken",
+    "tokenizer.pattern.txt",
+    "ids-map.json",
+    "extend-report.json",
+    "heldout/",
+)
 BASE, EXTENDED = "base", "extended"
 
 
@@ -93,8 +105,11 @@ def extend(
     heldout_max_docs: int | None = 1000,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
+    allow_output_in_corpus: bool = False,
 ) -> ExtendResult:
-    """Extend `base_spec` ("[LABEL=]SPEC") by `add` tokens learned on `corpus_paths`."""
+    """Extend `base_spec` ("[LABEL=]SPEC") by `add` tokens learned on `corpus_paths`.
+    `out_dir` must be new, empty or an earlier extend's (fertility.outputs), never the base
+    tokenizer's folder, and outside the corpus unless `allow_output_in_corpus`."""
 
     say = progress or (lambda msg: None)
     if isinstance(add, bool) or not isinstance(add, int) or add < 1:
@@ -104,13 +119,20 @@ def extend(
     # SentencePiece has no split regex to widen: it never cuts a word at its vowel signs
     bpe = None if base.kind == "sentencepiece" else from_tokenizer(base)
     regex = widen_letters(bpe.regex) if bpe is not None else None
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ExtendError(f"{out}: exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ExtendError(f"{out}: cannot create the output folder ({e.strerror})") from None
+    paths = [corpus_paths] if isinstance(corpus_paths, (str, os.PathLike)) else corpus_paths
+    inputs = Inputs.of(
+        corpus=paths,
+        tokenizers=[base_spec],
+        files=[policy if isinstance(policy, (str, os.PathLike)) else None],
+    )
+    out = claim_folder(
+        out_dir,
+        "extend",
+        OUTPUTS,
+        inputs,
+        allow_in_corpus=allow_output_in_corpus,
+        error=ExtendError,
+    )
 
     corpus = Corpus(corpus_paths, **dict(corpus_options or {}))
     say("extend: reading the corpus")
@@ -263,7 +285,7 @@ def _byte_level(
     write_text_atomic(
         out / "tokenizer.json", json.dumps(obj, ensure_ascii=False) + "\n", ExtendError
     )
-    (out / "tokenizer.model").unlink(missing_ok=True)  # an earlier run's: not this tokenizer
+    remove(out, "tokenizer.model")  # an earlier run's: not this tokenizer
     if bpe.source == "tekken":
         paths["tekken"] = str(out / "tekken.json")
         write_text_atomic(
@@ -294,10 +316,11 @@ def _sentencepiece(
     """Learn and write a SentencePiece extension (fertility.extend.sentencepiece)."""
 
     learned = sp.learn(base, train, add, scripts)
-    final, tmp = out / "tokenizer.model", out / f".tokenizer.model.partial-{os.getpid()}"
+    final = out / "tokenizer.model"
+    tmp = partial_path(final)
     tmp.write_bytes(learned.model)
     os.replace(tmp, final)
-    (out / "tokenizer.json").unlink(missing_ok=True)  # a folder spec would load it first
+    remove(out, "tokenizer.json")  # an earlier run's: a folder spec would load it first
     paths["tokenizer"] = str(final)
     return {
         "first_new_id": int(base.vocab_size),

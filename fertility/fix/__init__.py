@@ -69,6 +69,7 @@ from fertility.fix import normalize
 from fertility.fix.config import FixConfig
 from fertility.fix.train import BYTES, train
 from fertility.gate import evaluate
+from fertility.outputs import Inputs, claim_folder, remove
 from fertility.policy import Policy, load_policy
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 from fertility.tokenizers.patterns import resolve_pattern
@@ -77,6 +78,15 @@ SCHEMA = "fertility.fix/1"
 DEFAULT_SPECIALS = ("<|endoftext|>",)
 UNK = "<unk>"
 BEFORE, AFTER = "before", "after"  # tokenizer labels in the held-out measurement
+# What fix writes into --out (fertility.outputs lists them in the folder's manifest first).
+OUTPUTS = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "fix-report.json",
+    "report.html",
+    "heldout/",
+    ".unfinished",
+)
 METRICS = (
     "documents",
     "chars",
@@ -150,6 +160,7 @@ def fix(
     corpus_options: dict | None = None,
     policy=None,
     progress: Callable[[str], None] | None = None,
+    allow_output_in_corpus: bool = False,
 ) -> FixResult:
     """Train the corrected vocabulary on `corpus_paths`, measure and gate it, write `out_dir`.
 
@@ -157,11 +168,26 @@ def fix(
     it is measured beside the new one). policy: a Policy, a policy file or None (as `fertility
     gate`). progress: called with one-line status messages (the CLI prints them on stderr).
     One run at a time writes `out_dir` (a second one is refused: FixError); a killed run's
-    temporary files there are removed by the next one.
+    temporary files there are removed by the next one. `out_dir` must be new, empty or an
+    earlier fix's (fertility.outputs: nothing fix did not write is replaced or deleted), and
+    outside the corpus unless `allow_output_in_corpus`.
     """
     config.validate()
-    out = _prepare_dir(Path(out_dir))
-    with locked_folder(out, FixError, "`fertility fix`"):
+    paths = [corpus_paths] if isinstance(corpus_paths, (str, os.PathLike)) else corpus_paths
+    inputs = Inputs.of(
+        corpus=paths,
+        tokenizers=[from_tokenizer],
+        files=[policy if isinstance(policy, (str, os.PathLike)) else None],
+    )
+    out = claim_folder(
+        out_dir,
+        "fix",
+        OUTPUTS,
+        inputs,
+        allow_in_corpus=allow_output_in_corpus,
+        error=FixError,
+    )
+    with locked_folder(out, FixError, "`fertility fix`", subfolders=["heldout"]):
         return _fix(
             corpus_paths,
             out,
@@ -261,8 +287,8 @@ def _fix(
         mark_unfinished(out)  # from here until fix-report.json, readers refuse the folder
         heldout_files = writer.commit()
         trained.commit()
-        for stale in (out / "fix-report.json", out / "report.html"):
-            stale.unlink(missing_ok=True)  # an earlier run's: they describe another tokenizer
+        for stale in ("fix-report.json", "report.html"):
+            remove(out, stale)  # an earlier run's: they describe another tokenizer
     finally:
         writer.close()
         for tmp in temps:
@@ -381,16 +407,6 @@ def _old_unk(old) -> str | None:
         return None
     unk = (old.config() or {}).get("unk_token")
     return unk if isinstance(unk, str) and unk else None
-
-
-def _prepare_dir(out: Path) -> Path:
-    if out.exists() and not out.is_dir():
-        raise FixError(f"{out}: exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise FixError(f"{out}: cannot create the output folder ({e.strerror})") from None
-    return out
 
 
 # ---------------------------------------------------------------- measure, report

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fertility.errors import FertilityError, FixError, one_line
+from fertility.files import partial_path
+from fertility.outputs import remove
 
 if TYPE_CHECKING:
     from fertility.fix.config import FixConfig
@@ -31,8 +33,9 @@ class Trained:
 
     def commit(self) -> None:
         os.replace(self.staged, self.path)
-        if self.stale.exists():  # a folder spec loads tokenizer.json before tokenizer.model
-            self.stale.unlink()
+        # a folder spec loads tokenizer.json before tokenizer.model: an earlier run's other
+        # artifact goes (outputs.remove: only when the folder's manifest lists it)
+        remove(self.stale.parent, self.stale.name)
 
 
 def train(
@@ -72,7 +75,7 @@ def train(
 
 
 def _stage(final: Path, temps: list[Path]) -> Path:
-    tmp = final.with_name(f".{final.name}.partial-{os.getpid()}")
+    tmp = partial_path(final)
     temps.append(tmp)
     return tmp
 

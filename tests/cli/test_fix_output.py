@@ -1,5 +1,5 @@
 """`fertility fix --out DIR`: one run at a time writes DIR, and what a killed run left there
-(its temporary `.partial-PID` files) is removed by the next run, which ends consistent."""
+(its temporary `.NAME.fertility-partial-PID` files) is removed by the next run, which ends consistent."""
 
 import json
 import os
@@ -15,7 +15,7 @@ from tests.fix.test_fix import write_corpus
 
 
 def _partials(folder):
-    return sorted(p.name for p in folder.rglob(".*.partial-*"))
+    return sorted(p.name for p in folder.rglob(".*.fertility-partial-*"))
 
 
 @pytest.fixture(scope="module")

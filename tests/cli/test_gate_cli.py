@@ -24,9 +24,10 @@ def naive(tmp_path_factory):
 
 @pytest.fixture()
 def bn_en(tmp_path):
+    (tmp_path / "corpus").mkdir()  # outputs (--junit) go beside it: never inside a corpus
     for lang in ("bn", "en"):
-        (tmp_path / f"{lang}.txt").write_text((CORPUS / f"{lang}.txt").read_text())
-    return tmp_path
+        (tmp_path / "corpus" / f"{lang}.txt").write_text((CORPUS / f"{lang}.txt").read_text())
+    return tmp_path / "corpus"
 
 
 def test_naive_gpt2_bpe_fails_with_mark_split_and_junit(run, bn_en, naive, tmp_path):

@@ -32,7 +32,8 @@ def _report_on_stdout(run, corpus) -> str:
 
 def test_symlink_is_written_through(run, corpus, tmp_path):
     target, link = tmp_path / "real.csv", tmp_path / "link.csv"
-    target.write_text("stale\n")
+    code, _, _ = run("report", corpus, "--format", "json", "-o", target, "-q")  # ours, stale
+    assert code == 0 and target.read_text().startswith("{")
     link.symlink_to(target.name)
     code, _, _ = run("report", corpus, "--format", "csv", "-o", link, "-q")
     assert code == 0 and link.is_symlink() and os.readlink(link) == target.name
@@ -74,8 +75,8 @@ def test_output_into_a_folder_is_one_line(run, corpus, tmp_path):
 
 def test_stale_partial_of_a_dead_run_is_removed_a_live_ones_kept(run, corpus, tmp_path):
     out = tmp_path / "r.csv"
-    dead = tmp_path / ".r.csv.partial-999999999"  # above any pid_max: no such process
-    live = tmp_path / ".r.csv.partial-1"  # init is always alive
+    dead = tmp_path / ".r.csv.fertility-partial-999999999"  # above any pid_max: none such
+    live = tmp_path / ".r.csv.fertility-partial-1"  # init is always alive
     dead.write_text("half")
     live.write_text("half")
     code, _, _ = run("report", corpus, "--format", "csv", "-o", out, "-q")

@@ -22,8 +22,10 @@ from tokenizers import Tokenizer
 from fertility import fix as fix_module
 from fertility.corpus import sampling
 from fertility.errors import CorpusError, FertilityError, FixError, TokenizerError
+from fertility.fix import OUTPUTS as FIX_OUTPUTS
 from fertility.fix import fix, heldout_documents
 from fertility.fix.config import FixConfig
+from fertility.outputs import MANIFEST, record
 from fertility.report.fix import fix_text
 from tests.bpe import byte_level_bpe
 
@@ -327,6 +329,7 @@ def test_nfc_preview_counts_what_it_changes_and_is_not_a_pass(typed):
 def test_interrupted_run_leaves_no_half_written_tokenizer(small, tmp_path, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
+    record(out, list(FIX_OUTPUTS), made_by="fix")  # an earlier run's folder
     (out / "tokenizer.json").write_text("earlier run", encoding="utf-8")
     real = sampling.training_stream
 
@@ -339,12 +342,13 @@ def test_interrupted_run_leaves_no_half_written_tokenizer(small, tmp_path, monke
     with pytest.raises(KeyboardInterrupt):
         fix([small], out, FixConfig(vocab_size=500, heldout_fraction=0.2))
     assert (out / "tokenizer.json").read_text("utf-8") == "earlier run"
-    assert sorted(p.name for p in out.rglob("*") if p.is_file()) == ["tokenizer.json"]
+    assert sorted(p.name for p in out.rglob("*") if p.is_file()) == [MANIFEST, "tokenizer.json"]
 
 
 def test_run_interrupted_after_training_leaves_no_stale_report(small, tmp_path, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
+    record(out, list(FIX_OUTPUTS), made_by="fix")  # an earlier run's folder
     (out / "fix-report.json").write_text("earlier run", encoding="utf-8")
     (out / "report.html").write_text("earlier run", encoding="utf-8")
 
