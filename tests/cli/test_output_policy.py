@@ -273,3 +273,12 @@ def test_pretrain_into_a_users_folder_or_the_corpus_is_refused(run, project, pre
     got = run("pretrain", project / "corpus", "--out", project / "corpus/run", *pretrain_args)
     refused(*got, "lies inside the corpus folder")
     assert snapshot(project) == before
+
+
+def test_error_line_escapes_controls(run, tmp_path):
+    """A newline in a file name would split the one error line; U+202E would print what
+    follows it reversed. Both are shown as escapes."""
+    name = tmp_path / "a\nb\u202etxt.txt"
+    code, out, err = run("report", name, "-q")
+    line = refused(code, out, err)
+    assert "a\\nb\\u202etxt.txt" in line and "\u202e" not in line
