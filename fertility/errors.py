@@ -39,9 +39,21 @@ class FixError(FertilityError):
     """`fertility fix` cannot run: empty corpus, vocabulary too small, unreadable --from."""
 
 
+class ExtendError(FertilityError):
+    """Bad input to `fertility extend`: a base it cannot widen, no text to learn from."""
+
+
 class OutputError(FertilityError):
     """An output would replace, delete or become what this project did not write (an input,
     a user's file, a folder it did not make): refused before anything is written."""
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread like Ctrl-C, so every `finally` runs (worker
+    processes terminated, temporary files removed, no partial output); the command line
+    exits 143. The trainer raises it after checkpointing the step a SIGTERM interrupted.
+    Not a KeyboardInterrupt: click would turn that into Abort (and print a blank line),
+    losing which signal it was; not an Exception, so no `except Exception` swallows it."""
 
 
 # Characters that would break an error line or a table cell apart, or reorder what follows:
@@ -52,9 +64,10 @@ _UNSAFE = (
     + ["\u2028", "\u2029", "\u061c", "\u200e", "\u200f"]
     + [chr(c) for c in range(0x202A, 0x202F)]
     + [chr(c) for c in range(0x2066, 0x206A)]
+    + [chr(c) for c in range(0xD800, 0xE000)]  # lone surrogates: unprintable, unencodable
 )
 _ESCAPES = str.maketrans(
-    {c: ("\\x%02x" % ord(c) if ord(c) < 0x100 else "\\u%04x" % ord(c)) for c in _UNSAFE}
+    {c: ("\\x%02x" % ord(c) if ord(c) < 0x80 else "\\u%04x" % ord(c)) for c in _UNSAFE}
     | {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 )
 

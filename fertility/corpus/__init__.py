@@ -10,9 +10,21 @@ What is read
     name order, so two runs read the same documents in the same order. Formats: `.txt`,
     `.jsonl`, `.parquet`, each optionally compressed `.gz`, `.zst`, `.xz` or `.bz2`
     (a compressed parquet file is decompressed to a temporary file first: it needs to seek).
-    Anything else, hidden entries (`.DS_Store`, `.git/`), non-regular files and symbolic
-    links to folders are skipped and listed with a reason in `summary()["skipped_files"]`;
-    a warning says so (one per named file, one per walked folder).
+    Decompression holds a fixed amount of memory whatever the compression ratio (a bomb of
+    one huge line meets the line limit below; one of many short lines is read as a corpus);
+    an xz dictionary or zstd window over 128 MiB is refused.
+    Anything else, hidden entries (`.DS_Store`, `.git/`), non-regular files, symbolic links
+    to folders (never followed), broken links and link loops are skipped and listed with a
+    reason in `summary()["skipped_files"]`; a warning says so (one per named file, one per
+    walked folder). A file reached under two names (a hard link, a symbolic link to a file
+    the walk also meets, a folder named twice) is read once, under the first name met: files
+    are told apart by device and inode, and a folder is never walked twice.
+    This project's own outputs are not text to measure: every folder `fertility` writes into
+    holds a manifest (`fertility.outputs.MANIFEST`, `.fertility-manifest.json`) listing what
+    it wrote there (a report, a fix/extend output folder, a pretrain run, an export). The
+    walk reads the manifest of each folder it walks, the named one included, and skips every
+    file and folder listed (reason "written by fertility"). A manifest above a named path is
+    not read: naming an output's folder or file itself (`fix-out/heldout`) reads it.
 
 Documents
     `.txt`: each line is one document. Lines end at \\n, \\r\\n or a lone \\r; the terminator
@@ -34,13 +46,20 @@ Documents
 Language labels, first match wins
     1. the file name without extensions, when it reads as a language code: `bn.txt`,
        `bn.jsonl.gz`, `zh-Hans.txt`, `pt_BR.txt`, FLORES-style `ben_Beng.txt` (kept as is);
-    2. the nearest folder between the file and the argument that named it (for a named file:
-       its parent folder) whose name is a language code: `corpus/bn/part-1.txt` -> `bn`;
-    3. the record's `lang_field` (jsonl field or parquet column), when set and non-empty;
-    4. `und`.
-    A language code is 2-3 lowercase letters, optionally `-`/`_` plus a Titlecase 4-letter
-    script or an uppercase 2-letter region; a few common folder names (`dev`, `raw`, `new`,
-    `all`, ...) are never taken as languages.
+    2. the record's `lang_field` (jsonl field or parquet column), when set and a non-empty
+       string: named by the user, it wins over a folder's name;
+    3. the nearest folder between the file and the argument that named it (for a named file:
+       its parent folder) whose name is a known language code: `corpus/bn/part-1.txt` -> `bn`;
+    4. `und`. With `lang_field` set, a file whose records leave some `und` (the field missing,
+       empty or not a string, or a .txt file, which has no fields) gets one warning with the
+       count.
+    A language code in a file name is 2-3 lowercase letters, optionally `-`/`_` plus a
+    Titlecase 4-letter script or an uppercase 2-letter region; a few common names (`dev`,
+    `raw`, `new`, `all`, ...) are never taken as languages. A folder's name must also be a
+    known code: 2 letters an ISO 639-1 code, 3 letters an ISO 639-3 (or 639-2/B) code, as
+    listed in Debian's iso-codes 4.15 (`pq/` is not a language, `bn/`, `ben/`, `ger/` are;
+    `xss/` is Assan); with a script or region (FineWeb-2 `ben_Beng/`, `pt_BR/`) the shape
+    is enough.
 
 Bad input
     Invalid UTF-8 is replaced by U+FFFD; `summary()["invalid_utf8"][path]` counts the U+FFFD
@@ -52,12 +71,18 @@ Bad input
     warning and listed in `binary_files` (with `why`). So is a file whose first 8 KB (when it
     has at least 512 bytes) hold more than `max_invalid_utf8` (default 0.25) U+FFFD
     replacements per byte: random bytes give about 0.47, Latin-1 French or German 0.01-0.03;
-    1 turns the check off. A UTF-16 or UTF-32 byte order mark raises CorpusError (convert
+    1 turns the check off. A .txt or .jsonl file whose first 8 KB are mostly (over half)
+    control characters (C0 but NUL, tab, \\n and \\r; DEL) is binary too, with or without that
+    option. A UTF-16 or UTF-32 byte order mark raises CorpusError (convert
     the file to UTF-8). A missing path, an unreadable or corrupt file, a corrupt compressed
     stream (in every format a second stream must be whole and nothing may follow the last),
     a missing parquet column, JSON nested too deeply or holding a number of over 4300
     digits, or a corpus with no documents raises CorpusError with one line naming the file.
-    A file name that is not UTF-8 is read; it is shown with its bad bytes as `\\xNN`.
+    A zstd file with frames that carry no content checksum (damage inside them cannot be
+    detected) is read with a warning.
+    A file name that is not UTF-8 is read; it is shown with its bad bytes as `\\xNN`, and
+    with its control and bidirectional characters escaped (`\\n`, `\\u202e`: see `shown`), so
+    every message about it stays one line that reads as it is.
 
 Limits
     A document longer than `max_doc_chars` (default 1,000,000) raises CorpusError naming its
@@ -67,7 +92,9 @@ Limits
     fixes those sizes, so a worker process reads the same bytes as its parent, and skips a
     file its parent did not see): what a writer appends meanwhile is left out, with a
     warning; a file that shrank is an error.
-    Uncompressed parquet is read through its footer and is not cut.
+    Uncompressed parquet is read through its footer and is not cut. A compressed parquet
+    file may decompress (to the temporary folder) to 100x its size, at least 64 MiB; more is
+    refused, and so is a temporary folder that fills up, naming the folder (set TMPDIR).
 
 Sampling
     `sample=f` keeps a document when a hash of (seed, path relative to its argument, line)
@@ -78,22 +105,28 @@ Sampling
 from __future__ import annotations
 
 import copy
+import dataclasses
+import errno
 import hashlib
 import io
 import math
 import os
+import stat
 import warnings
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator
 from contextlib import closing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+from importlib.resources import files
 from itertools import accumulate, chain, compress, count
 from pathlib import PurePath
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple, TypedDict
 
+from fertility import outputs
 from fertility.corpus import formats as fmt
-from fertility.errors import CorpusError, one_line
+from fertility.errors import CorpusError, one_line, visible
+from fertility.options import CorpusOptions
 
 
 class Document(NamedTuple):
@@ -115,7 +148,7 @@ class DocBatch(NamedTuple):
     sources: list[str]
     lines: list[int]
 
-    def __len__(self) -> int:  # type: ignore[override]  # documents, not fields
+    def __len__(self) -> int:  # documents, not fields
         return len(self.texts)
 
     def documents(self) -> list[Document]:
@@ -130,7 +163,12 @@ class DocBatch(NamedTuple):
         """Documents start to end (exclusive) of this batch."""
         if start == 0 and end >= len(self):  # all of it: no copy
             return self
-        return DocBatch(*(column[start:end] for column in self))
+        return DocBatch(
+            self.texts[start:end],
+            self.langs[start:end],
+            self.sources[start:end],
+            self.lines[start:end],
+        )
 
     @classmethod
     def joined(cls, parts: list[DocBatch]) -> DocBatch:
@@ -149,50 +187,29 @@ class CorpusFile:
     lang: str | None  # label from the file name or a folder; None when they say nothing
     size: int = 0  # bytes when the corpus was opened: all that is read of it
     fs_path: str | None = None  # the name to open, when `path` had to be made printable
-
-
-@dataclass(frozen=True)
-class CorpusOptions(Mapping):
-    """The options `Corpus` takes besides its paths, as one value (the command line builds it
-    once from its corpus options). A Mapping of Corpus's keyword names, so `Corpus(paths,
-    **options)` and every function taking `corpus_options` (a dict or this) accept it."""
-
-    text_field: str = "text"
-    lang_field: str | None = None
-    whole_files: bool = False
-    sample: float | None = None
-    max_docs: int | None = None
-    seed: int = 0
-    strict: bool = False
-    max_doc_chars: int = fmt.MAX_DOC_CHARS
-    max_invalid_utf8: float = fmt.MAX_INVALID_SHARE
-    on_warning: Callable[[str], None] | None = None
-
-    def __getitem__(self, key: str):
-        if key not in self._names():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    @classmethod
-    def _names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
+    folder_lang: bool = False  # `lang` is a folder's: a record's lang_field wins over it
 
 
 class CorpusWarning(UserWarning):
     """Something was skipped or repaired; the summary has the details."""
 
 
+class _FileEntry(TypedDict):
+    """A file of the pass, as summary()["files"] lists it."""
+
+    path: str
+    format: str
+    compression: str | None
+    lang: str | None
+    documents: int
+    langs: dict[str, int]  # {label: documents}
+
+
 @dataclass
 class _Pass:
     """Counters of one pass over the corpus: what summary() reports."""
 
-    files: list[dict] = field(default_factory=list)
+    files: list[_FileEntry] = field(default_factory=list)
     documents: int = 0
     seen: int = 0
     chars: int = 0
@@ -212,19 +229,20 @@ class Corpus:
     def __init__(
         self,
         paths: Iterable[str | os.PathLike] | str | os.PathLike,
+        options: CorpusOptions | None = None,
         *,
-        text_field: str = "text",
-        lang_field: str | None = None,
-        whole_files: bool = False,
-        sample: float | None = None,
-        max_docs: int | None = None,
-        seed: int = 0,
-        strict: bool = False,
-        max_doc_chars: int = fmt.MAX_DOC_CHARS,
-        max_invalid_utf8: float = fmt.MAX_INVALID_SHARE,
         sizes: dict[str, int] | None = None,
-        on_warning: Callable[[str], None] | None = None,
+        **keywords: Any,
     ):
+        """`options` (a CorpusOptions: its fields and defaults are the options), any of its
+        fields as keywords over it (`Corpus(paths, strict=True)`), and `sizes` (see Limits)."""
+        if options is not None and not isinstance(options, CorpusOptions):
+            raise TypeError(f"Corpus options: a CorpusOptions, not {type(options).__name__}")
+        self.options = opts = dataclasses.replace(options or CorpusOptions(), **keywords)
+        text_field, lang_field, whole_files = opts.text_field, opts.lang_field, opts.whole_files
+        sample, max_docs, seed, strict = opts.sample, opts.max_docs, opts.seed, opts.strict
+        max_doc_chars, max_invalid_utf8 = opts.max_doc_chars, opts.max_invalid_utf8
+        on_warning = opts.on_warning
         if sample is not None and (isinstance(sample, bool) or not 0 < sample <= 1):
             raise CorpusError(f"sample={sample!r}: must be a fraction in (0, 1]")
         if max_docs is not None and (
@@ -252,13 +270,18 @@ class Corpus:
 
         self.files: list[CorpusFile] = []
         self._skipped: list[dict] = []
-        self._real: dict[str, str] = {}  # realpath -> path first read, to read a file once
+        # (st_dev, st_ino) -> the name first met: a file is read once, a folder walked once,
+        # whatever names (hard links, symbolic links, arguments) lead to them
+        self._ids: dict[tuple[int, int], str] = {}
+        self._folders: dict[tuple[int, int], str] = {}
         for path in self.paths:
             self._resolve(path)
         if not self.files:
+            ours = any(s["reason"] == WRITTEN_BY_FERTILITY for s in self._skipped)
             raise CorpusError(
                 f"{', '.join(map(shown, self.paths)) or '(no paths)'}: no corpus files "
                 f"({self._skip_counts(self._skipped) or 'nothing found'})"
+                + ("; an output of fertility is read only when named itself" if ours else "")
             )
         self._pass = _Pass()
 
@@ -267,7 +290,7 @@ class Corpus:
     def _resolve(self, path: str) -> None:
         if os.path.isdir(path):
             before = len(self._skipped)
-            self._walk(path, (), [os.path.basename(os.path.abspath(path))])
+            self._walk(path, [os.path.basename(os.path.abspath(path))])
             if skipped := self._skipped[before:]:
                 self.warn(
                     f"{shown(path)}: skipped {len(skipped)} file(s) "
@@ -278,6 +301,8 @@ class Corpus:
             if reason := self._add(path, os.path.basename(path), [parent]):
                 self.warn(f"{shown(path)}: skipped ({reason})")
         elif os.path.islink(path):
+            if _link_loop(path):
+                raise CorpusError(f"{shown(path)}: symbolic link loop (it leads back to itself)")
             raise CorpusError(f"{shown(path)}: broken symbolic link (its target does not exist)")
         elif os.path.lexists(path):
             self._skip(path, "not a regular file")
@@ -285,60 +310,114 @@ class Corpus:
         else:
             raise CorpusError(f"{shown(path)}: no such file or directory")
 
-    def _walk(self, top: str, rel: tuple[str, ...], folders: list[str]) -> None:
+    def _walk(self, top: str, folders: list[str]) -> None:
         # A stack, not recursion: a folder nested 1,100 deep is read, not a RecursionError.
         # Each folder's entries go on in reverse, so the walk keeps sorted depth-first order.
-        stack: list = [(top, rel, folders, None)]
+        # A frame carries the manifests met on the way down ((depth of their folder, what
+        # they list)): an entry may list a path a few folders down (`runs/step-10/`).
+        stack: list = [(top, (), folders, (), None)]
         while stack:
-            folder, rel, folders, entry = stack.pop()
+            folder, rel, folders, manifests, entry = stack.pop()
             if entry is None:
+                if first := self._walked(folder):
+                    self._skip(folder, f"same folder as {shown(first)}")
+                    continue
                 try:
                     entries = sorted(os.scandir(folder), key=lambda e: e.name)
                 except OSError as e:
                     raise CorpusError(
                         f"{shown(folder)}: cannot list folder ({e.strerror or e})"
                     ) from None
-                stack.extend((folder, rel, folders, e) for e in reversed(entries))
+                if any(e.name == outputs.MANIFEST for e in entries):
+                    if listed := outputs.listed_outputs(folder):
+                        manifests += ((len(rel), listed),)
+                stack.extend((folder, rel, folders, manifests, e) for e in reversed(entries))
                 continue
             path = os.path.join(folder, entry.name)
-            if entry.name.startswith("."):
+            if manifests and any(
+                outputs.is_listed("/".join(rel[depth:] + (entry.name,)), listed)
+                for depth, listed in manifests
+            ):
+                self._skip(path, WRITTEN_BY_FERTILITY)
+            elif entry.name.startswith("."):
                 self._skip(path, "hidden")
             elif entry.is_dir(follow_symlinks=False):
-                stack.append((path, rel + (entry.name,), [entry.name] + folders, None))
-            elif entry.is_dir():
+                stack.append((path, rel + (entry.name,), [entry.name] + folders, manifests, None))
+            elif entry.is_file(follow_symlinks=False):
+                self._add(path, "/".join(rel + (entry.name,)), folders, self._stat(entry))
+            elif not entry.is_symlink():
+                self._skip(path, "not a regular file")
+            elif (target := self._stat(entry, follow=True)) is None:
+                self._skip(
+                    path, "symbolic link loop" if _link_loop(path) else "broken symbolic link"
+                )
+            elif stat.S_ISDIR(target.st_mode):
                 self._skip(path, "symbolic link to a folder (not followed)")
-            elif entry.is_file():
-                self._add(path, "/".join(rel + (entry.name,)), folders)
-            elif entry.is_symlink():
-                self._skip(path, "broken symbolic link")
+            elif stat.S_ISREG(target.st_mode):
+                self._add(path, "/".join(rel + (entry.name,)), folders, target)
             else:
                 self._skip(path, "not a regular file")
 
-    def _add(self, path: str, rel: str, folders: list[str]) -> str | None:
-        """Add the file, or skip it and return why."""
+    def _walked(self, folder: str) -> str | None:
+        """The name `folder` was walked under already, or None (it is now)."""
+        try:
+            st = os.stat(folder)
+        except OSError as e:
+            raise CorpusError(f"{shown(folder)}: cannot list folder ({e.strerror or e})") from None
+        first = self._folders.setdefault((st.st_dev, st.st_ino), folder)
+        return None if first is folder else first
+
+    @staticmethod
+    def _stat(entry: os.DirEntry, follow: bool = False) -> os.stat_result | None:
+        """The entry's stat (its target's with `follow`); None for a link that leads nowhere
+        (broken, or a loop)."""
+        try:
+            return entry.stat(follow_symlinks=follow)
+        except OSError as e:
+            if follow and e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                return None
+            raise CorpusError(f"{shown(entry.path)}: cannot read ({e.strerror or e})") from None
+
+    def _add(
+        self, path: str, rel: str, folders: list[str], st: os.stat_result | None = None
+    ) -> str | None:
+        """Add the file (`st`: its stat, following links), or skip it and return why."""
         stem, format_, compression = fmt.split_name(os.path.basename(path))
-        real = os.path.realpath(path)
         if format_ is None:
             suffix = PurePath(stem).suffix + (PurePath(path).suffix if compression else "")
             reason = f"unsupported format ({suffix or 'no extension'})"
-        elif real in self._real:
-            reason = f"same file as {shown(self._real[real])}"
-        elif self._sizes is not None and path not in self._sizes:
-            reason = "appeared after the corpus was opened"  # so the other readers lack it
         else:
-            self._real[real] = path
-            lang = fmt.lang_label(stem) or next(filter(None, map(fmt.lang_label, folders)), None)
-            try:
-                size = os.stat(path).st_size if self._sizes is None else self._sizes[path]
-            except OSError as e:
-                raise CorpusError(f"{shown(path)}: cannot read ({e.strerror or e})") from None
-            name = shown(path)
-            self.files.append(
-                CorpusFile(
-                    name, rel, format_, compression, lang, size, None if name == path else path
+            if st is None:
+                try:
+                    st = os.stat(path)
+                except OSError as e:
+                    raise CorpusError(f"{shown(path)}: cannot read ({e.strerror or e})") from None
+            first = self._ids.get((st.st_dev, st.st_ino))
+            if first is not None:
+                reason = f"same file as {shown(first)}"
+            elif self._sizes is not None and path not in self._sizes:
+                reason = "appeared after the corpus was opened"  # so the other readers lack it
+            else:
+                self._ids[st.st_dev, st.st_ino] = path
+                lang = fmt.lang_label(stem)  # the file's name, else the nearest folder's
+                from_folder = lang is None
+                if from_folder:
+                    lang = next(filter(None, map(folder_lang, folders)), None)
+                size = st.st_size if self._sizes is None else self._sizes[path]
+                name = shown(path)
+                self.files.append(
+                    CorpusFile(
+                        name,
+                        rel,
+                        format_,
+                        compression,
+                        lang,
+                        size,
+                        None if name == path else path,
+                        from_folder and lang is not None,
+                    )
                 )
-            )
-            return None
+                return None
         self._skip(path, reason)
         return reason
 
@@ -396,7 +475,7 @@ class Corpus:
         counts are kept here, a block at a time."""
         run = self._pass = _Pass()
         for cf in self.files:
-            entry = {
+            entry: _FileEntry = {
                 "path": cf.path,
                 "format": cf.format,
                 "compression": cf.compression,
@@ -406,10 +485,12 @@ class Corpus:
             }
             run.files.append(entry)
             stats = fmt.FileStats()
+            unlabelled = 0  # documents labelled und for want of a lang_field value
             with closing(self._blocks(cf, stats, lambda: self._room(run))) as blocks:
                 try:
                     for block in blocks:
-                        kept = self._take(cf, block, run)
+                        kept, missing = self._take(cf, block, run)
+                        unlabelled += missing
                         if len(kept):
                             yield kept, self._count(kept, entry, run)
                         if run.stopped_at:
@@ -422,6 +503,15 @@ class Corpus:
                     f"{cf.path}: {stats.invalid_utf8} invalid UTF-8 sequence(s) replaced "
                     f"with U+FFFD (first at byte {stats.first_bad_offset})"
                 )
+            if stats.unchecked_frames:
+                self.warn(
+                    f"{cf.path}: {stats.unchecked_frames} of {stats.zstd_frames} zstd "
+                    "frame(s) without a content checksum: damage inside them cannot be "
+                    "detected (the zstd command writes one; Python zstandard needs "
+                    "write_checksum=True)"
+                )
+            if unlabelled and self.lang_field:
+                self._unlabelled(cf, unlabelled, entry["documents"])
             run.empty_records += stats.empty_records
             if run.stopped_at:
                 break
@@ -429,11 +519,13 @@ class Corpus:
         if run.documents == 0:
             raise CorpusError(self._why_empty(run))
 
-    def _take(self, cf: CorpusFile, block: fmt.Block, run: _Pass) -> DocBatch:
+    def _take(self, cf: CorpusFile, block: fmt.Block, run: _Pass) -> tuple[DocBatch, int]:
         """The documents of `block` that sampling keeps, up to max_docs; the first kept one
-        past max_docs stops the pass there (run.stopped_at) unread."""
+        past max_docs stops the pass there (run.stopped_at) unread; and how many of them are
+        `und` because neither a name nor their record gives a language."""
         numbers, texts, record_langs = block
-        keep = None if self._threshold is None else [self._sampled(cf.rel, n) for n in numbers]
+        threshold = self._threshold
+        keep = None if threshold is None else [self._sampled(cf.rel, n, threshold) for n in numbers]
         kept = len(texts) if keep is None else sum(keep)
         if self.max_docs is not None and run.documents + kept > self.max_docs:
             wanted = self.max_docs - run.documents
@@ -446,14 +538,34 @@ class Corpus:
         if keep is not None and not all(keep):
             numbers, texts = list(compress(numbers, keep)), list(compress(texts, keep))
             record_langs = None if record_langs is None else list(compress(record_langs, keep))
-        if cf.lang or record_langs is None:
-            langs = [cf.lang or "und"] * len(texts)
+        # a file's name wins; then a record's lang_field; then a folder's name (see the top)
+        if cf.lang and (record_langs is None or not (cf.folder_lang and self.lang_field)):
+            langs, missing = [cf.lang] * len(texts), 0
+        elif record_langs is None:  # .txt lines: no record to name a language
+            langs, missing = ["und"] * len(texts), len(texts)
         else:
-            langs = [lang or "und" for lang in record_langs]
-        return DocBatch(texts, langs, [cf.path] * len(texts), list(numbers))
+            fallback = cf.lang or "und"
+            langs = [lang or fallback for lang in record_langs]
+            missing = 0 if cf.lang else record_langs.count(None)
+        return DocBatch(texts, langs, [cf.path] * len(texts), list(numbers)), missing
+
+    def _unlabelled(self, cf: CorpusFile, missing: int, documents: int) -> None:
+        """The one warning for a file whose documents lang_field left `und`."""
+        field_ = visible(self.lang_field or "")
+        if cf.format == "txt":
+            self.warn(
+                f'{cf.path}: a .txt file has no "{field_}" field; its {documents:,} '
+                "document(s) are labelled und (name the file or its folder by language, "
+                "e.g. bn.txt or bn/)"
+            )
+        else:
+            self.warn(
+                f'{cf.path}: {missing:,} of {documents:,} records have no "{field_}" field '
+                "(or an empty or non-string one); labelled und"
+            )
 
     @staticmethod
-    def _count(kept: DocBatch, entry: dict, run: _Pass) -> list[int]:
+    def _count(kept: DocBatch, entry: _FileEntry, run: _Pass) -> list[int]:
         """Count the kept documents into the pass and the file's entry; their running
         character counts (see _kept_blocks)."""
         ends = list(accumulate(map(len, kept.texts), initial=0))
@@ -483,7 +595,7 @@ class Corpus:
 
     def _blocks(
         self, cf: CorpusFile, stats: fmt.FileStats, room: Callable[[], float]
-    ) -> Iterator[fmt.Block]:
+    ) -> Generator[fmt.Block, None, None]:
         """The blocks of one file; `room` bounds the per-record readers' blocks (fmt.gather)."""
         try:
             raw = open(cf.fs_path or cf.path, "rb")
@@ -500,7 +612,10 @@ class Corpus:
             limits = self.limits
             try:
                 stream = fmt.open_decompressed(
-                    raw if upto is None else io.BufferedReader(upto, 1 << 16), cf.compression
+                    raw if upto is None else io.BufferedReader(upto, 1 << 16),
+                    cf.compression,
+                    cf.path,
+                    stats,
                 )
                 if cf.format == "txt" and not self.whole_files:
                     yield from fmt.read_txt(stream, cf.path, self.strict, stats, limits)
@@ -521,12 +636,12 @@ class Corpus:
 
     def _records(
         self, cf: CorpusFile, stream: BinaryIO, stats: fmt.FileStats
-    ) -> Iterator[fmt.Record]:
+    ) -> Generator[fmt.Record, None, None]:
         """The per-record readers: .parquet, .jsonl, whole .txt files."""
         if cf.format == "parquet":
             return fmt.read_parquet(
                 stream,
-                cf.compression is not None,
+                cf.size if cf.compression else None,
                 cf.path,
                 self.text_field,
                 self.lang_field,
@@ -545,12 +660,14 @@ class Corpus:
             )
         return fmt.read_whole(stream, cf.path, self.strict, stats, self.limits)
 
-    def _sampled(self, rel: str, number: int) -> bool:
+    def _sampled(self, rel: str, number: int, threshold: int) -> bool:
         key = f"{self.seed}\0{rel}\0{number}".encode("utf-8", "surrogateescape")
         digest = hashlib.blake2b(key, digest_size=8).digest()
-        return int.from_bytes(digest, "big") < self._threshold
+        return int.from_bytes(digest, "big") < threshold
 
-    def _binary(self, cf: CorpusFile, binary: fmt.BinaryFile, entry: dict, run: _Pass) -> None:
+    def _binary(
+        self, cf: CorpusFile, binary: fmt.BinaryFile, entry: _FileEntry, run: _Pass
+    ) -> None:
         run.binary_files.append({"path": cf.path, "offset": binary.offset, "why": binary.why})
         if entry["documents"] == 0:
             run.files.remove(entry)
@@ -614,13 +731,49 @@ class Corpus:
 
 
 def shown(path: str) -> str:
-    """`path` as it can be printed and written to JSON: bytes of a file name that are not
-    UTF-8 (kept by Python as lone surrogates) become \\xNN."""
+    """`path` as it can be printed on one line and written to JSON: bytes of a file name that
+    are not UTF-8 (kept by Python as lone surrogates) become \\xNN, and control and
+    bidirectional characters are escaped (`fertility.errors.visible`: `\\n`, `\\x1b`,
+    `\\u202e`), so a message naming it is one line that reads as it is."""
     try:
         path.encode("utf-8")
-        return path
     except UnicodeEncodeError:
-        return os.fsencode(path).decode("utf-8", "backslashreplace")
+        path = os.fsencode(path).decode("utf-8", "backslashreplace")
+    return visible(path)
+
+
+WRITTEN_BY_FERTILITY = f"written by fertility (listed in {outputs.MANIFEST})"
+
+
+def _link_loop(path: str) -> bool:
+    """Whether the symbolic link `path` leads back to itself (a -> b -> a, a -> a)."""
+    try:
+        os.stat(path)
+    except OSError as e:
+        return e.errno == errno.ELOOP
+    return False
+
+
+# -- folder names that are language codes -------------------------------------------------
+# A folder's name is a label only when it is a known code: ISO 639-1 for two letters, ISO
+# 639-3 or 639-2/B (`ger`, `fre`) for three, listed in iso639.txt beside this file (from
+# Debian's iso-codes 4.15; tests/corpus/test_walk.py checks it against /usr/share/iso-codes).
+_LANG_CODES = frozenset(
+    code
+    for line in (files("fertility.corpus") / "iso639.txt").read_text("ascii").splitlines()
+    if not line.startswith("#")
+    for code in line.split()
+)
+
+
+def folder_lang(name: str) -> str | None:
+    """The language a folder's name gives, or None: `bn`, `ben`, `ger`, `ben_Beng`, `pt_BR`,
+    never `pq`, `data`, `dev`. A bare 2-3 letter name must be a known code (above); with a
+    script or region subtag the shape is enough (FineWeb-2 `ben_Beng/`)."""
+    lang = fmt.lang_label(name)
+    if lang is None or len(lang) > 3:
+        return lang
+    return lang if lang in _LANG_CODES else None
 
 
 def batched(items: Iterable, size: int) -> Iterator[list]:

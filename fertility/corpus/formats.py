@@ -7,44 +7,46 @@ lines (`_line_blocks`, shared), keeping each line's byte offset so invalid UTF-8
 counted per file and located. .txt lines go out a block at a time with no object per line
 but its text (millions of lines per corpus); .jsonl, .parquet and whole files are read a
 record at a time and `gather`ed into blocks.
+
+Decompression (`open_decompressed`) holds a fixed amount of memory whatever the compression
+ratio: every read gives out at most about what it asked for, and the readers above ask for a
+block at a time and refuse a line over the limit before it is held, so a bomb of one huge
+line ends in that refusal and one of many short lines is read as the corpus it is. A
+compressed parquet file is spooled to a temporary file of bounded size (`spool`).
 """
 
 from __future__ import annotations
 
 import bz2
+import errno
 import gzip
 import io
 import json
 import lzma
 import operator
 import re
-import shutil
 import sys
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from itertools import compress, count
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import zstandard
 
 from fertility.errors import CorpusError, one_line
+from fertility.options import MAX_DOC_CHARS, MAX_INVALID_SHARE
 
 FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".parquet": "parquet"}
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".xz": "xz", ".bz2": "bzip2"}
 BINARY_PROBE = 8192  # a NUL byte in this many leading (decompressed) bytes: a binary file
 PARQUET_BATCH = 1024  # rows per pyarrow batch: memory stays flat on any file size
-# Measuring a document costs about 75-115 bytes per character (the tokenizer's offsets, the
-# per-character arrays; a 50M-character line: 3.7 GB), so one longer than this is refused:
-# a 1M-character one stays near 120 MB. --max-doc-chars raises it.
-MAX_DOC_CHARS = 1_000_000
-# A file whose first BINARY_PROBE bytes are more than this share invalid UTF-8 is not text
-# (random bytes: about 47%; Latin-1 French or German: 1-3%); --max-invalid-utf8 raises it.
-MAX_INVALID_SHARE = 0.25
+# MAX_DOC_CHARS (the longest document measured) and MAX_INVALID_SHARE (the share of invalid
+# UTF-8 that makes a file binary) are declared with the corpus options: fertility.options.
 MIN_SHARE_BYTES = 512  # a shorter head is too small to judge by its share
 # Byte order marks of the encodings we do not read; UTF-32 first (its LE mark starts as UTF-16's).
 _FOREIGN_BOMS = (
@@ -99,6 +101,8 @@ class FileStats:
     invalid_utf8: int = 0  # U+FFFD inserted (one per maximal invalid byte sequence)
     first_bad_offset: int | None = None  # byte offset (0-based, decompressed) of the first
     empty_records: int = 0  # .jsonl/.parquet records whose text is empty or whitespace
+    zstd_frames: int = 0  # zstd frames begun
+    unchecked_frames: int = 0  # ... of them without a content checksum
 
 
 @dataclass(frozen=True)
@@ -116,10 +120,18 @@ def too_long(path: str, where: str, limits: Limits) -> CorpusError:
     )
 
 
+# C0 controls but NUL (checked on its own), tab, \n and \r; and DEL. Text has next to none;
+# a file whose head is mostly these is binary (noise, a terminal capture, a corrupt file).
+_CONTROLS = bytes([*range(1, 9), 11, 12, *range(14, 32), 127])
+_NOT_CONTROLS = bytes(b for b in range(256) if b not in _CONTROLS)
+MAX_CONTROL_SHARE = 0.5
+
+
 def check_head(head: bytes, path: str, limits: Limits) -> int:
     """Bytes to skip at the start (a UTF-8 byte order mark). Raises CorpusError for a UTF-16
-    or UTF-32 byte order mark (text we do not decode) and BinaryFile for a NUL byte or a
-    share of invalid UTF-8 above the limit."""
+    or UTF-32 byte order mark (text we do not decode) and BinaryFile for a NUL byte, a head
+    that is mostly control characters (whatever --max-invalid-utf8 says), or a share of
+    invalid UTF-8 above the limit."""
     for bom, name in _FOREIGN_BOMS:
         if head.startswith(bom):
             raise CorpusError(
@@ -128,6 +140,11 @@ def check_head(head: bytes, path: str, limits: Limits) -> int:
             )
     if b"\0" in head:
         raise BinaryFile(head.index(b"\0"))
+    controls = len(head.translate(None, _NOT_CONTROLS))
+    if head and controls > MAX_CONTROL_SHARE * len(head):
+        raise BinaryFile(
+            0, f"{controls / len(head):.0%} of its first {len(head)} bytes are control characters"
+        )
     if len(head) >= MIN_SHARE_BYTES and limits.max_invalid_utf8 < 1:
         text = head.decode("utf-8", "replace")
         bad = text.count("\ufffd") - head.count("\ufffd".encode())
@@ -162,20 +179,21 @@ def lang_label(name: str) -> str | None:
     return None
 
 
-def open_decompressed(raw: BinaryIO, compression: str | None) -> BinaryIO:
-    """A buffered binary stream of the decompressed content of the open file `raw`."""
+def open_decompressed(
+    raw: BinaryIO, compression: str | None, path: str = "", stats: FileStats | None = None
+) -> BinaryIO:
+    """A buffered binary stream of the decompressed content of the open file `raw`, holding
+    a fixed amount of memory whatever the compression ratio (see _StreamsReader). `path`
+    names the file in errors; `stats` counts its zstd frames without a content checksum."""
     if compression is None:
         return raw
-    if compression == "gzip":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if compression == "gzip":  # bounded already: it decompresses with a max_length
+        # a GzipFile is a buffered binary file; typeshed derives it from BufferedIOBase only
+        return cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb"))
     # bz2.BZ2File and lzma.LZMAFile stop without a word at a corrupt second stream or at
     # trailing garbage (documents lost, exit 0); this reader makes every stream count.
-    new = {
-        "bzip2": bz2.BZ2Decompressor,
-        "xz": lzma.LZMADecompressor,
-        "zstd": zstandard.ZstdDecompressor().decompressobj,
-    }[compression]
-    return io.BufferedReader(_StreamsReader(raw, new), buffer_size=1 << 16)
+    reader = _StreamsReader(raw, compression, path, stats or FileStats())
+    return io.BufferedReader(reader, buffer_size=1 << 16)
 
 
 class UpTo(io.RawIOBase):
@@ -204,43 +222,139 @@ class UpTo(io.RawIOBase):
         return len(data)
 
 
-class _StreamsReader(io.RawIOBase):
-    """Streaming decompression of one or more concatenated streams (frames), each one made
-    by `new()`: anything after a stream's end must be a whole further stream. zstandard's
-    own stream_reader ends silently on a truncated frame, as the standard library's bz2 and
-    lzma files do on trailing data: either would pass a cut download off as a short corpus."""
+# Decompression holds a fixed amount of memory whatever the compression ratio (a few KB of
+# .bz2 can hold gigabytes): no call gives out more than its reader was asked for, or, for
+# zstd, than ZSTD_SLICE compressed bytes can make. Corpus readers ask for a block at a time.
+DECOMPRESS_READ = 1 << 16  # compressed bytes read at a time (bzip2, xz)
+# zstandard's decompressobj has no max_length: it is given this many compressed bytes at a
+# time. A zstd block holds at most 128 KiB and an RLE block takes 4 bytes, so a slice gives
+# at most 32 MiB (one of ordinary text: 3-10 KiB).
+ZSTD_SLICE = 1 << 10
+# What the decompressor itself may hold (the window of past output that later data copies
+# from): 128 MiB, libzstd's own default limit (zstd --long, up to --long=27) and twice what
+# xz -9 needs (a 64 MiB dictionary). A file that needs more is refused, not read.
+MAX_DECOMPRESSOR_MEMORY = 1 << 27
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
-    def __init__(self, raw: BinaryIO, new):
-        self._raw, self._new = raw, new
-        self._obj = new()
-        self._fed = False  # input was given to the current frame
-        self._out, self._pos = b"", 0
+
+# the standard library's decompressors, which take a max_length (zstandard's does not)
+_Decompressor = bz2.BZ2Decompressor | lzma.LZMADecompressor
+_DECOMPRESSORS = (bz2.BZ2Decompressor, lzma.LZMADecompressor)
+
+
+class _StreamsReader(io.RawIOBase):
+    """Streaming decompression of one or more concatenated bzip2, xz or zstd streams
+    (frames): anything after a stream's end must be a whole further stream. zstandard's
+    own stream_reader ends silently on a truncated frame, as the standard library's bz2 and
+    lzma files do on trailing data: either would pass a cut download off as a short corpus.
+
+    Memory stays bounded: a read gives out at most what it asks for (bz2 and lzma take a
+    max_length); zstd, whose decompressobj has none, is fed ZSTD_SLICE bytes at a time and
+    what one read does not take waits in `_out`. The decompressors' own memory (xz's
+    dictionary, zstd's window) is capped by MAX_DECOMPRESSOR_MEMORY. A zstd frame without a
+    content checksum is counted in `stats.unchecked_frames`: corruption inside it cannot be
+    detected."""
+
+    def __init__(self, raw: BinaryIO, compression: str, path: str, stats: FileStats):
+        self._raw, self._compression, self._path, self._stats = raw, compression, path, stats
+        self._zstd = compression == "zstd"
+        self._read_size = ZSTD_SLICE if self._zstd else DECOMPRESS_READ
+        if self._zstd:
+            self._dctx = zstandard.ZstdDecompressor(max_window_size=MAX_DECOMPRESSOR_MEMORY)
+        # the current stream's decompressor; None before the first
+        self._obj: _Decompressor | zstandard.ZstdDecompressionObj | None = None
+        self._in = b""  # compressed bytes read but not yet given to a decompressor
+        self._out, self._pos = b"", 0  # zstd output not yet given out (from _pos on)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
-        while self._pos == len(self._out):
-            chunk = self._raw.read(1 << 16)
-            if not chunk:
-                if self._fed and not self._obj.eof:
-                    raise EOFError("the last stream is truncated")
-                return 0
-            self._out, self._pos = self._decompress(chunk), 0
-        n = min(len(buffer), len(self._out) - self._pos)
-        buffer[:n] = self._out[self._pos : self._pos + n]
+        want = len(buffer)
+        if want == 0:
+            return 0
+        if self._pos == len(self._out):
+            self._out, self._pos = self._decompress(want), 0
+        n = min(want, len(self._out) - self._pos)
+        buffer[:n] = memoryview(self._out)[self._pos : self._pos + n]
         self._pos += n
+        if self._pos == len(self._out):  # all given out: do not keep it
+            self._out, self._pos = b"", 0
         return n
 
-    def _decompress(self, data: bytes) -> bytes:
-        parts = []
-        while data:
-            if self._obj.eof:  # the previous stream ended: the rest starts a new one
-                self._obj = self._new()
-            parts.append(self._obj.decompress(data))
-            self._fed = True
-            data = self._obj.unused_data if self._obj.eof else b""
+    def _decompress(self, want: int) -> bytes:
+        """At least 1 and up to `want` bytes (zstd: up to a slice's output beyond it);
+        b"" only at the end of the last whole stream."""
+        parts: list[bytes] = []
+        held = 0
+        while held < want:
+            if self._obj is None or self._obj.eof:  # the start, or a stream ended
+                if self._obj is not None:
+                    self._in = self._obj.unused_data + self._in
+                if not self._start():
+                    break
+            obj = self._obj
+            assert obj is not None, "_start() made the stream's decompressor"
+            if self._needs_input() and not self._in:
+                self._in = self._raw.read(self._read_size)
+                if not self._in:
+                    raise EOFError("the last stream is truncated")
+            try:
+                if isinstance(obj, _DECOMPRESSORS):  # bz2, xz: at most what is wanted
+                    out = obj.decompress(self._in, want - held)
+                else:  # zstd: at most ZSTD_SLICE bytes: see there
+                    out = obj.decompress(self._in)
+                self._in = b""  # taken: what a stream does not use is its unused_data
+            except (lzma.LZMAError, zstandard.ZstdError) as e:
+                if (refused := self._too_big(e)) is not None:
+                    raise refused from None
+                raise
+            if out:
+                parts.append(out)
+                held += len(out)
         return b"".join(parts)
+
+    def _needs_input(self) -> bool:
+        if self._zstd:
+            return True
+        assert isinstance(self._obj, _DECOMPRESSORS), "bz2 and xz streams have one"
+        return self._obj.needs_input
+
+    def _start(self) -> bool:
+        """Begin the next stream; False at the clean end of the file (after a whole stream,
+        or an empty file)."""
+        while len(self._in) < 5:  # the magic number and (zstd) the frame's descriptor
+            more = self._raw.read(self._read_size)
+            if not more:
+                break
+            self._in += more
+        if not self._in:
+            return False
+        if self._compression == "bzip2":
+            self._obj = bz2.BZ2Decompressor()
+        elif self._compression == "xz":
+            self._obj = lzma.LZMADecompressor(memlimit=MAX_DECOMPRESSOR_MEMORY)
+        else:
+            self._obj = self._dctx.decompressobj()
+            # a frame's descriptor bit 2 says whether a checksum of its content follows
+            if self._in.startswith(_ZSTD_MAGIC) and len(self._in) > 4:
+                self._stats.zstd_frames += 1
+                if not self._in[4] & 4:
+                    self._stats.unchecked_frames += 1
+        return True
+
+    def _too_big(self, error: Exception) -> CorpusError | None:
+        """The error for a stream whose decompressor would need more memory than allowed."""
+        if "Memory usage limit" in str(error):
+            what = "its xz dictionary"
+        elif "requires too much memory" in str(error):
+            what = "its zstd window"
+        else:
+            return None
+        return CorpusError(
+            f"{self._path}: {what} needs over {MAX_DECOMPRESSOR_MEMORY >> 20} MiB of memory to "
+            "decompress; recompress it with a smaller one"
+        )
 
 
 def decode(raw: bytes, offset: int, path: str, strict: bool, stats: FileStats) -> str:
@@ -367,7 +481,7 @@ def _txt_lines(block: bytes, offset: int, path: str, strict: bool, stats: FileSt
     return [part for line in lines for part in line.removesuffix("\r").split("\r")]
 
 
-def gather(records: Iterator[Record], room: Callable[[], float]) -> Iterator[Block]:
+def gather(records: Generator[Record, None, None], room: Callable[[], float]) -> Iterator[Block]:
     """A per-record reader's records in blocks of at most GATHER_RECORDS records, READ_BLOCK
     characters and room() records, room() being asked before each block: a pass that stops
     at a record (max_docs) has then read nothing past it, so nothing there is counted
@@ -398,7 +512,7 @@ def gather(records: Iterator[Record], room: Callable[[], float]) -> Iterator[Blo
 
 def read_whole(
     stream: BinaryIO, path: str, strict: bool, stats: FileStats, limits: Limits = Limits()
-) -> Iterator[Record]:
+) -> Generator[Record, None, None]:
     # read no more than can hold max_doc_chars (+ a line end): a huge file is refused unread
     data = stream.read(4 * limits.max_doc_chars + 3)
     start = check_head(data[:BINARY_PROBE], path, limits)
@@ -422,7 +536,7 @@ def read_jsonl(
     strict: bool,
     stats: FileStats,
     limits: Limits = Limits(),
-) -> Iterator[Record]:
+) -> Generator[Record, None, None]:
     # Errors cite the physical line (to find it in an editor); documents carry the record
     # number (blank lines are not records), as the Document contract says.
     record_no = 0
@@ -473,20 +587,78 @@ def read_jsonl(
         yield record_no, text, lang if isinstance(lang, str) and lang else None
 
 
+# A compressed parquet file is decompressed to a temporary file (parquet needs to seek), of
+# at most PARQUET_SPOOL_RATIO times its compressed size (at least PARQUET_SPOOL_MIN): parquet
+# compresses its own columns, so gzip or zstd over it gain little (text stored uncompressed:
+# 3-5x); a file that decompresses to more is a bomb or is better stored uncompressed.
+PARQUET_SPOOL_RATIO = 100
+PARQUET_SPOOL_MIN = 64 << 20
+
+
+def spool_limit(compressed_size: int) -> int:
+    """The most bytes a compressed parquet file of `compressed_size` bytes may decompress to."""
+    return max(PARQUET_SPOOL_MIN, PARQUET_SPOOL_RATIO * compressed_size)
+
+
+def spool(stream: BinaryIO, path: str, limit: int) -> BinaryIO:
+    """A temporary file holding what `stream` gives, rewound; over `limit` bytes raises. A
+    temporary folder that is full (or cannot be written) is named, not taken for damage."""
+    folder = tempfile.gettempdir()
+
+    def failed(e: OSError) -> CorpusError:
+        what = (
+            f"the temporary folder {folder} is full"
+            if e.errno in (errno.ENOSPC, errno.EDQUOT)
+            else f"cannot write to the temporary folder {folder}"
+        )
+        return CorpusError(
+            f"{path}: {what} ({e.strerror or e}) while decompressing; "
+            "set TMPDIR to a folder with room"
+        )
+
+    try:
+        file = tempfile.TemporaryFile()
+    except OSError as e:
+        raise failed(e) from None
+    try:
+        held = 0
+        while chunk := stream.read(1 << 20):  # read errors are the stream's: let them go
+            held += len(chunk)
+            if held > limit:
+                raise CorpusError(
+                    f"{path}: decompresses to over {limit:,} bytes, more than a compressed "
+                    f"parquet file may ({PARQUET_SPOOL_RATIO}x its size, at least "
+                    f"{PARQUET_SPOOL_MIN >> 20} MiB); store it uncompressed (parquet "
+                    "compresses its own columns)"
+                )
+            try:
+                file.write(chunk)
+            except OSError as e:
+                raise failed(e) from None
+        try:
+            file.flush()
+        except OSError as e:
+            raise failed(e) from None
+        file.seek(0)
+        return file
+    except BaseException:
+        file.close()
+        raise
+
+
 def read_parquet(
     stream: BinaryIO,
-    compressed: bool,
+    compressed_size: int | None,
     path: str,
     text_field: str,
     lang_field: str | None,
     stats: FileStats,
     limits: Limits = Limits(),
-) -> Iterator[Record]:
-    if compressed:  # parquet needs to seek: spill the decompressed bytes to disk, not memory
-        with tempfile.TemporaryFile() as spool:
-            shutil.copyfileobj(stream, spool, 1 << 20)
-            spool.seek(0)
-            yield from read_parquet(spool, False, path, text_field, lang_field, stats, limits)
+) -> Generator[Record, None, None]:
+    """`compressed_size`: the file's size when `stream` decompresses it, else None."""
+    if compressed_size is not None:  # parquet needs to seek: spool to disk, not memory
+        with spool(stream, path, spool_limit(compressed_size)) as file:
+            yield from read_parquet(file, None, path, text_field, lang_field, stats, limits)
         return
     try:
         parquet = pq.ParquetFile(stream)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 
+from fertility.errors import visible
+
 GAP = "  "
 
 
@@ -21,7 +23,12 @@ def grid(
     left: int = 1,
 ) -> list[str]:
     """Left-aligned first `left` columns (names), right-aligned numbers. `spans`: a title over
-    each run of columns (the tokenizer's label over its own columns), widened to hold it."""
+    each run of columns (the tokenizer's label over its own columns), widened to hold it.
+    Every cell, header and title is shown `visible` (a label comes from the data: a newline
+    or U+202E in it would break or reorder the table)."""
+    headers = [visible(h) for h in headers]
+    rows = [[visible(c) for c in r] for r in rows]
+    spans = [(visible(t), n) for t, n in spans] if spans else spans
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     out = []
     if spans:

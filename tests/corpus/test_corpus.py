@@ -184,6 +184,29 @@ def test_named_folder_and_named_file_labels(tmp_path):
     assert read(tmp_path / "ta/a.txt")[0][0].lang == "ta"  # a named file's parent
 
 
+def test_folder_labels_are_known_codes_only(tmp_path):
+    # a file name keeps the shape rule; a bare 2-3 letter folder must be an ISO 639 code
+    root = tmp_path / "corpus"
+    for name in [
+        "pq/a.txt",
+        "xx/a.txt",
+        "ger/a.txt",
+        "swh/a.txt",
+        "pq/sw.txt",
+        "qq/ben_Beng/a.txt",
+    ]:
+        write(root / name, "a\n")
+    docs, _, _ = read(root)
+    assert {os.path.relpath(d.source, root): d.lang for d in docs} == {
+        "ger/a.txt": "ger",
+        "pq/a.txt": "und",
+        "pq/sw.txt": "sw",
+        "qq/ben_Beng/a.txt": "ben_Beng",
+        "swh/a.txt": "swh",
+        "xx/a.txt": "und",
+    }
+
+
 def test_lang_field_fills_in_only_where_names_say_nothing(tmp_path):
     records = [
         {"text": "a", "lang": "bn"},
