@@ -1,5 +1,8 @@
 """One Tokenizer protocol over Hugging Face tokenizers, SentencePiece, tiktoken and Tekken.
 
+Each kind, and everything that differs between kinds (detection, loading, the worker reload,
+the HF conversion, extension, capabilities), is declared once in fertility.tokenizers.kinds.
+
 Specs (``load_tokenizer(spec)``, the CLI's ``-t``):
 
 - a Hugging Face ``tokenizer.json``, or a folder holding one (a folder without one but with a
@@ -11,7 +14,13 @@ Specs (``load_tokenizer(spec)``, the CLI's ``-t``):
   ``tokenizer.model``). The kind of a file is read from its content, not its extension;
 - ``tiktoken:NAME`` (``tiktoken.get_encoding``, tiktoken's own download cache);
 - ``hf:ORG/NAME`` or ``hf:ORG/NAME@REVISION`` (the Hugging Face hub or its local cache; with
-  ``HF_HUB_OFFLINE=1`` only the cache is read).
+  ``HF_HUB_OFFLINE=1``, or a hub that does not answer within ``hf.HUB_ANSWER_S``, only the
+  cache is read; the whole load ends within ``hf.HUB_TOTAL_S``).
+
+What a file declares is checked before anything is built from it (token ids, Tekken counts:
+`base.MAX_TOKEN_ID`, `tekken.MAX_SPECIAL_TOKENS`), and the split regexes a tokenizer brings
+when it is loaded (`patterns.check_split_pattern`). A panic of the Rust libraries is one
+TokenizerError naming the file (fertility.tokenizers.guard).
 
 Command-line syntax, one ``-t`` per tokenizer::
 
@@ -54,44 +63,32 @@ from pathlib import Path
 
 from fertility.errors import TokenizerError
 from fertility.files import unfinished_by_another
-from fertility.tokenizers import hf, patterns, sentencepiece, tekken, tiktoken
+from fertility.tokenizers import hf, kinds, patterns, tiktoken
 from fertility.tokenizers.base import Tokenizer
-from fertility.tokenizers.pretokenizer import PRETOKENIZER, PretokenizerFamily
+from fertility.tokenizers.kinds import Measured, ReloadKey, reload_key
 from fertility.tokenizers.spec import (
     default_label,
     parse_tokenizer_arg,
-    sniff,
     split_pattern_suffix,
     unknown_suffix,
 )
 
-
-def reload_key(tok) -> tuple[str, str, str, str | None, str]:
-    """What a worker process needs to load the very same tokenizer again (measuring
-    workers, the trainer\'s encoders)."""
-    # a rank file's split pattern may have come as a keyword, not a #suffix: pass it on
-    pattern = tok.config().get("pattern_regex") if tok.kind == "tiktoken" else None
-    return (tok.kind, tok.label, tok.spec, pattern, tok.fingerprint)
-
-
-def reload_tokenizer(kind: str, label: str, spec: str, pattern: str | None, fingerprint: str):
-    """The tokenizer `reload_key` describes, loaded in another process; a file that changed
-    since is an error."""
-    if kind == PRETOKENIZER:
-        return PretokenizerFamily(spec.split(":", 1)[1])
-    pass
-
-    tok = load_tokenizer(spec, label=label, pattern=f"re:{pattern}" if pattern else None)
-    if tok.fingerprint != fingerprint:  # the file changed since the parent loaded it
-        raise TokenizerError(f"{spec}: changed while it was being measured")
-    return tok
-
-    # A token that covers part of a character's bytes spans that whole character, so
-    # several tokens may share a span. A token that covers no text has starts == ends.
+__all__ = [
+    "Tokenizer",
+    "load_tokenizer",
+    "load_tokenizer_arg",
+    "parse_tokenizer_arg",
+    "reload_key",
+    "reload_tokenizer",
+]
 
 
-# ---------------------------------------------------------------------------------------
-# Parsing "-t [LABEL=]SPEC[#PATTERN]"
+def reload_tokenizer(
+    kind: str, label: str, spec: str, pattern: str | None, fingerprint: str
+) -> Measured:
+    """The tokenizer `reload_key` describes, loaded in another process by its kind's
+    declared reload (fertility.tokenizers.kinds); a file that changed since is an error."""
+    return kinds.reload(ReloadKey(kind, label, spec, pattern, fingerprint), load_tokenizer)
 
 
 # ---------------------------------------------------------------------------------------
@@ -153,21 +150,12 @@ def _load_path(
     except OSError as e:
         raise TokenizerError(f"{path}: cannot read ({e.strerror or e})") from None
 
-    kind, obj = sniff(data, path)
-    if kind != "tiktoken" and pattern is not None:
+    fmt, obj = kinds.sniff(data, path)
+    if not fmt.caps.split_pattern and pattern is not None:
         raise TokenizerError(
             f"{path}: a split pattern (#{pattern}) applies only to tiktoken rank files and "
-            f"tiktoken: encodings; this is a {kind} tokenizer with its own pre-tokenizer"
+            f"tiktoken: encodings; this is a {fmt.kind} tokenizer with its own pre-tokenizer"
         )
-    if kind == "hf":
-        return hf.HFTokenizer(path, obj, full_spec, label)
-    if kind == "tekken":
-        return tekken.from_json(path, obj, full_spec, label)
-    if kind == "sentencepiece":
-        return sentencepiece.SPTokenizer(path, data, full_spec, label)
-
-    return tiktoken.from_rank_file(path, data, full_spec, label, pattern)
-
-
-# ---------------------------------------------------------------------------------------
-# Shared helpers for the adapters
+    if fmt.load is None:  # (every kind a file can be declares its loader)
+        raise TokenizerError(f"{path}: a {fmt.kind} tokenizer is not loaded from a file")
+    return fmt.load(path, data, obj, full_spec, label, pattern)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
-from typing import NamedTuple, Protocol, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -20,17 +22,42 @@ class Encoded(NamedTuple):
     ends: np.ndarray  # int64 code-point offset one past its last character
 
 
+# Every tokenizer kind; each is declared once, with what it can do, in fertility.tokenizers.kinds
+# ("pretokenizer": a standard pre-tokenizer family measured as a tokenizer, the ceiling).
+Kind = Literal["hf", "sentencepiece", "tiktoken", "tekken", "pretokenizer"]
+
+Flat = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # ids, starts, ends, per text
+
+
 @runtime_checkable
 class Tokenizer(Protocol):
-    label: str
-    spec: str
-    kind: str  # "hf" | "sentencepiece" | "tiktoken" | "tekken"
-    vocab_size: int
-    fingerprint: str  # sha256 of vocabulary + settings
-    unk_id: int | None
-    special_tokens: dict[str, int]
+    """What the code reads of a loaded tokenizer, and all it reads: every adapter satisfies it
+    (mypy checks each loader of fertility.tokenizers.kinds against it; tests/tokenizers assert
+    isinstance). What differs
+    between the formats is declared in fertility.tokenizers.kinds, not asked of `kind`."""
+
+    # read-only: an adapter may compute one when first asked for (cached_property)
+    @property
+    def label(self) -> str: ...
+    @property
+    def spec(self) -> str: ...
+    @property
+    def kind(self) -> Kind: ...
+    @property
+    def path(self) -> Path | None: ...  # the file it was loaded from; None for tiktoken:NAME
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def fingerprint(self) -> str: ...  # sha256 of vocabulary + settings
+    @property
+    def unk_id(self) -> int | None: ...
+    @property
+    def special_tokens(self) -> dict[str, int]: ...
 
     def encode_batch(self, texts: list[str]) -> list[Encoded]: ...  # no specials/trunc/pad
+    # encode_batch laid end to end, the measuring path's form: ids, starts, ends (local to
+    # each text) and tokens per text (a fast path where kinds.Capabilities.flat_encode)
+    def encode_flat(self, texts: list[str]) -> Flat: ...
     def decode(self, ids) -> str: ...
     def pre_tokenize(self, text: str) -> list[tuple[int, int]]: ...  # code-point spans
     def token_bytes(self, id: int) -> bytes: ...  # what the token adds to decoded text
@@ -40,6 +67,17 @@ class Tokenizer(Protocol):
     # {"kind", "model", "byte_level", "byte_fallback", "normalizer", "pre_tokenizer",
     #  "pattern" (a fertility.tokenizers.patterns family name or None), "pattern_regex", "unk_token"}
     def config(self) -> dict: ...
+
+
+@dataclass(frozen=True)
+class Converted:
+    """A tokenizer as Hugging Face files, what each kind's HF conversion gives
+    (fertility.tokenizers.kinds.HFExport): the tokenizer.json to write, or None when its own
+    model file is copied as tokenizer.model instead (transformers' LlamaTokenizer reads it);
+    `note` says what was done, for the export's summary."""
+
+    tokenizer_json: dict[str, Any] | None
+    note: str
 
 
 # Real vocabularies hold at most a few hundred thousand tokens; tables are built per id, so
@@ -86,7 +124,7 @@ def offsets_from_token_lengths(
 
 def flat_from_id_lists(
     texts: Sequence[str], lists: Iterable[Sequence[int]], counts: np.ndarray, token_len: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+) -> Flat | None:
     """The measuring path's flat form of a batch (ids, starts, ends local to each text, tokens
     per text) from a library's id lists (`counts`: their lengths, known without building
     the lists), with spans from token byte lengths (`flat_offsets`); None when some text's
@@ -98,7 +136,7 @@ def flat_from_id_lists(
 
 def concat_encoded(
     encs: Sequence[Encoded],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> Flat:
     """Per-text encodings laid end to end: ids, starts, ends and tokens per text."""
     counts = np.fromiter((len(e.ids) for e in encs), dtype=np.int64, count=len(encs))
     if not encs:
@@ -167,6 +205,13 @@ class ByteTable:
     byte it holds (``<0x41>`` is a fallback even though "A" is a whole character).
     """
 
+    if TYPE_CHECKING:  # what the adapter that mixes it in provides
+        spec: str
+        vocab_size: int
+
+        @property
+        def _table(self) -> list[bytes]: ...
+
     @cached_property
     def _token_lengths(self) -> np.ndarray:
         return np.fromiter((len(b) for b in self._table), dtype=np.int64, count=self.vocab_size)
@@ -179,13 +224,13 @@ class ByteTable:
     @cached_property
     def _byte_pieces(self) -> np.ndarray:
         """bool per id: byte-fallback pieces; adapters with them override this."""
-        return np.zeros(self.vocab_size, dtype=bool)
+        return np.zeros(self.vocab_size, dtype=np.bool_)
 
     @cached_property
     def _partial(self) -> np.ndarray:
         # Only a token that decodes with a replacement character can be incomplete UTF-8 (and
         # few do): the strict check runs on those alone, not on the whole vocabulary.
-        split = np.zeros(self.vocab_size, dtype=bool)
+        split = np.zeros(self.vocab_size, dtype=np.bool_)
         suspects = [
             i
             for i, b in enumerate(self._table)

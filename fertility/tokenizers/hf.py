@@ -14,21 +14,25 @@ import json
 import logging
 import os
 import re
-import socket
+import threading
+import time
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
-from urllib.parse import urlsplit
+from typing import Literal, TypeVar, cast, get_args
 
 import numpy as np
 
 from fertility.errors import TokenizerError, one_line
 from fertility.tokenizers.base import (
     ByteTable,
+    Converted,
     Encoded,
+    Flat,
+    Kind,
     byte_piece_value,
     check_max_id,
     concat_encoded,
@@ -36,9 +40,11 @@ from fertility.tokenizers.base import (
     offsets_from_token_lengths,
     sha256_hex,
 )
-from fertility.tokenizers.patterns import FAMILIES, identify
+from fertility.tokenizers.guard import reraise_panic, rust_call
+from fertility.tokenizers.patterns import FAMILIES, check_split_pattern, identify
 
-_NORMAL_FORMS = {"NFC", "NFD", "NFKC", "NFKD"}
+_NormalForm = Literal["NFC", "NFD", "NFKC", "NFKD"]
+_NORMAL_FORMS = set(get_args(_NormalForm))
 
 
 def bytes_to_unicode() -> dict[int, str]:
@@ -78,10 +84,10 @@ def _pattern(component: dict, kind: str) -> str | None:
 
 
 class HFTokenizer(ByteTable):
-    kind = "hf"
+    kind: Kind = "hf"
 
     def __init__(self, path: Path, obj: dict, spec: str, label: str) -> None:
-        """`obj`: the parsed tokenizer.json (fertility.tokenizers.spec.sniff checked its 'model')."""
+        """`obj`: the parsed tokenizer.json (fertility.tokenizers.kinds.sniff checked its 'model')."""
         # deferred: the Rust tokenizers library only when used
         from tokenizers import Tokenizer as _HF
 
@@ -95,12 +101,19 @@ class HFTokenizer(ByteTable):
         # Post-processors only add specials or trim offsets (ByteLevel/Roberta trim_offsets
         # drops the leading space from a token's span); we want neither.
         obj["post_processor"] = None
+        for component in _walk(obj.get("pre_tokenizer")):
+            regex = _pattern(component, "Regex")
+            if component.get("type") == "Split" and isinstance(regex, str):
+                check_split_pattern(path, regex, "Split pattern")
         try:
-            if as_is:  # the file as it is: re-serialising a 32k vocabulary costs 0.2-0.4 s
-                tok = _HF.from_file(str(path))
-                tok.post_processor = None
-            else:
-                tok = _HF.from_str(json.dumps(obj))
+            with rust_call(path, "tokenizers"):
+                if as_is:  # the file as it is: re-serialising a 32k vocabulary costs 0.2-0.4 s
+                    tok = _HF.from_file(str(path))
+                    tok.post_processor = None
+                else:
+                    tok = _HF.from_str(json.dumps(obj))
+        except TokenizerError:
+            raise
         except Exception as e:  # the binding raises plain Exception
             raise TokenizerError(f"{path}: not a usable tokenizer.json ({one_line(e)})") from None
         tok.no_truncation()
@@ -127,7 +140,8 @@ class HFTokenizer(ByteTable):
             p.get("type") == "ByteLevel" and p.get("add_prefix_space")
             for p in _walk(obj.get("pre_tokenizer"))
         )
-        norm = [p.get("type") for p in _walk(obj.get("normalizer")) if p.get("type") != "Sequence"]
+        norm = [str(p.get("type")) for p in _walk(obj.get("normalizer"))]
+        norm = [t for t in norm if t != "Sequence"]
         # Byte lengths rebuild exact spans only when the normaliser leaves the text alone.
         self._fast = (
             self._byte_level
@@ -136,7 +150,8 @@ class HFTokenizer(ByteTable):
             and set(norm) <= _NORMAL_FORMS
             and hasattr(tok, "encode_batch_fast")
         )
-        self._forms = sorted(set(norm))
+        # (only read when _fast: then every one is a normal form)
+        self._forms = cast("list[_NormalForm]", sorted(set(norm)))
 
         vocab = tok.get_vocab(with_added_tokens=True)
         check_max_id(path, max(vocab.values(), default=-1))
@@ -163,6 +178,10 @@ class HFTokenizer(ByteTable):
         texts = list(texts)
         if not texts:
             return []
+        with rust_call(self.path, "tokenizers"):
+            return self._encode_batch(texts)
+
+    def _encode_batch(self, texts: list[str]) -> list[Encoded]:
         if not self._fast:
             return [
                 _from_encoding(e) for e in self._tok.encode_batch(texts, add_special_tokens=False)
@@ -184,7 +203,7 @@ class HFTokenizer(ByteTable):
                 out[i] = _from_encoding(e)
         return out
 
-    def encode_flat(self, texts: list[str]):
+    def encode_flat(self, texts: list[str]) -> Flat:
         """The whole batch as flat arrays: ids, starts, ends (local to each text) and tokens
         per text; the measuring path's form of encode_batch, without per-text arrays."""
         texts = list(texts)
@@ -193,7 +212,8 @@ class HFTokenizer(ByteTable):
             and texts
             and all(unicodedata.is_normalized(f, t) for f in self._forms for t in texts)
         ):
-            encs = self._tok.encode_batch_fast(texts, add_special_tokens=False)
+            with rust_call(self.path, "tokenizers"):
+                encs = self._tok.encode_batch_fast(texts, add_special_tokens=False)
             counts = np.fromiter(map(len, encs), dtype=np.int64, count=len(encs))
             ids = map(attrgetter("ids"), encs)  # one list at a time, not all of them at once
             flat = flat_from_id_lists(texts, ids, counts, self._token_lengths)
@@ -203,7 +223,11 @@ class HFTokenizer(ByteTable):
 
     def decode(self, ids) -> str:
         ids = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
-        return self._tok.decode(ids, skip_special_tokens=False)
+        try:
+            return self._tok.decode(ids, skip_special_tokens=False)
+        except BaseException as e:
+            reraise_panic(e, self.path, "tokenizers")
+            raise
 
     def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
         # deferred: the Rust tokenizers library only when used
@@ -212,15 +236,25 @@ class HFTokenizer(ByteTable):
         if self._tok.pre_tokenizer is None:
             return [(0, len(text))] if text else []
         pts = PreTokenizedString(text)
-        if self._tok.normalizer is not None:
-            pts.normalize(self._tok.normalizer.normalize)
-        self._tok.pre_tokenizer.pre_tokenize(pts)
+        try:
+            if self._tok.normalizer is not None:
+                pts.normalize(self._tok.normalizer.normalize)
+            self._tok.pre_tokenizer.pre_tokenize(pts)
+        except BaseException as e:
+            reraise_panic(e, self.path, "tokenizers")
+            raise
         spans = pts.get_splits(offset_referential="original", offset_type="char")
         return [(s, e) for _, (s, e), _ in spans if e > s]
 
     def normalize(self, text: str) -> str:
         norm = self._tok.normalizer
-        return norm.normalize_str(text) if norm is not None else text
+        if norm is None:
+            return text
+        try:
+            return norm.normalize_str(text)
+        except BaseException as e:
+            reraise_panic(e, self.path, "tokenizers")
+            raise
 
     # -- vocabulary ----------------------------------------------------------------------
 
@@ -260,8 +294,9 @@ class HFTokenizer(ByteTable):
             if piece is None:
                 table.append(b"")
                 continue
-            if is_byte:
-                table.append(bytes([byte_piece_value(piece)]))
+            value = byte_piece_value(piece) if is_byte else None
+            if value is not None:  # (every byte piece has one)
+                table.append(bytes([value]))
                 continue
             if i in self._added:
                 table.append(piece.encode("utf-8"))
@@ -316,6 +351,14 @@ class HFTokenizer(ByteTable):
         }
 
 
+def to_hf(tok: HFTokenizer, src: Path, probes: list[str], error: type[Exception]) -> Converted:
+    """For `fertility export --to hf` (fertility.tokenizers.convert): the run's own
+    tokenizer.json, as it is."""
+    return Converted(
+        json.loads(Path(src).read_text(encoding="utf-8")), "hf: the run's tokenizer.json"
+    )
+
+
 def _from_encoding(e) -> Encoded:
     ids = np.array(e.ids, dtype=np.int64)
     # fromiter over the flattened tuples is ~2x faster than np.array on a list of tuples
@@ -327,6 +370,20 @@ def _from_encoding(e) -> Encoded:
 
 _REPO_RE = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+|[A-Za-z0-9][\w.-]*")
 
+# `hf:` loading is bounded in wall time, name resolution and the hub client's own retries
+# included. The hub must first answer one HTTP request within HUB_ANSWER_S (any status
+# counts; the host name resolved in that time too): otherwise only the local cache is read.
+# Without this, a resolver that did not answer cost 21 s (getaddrinfo has no timeout) and a
+# hub that accepted the connection and never answered was still retrying at 300 s
+# (huggingface_hub waits 10 s for each answer, then retries five times with 60 s each).
+HUB_ANSWER_S = 3.0
+# A hub that answered then has until HUB_TOTAL_S from the start to deliver the file, its
+# client's retries and back-off included: 60 s carries a 33 MB tokenizer.json (Gemma 3's, the
+# largest we know of) at about 0.6 MB/s. Past it a cached copy is used, else one line says
+# what to do (`hf download` once; the cache is read from then on). The download thread is
+# left behind; the command ends without waiting for it.
+HUB_TOTAL_S = 60.0
+
 
 def _offline() -> bool:
     flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
@@ -334,66 +391,177 @@ def _offline() -> bool:
 
 
 def download(spec: str) -> Path:
-    """Local path of the repo's tokenizer.json (else tokenizer.model), fetched or cached."""
+    """Local path of the repo's tokenizer.json (else tokenizer.model), fetched or cached,
+    within HUB_TOTAL_S seconds (HUB_ANSWER_S when the hub does not answer)."""
     repo, _, revision = spec[len("hf:") :].partition("@")
     if not _REPO_RE.fullmatch(repo):
         raise TokenizerError(f"{spec}: not a Hugging Face repository name (hf:ORG/NAME[@REVISION])")
     try:
         # deferred: huggingface_hub only for hf: specs
         import huggingface_hub
+        from huggingface_hub import constants as hub_constants
         from huggingface_hub import errors as hub_errors
     except ImportError:
         raise TokenizerError(
             f"{spec}: needs the huggingface_hub package (pip install huggingface_hub)"
         ) from None
 
+    t0 = time.monotonic()
     offline = _offline()
-    # Without a reachable hub the library retries each request five times with back-off
-    # (47 s and 23 log lines before its error): ask the network once, quickly, and otherwise
-    # read only the cache.
-    reachable = not offline and _hub_reachable()
-    first: Exception | None = None
+    # Without a hub that answers, the library retries each request with back-off (47 s and 23
+    # log lines before its error, or minutes when the connection opens and nothing comes):
+    # ask the hub once, quickly, and otherwise read only the cache.
+    endpoint = hub_constants.ENDPOINT
+    unreachable = None if offline else _hub_unreachable(endpoint, HUB_ANSWER_S)
+    if offline or unreachable:
+        # the cache on disk alone: hf_hub_download(local_files_only=True) still builds its
+        # request headers, which (huggingface_hub 2.x) fetch a registry from the hub first
+        path = _cached(huggingface_hub, repo, revision)
+        if path is not None:
+            return path
+        where = "offline (HF_HUB_OFFLINE=1)" if offline else unreachable
+        raise TokenizerError(
+            f"{spec}: {where} and no tokenizer.json or tokenizer.model for it in the local cache"
+        )
+
     quiet = logging.getLogger("huggingface_hub")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # its retry warnings; what failed is our one line
+    finished = False
     try:
-        for filename in ("tokenizer.json", "tokenizer.model"):
-            try:
-                path = huggingface_hub.hf_hub_download(
-                    repo, filename, revision=revision or None, local_files_only=not reachable
-                )
-                return Path(path)
-            except Exception as e:  # hub, HTTP and OS errors all end as one line below
-                first = first or e
-                if not isinstance(e, getattr(hub_errors, "EntryNotFoundError", ())):
-                    break  # (the cache's "not here" is an EntryNotFoundError too)
+        finished, found = _within(
+            t0 + HUB_TOTAL_S - time.monotonic(),
+            lambda: _fetch(huggingface_hub, hub_errors, repo, revision, endpoint),
+        )
     finally:
-        quiet.setLevel(level)
-    raise TokenizerError(f"{spec}: {_hub_reason(first, offline, hub_errors)}")
+        if finished:  # else the thread goes on, and its warnings would follow our line
+            quiet.setLevel(level)
+    # still downloading (or waiting): a cached copy, else one line (found is never None once
+    # finished)
+    if not finished or found is None:
+        _no_progress_bars(huggingface_hub)  # the thread goes on: nothing of it after our line
+        path = _cached(huggingface_hub, repo, revision)
+        if path is not None:
+            return path
+        raise TokenizerError(
+            f"{spec}: the Hugging Face hub did not deliver tokenizer.json or tokenizer.model "
+            f"within {HUB_TOTAL_S:g} s and the local cache holds neither; download it once "
+            f"(`hf download {repo} tokenizer.json`): it is read from the cache from then on"
+        )
+    path, first = found
+    if path is not None:
+        return path
+    raise TokenizerError(
+        f"{spec}: {_hub_reason(first, 'cannot reach the Hugging Face hub', hub_errors)}"
+    )
 
 
-def _hub_reachable(timeout_s: float = 3.0) -> bool:
-    """Whether a TCP connection to the hub's host (HF_ENDPOINT) opens within `timeout_s`."""
+def _fetch(
+    hub, hub_errors, repo: str, revision: str, endpoint: str
+) -> tuple[Path | None, Exception | None]:
+    """(path, None) of tokenizer.json, else tokenizer.model, from the hub at `endpoint` (the
+    one that answered, also for retries after we stopped waiting), or its cache when the hub
+    fails; (None, the first error)."""
+    first: Exception | None = None
+    for filename in ("tokenizer.json", "tokenizer.model"):
+        try:
+            path = hub.hf_hub_download(repo, filename, revision=revision or None, endpoint=endpoint)
+            return Path(path), None
+        except Exception as e:  # hub, HTTP and OS errors all end as one line
+            first = first or e
+            if not isinstance(e, getattr(hub_errors, "EntryNotFoundError", ())):
+                break  # (the cache's "not here" is an EntryNotFoundError too)
+    return None, first
 
-    # deferred: huggingface_hub only for hf: specs
-    from huggingface_hub import constants
 
-    url = urlsplit(constants.ENDPOINT)
-    port = url.port or (443 if url.scheme == "https" else 80)
+def _cached(hub, repo: str, revision: str) -> Path | None:
+    """tokenizer.json, else tokenizer.model, from the local cache only (no network)."""
+    for filename in ("tokenizer.json", "tokenizer.model"):
+        try:
+            found = hub.try_to_load_from_cache(repo, filename, revision=revision or None)
+        except (OSError, ValueError):
+            found = None
+        if isinstance(found, str):
+            return Path(found)
+    return None
+
+
+_T = TypeVar("_T")
+
+
+def _within(seconds: float, fn: Callable[[], _T]) -> tuple[bool, _T | None]:
+    """(True, fn()'s result) when it returns within `seconds` (its exception is raised
+    here); (False, None) when it is still running (a daemon thread, left to finish on its
+    own)."""
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as e:  # raised in the caller's thread
+            box["error"] = e
+
+    thread = threading.Thread(target=work, name="fertility-hub", daemon=True)
+    thread.start()
+    thread.join(max(seconds, 0.0))
+    if thread.is_alive():
+        return False, None
+    if "error" in box:
+        raise box["error"]
+    return True, box["result"]
+
+
+def _no_progress_bars(hub) -> None:
     try:
-        with socket.create_connection((url.hostname, port), timeout=timeout_s):
-            return True
-    except (OSError, ValueError):
-        return False
+        hub.utils.disable_progress_bars()
+    except Exception:  # an older huggingface_hub without it: a bar may still be drawn
+        pass
 
 
-def _hub_reason(e: Exception | None, offline: bool, E) -> str:
+def _hub_unreachable(endpoint: str, timeout_s: float) -> str | None:
+    """None when the hub at `endpoint` (HF_ENDPOINT) answers one HEAD request within
+    `timeout_s`, name resolution included (any HTTP status, or a TLS error, counts as an
+    answer: the hub client decides what it means); else why not, for the error line. urllib,
+    like the hub client, goes through the proxies the environment names."""
+
+    # deferred: huggingface_hub, and urllib's HTTP and TLS, only for hf: specs
+    import http.client
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    url = endpoint.rstrip("/") + "/"
+
+    def ask() -> str | None:
+        try:
+            request = urllib.request.Request(url, method="HEAD")
+            with urllib.request.urlopen(request, timeout=timeout_s):
+                return None
+        except urllib.error.HTTPError:
+            return None  # an answer
+        except urllib.error.URLError as e:
+            if isinstance(e.reason, ssl.SSLError):
+                return None  # it spoke TLS
+            if isinstance(e.reason, TimeoutError):
+                return f"the Hugging Face hub ({url}) did not answer within {timeout_s:g} s"
+            return "cannot reach the Hugging Face hub"
+        except TimeoutError:
+            return f"the Hugging Face hub ({url}) did not answer within {timeout_s:g} s"
+        except (OSError, ValueError, http.client.HTTPException):
+            return "cannot reach the Hugging Face hub"
+
+    finished, why = _within(timeout_s, ask)
+    if not finished:  # name resolution, which has no timeout of its own, or a slow answer
+        return f"the Hugging Face hub ({url}) did not answer within {timeout_s:g} s"
+    return why
+
+
+def _hub_reason(e: Exception | None, where: str, E) -> str:
     def isa(name: str) -> bool:
         cls = getattr(E, name, None)
         return cls is not None and isinstance(e, cls)
 
     if isa("LocalEntryNotFoundError") or isa("OfflineModeIsEnabled"):
-        where = "offline (HF_HUB_OFFLINE=1)" if offline else "cannot reach the Hugging Face hub"
         return f"{where} and no tokenizer.json or tokenizer.model for it in the local cache"
     if isa("GatedRepoError"):
         return "gated repository: accept its terms on the hub and log in (hf auth login)"

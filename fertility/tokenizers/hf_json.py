@@ -1,12 +1,30 @@
 """Writing tokenizer.json: the byte-level BPE that a rank file (tiktoken, tekken) is, as the
 `tokenizers` library reads it. `fertility extend` (a rank-file base) and `fertility export`
-(a tiktoken run's tokenizer) both write it."""
+(a tiktoken run's tokenizer) both write it; `mismatches` checks a converted tokenizer.json
+against the tokenizer it came from."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from typing import Any
 
 from fertility.tokenizers.hf import bytes_to_unicode
+
+
+def mismatches(tok: Any, obj: dict, texts: list[str]) -> int:
+    """How many `texts` the tokenizer.json `obj` encodes differently from `tok` (-1: it does
+    not load)."""
+    # deferred: the Rust tokenizers library only when used
+    from tokenizers import Tokenizer as HFTokenizer
+
+    try:
+        hf = HFTokenizer.from_str(json.dumps(obj, ensure_ascii=False))
+    except Exception:  # the binding raises plain Exception (e.g. a regex Onig rejects)
+        return -1
+    theirs = hf.encode_batch(texts, add_special_tokens=False)
+    ours = tok.encode_batch(texts)
+    return sum(a.ids != b.ids.tolist() for a, b in zip(theirs, ours))
 
 
 def special_added_token(token_id: int, content: str) -> dict:

@@ -99,9 +99,12 @@ _VARIANTS: dict[str, str] = {
 
 RAW_PREFIX = "re:"
 
-# Letters, a mark, digits, punctuation, spaces and newlines: where a raw regex shows whether
-# it can match nothing.
-_PROBE = "Ab c\u09be 12 .!\n\n x"
+# Letters of several scripts, marks, joiners, digits, punctuation, symbols, tabs, spaces and
+# newlines: where a split regex shows, when it is loaded, whether it can match nothing and
+# whether ordinary text already makes it backtrack without end.
+_PROBE = (
+    "Ab c\u09be 12 .!\n\n x Zoë's 3.14 €5 日本語 😀\tবাংলা ক্\u200cষ हिन्दी தமிழ் ภาษาไทย — (x)\r\n  "
+)
 
 # A raw split pattern may backtrack catastrophically (`(a|a)+b` on a 36-character line runs
 # for minutes in `regex`); tiktoken's own engine gives up quickly. A real pattern cuts text at
@@ -109,6 +112,45 @@ _PROBE = "Ab c\u09be 12 .!\n\n x"
 # `timeout` costs about a third more time per call, so the known families go without it.)
 TIMEOUT_S = 2.0
 TIMEOUT_PER_CHAR_S = 1e-6
+
+
+def _shown(pattern: str, limit: int = 80) -> str:
+    text = repr(pattern)
+    return text if len(text) <= limit else text[: limit - 4] + "...'"
+
+
+@functools.lru_cache(maxsize=64)  # split_spans resolves a re: pattern once per document
+def _check_probe(pattern: str, name: str, empty_ok: bool) -> None:
+    """Run `pattern` (which `regex` compiles) over the probe text under the clock."""
+    try:
+        spans = [m.span() for m in compile_pattern(pattern).finditer(_PROBE, timeout=TIMEOUT_S)]
+    except TimeoutError:
+        raise TokenizerError(
+            f"{name} took over {TIMEOUT_S:g} s on a {len(_PROBE)}-character probe "
+            "(catastrophic backtracking): simplify it"
+        ) from None
+    if not empty_ok and any(a == b for a, b in spans):
+        raise TokenizerError(f"{name} matches the empty string")
+
+
+def check_split_pattern(where, pattern: str, what: str, *, empty_ok: bool = True) -> None:
+    """Checks, when a tokenizer is loaded, of a split regex it brings (`what`: where in the
+    file, e.g. "Split pattern"): the probe text cut under the same clock as `split_spans`
+    (a pattern that backtracks without end on ordinary text is refused, not left to hang a
+    finding or panic the library later), and with `empty_ok` False (tiktoken's engine, which
+    panics on an empty piece) no empty match. Known families pass at once; a pattern that
+    `regex` cannot compile (another engine's syntax) is left to the library that runs it.
+    TokenizerError names `where`."""
+    if _known(pattern):
+        return
+    try:
+        compile_pattern(pattern)
+    except TokenizerError:
+        return
+    try:
+        _check_probe(pattern, f"{what} {_shown(pattern)}", empty_ok)
+    except TokenizerError as e:
+        raise TokenizerError(f"{where}: {e}") from None
 
 
 def known_names() -> list[str]:
@@ -138,9 +180,9 @@ def resolve_pattern(name_or_regex: str) -> tuple[str, str]:
         body = key[len(RAW_PREFIX) :]
         if not body:
             raise TokenizerError("empty split pattern after 're:'")
-        if any(m.start() == m.end() for m in compile_pattern(body).finditer(_PROBE)):
-            # an empty piece is no token; tiktoken's Rust core panics on such a pattern
-            raise TokenizerError(f"split pattern {key!r} matches the empty string")
+        compile_pattern(body)  # an invalid regex is an error here, whatever engine runs it
+        # an empty piece is no token; tiktoken's Rust core panics on such a pattern
+        _check_probe(body, f"split pattern {key!r}", empty_ok=False)
         return key, body
     lowered = key.lower()
     family = ALIASES.get(lowered, lowered)

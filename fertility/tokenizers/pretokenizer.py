@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Final
 
 import numpy as np
 
+from fertility.tokenizers.base import Flat, Kind
 from fertility.tokenizers.patterns import resolve_pattern, split_spans
 
 # The kind of a pre-tokenizer family measured as a tokenizer (its frame rows, its Report.tokenizers
-# entry): compared wherever a real tokenizer and a ceiling are told apart.
-PRETOKENIZER = "pretokenizer"
+# entry): a report row's kind tells a real tokenizer from a ceiling.
+PRETOKENIZER: Final = "pretokenizer"
 
 
 class PretokenizerFamily:
     """A standard pre-tokenizer measured as if each pre-token were a token: the ceiling."""
 
-    kind = PRETOKENIZER
+    kind: Kind = PRETOKENIZER
+    path = None  # no file
     vocab_size = 0
     unk_id = None
-    special_tokens: dict = {}
+    special_tokens: dict[str, int] = {}
 
     def __init__(self, name: str) -> None:
         self.label, self.pattern = resolve_pattern(name)
@@ -29,7 +32,7 @@ class PretokenizerFamily:
     def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
         return split_spans(self.pattern, text)
 
-    def encode_flat(self, texts: list[str]):
+    def encode_flat(self, texts: list[str]) -> Flat:
         spans = [np.asarray(self.pre_tokenize(t), dtype=np.int64).reshape(-1, 2) for t in texts]
         counts = np.fromiter((len(s) for s in spans), dtype=np.int64, count=len(spans))
         flat = np.concatenate(spans) if spans else np.zeros((0, 2), np.int64)

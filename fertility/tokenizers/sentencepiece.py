@@ -17,15 +17,27 @@ optional `protobuf` package is not needed.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from functools import cached_property
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fertility.errors import TokenizerError, one_line
-from fertility.tokenizers.base import ByteTable, Encoded, sha256_hex
+from fertility.tokenizers.base import (
+    ByteTable,
+    Converted,
+    Encoded,
+    Flat,
+    Kind,
+    Tokenizer,
+    concat_encoded,
+    sha256_hex,
+)
+from fertility.tokenizers.hf_json import mismatches
 from fertility.tokenizers.patterns import FAMILIES, split_spans
 
 _SUFFIX_SPLIT = r"\S+\s?|\s"
@@ -56,6 +68,7 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, int | bytes]]:
         field, wire = key >> 3, key & 7
         if field == 0:
             raise ValueError("field number 0")
+        value: int | bytes
         if wire == 0:
             value, i = _varint(buf, i)
         elif wire == 2:
@@ -79,12 +92,12 @@ def looks_like_model_proto(data: bytes) -> bool:
     try:
         seen = 0
         for field, wire, value in _fields(data):
-            if field != 1 or wire != 2:
+            if field != 1 or wire != 2 or not isinstance(value, bytes):
                 return seen > 0 and field in (2, 3, 4, 5)
-            sub = dict((f, v) for f, _, v in _fields(value))
-            if not isinstance(sub.get(1), bytes):
+            piece = dict((f, v) for f, _, v in _fields(value)).get(1)
+            if not isinstance(piece, bytes):
                 return False
-            sub[1].decode("utf-8")
+            piece.decode("utf-8")
             seen += 1
             if seen >= 32:
                 return True
@@ -98,7 +111,7 @@ def model_settings(data: bytes) -> tuple[dict, dict]:
     trainer: dict[int, int | bytes] = {}
     normalizer: dict[int, int | bytes] = {}
     for field, wire, value in _fields(data):
-        if wire == 2 and field in (2, 3):
+        if wire == 2 and field in (2, 3) and isinstance(value, bytes):
             target = trainer if field == 2 else normalizer
             target.update((f, v) for f, _, v in _fields(value))
     return trainer, normalizer
@@ -108,7 +121,7 @@ def model_settings(data: bytes) -> tuple[dict, dict]:
 
 
 class SPTokenizer(ByteTable):
-    kind = "sentencepiece"
+    kind: Kind = "sentencepiece"
 
     def __init__(self, path: Path, data: bytes, spec: str, label: str) -> None:
         # deferred: sentencepiece only for its files
@@ -174,7 +187,8 @@ class SPTokenizer(ByteTable):
                 out.append(_widen_bytes(ids, off[0::2].copy(), off[1::2].copy(), is_byte))
             return out
         out = []  # older releases: an immutable proto, also in code points for str input
-        for proto in self._sp.encode(texts, out_type="immutable_proto"):
+        old_type: Any = "immutable_proto"  # (the binding's type hints name only today's)
+        for proto in self._sp.encode(texts, out_type=old_type):
             pieces = proto.pieces
             n = len(pieces)
             ids = np.fromiter((p.id for p in pieces), dtype=np.int64, count=n)
@@ -182,6 +196,10 @@ class SPTokenizer(ByteTable):
             ends = np.fromiter((p.end for p in pieces), dtype=np.int64, count=n)
             out.append(_widen_bytes(ids, starts, ends, is_byte))
         return out
+
+    def encode_flat(self, texts: list[str]) -> Flat:
+        """encode_batch laid end to end (no faster path: the binding makes per-text lists)."""
+        return concat_encoded(self.encode_batch(texts))
 
     def decode(self, ids) -> str:
         ids = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
@@ -268,3 +286,127 @@ def _widen_bytes(
         starts[fix] = starts[nxt[fix]]
         ends[fix] = ends[nxt[fix]]
     return Encoded(ids, starts, ends)
+
+
+# -- fertility export --to hf (fertility.tokenizers.convert) --------------------------------
+
+
+def to_hf(tok: Tokenizer, src: Path, probes: list[str], error: type[Exception]) -> Converted:
+    """The model converted to tokenizer.json when that encodes every one of the `probes`
+    alike; else the .model file itself, copied as tokenizer.model (transformers converts it
+    on load)."""
+    obj = sentencepiece_to_hf(tok, src)
+    bad = mismatches(tok, obj, probes) if obj is not None else -1
+    if bad:
+        why = (
+            "its settings have no tokenizer.json equivalent"
+            if bad < 0
+            else f"the conversion encoded {bad} of {len(probes)} check texts differently"
+        )
+        return Converted(
+            None,
+            f"sentencepiece: tokenizer.model copied, no tokenizer.json written ({why}); "
+            "tokenizer_config.json names LlamaTokenizer with no BOS added",
+        )
+    return Converted(
+        obj, f"sentencepiece: converted to tokenizer.json, same ids on {len(probes)} check texts"
+    )
+
+
+def sentencepiece_to_hf(tok: Tokenizer, src: Path) -> dict[str, Any] | None:
+    """A tokenizer.json mirroring a SentencePiece model (unigram or BPE), or None when its
+    settings have no equivalent. The caller checks the result on real text before use."""
+
+    # deferred: sentencepiece only for its files
+    import sentencepiece as spm
+
+    conf = tok.config()
+    norm, pre = conf["normalizer"], conf["pre_tokenizer"]
+    if (
+        conf["model"] not in ("unigram", "bpe")
+        or pre.get("treat_whitespace_as_suffix")
+        or not norm.get("escape_whitespaces", True)
+    ):
+        return None
+
+    # the model already loaded through the adapter, which read these same settings
+    charsmap = model_settings(Path(src).read_bytes())[1].get(2, b"")
+    sp = spm.SentencePieceProcessor(model_file=str(src))
+    n = sp.get_piece_size()
+    pieces = [sp.id_to_piece(i) for i in range(n)]
+    normalizers: list[dict] = []
+    if isinstance(charsmap, bytes) and charsmap:
+        normalizers.append(
+            {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()}
+        )
+    if norm.get("remove_extra_whitespaces", True):
+        normalizers += [
+            {"type": "Strip", "strip_left": True, "strip_right": True},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+        ]
+    normalizers.append({"type": "Replace", "pattern": {"String": " "}, "content": "▁"})
+    if norm.get("add_dummy_prefix", True):
+        normalizers.append({"type": "Prepend", "prepend": "▁"})
+    unk = tok.unk_id if tok.unk_id is not None else 0
+    if conf["model"] == "unigram":
+        model = {
+            "type": "Unigram",
+            "unk_id": unk,
+            "byte_fallback": conf["byte_fallback"],
+            "vocab": [[p, float(sp.get_score(i))] for i, p in enumerate(pieces)],
+        }
+    else:
+        vocab = {p: i for i, p in enumerate(pieces)}
+        merges = []
+        for i, p in enumerate(pieces):
+            for k in range(1, len(p)):
+                a, b = vocab.get(p[:k]), vocab.get(p[k:])
+                if a is not None and b is not None:
+                    merges.append((i, a, b, p[:k], p[k:]))
+        merges.sort()
+        model = {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": pieces[unk],
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": True,
+            "byte_fallback": conf["byte_fallback"],
+            "ignore_merges": False,
+            "vocab": vocab,
+            "merges": [[m[3], m[4]] for m in merges],
+        }
+    specials = [i for i in range(n) if sp.is_control(i) or sp.is_unknown(i)]
+    decoders = [
+        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"},
+        {"type": "Fuse"},
+    ]
+    if norm.get("add_dummy_prefix", True):
+        decoders.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": [
+            {
+                "id": i,
+                "content": pieces[i],
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            }
+            for i in specials
+        ],
+        "normalizer": {"type": "Sequence", "normalizers": normalizers},
+        "pre_tokenizer": (
+            {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": True}
+            if pre.get("split_by_whitespace", True)
+            else None
+        ),
+        "post_processor": None,
+        "decoder": {"type": "Sequence", "decoders": decoders},
+        "model": model,
+    }

@@ -1,14 +1,14 @@
-"""Tokenizer specs: `[LABEL=]SPEC[#PATTERN]` parsed, and a file's kind read from its content."""
+"""Tokenizer specs: `[LABEL=]SPEC[#PATTERN]` parsed (a file's kind is read from its content by
+fertility.tokenizers.kinds.sniff)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
-from fertility.errors import TokenizerError, one_line
-from fertility.tokenizers import patterns, sentencepiece, tekken
+from fertility.errors import TokenizerError
+from fertility.tokenizers import patterns
 
 _LABEL_RE = re.compile(r"[A-Za-z0-9_.-]+")
 
@@ -71,40 +71,3 @@ def default_label(spec: str) -> str:
             name = path.parent.parent.name
         return name
     return path.stem if path.suffix else path.name
-
-
-# "=" alone is the empty token (Whisper's multilingual.tiktoken ends with one)
-_RANK_LINE = re.compile(rb"(?:[A-Za-z0-9+/]+={0,2}|=) [0-9]+\r?")
-
-
-def sniff(data: bytes, path: Path) -> tuple[str, dict | None]:
-    """(kind, parsed JSON or None) from the file's content, never its extension: "hf" or
-    "tekken" (Mistral's tekken_*.json) for a JSON object, "tiktoken" or "sentencepiece"."""
-    if not data.strip():
-        raise TokenizerError(f"{path}: empty file")
-    head = data[:4096].lstrip()
-    if head[:1] == b"{":
-        try:
-            obj = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise TokenizerError(f"{path}: not valid JSON ({one_line(e)})") from None
-        except RecursionError:
-            raise TokenizerError(f"{path}: JSON nested too deeply to be a tokenizer") from None
-        if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
-            return "hf", obj
-
-        if tekken.looks_like_tekken(obj):
-            return "tekken", obj
-        raise TokenizerError(
-            f"{path}: neither a Hugging Face tokenizer.json (no 'model' object) nor a Mistral "
-            f"Tekken file (no 'config.pattern' and 'vocab' list)"
-        )
-    first_line = head.split(b"\n", 1)[0]
-    if _RANK_LINE.fullmatch(first_line):
-        return "tiktoken", None
-
-    if sentencepiece.looks_like_model_proto(data):
-        return "sentencepiece", None
-    raise TokenizerError(
-        f"{path}: not a tokenizer.json, Tekken JSON, SentencePiece model or tiktoken rank file"
-    )

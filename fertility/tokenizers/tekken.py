@@ -31,8 +31,16 @@ from pathlib import Path
 import numpy as np
 
 from fertility.errors import TokenizerError, one_line
-from fertility.tokenizers.patterns import identify
+from fertility.tokenizers.base import MAX_TOKEN_ID, Kind
+from fertility.tokenizers.guard import rust_call
+from fertility.tokenizers.patterns import check_split_pattern, identify
 from fertility.tokenizers.tiktoken import TiktokenTokenizer, require_tiktoken
+
+# Every special token the config declares and the file does not list becomes a "<SPECIAL_i>"
+# entry (a Python string and a dict slot, about 150 bytes), so the declared count, not the
+# file's size, decides the memory: 300,000,000 took 5.7 GB before running out. Mistral's files
+# declare 1,000 (tekken_240718 to tekken v13); this is 65 times that and costs about 10 MB.
+MAX_SPECIAL_TOKENS = 1 << 16
 
 # mistral-common's Tekkenizer.DEPRECATED_SPECIAL_TOKENS: ids 0-19 of files that list none.
 LEGACY_SPECIALS = (
@@ -85,10 +93,28 @@ def from_json(path: Path, obj: dict, spec: str, label: str) -> TekkenTokenizer:
         raise TokenizerError(
             f"{path}: Tekken config needs integer default_vocab_size and default_num_special_tokens"
         )
+    # What the config declares is checked before anything is built from it.
+    if size > MAX_TOKEN_ID + 1:
+        raise TokenizerError(
+            f"{path}: Tekken default_vocab_size {size:,} is beyond any real vocabulary "
+            f"(ids at most {MAX_TOKEN_ID:,})"
+        )
+    if n_special > MAX_SPECIAL_TOKENS:
+        raise TokenizerError(
+            f"{path}: Tekken default_num_special_tokens {n_special:,} is beyond any real "
+            f"tokenizer (at most {MAX_SPECIAL_TOKENS:,})"
+        )
+    # tiktoken's engine panics on an empty piece: refused here, before any text
+    check_split_pattern(path, pattern, "Tekken config.pattern", empty_ok=False)
     specials = _specials(path, obj.get("special_tokens"), n_special)
     ranks = _ranks(path, obj["vocab"], size - n_special, n_special)
     try:
-        enc = tiktoken.Encoding(label, pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+        with rust_call(path, "tiktoken"):
+            enc = tiktoken.Encoding(
+                label, pat_str=pattern, mergeable_ranks=ranks, special_tokens={}
+            )
+    except TokenizerError:
+        raise
     except Exception as e:  # the Rust core rejects some regexes fancy-regex cannot compile
         raise TokenizerError(
             f"{path}: tiktoken cannot use the Tekken pattern ({one_line(e)})"
@@ -147,7 +173,7 @@ def _ranks(path: Path, vocab: list, inner: int, shift: int) -> dict[bytes, int]:
 
 
 class TekkenTokenizer(TiktokenTokenizer):
-    kind = "tekken"
+    kind: Kind = "tekken"
 
     @cached_property
     def _n_special(self) -> int:

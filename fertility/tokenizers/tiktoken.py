@@ -14,23 +14,32 @@ import binascii
 import contextlib
 import json
 import os
+import re
 import socket
 import tempfile
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fertility.errors import TokenizerError, one_line
 from fertility.tokenizers.base import (
     ByteTable,
+    Converted,
     Encoded,
+    Flat,
+    Kind,
+    Tokenizer,
     check_max_id,
     concat_encoded,
     flat_from_id_lists,
+    merges_from_ranks,
     offsets_from_token_lengths,
     sha256_hex,
 )
+from fertility.tokenizers.guard import reraise_panic, rust_call
+from fertility.tokenizers.hf_json import byte_level_bpe, mismatches
 from fertility.tokenizers.patterns import (
     ALIASES,
     identify,
@@ -42,6 +51,15 @@ from fertility.tokenizers.patterns import (
 
 _INSTALL = "tiktoken is not installed: pip install 'fertility[tiktoken]'"
 _DOWNLOAD_TIMEOUT_S = 30.0
+
+
+# "=" alone is the empty token (Whisper's multilingual.tiktoken ends with one)
+_RANK_LINE = re.compile(rb"(?:[A-Za-z0-9+/]+={0,2}|=) [0-9]+\r?")
+
+
+def looks_like_rank_file(data: bytes) -> bool:
+    """True when the first line is a ``base64 rank`` line (fertility.tokenizers.kinds)."""
+    return bool(_RANK_LINE.fullmatch(data[:4096].lstrip().split(b"\n", 1)[0]))
 
 
 def require_tiktoken(shown: str):
@@ -109,7 +127,10 @@ def from_rank_file(
         )
     name, regex = resolve_pattern(pattern)
     try:
-        enc = tiktoken.Encoding(label, pat_str=regex, mergeable_ranks=ranks, special_tokens={})
+        with rust_call(path, "tiktoken"):
+            enc = tiktoken.Encoding(label, pat_str=regex, mergeable_ranks=ranks, special_tokens={})
+    except TokenizerError:
+        raise
     except Exception as e:  # the Rust core rejects some regexes fancy-regex cannot compile
         raise TokenizerError(
             f"{path}: tiktoken cannot use this rank file with pattern {name} ({one_line(e)})"
@@ -161,9 +182,12 @@ def from_name(spec: str, full_spec: str, label: str, pattern: str | None) -> Tik
     else:
         name, regex = resolve_pattern(pattern)
         try:
-            enc = tiktoken.Encoding(
-                enc.name, pat_str=regex, mergeable_ranks=ranks, special_tokens=specials
-            )
+            with rust_call(spec, "tiktoken"):
+                enc = tiktoken.Encoding(
+                    enc.name, pat_str=regex, mergeable_ranks=ranks, special_tokens=specials
+                )
+        except TokenizerError:
+            raise
         except Exception as e:
             raise TokenizerError(
                 f"{spec}: tiktoken cannot use pattern {name} ({one_line(e)})"
@@ -172,8 +196,8 @@ def from_name(spec: str, full_spec: str, label: str, pattern: str | None) -> Tik
 
 
 class TiktokenTokenizer(ByteTable):
-    kind = "tiktoken"
-    unk_id = None
+    kind: Kind = "tiktoken"
+    unk_id: int | None = None  # byte-level BPE has no unknown token
     path: Path | None = None  # the rank file; None for tiktoken:NAME
 
     def __init__(
@@ -183,7 +207,7 @@ class TiktokenTokenizer(ByteTable):
         specials: dict[str, int],
         spec: str,
         label: str,
-        pattern_name: str,
+        pattern_name: str | None,
         pattern: str,
     ) -> None:
         self._enc = enc
@@ -209,7 +233,8 @@ class TiktokenTokenizer(ByteTable):
         texts = list(texts)
         if not texts:
             return []
-        lists = self._enc.encode_ordinary_batch(texts)
+        with rust_call(self.path or self.spec, "tiktoken"):
+            lists = self._enc.encode_ordinary_batch(texts)
         ids = [np.array(x, dtype=np.int64) for x in lists]
         # Every token is a run of the text's UTF-8, so lengths give exact spans, unless the
         # split pattern leaves characters unmatched (tiktoken drops them): those texts are
@@ -221,12 +246,13 @@ class TiktokenTokenizer(ByteTable):
                 out[i] = redone
         return out
 
-    def encode_flat(self, texts: list[str]):
+    def encode_flat(self, texts: list[str]) -> Flat:
         """encode_batch laid end to end (ids, starts, ends, tokens per text), built flat:
         the measuring path's form, without per-text arrays."""
         texts = list(texts)
         if texts:
-            lists = self._enc.encode_ordinary_batch(texts)
+            with rust_call(self.path or self.spec, "tiktoken"):
+                lists = self._enc.encode_ordinary_batch(texts)
             counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
             flat = flat_from_id_lists(texts, lists, counts, self._token_lengths)
             if flat is not None:
@@ -235,16 +261,22 @@ class TiktokenTokenizer(ByteTable):
 
     def _by_pieces(self, text: str) -> Encoded:
         parts = [Encoded(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))]
-        for a, b in split_spans(self._pattern, text):
-            piece = text[a:b]
-            enc = np.array(self._enc.encode_ordinary(piece), dtype=np.int64)
-            (e,), _ = offsets_from_token_lengths([piece], [enc], self._token_lengths)
+        spans = split_spans(self._pattern, text)
+        with rust_call(self.path or self.spec, "tiktoken"):
+            pieces = [self._enc.encode_ordinary(text[a:b]) for a, b in spans]
+        for (a, b), got in zip(spans, pieces):
+            enc = np.array(got, dtype=np.int64)
+            (e,), _ = offsets_from_token_lengths([text[a:b]], [enc], self._token_lengths)
             parts.append(Encoded(e.ids, e.starts + a, e.ends + a))
         return Encoded(*(np.concatenate(cols) for cols in zip(*parts)))
 
     def decode(self, ids) -> str:
         ids = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
-        return self._enc.decode(ids, errors="replace")
+        try:
+            return self._enc.decode(ids, errors="replace")
+        except BaseException as e:
+            reraise_panic(e, self.path or self.spec, "tiktoken")
+            raise
 
     def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
         return split_spans(self._pattern, text)
@@ -275,3 +307,47 @@ class TiktokenTokenizer(ByteTable):
             "pattern_regex": self._pattern,
             "unk_token": None,
         }
+
+
+# -- fertility export --to hf (fertility.tokenizers.convert) --------------------------------
+
+
+def tiktoken_to_hf(tok: Tokenizer) -> dict[str, Any]:
+    """A byte-level BPE tokenizer.json equivalent to a tiktoken tokenizer.
+
+    tiktoken merges the adjacent pair whose concatenation has the lowest rank; the same
+    greedy order is HF BPE with the merges of `merges_from_ranks`: every split of each token
+    into two tokens, ranked like the token (the same list `fertility extend` writes).
+    """
+    special_ids = set(tok.special_tokens.values())
+    ranks: dict[bytes, int] = {}
+    for i in range(tok.vocab_size):
+        if i not in special_ids:
+            b = tok.token_bytes(i)
+            if b:
+                ranks[b] = i
+    tokens = {r: b for b, r in ranks.items()}
+    merges = merges_from_ranks(ranks)  # every split, as tiktoken can reach it
+    return byte_level_bpe(tokens, merges, tok.config()["pattern_regex"], tok.special_tokens)
+
+
+def to_hf(tok: Tokenizer, src: Path, probes: list[str], error: type[Exception]) -> Converted:
+    """The rank file converted to a byte-level BPE tokenizer.json, refused (`error`) when it
+    does not load or encodes one of the `probes` differently."""
+    obj = tiktoken_to_hf(tok)
+    bad = mismatches(tok, obj, probes)
+    if bad < 0:
+        raise error(
+            f"{src}: the tokenizer.json converted from the tiktoken vocabulary "
+            "does not load in `tokenizers` (its split regex?)"
+        )
+    if bad:
+        raise error(
+            f"{src}: converting the tiktoken vocabulary to tokenizer.json "
+            f"changed how {bad} of {len(probes)} check texts are encoded"
+        )
+    return Converted(
+        obj,
+        f"tiktoken: converted to a byte-level BPE tokenizer.json, same ids on "
+        f"{len(probes)} check texts",
+    )
