@@ -7,17 +7,18 @@ same documents and its counters are updated with vectorised numpy. Nothing here 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fertility import unicode as U
-from fertility.corpus import Corpus, warn
+from fertility.corpus import Corpus, CorpusOptions, warn
 from fertility.errors import TokenizerError
 from fertility.files import json_safe
 from fertility.measure import parallel
@@ -36,8 +37,7 @@ SCHEMA = "fertility.report/1"
 @dataclass
 class TokenizerInfo:
     """One measured tokenizer (or pre-tokenizer family) of a Report: what the JSON says of it
-    (`to_dict`), its split/normaliser configuration and the loaded tokenizer itself.
-    `info["label"]`, `info.get("config")` read (and `info["label"] = ...` sets) a field too."""
+    (`to_dict`), its split/normaliser configuration and the loaded tokenizer itself."""
 
     label: str
     spec: str
@@ -57,37 +57,13 @@ class TokenizerInfo:
             "fingerprint": self.fingerprint,
         }
 
-    @classmethod
-    def of(cls, value: TokenizerInfo | dict) -> TokenizerInfo:
-        """`value` itself, or the TokenizerInfo of a dict with these keys."""
-        if isinstance(value, cls):
-            return value
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in value.items() if k in names})
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in {f.name for f in fields(self)}:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        if key not in {f.name for f in fields(self)}:
-            raise KeyError(key)
-        setattr(self, key, value)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
 
 @dataclass
 class Report:
     frame: pd.DataFrame
     docs: pd.DataFrame
     corpus: dict
-    tokenizers: list[TokenizerInfo]  # dicts with these keys are taken too
+    tokenizers: list[TokenizerInfo]
     samples: dict = field(default_factory=dict)
     byte_fallback_chars: dict = field(default_factory=dict)
     unk_chars: dict = field(default_factory=dict)
@@ -97,9 +73,6 @@ class Report:
     )  # {(label, lang): fertility.measure.roundtrip changes}
     settings: dict = field(default_factory=dict)
     findings: list = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.tokenizers = [TokenizerInfo.of(t) for t in self.tokenizers]
 
     def rows(self, label: str) -> list[dict]:
         sub = self.frame[self.frame["tokenizer"] == label]
@@ -130,7 +103,7 @@ def analyze(
     tokenizers: Iterable = (),
     *,
     pretokenizers: Iterable[str] | None = None,
-    corpus_options: dict | None = None,
+    corpus_options: CorpusOptions | None = None,
     detail_docs: int | None = 200,
     keep_docs: int = 200_000,
     batch_size: int = 4096,
@@ -159,8 +132,9 @@ def analyze(
     startup = time.process_time()  # imports and tokenizer loading: what a worker pays too
     state = PassState(seed, detail_docs, keep_docs)
     threading.Thread(target=_ahead_of_the_end, args=(toks,), daemon=True).start()
-    options = dict(corpus_options or {})
-    options["on_warning"] = _once(options.get("on_warning"))  # workers repeat the corpus's
+    options = corpus_options or CorpusOptions()
+    # workers repeat the corpus's warnings
+    options = dataclasses.replace(options, on_warning=_once(options.on_warning))
     n_workers = parallel.choose_workers(workers, paths, toks)
     switch = None
     if n_workers > 1:
@@ -168,7 +142,7 @@ def analyze(
             paths, options, toks, state, n_workers, batch_size, progress
         )
     else:
-        corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths), **options)
+        corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths), options)
         accs = [TokenizerAccumulator(t) for t in toks]
         if workers is None and parallel.reloadable(paths, toks):
             total = sum(corpus.sizes().values())
@@ -177,6 +151,7 @@ def analyze(
         if rest is None:
             summary = corpus.summary()
         else:  # the switch found workers would finish sooner: they measure the rest
+            assert switch is not None, "run_pass stops before the end only when told to"
             n_workers = switch.workers
             accs, state, summary = parallel.run(
                 paths,

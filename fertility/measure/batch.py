@@ -12,18 +12,24 @@ import numpy as np
 
 from fertility import unicode as U
 from fertility.measure import roundtrip
-from fertility.measure.counters import COUNTS, NOSPACE, NS, C, DocGroups
-from fertility.tokenizers.base import concat_encoded
-from fertility.tokenizers.pretokenizer import PRETOKENIZER
+from fertility.measure.counters import (
+    COUNTS,
+    NORMALIZATION_EXAMPLES,
+    NOSPACE,
+    NS,
+    C,
+    DocGroups,
+)
+from fertility.tokenizers.base import Flat
+from fertility.tokenizers.kinds import capabilities
 
 SAMPLE_CHARS = 600  # longest stretch of a document kept as a sample with token boundaries
 
 
-def encode_flat(tok, texts: list[str]):
-    """ids, starts, ends (code points, local to each document) and tokens per document."""
-    if hasattr(tok, "encode_flat"):
-        return tok.encode_flat(texts)
-    return concat_encoded(tok.encode_batch(texts))
+def encode_flat(tok, texts: list[str]) -> Flat:
+    """ids, starts, ends (code points, local to each document) and tokens per document
+    (every tokenizer has encode_flat: fertility.tokenizers.base.Tokenizer)."""
+    return tok.encode_flat(texts)
 
 
 class _Keys:
@@ -247,7 +253,7 @@ def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, enc, gs, ge, i
     ids, _, _, per_doc = enc
     off = tb.doc_offsets
     counts = {"pretoken_chars": keys.base["chars"] * detail}
-    if tok.kind == PRETOKENIZER:  # its tokens are its pre-tokens
+    if capabilities(tok).offsets == "pre_tokens":  # its tokens are its pre-tokens
         sel = np.repeat(detail, per_doc) & (ge > gs)
         return counts | _pretoken_counts(tb, keys, detail, gs[sel], ge[sel])
     bounds = np.concatenate(([0], np.cumsum(per_doc))).tolist()
@@ -280,7 +286,7 @@ def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, enc, gs, ge, i
         norm["checked_docs"] += 1
         if after != text:
             norm["changed_docs"] += 1
-            if len(norm["examples"]) < 5:
+            if len(norm["examples"]) < NORMALIZATION_EXAMPLES:
                 norm["examples"].append(
                     {**roundtrip.diff_example(text, after), "order": (index, i)}
                 )

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 
 from fertility import unicode as U
+from fertility.measure import roundtrip
 from fertility.stats import Z95
-from fertility.tokenizers.pretokenizer import PRETOKENIZER
+from fertility.tokenizers.kinds import capabilities
 
 # Raw counts, in the order of the columns of the measurement frame.
 COUNTS = (
@@ -54,12 +57,30 @@ def grow_rows(a: np.ndarray, n: int) -> np.ndarray:
     return np.vstack([a, np.zeros((n - a.shape[0],) + a.shape[1:], dtype=a.dtype)])
 
 
-class GroupCounts:
-    """A (groups x counts) table for languages (growing) and one for scripts (fixed)."""
+class GroupTables:
+    """A (languages x WIDTH) int64 table, growing as languages appear, and a fixed
+    (scripts x WIDTH) one; another process's tables of the same kind add in with `merge`."""
+
+    WIDTH = 0
 
     def __init__(self) -> None:
-        self.lang = np.zeros((0, len(COUNTS)), dtype=np.int64)
-        self.script = np.zeros((NS, len(COUNTS)), dtype=np.int64)
+        self.lang = np.zeros((0, self.WIDTH), dtype=np.int64)
+        self.script = np.zeros((NS, self.WIDTH), dtype=np.int64)
+
+    def add_table(self, lang: np.ndarray, script: np.ndarray) -> None:
+        """Add whole (groups x WIDTH) tables."""
+        self.lang = grow_rows(self.lang, len(lang))
+        self.lang[: len(lang)] += lang
+        self.script += script
+
+    def merge(self, other: GroupTables) -> None:
+        self.add_table(other.lang, other.script)
+
+
+class GroupCounts(GroupTables):
+    """The counts of COUNTS per language and per script."""
+
+    WIDTH = len(COUNTS)
 
     def add(self, names: tuple[str, ...], per_lang: np.ndarray, per_script: np.ndarray) -> None:
         """Add the counts `names`: (languages x names) and (scripts x names) tables."""
@@ -67,12 +88,6 @@ class GroupCounts:
         self.lang = grow_rows(self.lang, len(per_lang))
         self.lang[: len(per_lang), cols] += per_lang
         self.script[:, cols] += per_script
-
-    def add_table(self, lang: np.ndarray, script: np.ndarray) -> None:
-        """Add whole (groups x counts) tables."""
-        self.lang = grow_rows(self.lang, len(lang))
-        self.lang[: len(lang)] += lang
-        self.script += script
 
 
 class DocGroups:
@@ -107,7 +122,7 @@ class DocGroups:
         return self.per_lang(per_doc_script.sum(axis=1)), script
 
 
-class Bootstrap:
+class Bootstrap(GroupTables):
     """The 95% interval of chars/token per group from streamed per-document sums.
 
     The ratio R = C/T (summed chars over summed tokens of a group's documents) is linearised,
@@ -120,11 +135,7 @@ class Bootstrap:
     while max document chars x corpus chars < 9e18, e.g. 10^6-character documents in 9 TB.)
     """
 
-    FIELDS = 6  # documents, chars, tokens, chars^2, chars*tokens, tokens^2
-
-    def __init__(self) -> None:
-        self.lang = np.zeros((0, self.FIELDS), np.int64)
-        self.script = np.zeros((NS, self.FIELDS), np.int64)
+    WIDTH = 6  # documents, chars, tokens, chars^2, chars*tokens, tokens^2
 
     @staticmethod
     def sums(chars: np.ndarray, tokens: np.ndarray) -> np.ndarray:
@@ -161,15 +172,87 @@ class Bootstrap:
         return (c / t - Z95 * se, c / t + Z95 * se)
 
 
+NORMALIZATION_EXAMPLES = 5  # texts the normaliser changed, kept per tokenizer
+
+# How another process's part of each piece of an accumulator's state is added to this
+# process's: (accumulator, mine, theirs) -> the merged value.
+
+
+def _merge_tables(acc, mine: GroupTables, theirs: GroupTables) -> GroupTables:
+    mine.merge(theirs)
+    return mine
+
+
+def _merge_mask(acc, mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    return mine | theirs
+
+
+def _merge_masks(acc, mine: dict, theirs: dict) -> dict:
+    for key, mask in theirs.items():
+        mine[key] = mine[key] | mask if key in mine else mask
+    return mine
+
+
+def _merge_counters(acc, mine: dict, theirs: dict) -> dict:
+    for key, counter in theirs.items():
+        mine.setdefault(key, Counter()).update(counter)
+    return mine
+
+
+def _first(items: list, n: int) -> list:
+    """The first n items in corpus order (each tagged with its "order")."""
+    return sorted(items, key=lambda x: x["order"])[:n]
+
+
+def _merge_samples(acc, mine: dict, theirs: dict) -> dict:
+    for key, items in theirs.items():
+        mine[key] = _first(mine.get(key, []) + items, acc.samples_per_script)
+    return mine
+
+
+def _merge_normalization(acc, mine: dict, theirs: dict) -> dict:
+    return {
+        "checked_docs": mine["checked_docs"] + theirs["checked_docs"],
+        "changed_docs": mine["changed_docs"] + theirs["changed_docs"],
+        "examples": _first(mine["examples"] + theirs["examples"], NORMALIZATION_EXAMPLES),
+    }
+
+
+def _merge_roundtrip(acc, mine: dict, theirs: dict) -> dict:
+    for lang, changes in theirs.items():
+        roundtrip.merge(mine.setdefault(lang, roundtrip.new_changes()), changes)
+    return mine
+
+
 class TokenizerAccumulator:
-    """Everything measured for one tokenizer, across all batches."""
+    """Everything measured for one tokenizer, across all batches.
+
+    Its state is every attribute but those of CONFIG (the tokenizer and what is read from
+    it): `export` hands it to another process (fertility.measure.parallel) and `merge` adds
+    such an export in, each attribute by its rule in MERGE. An attribute added to __init__
+    without a rule there is refused by `merge`, not dropped."""
+
+    CONFIG = ("tok", "track_vocab", "partial", "unk_id", "samples_per_script")
+    # attribute -> (this accumulator, its value, the other's value) -> the merged value
+    MERGE: ClassVar[dict[str, Callable[[TokenizerAccumulator, Any, Any], Any]]] = {
+        "counts": _merge_tables,
+        "boot": _merge_tables,
+        "vocab_all": _merge_mask,
+        "vocab_lang": _merge_masks,
+        "vocab_script": _merge_masks,
+        "byte_fallback_chars": _merge_counters,
+        "unk_chars": _merge_counters,
+        "samples": _merge_samples,
+        "normalization": _merge_normalization,
+        "roundtrip": _merge_roundtrip,
+    }
 
     def __init__(self, tok, samples_per_script: int = 3) -> None:
         self.tok = tok
         self.counts = GroupCounts()
         self.boot = Bootstrap()
         size = max(int(getattr(tok, "vocab_size", 0) or 0), 0)
-        self.track_vocab = tok.kind != PRETOKENIZER and size > 0
+        self.track_vocab = capabilities(tok).vocabulary and size > 0
         self.vocab_lang: dict[int, np.ndarray] = {}
         self.vocab_script: dict[int, np.ndarray] = {}
         self.vocab_all = np.zeros(size if self.track_vocab else 0, dtype=bool)
@@ -182,6 +265,18 @@ class TokenizerAccumulator:
         self.normalization = {"checked_docs": 0, "changed_docs": 0, "examples": []}
         # What the round trip changed, per language id: fertility.measure.roundtrip.new_changes()
         self.roundtrip: dict[int, dict] = {}
+
+    def export(self) -> dict:
+        """The state (everything but CONFIG), for another process's `merge`."""
+        return {k: v for k, v in vars(self).items() if k not in self.CONFIG}
+
+    def merge(self, state: dict) -> None:
+        """Add another process's `export` of the same tokenizer's accumulator."""
+        for name, theirs in state.items():
+            add = self.MERGE.get(name)
+            if add is None:
+                raise TypeError(f"TokenizerAccumulator.{name} has no merge rule in MERGE")
+            setattr(self, name, add(self, getattr(self, name), theirs))
 
     def mark_vocab(self, table: dict, keys, ids: np.ndarray) -> None:
         """Mark `ids` as used in the group of each key (vocab_lang or vocab_script); `keys` is

@@ -13,22 +13,20 @@ tests/measure/test_switch.py).
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import pickle
 import queue
 import signal
 import threading
 import time
-from collections import Counter
 
-import numpy as np
-
-from fertility.corpus import Corpus, warn
-from fertility.errors import FertilityError
-from fertility.measure import roundtrip
-from fertility.measure.counters import TokenizerAccumulator, grow_rows
+from fertility.corpus import Corpus, CorpusOptions, warn
+from fertility.errors import FertilityError, one_line
+from fertility.measure.counters import TokenizerAccumulator
 from fertility.measure.passes import PassState, run_pass
 from fertility.tokenizers import reload_key, reload_tokenizer
-from fertility.tokenizers.pretokenizer import PRETOKENIZER
+from fertility.tokenizers.kinds import can_reload
 
 MAX_WORKERS = 4
 # The one-process pass runs this long before the switch is weighed: past the start, where the
@@ -51,13 +49,10 @@ def choose_workers(workers: int | None, paths, toks) -> int:
 
 
 def reloadable(paths, toks) -> bool:
-    """Workers rebuild the corpus from paths and each tokenizer from its spec."""
+    """Workers rebuild the corpus from paths and each tokenizer by its kind's declared
+    reload (fertility.tokenizers.kinds: a kind without one never gets workers)."""
 
-    return not isinstance(paths, Corpus) and all(
-        getattr(t, "kind", None) in ("hf", "sentencepiece", "tiktoken", "tekken", PRETOKENIZER)
-        and isinstance(getattr(t, "spec", None), str)
-        for t in toks
-    )
+    return not isinstance(paths, Corpus) and all(can_reload(t) for t in toks)
 
 
 class Switch:
@@ -95,7 +90,10 @@ class Switch:
         if wall < PROBE_SECONDS or bytes_done <= 0:
             return False
         busy = (cpu1 - cpu0) / wall
-        idle = (idle1 - idle0) / wall if None not in (idle0, idle1) else self.cores - busy
+        if idle0 is not None and idle1 is not None:  # /proc/stat readable
+            idle = (idle1 - idle0) / wall
+        else:
+            idle = self.cores - busy
         idle = min(max(idle, 0.0), self.cores)
         left = wall * max(self.total - bytes_done, 0) / bytes_done
         usable = min(self.workers, busy + idle)
@@ -125,13 +123,9 @@ def _idle_seconds() -> float | None:
         return None
 
 
-def input_bytes(paths) -> int:
-    return sum(Corpus(paths, on_warning=lambda m: None).sizes().values())
-
-
 def run(
     paths,
-    corpus_options: dict,
+    corpus_options: CorpusOptions,
     toks,
     state,
     n_workers: int,
@@ -147,13 +141,11 @@ def run(
     process measured of the batches before it (a Switch), and the workers' counts are added
     to them."""
 
-    options = {k: v for k, v in corpus_options.items() if k != "on_warning"}
+    options = dataclasses.replace(corpus_options, on_warning=None)  # sent to the workers
     # every worker reads each file up to the size it has now (or had when `sizes` was
     # taken), even if it grows meanwhile
-    options["sizes"] = (
-        sizes or Corpus([str(p) for p in paths], **options, on_warning=lambda m: None).sizes()
-    )
-    on_warning = corpus_options.get("on_warning")
+    sizes = sizes or Corpus([str(p) for p in paths], options, on_warning=lambda m: None).sizes()
+    on_warning = corpus_options.on_warning
     # deferred: multiprocessing only when workers start (50 ms of every start otherwise)
     import multiprocessing
 
@@ -170,6 +162,7 @@ def run(
                 n_workers,
                 [str(p) for p in paths],
                 options,
+                sizes,
                 specs,
                 (state.seed, state.detail_docs, state.keep_docs),
                 batch_size,
@@ -181,7 +174,10 @@ def run(
     ]
     for p in procs:
         p.start()
-    results, done, bytes_ = {}, {}, {}
+    results: dict[int, dict] = {}
+    done: dict[int, int] = {}
+    bytes_: dict[int, int] = {}
+    quiet_exits: set[int] = set()
     before = (state.docs_measured, state.bytes_measured)
     try:
         while len(results) < n_workers:
@@ -194,6 +190,14 @@ def run(
                         f"a measuring process died (exit code "
                         f"{dead[0].exitcode}); run with workers=1"
                     ) from None
+                # Exited cleanly with no result: its last message was lost. Asked on the
+                # second empty wait, so a result still in the pipe when it exited arrives.
+                silent = {i for i, p in enumerate(procs) if p.exitcode == 0} - set(results)
+                if silent & quiet_exits:
+                    raise FertilityError(
+                        "a measuring process ended without its result; run with workers=1"
+                    ) from None
+                quiet_exits = silent
                 continue
             if kind == "progress":
                 done[w], bytes_[w] = payload
@@ -217,7 +221,7 @@ def run(
     for w in range(n_workers):
         part = results[w]
         for acc, exported in zip(accs, part["accs"]):
-            _merge(acc, exported)
+            acc.merge(exported)
         state.doc_rows += part["doc_rows"]
     first = results[0]
     state.langs = first["langs"]
@@ -248,7 +252,7 @@ def _end_with_parent(parent: int) -> None:
 
 
 def _worker(
-    parent, w, n_workers, paths, options, specs, settings, batch_size, start, messages
+    parent, w, n_workers, paths, options, sizes, specs, settings, batch_size, start, messages
 ) -> None:
     _end_with_parent(parent)
     # One tokenizer thread per process: the processes are the parallelism.
@@ -256,7 +260,7 @@ def _worker(
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
         warn = (lambda m: messages.put(("warning", w, m))) if w == 0 else (lambda m: None)
-        corpus = Corpus(paths, **options, on_warning=warn)
+        corpus = Corpus(paths, options, sizes=sizes, on_warning=warn)
         toks = [reload_tokenizer(*s) for s in specs]
         state = PassState(*settings)
         accs = [TokenizerAccumulator(t) for t in toks]
@@ -278,7 +282,7 @@ def _worker(
                 "result",
                 w,
                 {
-                    "accs": [_export(a) for a in accs],
+                    "accs": [a.export() for a in accs],
                     "doc_rows": state.doc_rows,
                     "langs": state.langs,
                     "docs_table_full": state.docs_table_full,
@@ -287,63 +291,10 @@ def _worker(
             )
         )
     except BaseException as exc:  # handed to the parent, which raises it
+        # The queue pickles in a background thread, where a failure is lost (a Rust panic
+        # does not pickle): an error that cannot make the trip goes as one line instead.
         try:
-            messages.put(("error", w, exc))
+            pickle.loads(pickle.dumps(exc))
         except Exception:
-            messages.put(("error", w, RuntimeError(f"{type(exc).__name__}: {exc}")))
-
-
-def _export(acc) -> dict:
-    """What the parent needs from an accumulator (everything but the tokenizer object)."""
-    return {
-        "lang": acc.counts.lang,
-        "script": acc.counts.script,
-        "boot": (acc.boot.lang, acc.boot.script),
-        "vocab_all": acc.vocab_all,
-        "vocab_lang": acc.vocab_lang,
-        "vocab_script": acc.vocab_script,
-        "byte_fallback_chars": acc.byte_fallback_chars,
-        "unk_chars": acc.unk_chars,
-        "samples": acc.samples,
-        "normalization": acc.normalization,
-        "roundtrip": acc.roundtrip,
-    }
-
-
-def _add_rows(mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
-    mine = grow_rows(mine, theirs.shape[0])
-    mine[: theirs.shape[0]] += theirs
-    return mine
-
-
-def _merge(acc, part: dict) -> None:
-    acc.counts.add_table(part["lang"], part["script"])
-    lang, script = part["boot"]
-    acc.boot.lang = _add_rows(acc.boot.lang, lang)
-    acc.boot.script += script
-    if acc.track_vocab:
-        acc.vocab_all |= part["vocab_all"]
-        for mine, theirs in (
-            (acc.vocab_lang, part["vocab_lang"]),
-            (acc.vocab_script, part["vocab_script"]),
-        ):
-            for key, mask in theirs.items():
-                if key in mine:
-                    mine[key] |= mask
-                else:
-                    mine[key] = mask
-    for mine, theirs in (
-        (acc.byte_fallback_chars, part["byte_fallback_chars"]),
-        (acc.unk_chars, part["unk_chars"]),
-    ):
-        for key, counter in theirs.items():
-            mine.setdefault(key, Counter()).update(counter)
-    for key, items in part["samples"].items():
-        merged = sorted(acc.samples.get(key, []) + items, key=lambda x: x["order"])
-        acc.samples[key] = merged[: acc.samples_per_script]
-    for lang, changes in part["roundtrip"].items():
-        roundtrip.merge(acc.roundtrip.setdefault(lang, roundtrip.new_changes()), changes)
-    norm, other = acc.normalization, part["normalization"]
-    norm["checked_docs"] += other["checked_docs"]
-    norm["changed_docs"] += other["changed_docs"]
-    norm["examples"] = sorted(norm["examples"] + other["examples"], key=lambda x: x["order"])[:5]
+            exc = FertilityError(f"unexpected {type(exc).__name__}: {one_line(exc)}")
+        messages.put(("error", w, exc))

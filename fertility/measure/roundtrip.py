@@ -26,17 +26,6 @@ from __future__ import annotations
 import unicodedata
 from collections import Counter
 
-CAUSES = (
-    "unk",
-    "lowercase",
-    "stripped_accents",
-    "composition_exclusion",
-    "compatibility",
-    "whitespace",
-    "reordered",
-    "normaliser",
-    "decoder",
-)
 EXAMPLES = 3  # changed passages kept per (tokenizer, language)
 
 

@@ -22,6 +22,8 @@ from plotly.utils import PlotlyJSONEncoder
 
 from fertility import unicode as U
 from fertility.gate import evaluate
+from fertility.measure.metrics import METRIC, shown
+from fertility.numbers import fmt
 from fertility.policy import default_policy
 from fertility.report import summary as S
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
@@ -89,9 +91,9 @@ def render_html(report: Any, findings: list, gate_result: Any = None, *, policy:
     gate --html`, `fertility fix`); else the verdicts come from evaluating `policy` (default:
     the built-in one) on the report, as `fertility report` prints them."""
     frame = report.frame
-    tokd = {d["label"]: d for d in getattr(report, "tokenizers", [])}
-    labels = [d["label"] for d in tokd.values() if d.get("kind") != PRETOKENIZER]
-    families = [d["label"] for d in tokd.values() if d.get("kind") == PRETOKENIZER]
+    tokd = {d.label: d for d in getattr(report, "tokenizers", [])}
+    labels = [d.label for d in tokd.values() if d.kind != PRETOKENIZER]
+    families = [d.label for d in tokd.values() if d.kind == PRETOKENIZER]
     shown = labels or families  # with no tokenizer, the corpus profile shows the families
     scripts = _order_keys(frame, "script")
     result = gate_result
@@ -199,8 +201,8 @@ def _overview(report: Any, tokd: dict) -> str:
         facts.append(("files", len(files)))
     line = " \u00b7 ".join(f"{v:,} {k}" if isinstance(v, int) else f"{v} {k}" for k, v in facts)
     toks = "".join(
-        f"<tr><td>{esc(d['label'])}</td><td>{esc(d.get('kind', ''))}</td>"
-        f"<td class=num>{esc(d.get('vocab_size') or '')}</td><td>{esc(d.get('spec', ''))}</td></tr>"
+        f"<tr><td>{esc(d.label)}</td><td>{esc(d.kind)}</td>"
+        f"<td class=num>{esc(d.vocab_size or '')}</td><td>{esc(d.spec)}</td></tr>"
         for d in tokd.values()
     )
     return (
@@ -280,9 +282,18 @@ def _findings_section(findings: list, labels: list[str]) -> str:
     return "\n".join(parts)
 
 
+def _value(r, col: str, spec: str) -> str:
+    """A frame value in a metric's format; "" when null."""
+    return fmt(r[col], spec, "")
+
+
 def _table_section(frame, labels: list[str], scripts: list[str]) -> str:
+    """Per script and tokenizer, the registry's HTML metrics (fertility.measure.metrics): the
+    first with its interval, the others below it, muted."""
     if not labels or not scripts:
         return ""
+    main, *more = shown("html")
+    show = main.show("html")
     head = "".join(f"<th>{esc(lab)}</th>" for lab in labels)
     rows = frame[frame["group"] == "script"].set_index(["tokenizer", "key"])
     body = []
@@ -293,15 +304,22 @@ def _table_section(frame, labels: list[str], scripts: list[str]) -> str:
                 cells.append("<td></td>")
                 continue
             r = rows.loc[(lab, s)]
+            value = _value(r, main.name, show.fmt)
+            if show.interval and main.bounds is not None:
+                lo, hi = (_value(r, c, show.fmt) for c in main.bounds)
+                value += f" [{lo}, {hi}]"
+            notes = " \u00b7 ".join(
+                f"{m.show('html').header} {_value(r, m.name, m.show('html').fmt)}" for m in more
+            )
             cells.append(
-                f"<td class=num>{_fmt(r['chars_per_token'])} "
-                f"[{_fmt(r['chars_per_token_lo'])}, {_fmt(r['chars_per_token_hi'])}]"
-                f"<br><span class=muted>marks {_fmt(r['mark_initial_rate'] * 100, 1)}%"
-                f" \u00b7 ceiling {_fmt(r['chars_per_pretoken'])}</span></td>"
+                f"<td class=num>{value}"
+                + (f"<br><span class=muted>{notes}</span>" if notes else "")
+                + "</td>"
             )
         body.append(f"<tr><th>{esc(s)}</th>{''.join(cells)}</tr>")
+    title = show.header + (f" [{show.interval}]" if show.interval else "")
     return (
-        "<h2>Side by side: characters per token [95% interval]</h2>"
+        f"<h2>Side by side: {esc(title)}</h2>"
         f"<table><tr><th>script</th>{head}</tr>{''.join(body)}</table>"
     )
 
@@ -324,11 +342,12 @@ def _layout(title_y: str, **kw) -> dict:
 def _fig_cpt(frame, labels: list[str], scripts: list[str]):
     if not labels or not scripts:
         return None
+    cpt = METRIC["chars_per_token"]  # the chart is of it, with its interval's columns
     fig = go.Figure()
     for i, lab in enumerate(labels):
         rows = frame[(frame["tokenizer"] == lab) & (frame["group"] == "script")]
         rows = rows.set_index("key").reindex(scripts)
-        y = rows["chars_per_token"].astype(float)
+        y = rows[cpt.name].astype(float)
         fig.add_bar(
             name=esc(lab),
             x=[esc(s) for s in scripts],
@@ -337,8 +356,8 @@ def _fig_cpt(frame, labels: list[str], scripts: list[str]):
             error_y={
                 "type": "data",
                 "symmetric": False,
-                "array": (rows["chars_per_token_hi"].astype(float) - y).tolist(),
-                "arrayminus": (y - rows["chars_per_token_lo"].astype(float)).tolist(),
+                "array": (rows[cpt.hi].astype(float) - y).tolist(),
+                "arrayminus": (y - rows[cpt.lo].astype(float)).tolist(),
             },
         )
     fig.update_layout(**_layout("characters per token"))
@@ -492,11 +511,11 @@ def _samples_section(report: Any, findings: list, labels: list[str]) -> str:
     parts = ["<h2 id=samples>Samples of flagged scripts, token by token</h2>", legend]
     # the loaded tokenizers (a measured report holds them) spell each id's bytes
     live = {
-        d["label"]: d["tokenizer"].token_bytes
+        d.label: d.tokenizer.token_bytes
         for d in getattr(report, "tokenizers", [])
-        if d.get("kind") != PRETOKENIZER and d.get("tokenizer") is not None
+        if d.kind != PRETOKENIZER and d.tokenizer is not None
     }
-    real = {d["label"] for d in getattr(report, "tokenizers", []) if d.get("kind") != PRETOKENIZER}
+    real = {d.label for d in getattr(report, "tokenizers", []) if d.kind != PRETOKENIZER}
     for script in flagged:
         cols = [lab for lab in labels if samples.get((lab, script))]
         n = max(len(samples[(lab, script)]) for lab in cols)

@@ -10,51 +10,58 @@ few it keeps are too wide, wraps tokenizers onto further tables. A number is nev
 from __future__ import annotations
 
 import io
-import math
 import textwrap
 
 import pandas as pd
 
+from fertility.errors import visible
 from fertility.gate import evaluate
+from fertility.measure.counters import COUNTS
+from fertility.measure.frame import add_metrics
+from fertility.measure.metrics import Metric, shown
+from fertility.numbers import fmt
 from fertility.policy import default_policy
 from fertility.report import summary as S
 from fertility.report.table import GAP, grid, terminal_width
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
-# (header, column, format), most useful first: the default table keeps as many as fit.
-_COLUMNS = [
-    ("chars/tok", "chars_per_token", "{:.2f}"),
-    ("95% CI", None, None),
-    ("tok share", "token_share", "{:.1%}"),
-    ("byte-fb", "byte_fallback_rate", "{:.2%}"),
-    ("ceiling", "chars_per_pretoken", "{:.2f}"),
-    ("rt fail", "roundtrip_failure_rate", "{:.1%}"),
-    ("tok/word", "tokens_per_word", "{:.2f}"),
-    ("split words", "continued_word_rate", "{:.1%}"),
-    ("graph/tok", "graphemes_per_token", "{:.2f}"),
-    ("bytes/tok", "bytes_per_token", "{:.2f}"),
-    ("unk", "unk_rate", "{:.2%}"),
+
+def _columns(metrics) -> list[tuple[str, Metric, bool]]:
+    """(header, metric, is its interval) per column: each metric's value, then its interval
+    where the registry shows it (fertility.measure.metrics.Show)."""
+    out = []
+    for m in metrics:
+        show = m.show("table")
+        out.append((show.header, m, False))
+        if show.interval and m.lo is not None:
+            out.append((show.interval, m, True))
+    return out
+
+
+# The registry's table metrics, most useful first: the default table keeps as many as fit.
+_COLUMNS = _columns(shown("table"))
+# the essential ones (chars/token and its interval: what the table is for) are never dropped
+_MIN_COLUMNS = len(_columns(m for m in shown("table") if m.show("table").essential))
+# the same for every tokenizer (they all read the same documents): shown once, left, after
+# the documents
+_SHARED = [("docs", "documents", "{:d}")] + [
+    (m.show("table").header, m.name, m.show("table").fmt) for m in shown("table", shared=True)
 ]
-_MIN_COLUMNS = 2  # chars/token and its interval: what the table is for
-# the same for every tokenizer (they all read the same documents): shown once, left
-_SHARED = [("docs", "documents", "{:d}"), ("char share", "char_share", "{:.1%}")]
 
 
-def _fmt(value, spec: str) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return spec.format(int(value) if spec == "{:d}" else value)
+def _cell(r: dict | None, col: str, spec: str) -> str:
+    return "-" if r is None else fmt(r.get(col), spec)
 
 
-def _cell(r: dict | None, col: str | None, spec: str | None) -> str:
-    if r is None:
-        return "-"
-    if col is None:  # the interval
-        lo, hi = r.get("chars_per_token_lo"), r.get("chars_per_token_hi")
-        if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
-            return "-"
-        return f"{lo:.2f}-{hi:.2f}"
-    return _fmt(r.get(col), spec)
+def _metric_cell(r: dict | None, m: Metric, interval: bool) -> str:
+    """A metric's value, or its interval as lo-hi ("-" when either bound is null)."""
+    spec = m.show("table").fmt
+    if not interval:
+        return _cell(r, m.name, spec)
+    if m.bounds is None:
+        raise ValueError(f"metric {m.name} has no interval")
+    lo, hi = (_cell(r, c, spec) for c in m.bounds)
+    return "-" if "-" in (lo, hi) else f"{lo}-{hi}"
 
 
 def corpus_lines(corpus: dict) -> list[str]:
@@ -100,33 +107,30 @@ def _rows(frame: pd.DataFrame, labels: list[str], min_share: float):
 
 
 def _folded(frame: pd.DataFrame, label: str, small: list[str]) -> dict:
-    """The "other scripts" row of one tokenizer: counts summed, then divided (as the frame's
-    own ratios are); no interval (it is no single script's)."""
+    """The "other scripts" row of one tokenizer: counts summed, then every metric derived as
+    the frame's own are (fertility.measure.frame.add_metrics); no chars/token interval (it is
+    no single script's: the delta method needs the per-document sums)."""
     sub = frame[
         (frame["tokenizer"] == label)
         & (frame["group"] == "script")
         & frame["key"].astype(str).isin(small)
     ]
     allrow = frame[(frame["tokenizer"] == label) & (frame["group"] == "all")]
-    c = sub[["documents", "chars", "tokens", "bytes", "byte_fallback_tokens", "unk_tokens"]].sum()
-    tot = allrow.iloc[0] if len(allrow) else None
-    per = lambda n, d: n / d if d else float("nan")
-    return {
-        "documents": int(c["documents"]),
-        "chars_per_token": per(c["chars"], c["tokens"]),
-        "bytes_per_token": per(c["bytes"], c["tokens"]),
-        "byte_fallback_rate": per(c["byte_fallback_tokens"], c["tokens"]),
-        "unk_rate": per(c["unk_tokens"], c["tokens"]),
-        "token_share": per(c["tokens"], tot["tokens"]) if tot is not None else None,
-        "char_share": per(c["chars"], tot["chars"]) if tot is not None else None,
-    }
+    row = pd.DataFrame([sub.reindex(columns=list(COUNTS), fill_value=0).sum()])
+    has_vocab = "vocab_used" in sub and bool(sub["vocab_used"].notna().any())
+    add_metrics(row, totals=allrow.iloc[0] if len(allrow) else {}, has_vocab=has_vocab)
+    return row.iloc[0].to_dict()
 
 
-def _chunks(labels: list[str], ncols: int, fixed: int, widths: dict, width: int):
+def _chunks(
+    labels: list[str], ncols: int, fixed: int, widths: dict, width: int
+) -> list[list[tuple[str, int]]]:
     """Split the (tokenizer, column) cells into tables that each fit `width` after the
     `fixed` columns. A tokenizer's columns stay together unless they alone are too wide;
     a table holds at least one cell, so nothing is ever cut."""
-    chunks, cur, used = [], [], fixed
+    chunks: list[list[tuple[str, int]]] = []
+    cur: list[tuple[str, int]] = []
+    used = fixed
     for lab in labels:
         cols = [(lab, j) for j in range(ncols)]
         block = max(sum(widths[j] + len(GAP) for j in range(ncols)), len(lab) + len(GAP))
@@ -162,7 +166,9 @@ def table_lines(
         (str(r["tokenizer"]), r["group"], str(r["key"])): r for r in frame.to_dict(orient="records")
     }
     folded = {lab: _folded(frame, lab, small) for lab in labels} if small else {}
-    names = [("all" if g == "all" else f"{g}:{k}") for g, k in keys]
+    # a label comes from the data (a file name, a --lang-field value): escaped before the
+    # widths are taken, so a control or bidi character neither prints raw nor skews a column
+    names = [visible("all" if g == "all" else f"{g}:{k}") for g, k in keys]
     if small:
         names.append(f"other scripts ({len(small)})")
 
@@ -174,7 +180,7 @@ def table_lines(
 
     shared = [[_cell(r, col, spec) for _, col, spec in _SHARED] for r in records(labels[0])]
     cells = {
-        lab: [[_cell(r, col, spec) for _, col, spec in _COLUMNS] for r in records(lab)]
+        lab: [[_metric_cell(r, m, iv) for _, m, iv in _COLUMNS] for r in records(lab)]
         for lab in labels
     }
     widths = {
@@ -188,7 +194,7 @@ def table_lines(
     if not verbose:  # drop low-value columns until every tokenizer fits in one table
         while ncols > _MIN_COLUMNS and len(_chunks(labels, ncols, fixed, widths, width)) > 1:
             ncols -= 1
-    out = []
+    out: list[str] = []
     for chunk in _chunks(labels, ncols, fixed, widths, width):
         spans: list[list] = [["", 1 + len(_SHARED)]]
         for lab, _ in chunk:
@@ -242,7 +248,9 @@ def render_table(
         )
     parts += [""] + table_lines(report, min_share=policy.min_share, width=width, verbose=verbose)
     parts += findings_lines(report.findings, [t.label for t in report.tokenizers], width, verbose)
-    return "\n".join(parts) + "\n"
+    # every line visible (the tables already are): nothing from the data reaches the
+    # terminal raw, whichever line carries it
+    return "\n".join(visible(line) for part in parts for line in part.split("\n")) + "\n"
 
 
 def summary_lines(report, policy, width: int) -> list[str]:
@@ -272,7 +280,7 @@ def findings_lines(findings: list, labels: list[str], width: int, verbose: bool)
                 f"      evidence: {ev}",
                 f"      fix: {f.fix}",
             ):
-                out += wrap.wrap(text)
+                out += wrap.wrap(visible(text))
         return out
     groups = S.group_findings(findings, labels)
     n = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
@@ -284,7 +292,7 @@ def findings_lines(findings: list, labels: list[str], width: int, verbose: bool)
         ),
     ]
     tw = max(len(g.tokenizer) for g in groups)
-    return out + [S.group_line(g, width, tw) for g in groups]
+    return out + [visible(S.group_line(g, width, tw)) for g in groups]
 
 
 def render_csv(report) -> str:

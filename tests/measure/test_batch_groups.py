@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from fertility import unicode as U
+from fertility.corpus import CorpusOptions
 from fertility.measure import analyze
 from fertility.measure.batch import _overlapped_twice
 from fertility.measure.counters import Bootstrap
@@ -45,7 +46,7 @@ def report(docs, tmp_path_factory):
     return analyze(
         [path],
         pretokenizers=["whitespace"],
-        corpus_options={"lang_field": "lang"},
+        corpus_options=CorpusOptions(lang_field="lang"),
         batch_size=7,
         workers=1,
     )

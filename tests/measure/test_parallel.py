@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 from tokenizers import normalizers
 
+from fertility.corpus import CorpusOptions
 from fertility.measure import analyze
 from tests.bpe import byte_level_bpe
 from tests.textdata import SENTENCE
@@ -48,4 +49,4 @@ def test_worker_errors_reach_the_caller(setup, tmp_path):
 
     (tmp_path / "en.txt").write_bytes(b"fine\nbad \xff\n")
     with pytest.raises(CorpusError, match="invalid UTF-8"):
-        analyze([tmp_path], [str(setup[1])], workers=2, corpus_options={"strict": True})
+        analyze([tmp_path], [str(setup[1])], workers=2, corpus_options=CorpusOptions(strict=True))

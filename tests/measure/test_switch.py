@@ -6,6 +6,7 @@ import os
 import pandas as pd
 import pytest
 
+from fertility.corpus import CorpusOptions
 from fertility.measure import analyze, parallel
 from tests.measure.test_parallel import setup  # noqa: F401  (the module's corpus fixture)
 
@@ -103,7 +104,7 @@ def test_a_switch_says_each_corpus_warning_once(setup, tmp_path, monkeypatch):  
     monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
     said = []
     report = analyze(
-        [tmp_path], [str(tok)], batch_size=64, corpus_options={"on_warning": said.append}
+        [tmp_path], [str(tok)], batch_size=64, corpus_options=CorpusOptions(on_warning=said.append)
     )
     assert report.settings["switch"]["switch"] is True
     assert len(said) == 1 and "invalid UTF-8" in said[0] and "a.txt" in said[0]
