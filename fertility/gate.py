@@ -5,9 +5,10 @@ Statistics rule. Every numeric check compares an interval with its threshold:
     the interval lies wholly on the wrong side   -> "fail"
     the interval straddles the threshold         -> "uncertain" (need more text)
 Intervals: chars per token from the frame (`chars_per_token_lo/hi`, delta method over
-documents); byte-fallback and UNK rates a 95% Wilson interval on token counts (tokens are
-treated as independent, which narrows it when errors cluster in a few documents); the premium
-and the baseline comparison a bootstrap over aligned lines / shared documents.
+documents); byte-fallback and UNK rates a 95% Wilson interval on token counts, the frame's
+`<rate>_lo/_hi` (tokens are treated as independent, which narrows it when errors cluster in a
+few documents); the premium and the baseline comparison a bootstrap over aligned lines /
+shared documents.
 An uncertain check fails the gate unless the policy says `uncertain = "pass"`. A script with
 too little text (in fewer than `min_documents` documents, or fewer than `min_chars`
 characters) is uncertain; one under `min_share` of the tokenizer's characters is skipped.
@@ -16,7 +17,6 @@ Findings whose severity is in `fail_on` fail the gate too.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,10 +27,12 @@ import pandas as pd
 
 from fertility.errors import TokenizerError
 from fertility.findings import Finding, diagnose, parity, premiums
+from fertility.findings.evidence import rate_interval
 from fertility.measure import Report, analyze
+from fertility.numbers import finite, fmt
+from fertility.options import CorpusOptions
 from fertility.policy import Policy, load_policy
 from fertility.progress import Progress
-from fertility.stats import wilson
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 NEED_MORE = "uncertain: need more text"
@@ -55,7 +57,7 @@ class Check:
         return asdict(self)
 
     def describe(self) -> str:
-        val = "n/a" if self.value is None else f"{self.value:.3g}"
+        val = fmt(self.value, "{:.3g}", "n/a")
         iv = "" if self.lo is None else f" [{self.lo:.3g}, {self.hi:.3g}]"
         thr = "" if self.threshold is None else f" {self.direction} {self.threshold:g}"
         return f"{self.name} {self.group}={self.key}: {val}{iv}{thr}"
@@ -74,7 +76,7 @@ class PolicySummary:
     @classmethod
     def of(cls, policy: PolicySummary | Policy | Mapping) -> PolicySummary:
         """`policy` itself, or the summary of a Policy or of its to_dict() (keys may be absent)."""
-        if isinstance(policy, cls):
+        if isinstance(policy, PolicySummary):
             return policy
         table = policy.to_dict() if isinstance(policy, Policy) else dict(policy)
         return cls(
@@ -133,31 +135,22 @@ def verdict(lo: float, hi: float, threshold: float, direction: str) -> str:
     return "pass" if hi <= threshold else "fail" if lo > threshold else "uncertain"
 
 
-def _f(x: Any) -> float | None:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else v
-
-
 def _check(name, row, value, lo, hi, threshold, direction, note="") -> Check:
-    value, lo, hi = _f(value), _f(lo), _f(hi)
+    value, lo, hi = finite(value), finite(lo), finite(hi)
     lo = value if lo is None else lo
     hi = value if hi is None else hi
-    v = "uncertain" if value is None else verdict(lo, hi, threshold, direction)
     return Check(
-        name,
-        str(row["tokenizer"]),
-        str(row["group"]),
-        str(row["key"]),
-        value,
-        lo,
-        hi,
-        float(threshold),
-        direction,
-        v,
-        note,
+        name=name,
+        tokenizer=str(row["tokenizer"]),
+        group=str(row["group"]),
+        key=str(row["key"]),
+        value=value,
+        lo=lo,
+        hi=hi,
+        threshold=float(threshold),
+        direction=direction,
+        verdict="uncertain" if value is None else verdict(lo, hi, threshold, direction),
+        note=note,
     )
 
 
@@ -234,23 +227,25 @@ def evaluate(
         if len(checks) == before:
             checks.append(
                 Check(
-                    "corpus",
-                    lab,
-                    "all",
-                    "*",
-                    None,
-                    None,
-                    None,
-                    None,
-                    ">=",
-                    "uncertain",
-                    "no script had enough text to check",
+                    name="corpus",
+                    tokenizer=lab,
+                    group="all",
+                    key="*",
+                    value=None,
+                    lo=None,
+                    hi=None,
+                    threshold=None,
+                    direction=">=",
+                    verdict="uncertain",
+                    note="no script had enough text to check",
                 )
             )
     bad = any(c.verdict == "fail" for c in checks)
     unsure = any(c.verdict == "uncertain" for c in checks) and policy.uncertain == "fail"
     blocking = any(f.severity in policy.fail_on for f in findings)
-    return GateResult(not (bad or unsure or blocking), checks, findings, policy, skipped)
+    return GateResult(
+        not (bad or unsure or blocking), checks, findings, PolicySummary.of(policy), skipped
+    )
 
 
 def _row_checks(
@@ -292,7 +287,7 @@ def _row_checks(
     out = []
     unk = None
     if policy.unk_rate is not None and _has_unk(report, r["tokenizer"]):
-        lo, hi = wilson(float(r["unk_tokens"]), float(r["tokens"]))
+        lo, hi = rate_interval(r, "unk_rate", float(r["unk_tokens"]), float(r["tokens"]))
         unk = _check("unk_rate", r, r["unk_rate"], lo, hi, policy.unk_rate, "<=")
     if floor is not None:
         cpt = _check(
@@ -316,7 +311,9 @@ def _row_checks(
         out.append(cpt)
     if group == "script" and key not in exempt:
         if policy.byte_fallback_rate is not None:
-            lo, hi = wilson(float(r["byte_fallback_tokens"]), float(r["tokens"]))
+            lo, hi = rate_interval(
+                r, "byte_fallback_rate", float(r["byte_fallback_tokens"]), float(r["tokens"])
+            )
             out.append(
                 _check(
                     "byte_fallback_rate",
@@ -343,7 +340,7 @@ def _roundtrip_check(r: pd.Series, policy: Policy) -> Check:
     document is a fact, not an estimate, so no interval decides it: it fails unless the
     policy accepts a lossy tokenizer on purpose (`allow_lossy = true`)."""
     k, n = int(r["roundtrip_failures"]), int(r["roundtrip_checked"])
-    lo, hi = wilson(k, n)
+    lo, hi = rate_interval(r, "roundtrip_failure_rate", k, n)
     verdict = "pass" if k == 0 or policy.allow_lossy else "fail"
     note = f"{k} of {n} documents checked change"
     if k and policy.allow_lossy:
@@ -351,17 +348,17 @@ def _roundtrip_check(r: pd.Series, policy: Policy) -> Check:
     elif k:
         note += "; see the roundtrip finding for which code points and why"
     return Check(
-        "roundtrip",
-        str(r["tokenizer"]),
-        "language",
-        str(r["key"]),
-        k / n,
-        lo,
-        hi,
-        0.0,
-        "<=",
-        verdict,
-        note,
+        name="roundtrip",
+        tokenizer=str(r["tokenizer"]),
+        group="language",
+        key=str(r["key"]),
+        value=k / n,
+        lo=lo,
+        hi=hi,
+        threshold=0.0,
+        direction="<=",
+        verdict=verdict,
+        note=note,
     )
 
 
@@ -397,7 +394,7 @@ def gate_run(
     *,
     policy: Policy | str | Path | None = None,
     baseline=None,
-    corpus_options: dict | None = None,
+    corpus_options: CorpusOptions | None = None,
     detail_docs: int | None = 200,
     seed: int = 0,
     workers: int | None = None,
@@ -439,7 +436,7 @@ def gate_corpus(
     *,
     policy: Policy | str | Path | None = None,
     baseline=None,
-    corpus_options: dict | None = None,
+    corpus_options: CorpusOptions | None = None,
     quiet: bool = True,
 ) -> GateResult:
     """gate_run's verdict alone (the trainer's gate before pretraining)."""

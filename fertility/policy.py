@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -34,7 +35,8 @@ def _floors(name: str) -> Any:
 
 @dataclass
 class Thresholds:
-    """Every number a rule compares with. Defaults and reasons: docs/GATE.md."""
+    """Every number a rule compares with. Defaults and reasons: docs/GATE.md; which rule reads
+    which: its `@rule(thresholds=...)` declaration (fertility/findings/rules.py)."""
 
     min_tokens: int = 100  # rows with fewer tokens are too small to judge
     mark_initial_rate: float = 0.02  # mark-split: share of the tokenizer's own pre-tokens
@@ -145,19 +147,24 @@ def default_floors() -> dict:
     }
 
 
-def load_policy(path: str | Path | None, *, cwd: str | Path | None = None) -> Policy:
+def load_policy(
+    path: str | os.PathLike[str] | None, *, cwd: str | os.PathLike[str] | None = None
+) -> Policy:
     """The policy from `path`, else from the working directory's config, else the default."""
     if path is not None:
         p = Path(path)
-        table = _read(p)
+        whole = _read(p)
+        table: dict | None
         if p.name == "pyproject.toml":
-            table = _subtable(table, ("tool", "fertility", "gate"), p)
+            table = _subtable(whole, ("tool", "fertility", "gate"), p)
             if table is None:
                 raise PolicyError(f"{p}: no [tool.fertility.gate] table")
         elif p.name == "fertility.toml":
-            table = _subtable(table, ("gate",), p)
+            table = _subtable(whole, ("gate",), p)
             if table is None:
                 raise PolicyError(f"{p}: no [gate] table")
+        else:
+            table = whole
         return _build(_default_table(), table, str(p))
     base = Path(cwd) if cwd is not None else Path.cwd()
     for name, keys in (
@@ -207,9 +214,8 @@ def _build(default: dict, user: dict, source: str) -> Policy:
         lo: float = 0.0,
         hi: float = math.inf,
         integer: bool = False,
-    ) -> float | None:
-        if value is False and allow_off:
-            return None
+    ) -> float:
+        """`value` checked as a number (allow_off: the message says false is taken too)."""
         ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
         # nan compares false with everything and inf passes an open upper bound: neither
         # is a threshold a user means, so both are refused by name
@@ -225,13 +231,17 @@ def _build(default: dict, user: dict, source: str) -> Policy:
             raise PolicyError(f"{where(key)} must be {kind}{rng}{off}, got {value!r}")
         return value
 
+    def number_or_off(value: Any, key: str, *, hi: float = math.inf) -> float | None:
+        """`number`, or None for false (TOML's way to turn a check off)."""
+        return None if value is False else number(value, key, allow_off=True, hi=hi)
+
     def floor_table(name: str) -> dict[str, float | None]:
         table = floors.get(name, {})
         if not isinstance(table, dict):
             raise PolicyError(f"{where('floors.' + name)} must be a table")
         out: dict[str, float | None] = {}
         for k, v in table.items():  # None (false in TOML): this row has no floor at all
-            val = number(v, f"floors.{name}.{k}", allow_off=True)
+            val = number_or_off(v, f"floors.{name}.{k}")
             out[str(k)] = None if val is None else float(val)
         return out
 
@@ -252,7 +262,7 @@ def _build(default: dict, user: dict, source: str) -> Policy:
     allow_lossy = t.get("allow_lossy", False)
     if not isinstance(allow_lossy, bool):
         raise PolicyError(f"{where('allow_lossy')} must be true or false, got {allow_lossy!r}")
-    default_floor = number(floors.get("default", False), "floors.default", allow_off=True)
+    default_floor = number_or_off(floors.get("default", False), "floors.default")
     thresholds = _rules(
         t.get("rules", {}),
         source,
@@ -264,16 +274,11 @@ def _build(default: dict, user: dict, source: str) -> Policy:
         },
     )
     return Policy(
-        byte_fallback_rate=number(
-            ceilings.get("byte_fallback_rate", False),
-            "ceilings.byte_fallback_rate",
-            allow_off=True,
-            hi=1.0,
+        byte_fallback_rate=number_or_off(
+            ceilings.get("byte_fallback_rate", False), "ceilings.byte_fallback_rate", hi=1.0
         ),
-        unk_rate=number(
-            ceilings.get("unk_rate", False), "ceilings.unk_rate", allow_off=True, hi=1.0
-        ),
-        premium=number(ceilings.get("premium", False), "ceilings.premium", allow_off=True),
+        unk_rate=number_or_off(ceilings.get("unk_rate", False), "ceilings.unk_rate", hi=1.0),
+        premium=number_or_off(ceilings.get("premium", False), "ceilings.premium"),
         fail_on=tuple(fail_on),
         uncertain=uncertain,
         baseline_margin=float(number(t.get("baseline_margin", 0.05), "baseline_margin", hi=1.0)),

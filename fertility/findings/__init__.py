@@ -6,6 +6,10 @@ about (tokenizer, group, key), the measured evidence, one plain sentence of caus
 fix. Thresholds holds every number a rule compares with; docs/GATE.md gives the reasons, and
 a policy's `[rules]` table overrides them.
 
+Each rule id has one declaration and one function: `@rule(...)` on its function in rules.py
+(registry.py: severities, thresholds read, one-line summary, GATE.md section). `diagnose`
+runs REGISTRY; RULES (the order of the findings) and the report's summary derive from it.
+
 Severities: "error" only for what no amount of training can repair and the corpus shows
 happening (a pre-tokenizer that cuts words at vowel signs, a ceiling below the floor);
 "warning" for measured problems; "info" for what a tokenizer *would* do (pre-tokenizer
@@ -19,27 +23,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from fertility.findings import parity, rules
+# rules: imported for its @rule declarations, which fill REGISTRY
+from fertility.findings import parity, rules  # noqa: F401
 from fertility.findings.finding import Finding
+from fertility.findings.registry import REGISTRY, SEVERITY_ORDER, Rule
 from fertility.policy import Thresholds
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 if TYPE_CHECKING:
     from fertility.measure import Report
 
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
-RULES = (
-    "mark-split",
-    "pretokenizer-ceiling",
-    "merge-starvation",
-    "byte-fallback",
-    "unk",
-    "normalization",
-    "roundtrip",
-    "grapheme-split",
-    "balance-inversion",
-    "parity",
-)
+RULES = tuple(REGISTRY)  # every rule id, in the order findings are listed
+__all__ = ["RULES", "REGISTRY", "SEVERITY_ORDER", "Finding", "Rule", "diagnose", "premiums"]
 
 
 def diagnose(
@@ -49,27 +44,18 @@ def diagnose(
     reference: str = "en",
     premium_table: pd.DataFrame | None = None,
 ) -> list[Finding]:
-    """All findings for a Report, most severe first.
+    """All findings for a Report, most severe first: every registered rule's, ordered by
+    severity, tokenizer, rule (RULES), then row.
 
     premium_table: `premiums(report, thresholds, reference=reference)` when the caller has
     already computed it (the gate checks the same table), so the bootstrap runs once.
     """
     t = thresholds if thresholds is not None else Thresholds()
-    found: list[Finding] = []
     if premium_table is None:
         premium_table = premiums(report, t, reference=reference)
-    for rule in (
-        rules.mark_split,
-        rules.ceiling,
-        rules.starvation,
-        rules.fallback_unk,
-        rules.normalization,
-        rules.roundtrip,
-        rules.grapheme_split,
-    ):
-        found.extend(rule(report, t))
-    found.extend(rules.balance(report, t, premium_table))
-    found.extend(rules.parity_rule(premium_table, t, reference))
+    found: list[Finding] = []
+    for rule in REGISTRY.values():
+        found.extend(rule.run(report, t, premium_table, reference))
     found.sort(
         key=lambda f: (SEVERITY_ORDER[f.severity], f.tokenizer, RULES.index(f.rule), f.group, f.key)
     )

@@ -1,23 +1,29 @@
-"""The rules behind `diagnose`: each reads a Report's frame (balance and parity also the
-premium table) and yields Findings. docs/GATE.md gives the reasons for every threshold."""
+"""The rules behind `diagnose`, one function per rule id, each declared by its `@rule(...)`
+(fertility.findings.registry): the severities it gives, the Thresholds it reads, the evidence
+its one-line summary names. Each reads a Report's frame (balance and parity also the premium
+table) and yields its own Findings through `x.finding`. The order of this file is the order of
+the findings in every output. docs/GATE.md gives the reasons for every threshold, one section
+per rule.
+
+Adding a rule: a decorated function here, its section in docs/GATE.md, its tests in
+tests/findings/test_diagnose.py."""
 
 from __future__ import annotations
 
-import math
-import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from fertility.findings.evidence import char_names, number, rate_interval
 from fertility.findings.finding import Finding
-from fertility.findings.tokconfig import inspect_config
-from fertility.policy import Thresholds
-from fertility.stats import wilson
+from fertility.findings.registry import Inputs, Summary, rule
+from fertility.findings.tokconfig import ConfigInfo, inspect_config
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 if TYPE_CHECKING:
-    from fertility.measure import Report, TokenizerInfo
+    from fertility.measure import TokenizerInfo
 
 # Scripts where one character already carries a syllable or a morpheme: a token of one
 # grapheme is normal there, so the grapheme test of merge-starvation does not apply.
@@ -27,50 +33,89 @@ IDEOGRAPHIC = ("Hani", "Hira", "Kana", "Hang", "Yiii", "Bopo")
 # ---------------------------------------------------------------- frame helpers
 
 
-def _num(x: Any) -> float | None:
-    """A plain float for JSON evidence; None for missing values."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else round(v, 4)
-
-
-def _rows(report: Report, t: Thresholds, *, groups=("script",), pretokenizer=False) -> pd.DataFrame:
-    f = report.frame
+def _rows(x: Inputs, *, groups=("script",), pretokenizer=False) -> pd.DataFrame:
+    f = x.report.frame
     is_pre = f["kind"] == PRETOKENIZER
     sel = f[(is_pre if pretokenizer else ~is_pre) & f["group"].isin(groups)]
-    return sel[sel["tokens"] >= t.min_tokens]
+    return sel[sel["tokens"] >= x.t.min_tokens]
 
 
-def _configs(report: Report) -> dict[str, TokenizerInfo]:
-    return {d.label: d for d in report.tokenizers}
+def _configs(x: Inputs) -> dict[str, TokenizerInfo]:
+    return {d.label: d for d in x.report.tokenizers}
 
 
-def _char_names(counts: dict | None, top: int) -> list[dict]:
-    items = sorted((counts or {}).items(), key=lambda kv: (-kv[1], kv[0]))[:top]
-    return [
-        {
-            "char": c,
-            "code": f"U+{ord(c):04X}" if len(c) == 1 else c,
-            "name": unicodedata.name(c, "<unnamed>") if len(c) == 1 else "",
-            "count": int(n),
+@dataclass
+class _Marks:
+    """What a tokenizer's script row says about marks: mark-initial tokens, and its own
+    pre-tokens that begin with a mark, a ZWJ or a ZWNJ (the detail pass). mark-split and the
+    vocabulary half of merge-starvation read the same numbers and show the same evidence."""
+
+    row: pd.Series
+    info: ConfigInfo
+    rate: float  # mark-initial tokens
+    n_pre: int
+    marks: int
+    zwj: int
+    zwnj: int
+    cuts: int  # pre-tokens that begin with a mark or a ZWJ
+    pre_rate: float | None  # None: no pre-tokens checked
+    pre_lo: Any
+    pre_hi: Any
+    words: int
+    cut: int  # words cut into two or more pre-tokens
+    evidence: dict
+
+
+def _marks(x: Inputs) -> Iterator[_Marks]:
+    t = x.t
+    infos = {lab: inspect_config(d.config) for lab, d in _configs(x).items()}
+    for _, r in _rows(x).iterrows():
+        info = infos.get(r["tokenizer"]) or inspect_config(None)
+        rate = float(r["mark_initial_rate"])
+        lo, hi = rate_interval(
+            r, "mark_initial_rate", float(r["mark_initial_tokens"]), float(r["tokens"])
+        )
+        n_pre = int(r.get("pretokens", 0) or 0)
+        marks = int(r.get("pretoken_mark_initial", 0) or 0)
+        zwj = int(r.get("pretoken_zwj_initial", 0) or 0)
+        zwnj = int(r.get("pretoken_zwnj_initial", 0) or 0)
+        cuts = marks + zwj
+        pre_rate = cuts / n_pre if n_pre else None
+        pre_lo, pre_hi = (
+            rate_interval(r, "pretoken_mark_initial_rate", cuts, n_pre) if n_pre else (None, None)
+        )
+        words = int(r.get("pretoken_words", 0) or 0)
+        cut = int(r.get("pretoken_cut_words", 0) or 0)
+        cut_lo, cut_hi = (
+            rate_interval(r, "pretoken_cut_word_rate", cut, words) if words else (None, None)
+        )
+        ev = {
+            "mark_initial_rate": number(rate),
+            "lo": number(lo),
+            "hi": number(hi),
+            "mark_initial_tokens": int(r["mark_initial_tokens"]),
+            "tokens": int(r["tokens"]),
+            "pretokens": n_pre,
+            "pretoken_mark_initial": marks,
+            "pretoken_zwj_initial": zwj,
+            "pretoken_zwnj_initial": zwnj,
+            "pretoken_mark_initial_rate": number(pre_rate),
+            "pretoken_lo": number(pre_lo),
+            "pretoken_hi": number(pre_hi),
+            "pretoken_words": words,
+            "pretoken_cut_words": cut,
+            "pretoken_cut_word_rate": number(cut / words) if words else None,
+            "cut_word_lo": number(cut_lo),
+            "cut_word_hi": number(cut_hi),
+            "threshold": t.mark_initial_rate,
+            "pretokenizer": info.describe(),
+            "config_cuts_marks": info.cuts_marks,
+            "config_cuts_joiners": info.cuts_joiners,
+            "letter_class_without_marks": info.letter_class_without_marks,
         }
-        for c, n in items
-    ]
-
-
-def _finding(rule, severity, row, evidence, cause, fix) -> Finding:
-    return Finding(
-        rule,
-        severity,
-        str(row["tokenizer"]),
-        str(row["group"]),
-        str(row["key"]),
-        evidence,
-        cause,
-        fix,
-    )
+        yield _Marks(
+            r, info, rate, n_pre, marks, zwj, zwnj, cuts, pre_rate, pre_lo, pre_hi, words, cut, ev
+        )
 
 
 # ---------------------------------------------------------------- rules
@@ -82,54 +127,23 @@ _MARK_FIX = (
 )
 
 
-def mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
+@rule(
+    "mark-split",
+    severities=("error", "warning", "info"),
+    thresholds=("min_tokens", "mark_initial_rate", "mark_initial_token_rate"),
+    summary=Summary("pretoken_mark_initial_rate", "max", "{:.1%} of pre-tokens start at a mark"),
+)
+def mark_split(x: Inputs) -> Iterator[Finding]:
     """Decided by the tokenizer's own pre-tokens on this corpus (the detail pass): the share
     that begin with a combining mark or a ZWJ, a cut inside a cluster. A ZWNJ asks for the
     parts around it to stay apart (a compound or loanword boundary: Telugu వెబ్‌సైట్, web|site),
     so cuts before it are reported on their own, as info. Tokens that begin with marks under a
     clean pre-tokenizer are the vocabulary's doing (merge-starvation). The configuration's
     probe is evidence beside the measurement, never the verdict."""
-    configs = _configs(report)
-    infos = {lab: inspect_config(d.config) for lab, d in configs.items()}
-    for _, r in _rows(report, t).iterrows():
-        info = infos.get(r["tokenizer"]) or inspect_config(None)
-        rate = float(r["mark_initial_rate"])
-        lo, hi = wilson(float(r["mark_initial_tokens"]), float(r["tokens"]))
-        n_pre = int(r.get("pretokens", 0) or 0)
-        marks = int(r.get("pretoken_mark_initial", 0) or 0)
-        zwj = int(r.get("pretoken_zwj_initial", 0) or 0)
-        zwnj = int(r.get("pretoken_zwnj_initial", 0) or 0)
-        cuts = marks + zwj
-        pre_rate = cuts / n_pre if n_pre else None
-        pre_lo, pre_hi = wilson(cuts, n_pre) if n_pre else (None, None)
-        words = int(r.get("pretoken_words", 0) or 0)
-        cut = int(r.get("pretoken_cut_words", 0) or 0)
-        cut_lo, cut_hi = wilson(cut, words) if words else (None, None)
-        ev = {
-            "mark_initial_rate": _num(rate),
-            "lo": _num(lo),
-            "hi": _num(hi),
-            "mark_initial_tokens": int(r["mark_initial_tokens"]),
-            "tokens": int(r["tokens"]),
-            "pretokens": n_pre,
-            "pretoken_mark_initial": marks,
-            "pretoken_zwj_initial": zwj,
-            "pretoken_zwnj_initial": zwnj,
-            "pretoken_mark_initial_rate": _num(pre_rate),
-            "pretoken_lo": _num(pre_lo),
-            "pretoken_hi": _num(pre_hi),
-            "pretoken_words": words,
-            "pretoken_cut_words": cut,
-            "pretoken_cut_word_rate": _num(cut / words) if words else None,
-            "cut_word_lo": _num(cut_lo),
-            "cut_word_hi": _num(cut_hi),
-            "threshold": t.mark_initial_rate,
-            "pretokenizer": info.describe(),
-            "config_cuts_marks": info.cuts_marks,
-            "config_cuts_joiners": info.cuts_joiners,
-            "letter_class_without_marks": info.letter_class_without_marks,
-        }
-        key = r["key"]
+    t = x.t
+    for m in _marks(x):
+        r, info, ev, key = m.row, m.info, m.evidence, m.row["key"]
+        n_pre, pre_rate, words, cut = m.n_pre, m.pre_rate, m.words, m.cut
         cut_words = (
             f", and {cut / words:.0%} of {key} words are cut into two or more pre-tokens"
             if words
@@ -137,24 +151,23 @@ def mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
         )
         if pre_rate is not None and pre_rate >= t.mark_initial_rate:
             what = (
-                f"a combining mark ({marks}) or a ZWJ ({zwj})"
-                if marks and zwj
+                f"a combining mark ({m.marks}) or a ZWJ ({m.zwj})"
+                if m.marks and m.zwj
                 else "a combining mark (vowel sign, virama)"
-                if marks
+                if m.marks
                 else "a ZWJ"
             )
             measured = (
-                f"{pre_rate:.1%} of its {key} pre-tokens ({cuts} of {n_pre}, "
-                f"95% interval {pre_lo:.1%}-{pre_hi:.1%}) begin with {what}" + cut_words
+                f"{pre_rate:.1%} of its {key} pre-tokens ({m.cuts} of {n_pre}, "
+                f"95% interval {m.pre_lo:.1%}-{m.pre_hi:.1%}) begin with {what}" + cut_words
             )
-            if pre_lo >= t.mark_initial_rate:
+            if m.pre_lo >= t.mark_initial_rate:
                 agree = (
                     " The configuration's split cuts the probe words the same way."
                     if info.cuts_marks or info.cuts_joiners
                     else ""
                 )
-                yield _finding(
-                    "mark-split",
+                yield x.finding(
                     "error",
                     r,
                     ev,
@@ -163,8 +176,7 @@ def mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
                     _MARK_FIX,
                 )
             else:
-                yield _finding(
-                    "mark-split",
+                yield x.finding(
                     "warning",
                     r,
                     ev,
@@ -173,62 +185,40 @@ def mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
                     f"the pre-tokenizer cuts {key} words.",
                     "Measure on more text in this script (--detail all).",
                 )
-        elif n_pre and zwnj / n_pre >= t.mark_initial_rate:
-            yield _finding(
-                "mark-split",
+        elif n_pre and m.zwnj / n_pre >= t.mark_initial_rate:
+            yield x.finding(
                 "info",
                 r,
                 ev,
-                f"{zwnj / n_pre:.1%} of its {key} pre-tokens ({zwnj} of {n_pre}) begin "
+                f"{m.zwnj / n_pre:.1%} of its {key} pre-tokens ({m.zwnj} of {n_pre}) begin "
                 f"with a ZWNJ and {pre_rate:.2%} with a combining mark or ZWJ"
                 f"{cut_words}: the pre-tokenizer cuts where the writer kept two "
                 "parts of a word apart on purpose (a ZWNJ), not inside a cluster.",
                 "Nothing to repair for the script; a split with ZWNJ in its letter "
                 "class (mark_aware) would let BPE learn such words whole.",
             )
-        if rate >= t.mark_initial_token_rate and (
-            pre_rate is None or pre_rate < t.mark_initial_rate
-        ):
-            if pre_rate is None:
-                yield _finding(
-                    "mark-split",
-                    "warning",
-                    r,
-                    ev,
-                    f"{rate:.0%} of {key} tokens begin with a combining mark or "
-                    "joiner, and no pre-tokens were checked: this corpus cannot tell "
-                    "whether the pre-tokenizer or the vocabulary cuts them.",
-                    "Measure with the per-document checks on (--detail N or all).",
-                )
-                continue
-            yield _finding(
-                "merge-starvation",
+        if m.rate >= t.mark_initial_token_rate and pre_rate is None:
+            yield x.finding(
                 "warning",
                 r,
                 ev,
-                f"{rate:.0%} of {key} tokens begin with a combining mark or joiner "
-                f"while only {(cuts + zwnj) / n_pre:.2%} of its pre-tokens do "
-                f"({cuts + zwnj} of {n_pre}): the cuts are not the "
-                "pre-tokenizer's, the vocabulary lacks the merges that join vowel "
-                "signs to their consonants.",
-                "Train with more text in this script or a larger vocabulary; "
-                "check the mark-initial rate again.",
+                f"{m.rate:.0%} of {key} tokens begin with a combining mark or "
+                "joiner, and no pre-tokens were checked: this corpus cannot tell "
+                "whether the pre-tokenizer or the vocabulary cuts them.",
+                "Measure with the per-document checks on (--detail N or all).",
             )
-    for r in _rows(report, t, pretokenizer=True).itertuples():
+    for r in _rows(x, pretokenizer=True).itertuples():
         # its tokens are its pre-tokens; the pre-token counts tell a ZWNJ from a mark or ZWJ
         fam_rate = (
             (r.pretoken_mark_initial + r.pretoken_zwj_initial) / r.pretokens if r.pretokens else 0.0
         )
         if fam_rate >= t.mark_initial_rate:
-            yield Finding(
-                "mark-split",
+            yield x.finding(
                 "info",
-                r.tokenizer,
-                r.group,
-                r.key,
+                {"tokenizer": r.tokenizer, "group": r.group, "key": r.key},
                 {
-                    "mark_initial_rate": _num(r.mark_initial_rate),
-                    "pretoken_mark_initial_rate": _num(fam_rate),
+                    "mark_initial_rate": number(r.mark_initial_rate),
+                    "pretoken_mark_initial_rate": number(fam_rate),
                 },
                 f"The {r.tokenizer} pre-tokenizer would cut {r.key} words at combining "
                 f"marks or ZWJ ({fam_rate:.0%} of its pre-tokens begin with one).",
@@ -237,19 +227,33 @@ def mark_split(report: Report, t: Thresholds) -> Iterator[Finding]:
             )
 
 
-def ceiling(report: Report, t: Thresholds) -> Iterator[Finding]:
+@rule(
+    "pretokenizer-ceiling",
+    severities=("error", "warning", "info"),
+    thresholds=(
+        "min_tokens",
+        "script_floors",
+        "language_floors",
+        "default_floor",
+        "exempt_scripts",
+        "ceiling_headroom",
+    ),
+    summary=Summary("chars_per_pretoken", "min", "ceiling {:.2f} chars/pre-token"),
+)
+def pretokenizer_ceiling(x: Inputs) -> Iterator[Finding]:
+    t = x.t
     for pre in (False, True):
-        for _, r in _rows(report, t, groups=("script", "language"), pretokenizer=pre).iterrows():
+        for _, r in _rows(x, groups=("script", "language"), pretokenizer=pre).iterrows():
             floor = t.floor_for(r["group"], r["key"])
             ceiling = r["chars_per_token"] if pre else r["chars_per_pretoken"]
-            if floor is None or _num(ceiling) is None:
+            if floor is None or number(ceiling) is None:
                 continue
             ev = {
-                "chars_per_pretoken": _num(ceiling),
+                "chars_per_pretoken": number(ceiling),
                 "floor": floor,
-                "chars_per_token": _num(r["chars_per_token"]),
-                "lo": _num(r["chars_per_token_lo"]),
-                "hi": _num(r["chars_per_token_hi"]),
+                "chars_per_token": number(r["chars_per_token"]),
+                "lo": number(r["chars_per_token_lo"]),
+                "hi": number(r["chars_per_token_hi"]),
             }
             fix = (
                 "Use a pre-tokenizer that keeps whole words of this script (letter classes "
@@ -258,8 +262,7 @@ def ceiling(report: Report, t: Thresholds) -> Iterator[Finding]:
             if ceiling < floor:
                 sev = "info" if pre else "error"
                 who = f"the {r['tokenizer']} pre-tokenizer" if pre else "the pre-tokenizer"
-                yield _finding(
-                    "pretokenizer-ceiling",
+                yield x.finding(
                     sev,
                     r,
                     ev,
@@ -269,8 +272,7 @@ def ceiling(report: Report, t: Thresholds) -> Iterator[Finding]:
                     fix,
                 )
             elif ceiling < floor * t.ceiling_headroom and not pre:
-                yield _finding(
-                    "pretokenizer-ceiling",
+                yield x.finding(
                     "warning",
                     r,
                     ev,
@@ -281,31 +283,63 @@ def ceiling(report: Report, t: Thresholds) -> Iterator[Finding]:
                 )
 
 
-def starvation(report: Report, t: Thresholds) -> Iterator[Finding]:
-    sizes = {d.label: d.vocab_size for d in report.tokenizers}
-    for _, r in _rows(report, t).iterrows():
+@rule(
+    "merge-starvation",
+    severities=("warning",),
+    thresholds=(
+        "min_tokens",
+        "mark_initial_token_rate",
+        "mark_initial_rate",
+        "starvation_bytes_per_token",
+        "starvation_graphemes_per_token",
+        "starvation_ceiling_share",
+    ),
+    summary=Summary("graphemes_per_token", "min", "{:.2f} graphemes/token"),
+)
+def merge_starvation(x: Inputs) -> Iterator[Finding]:
+    """The vocabulary, not the split, is the limit: tokens begin with marks while the
+    tokenizer's own pre-tokens do not, or tokens are about one byte or one grapheme long
+    far below the pre-tokenizer's ceiling."""
+    t = x.t
+    for m in _marks(x):
+        if m.rate >= t.mark_initial_token_rate and (
+            m.pre_rate is not None and m.pre_rate < t.mark_initial_rate
+        ):
+            yield x.finding(
+                "warning",
+                m.row,
+                m.evidence,
+                f"{m.rate:.0%} of {m.row['key']} tokens begin with a combining mark or joiner "
+                f"while only {(m.cuts + m.zwnj) / m.n_pre:.2%} of its pre-tokens do "
+                f"({m.cuts + m.zwnj} of {m.n_pre}): the cuts are not the "
+                "pre-tokenizer's, the vocabulary lacks the merges that join vowel "
+                "signs to their consonants.",
+                "Train with more text in this script or a larger vocabulary; "
+                "check the mark-initial rate again.",
+            )
+    sizes = {d.label: d.vocab_size for d in x.report.tokenizers}
+    for _, r in _rows(x).iterrows():
         bpt, gpt = float(r["bytes_per_token"]), float(r["graphemes_per_token"])
         near_bytes = bpt <= t.starvation_bytes_per_token
         near_graphemes = r["key"] not in IDEOGRAPHIC and gpt <= t.starvation_graphemes_per_token
-        ceiling = _num(r["chars_per_pretoken"])
+        ceiling = number(r["chars_per_pretoken"])
         below = ceiling is None or r["chars_per_token"] <= t.starvation_ceiling_share * ceiling
         if not ((near_bytes or near_graphemes) and below):
             continue
         size = sizes.get(r["tokenizer"])
         ev = {
-            "bytes_per_token": _num(bpt),
-            "graphemes_per_token": _num(gpt),
-            "chars_per_token": _num(r["chars_per_token"]),
-            "lo": _num(r["chars_per_token_lo"]),
-            "hi": _num(r["chars_per_token_hi"]),
+            "bytes_per_token": number(bpt),
+            "graphemes_per_token": number(gpt),
+            "chars_per_token": number(r["chars_per_token"]),
+            "lo": number(r["chars_per_token_lo"]),
+            "hi": number(r["chars_per_token_hi"]),
             "chars_per_pretoken": ceiling,
-            "vocab_used": _num(r.get("vocab_used")),
+            "vocab_used": number(r.get("vocab_used")),
             "vocab_size": size,
-            "vocab_share": _num(r.get("vocab_used") / size) if size else None,
+            "vocab_share": number(r.get("vocab_used") / size) if size else None,
         }
         unit = f"{bpt:.2f} bytes" if near_bytes else f"{gpt:.2f} graphemes"
-        yield _finding(
-            "merge-starvation",
+        yield x.finding(
             "warning",
             r,
             ev,
@@ -316,68 +350,91 @@ def starvation(report: Report, t: Thresholds) -> Iterator[Finding]:
         )
 
 
-def fallback_unk(report: Report, t: Thresholds) -> Iterator[Finding]:
-    specs = (
-        (
-            "byte-fallback",
-            "byte_fallback_tokens",
-            "byte_fallback_rate",
-            t.byte_fallback_rate,
-            report.byte_fallback_chars,
-            "are spelled as byte pieces",
-            "Add these characters' text to the training data "
-            "(or raise character_coverage in SentencePiece) so they get whole-character "
-            "tokens.",
-        ),
-        (
-            "unk",
-            "unk_tokens",
-            "unk_rate",
-            t.unk_rate,
-            report.unk_chars,
-            "become the unknown token (the text is lost)",
-            "Enable byte fallback (SentencePiece byte_fallback=true) or use a byte-level "
-            "BPE, and cover these characters in training.",
-        ),
+def _token_rate(
+    x: Inputs, count: str, col: str, limit: float, chars: dict, what: str, fix: str
+) -> Iterator[Finding]:
+    """byte-fallback and unk: a share of tokens at or above its threshold, with its interval
+    and the characters behind it."""
+    for _, r in _rows(x).iterrows():
+        rate = float(r[col])
+        if rate < limit or rate == 0:
+            continue
+        lo, hi = rate_interval(r, col, float(r[count]), float(r["tokens"]))
+        top = char_names(chars.get((r["tokenizer"], r["key"])), x.t.top_chars)
+        names = ", ".join(f"{c['code']} {c['name']}" for c in top[:3])
+        ev = {
+            col: number(rate),
+            "lo": number(lo),
+            "hi": number(hi),
+            "count": int(r[count]),
+            "tokens": int(r["tokens"]),
+            "threshold": limit,
+            "top_chars": top,
+        }
+        yield x.finding(
+            "warning",
+            r,
+            ev,
+            f"{rate:.1%} of {r['key']} tokens {what}"
+            + (f"; most often {names}." if names else "."),
+            fix,
+        )
+
+
+@rule(
+    "byte-fallback",
+    severities=("warning",),
+    thresholds=("min_tokens", "byte_fallback_rate", "top_chars"),
+    summary=Summary("byte_fallback_rate", "max", "{:.1%} byte pieces"),
+)
+def byte_fallback(x: Inputs) -> Iterator[Finding]:
+    return _token_rate(
+        x,
+        "byte_fallback_tokens",
+        "byte_fallback_rate",
+        x.t.byte_fallback_rate,
+        x.report.byte_fallback_chars,
+        "are spelled as byte pieces",
+        "Add these characters' text to the training data "
+        "(or raise character_coverage in SentencePiece) so they get whole-character tokens.",
     )
-    for _, r in _rows(report, t).iterrows():
-        for rule, count, col, limit, chars, what, fix in specs:
-            rate = float(r[col])
-            if rate < limit or rate == 0:
-                continue
-            lo, hi = wilson(float(r[count]), float(r["tokens"]))
-            top = _char_names(chars.get((r["tokenizer"], r["key"])), t.top_chars)
-            names = ", ".join(f"{c['code']} {c['name']}" for c in top[:3])
-            ev = {
-                col: _num(rate),
-                "lo": _num(lo),
-                "hi": _num(hi),
-                "count": int(r[count]),
-                "tokens": int(r["tokens"]),
-                "threshold": limit,
-                "top_chars": top,
-            }
-            yield _finding(
-                rule,
-                "warning",
-                r,
-                ev,
-                f"{rate:.1%} of {r['key']} tokens {what}"
-                + (f"; most often {names}." if names else "."),
-                fix,
-            )
+
+
+@rule(
+    "unk",
+    severities=("warning",),
+    thresholds=("min_tokens", "unk_rate", "top_chars"),
+    summary=Summary("unk_rate", "max", "{:.2%} UNK"),
+)
+def unk(x: Inputs) -> Iterator[Finding]:
+    return _token_rate(
+        x,
+        "unk_tokens",
+        "unk_rate",
+        x.t.unk_rate,
+        x.report.unk_chars,
+        "become the unknown token (the text is lost)",
+        "Enable byte fallback (SentencePiece byte_fallback=true) or use a byte-level "
+        "BPE, and cover these characters in training.",
+    )
 
 
 _LOSSY_NORMALIZERS = {"NFKC", "NFKD", "Lowercase", "StripAccents", "Precompiled"}
 _NUKTA = {"\u09dc", "\u09dd", "\u09df"}  # composition exclusions: NFC never recomposes them
 
 
-def normalization(report: Report, t: Thresholds) -> Iterator[Finding]:
-    for label, d in _configs(report).items():
+@rule(
+    "normalization",
+    severities=("warning", "info"),
+    thresholds=(),
+    summary=Summary("changed_docs", "max", "{:d} documents changed"),
+)
+def normalization(x: Inputs) -> Iterator[Finding]:
+    for label, d in _configs(x).items():
         if d.kind == PRETOKENIZER:
             continue
         info = inspect_config(d.config)
-        n = report.normalization.get(label) or {}
+        n = x.report.normalization.get(label) or {}
         changed = int(n.get("changed_docs", 0))
         stored = list(n.get("examples", []))
         examples = stored[:3]
@@ -390,8 +447,7 @@ def normalization(report: Report, t: Thresholds) -> Iterator[Finding]:
         lossy = sorted(set(info.normalizers) & _LOSSY_NORMALIZERS)
         if changed:
             names = ", ".join(info.normalizers) or "as configured"
-            yield _finding(
-                "normalization",
+            yield x.finding(
                 "warning",
                 row,
                 ev,
@@ -400,8 +456,7 @@ def normalization(report: Report, t: Thresholds) -> Iterator[Finding]:
                 fix,
             )
         elif lossy:
-            yield _finding(
-                "normalization",
+            yield x.finding(
                 "info",
                 row,
                 ev,
@@ -413,8 +468,7 @@ def normalization(report: Report, t: Thresholds) -> Iterator[Finding]:
         # this looks in every stored passage (not only the three shown as evidence).
         unicode_form = set(info.normalizers) & {"NFC", "NFKC", "NFD", "NFKD", "Precompiled"}
         if unicode_form and any(ch in e.get("before", "") for e in stored for ch in _NUKTA):
-            yield _finding(
-                "normalization",
+            yield x.finding(
                 "warning",
                 {**row, "group": "script", "key": "Beng"},
                 ev,
@@ -440,26 +494,33 @@ _CAUSE_WORDS = {
 }
 
 
-def roundtrip(report: Report, t: Thresholds) -> Iterator[Finding]:
+@rule(
+    "roundtrip",
+    severities=("warning",),
+    thresholds=("top_chars",),
+    summary=Summary("roundtrip_failures", "max", "{:d} documents changed"),
+)
+def roundtrip(x: Inputs) -> Iterator[Finding]:
     """Documents whose decode(encode(text)) is not the text: which code points change, how
     often, and the causes the evidence shows (fertility.measure.roundtrip)."""
+    report, t = x.report, x.t
     infos = {d.label: inspect_config(d.config) for d in report.tokenizers}
     f = report.frame
     lang = f[(f["kind"] != PRETOKENIZER) & (f["group"] == "language")]
     for _, r in lang[lang["roundtrip_failures"] > 0].iterrows():
         n, k = int(r["roundtrip_checked"]), int(r["roundtrip_failures"])
         ch = report.roundtrip.get((r["tokenizer"], r["key"])) or {}
-        lost = _char_names(ch.get("lost"), t.top_chars)
-        added = _char_names(ch.get("added"), t.top_chars)
+        lost = char_names(ch.get("lost"), t.top_chars)
+        added = char_names(ch.get("added"), t.top_chars)
         causes = dict(sorted((ch.get("causes") or {}).items(), key=lambda kv: -kv[1]))
         info = infos.get(r["tokenizer"]) or inspect_config(None)
-        lo, hi = wilson(k, n)
+        lo, hi = rate_interval(r, "roundtrip_failure_rate", k, n)
         ev = {
             "roundtrip_failures": k,
             "documents": n,
-            "roundtrip_failure_rate": _num(r["roundtrip_failure_rate"]),
-            "lo": _num(lo),
-            "hi": _num(hi),
+            "roundtrip_failure_rate": number(r["roundtrip_failure_rate"]),
+            "lo": number(lo),
+            "hi": number(hi),
             "lost_chars": lost,
             "added_chars": added,
             "causes": causes,
@@ -476,8 +537,7 @@ def roundtrip(report: Report, t: Thresholds) -> Iterator[Finding]:
         )
         why = "; ".join(f"{_CAUSE_WORDS[c]} ({m} documents)" for c, m in causes.items())
         form = f" Normaliser: {', '.join(info.normalizers)}." if info.normalizers else ""
-        yield _finding(
-            "roundtrip",
+        yield x.finding(
             "warning",
             r,
             ev,
@@ -492,20 +552,30 @@ def roundtrip(report: Report, t: Thresholds) -> Iterator[Finding]:
         )
 
 
-def grapheme_split(report: Report, t: Thresholds) -> Iterator[Finding]:
-    for _, r in _rows(report, t).iterrows():
+@rule(
+    "grapheme-split",
+    severities=("warning",),
+    thresholds=("min_tokens", "grapheme_split_rate"),
+    summary=Summary("grapheme_split_rate", "max", "{:.1%} of boundaries inside a grapheme"),
+)
+def grapheme_split(x: Inputs) -> Iterator[Finding]:
+    for _, r in _rows(x).iterrows():
         rate = float(r["grapheme_split_rate"])
-        if rate >= t.grapheme_split_rate:
-            lo, hi = wilson(float(r["grapheme_split_boundaries"]), float(r["token_boundaries"]))
+        if rate >= x.t.grapheme_split_rate:
+            lo, hi = rate_interval(
+                r,
+                "grapheme_split_rate",
+                float(r["grapheme_split_boundaries"]),
+                float(r["token_boundaries"]),
+            )
             ev = {
-                "grapheme_split_rate": _num(rate),
-                "lo": _num(lo),
-                "hi": _num(hi),
+                "grapheme_split_rate": number(rate),
+                "lo": number(lo),
+                "hi": number(hi),
                 "grapheme_split_boundaries": int(r["grapheme_split_boundaries"]),
                 "token_boundaries": int(r["token_boundaries"]),
             }
-            yield _finding(
-                "grapheme-split",
+            yield x.finding(
                 "warning",
                 r,
                 ev,
@@ -517,15 +587,22 @@ def grapheme_split(report: Report, t: Thresholds) -> Iterator[Finding]:
             )
 
 
-def balance(report: Report, t: Thresholds, premium_table: pd.DataFrame) -> Iterator[Finding]:
+@rule(
+    "balance-inversion",
+    severities=("warning",),
+    thresholds=("min_tokens", "overrepresentation", "flip_margin"),
+    summary=Summary("ratio", "max", "{:.1f}x the tokens/char of the rest"),
+)
+def balance_inversion(x: Inputs) -> Iterator[Finding]:
     """Content is counted in characters, never bytes (a Bengali character is 3 UTF-8 bytes, a
     Latin one 1). A row's cost is its tokens per unit of content against the rest of the
     tokenizer's corpus; languages aligned line by line on parallel files hold the same
-    content, so their premiums are that cost."""
+    content, so their premiums (the premium table, parity's thresholds) are that cost."""
+    t = x.t
     aligned: dict[str, dict[str, float]] = {}
-    for p in premium_table.itertuples():
+    for p in x.premium_table.itertuples():
         aligned.setdefault(p.tokenizer, {p.reference: 1.0})[p.lang] = p.premium
-    rows = _rows(report, t, groups=("script", "language"))
+    rows = _rows(x, groups=("script", "language"))
     over: set[tuple[str, str]] = set()
     for _, r in rows.iterrows():
         prem = aligned.get(r["tokenizer"], {})
@@ -549,20 +626,19 @@ def balance(report: Report, t: Thresholds, premium_table: pd.DataFrame) -> Itera
             )
         if ratio < t.overrepresentation:
             continue
-        ev = {
-            "token_share": _num(r["token_share"]),
-            "char_share": _num(r["char_share"]),
-            "byte_share": _num(r["byte_share"]),
-            "ratio": _num(ratio),
+        ev: dict[str, Any] = {
+            "token_share": number(r["token_share"]),
+            "char_share": number(r["char_share"]),
+            "byte_share": number(r["byte_share"]),
+            "ratio": number(ratio),
             "unit": unit,
             "threshold": t.overrepresentation,
         }
         if unit == "aligned lines":
-            ev["premiums"] = {k: _num(v) for k, v in prem.items()}
+            ev["premiums"] = {k: number(v) for k, v in prem.items()}
         if r["group"] == "language":
             over.add((r["tokenizer"], r["key"]))
-        yield _finding(
-            "balance-inversion",
+        yield x.finding(
             "warning",
             r,
             ev,
@@ -583,16 +659,13 @@ def balance(report: Report, t: Thresholds, premium_table: pd.DataFrame) -> Itera
                     continue
                 if a.char_share > b.char_share * m and b.token_share > a.token_share * m:
                     ev = {
-                        "chars": {a.key: _num(a.char_share), b.key: _num(b.char_share)},
-                        "tokens": {a.key: _num(a.token_share), b.key: _num(b.token_share)},
-                        "bytes": {a.key: _num(a.byte_share), b.key: _num(b.byte_share)},
+                        "chars": {a.key: number(a.char_share), b.key: number(b.char_share)},
+                        "tokens": {a.key: number(a.token_share), b.key: number(b.token_share)},
+                        "bytes": {a.key: number(a.byte_share), b.key: number(b.byte_share)},
                     }
-                    yield Finding(
-                        "balance-inversion",
+                    yield x.finding(
                         "warning",
-                        str(label),
-                        "language",
-                        f"{a.key}/{b.key}",
+                        {"tokenizer": label, "group": "language", "key": f"{a.key}/{b.key}"},
                         ev,
                         f"{a.key} has more characters than {b.key} but fewer tokens: "
                         f"counted in tokens, {b.key} looks like the larger part of "
@@ -601,25 +674,31 @@ def balance(report: Report, t: Thresholds, premium_table: pd.DataFrame) -> Itera
                     )
 
 
-def parity_rule(table: pd.DataFrame, t: Thresholds, reference: str) -> Iterator[Finding]:
-    for r in table.itertuples():
+@rule(
+    "parity",
+    severities=("warning",),
+    thresholds=("premium", "parity_min_lines", "parity_min_overlap", "bootstrap", "seed"),
+    summary=Summary("premium", "max", "{:.2f}x the tokens of the reference"),
+)
+def parity(x: Inputs) -> Iterator[Finding]:
+    """The premium table (fertility.findings.premiums: parallel files, its bootstrap) against
+    the `premium` threshold."""
+    t, reference = x.t, x.reference
+    for r in x.premium_table.itertuples():
         if r.premium <= t.premium:
             continue
         sure = r.lo > t.premium
         ev = {
-            "premium": _num(r.premium),
-            "lo": _num(r.lo),
-            "hi": _num(r.hi),
+            "premium": number(r.premium),
+            "lo": number(r.lo),
+            "hi": number(r.hi),
             "reference": reference,
             "lines": int(r.lines),
             "threshold": t.premium,
         }
-        yield Finding(
-            "parity",
+        yield x.finding(
             "warning",
-            r.tokenizer,
-            "language",
-            r.lang,
+            {"tokenizer": r.tokenizer, "group": "language", "key": r.lang},
             ev,
             f"The same content costs {r.premium:.2f}x the tokens of {reference} in "
             f"{r.lang} (95% interval {r.lo:.2f}-{r.hi:.2f}"

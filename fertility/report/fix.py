@@ -59,7 +59,8 @@ def fix_text(r: FixResult) -> str:
         failed, checked = failed + rt["failures"], checked + rt["checked"]
         if not rt["failures"]:
             continue
-        why = "; ".join(f"{normalize.describe(c, name)}" for c in rt["changes"][:3])
+        # changes are recorded only where a normaliser ran, so `name` is set when there are any
+        why = "; ".join(normalize.describe(c, name) for c in rt["changes"][:3]) if name else ""
         rest = rt["failures"] - rt["normalizer_changed"]
         lines.append(
             f"round trip {lang}: {rt['failures']} of {rt['checked']} held-out documents "

@@ -1,62 +1,20 @@
-"""The gate's result rendered: its plain text (gate_text) and JUnit XML (gate_junit).
-The decision itself is fertility.gate's; nothing here decides."""
+"""The gate's result rendered: its plain text (gate_text, on summary.gate_lines, the one text
+of a GateResult) and JUnit XML (gate_junit). The decision itself is fertility.gate's; nothing
+here decides."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
 from fertility.gate import NEED_MORE, Check, GateResult
+from fertility.report.summary import gate_lines
 
 
 def gate_text(result: GateResult) -> str:
-    """The gate's verdict as text: one line per check, skipped row and blocking finding."""
-    head = "PASS" if result.passed else "FAIL"
-    labels = sorted({c.tokenizer for c in result.checks})
-    lines = [
-        f"fertility gate: {head} ({', '.join(labels) or 'no tokenizer'}; "
-        f"policy: {result.policy.source})"
-    ]
-    for c in result.checks:
-        val = "n/a" if c.value is None else f"{c.value:.3f}"
-        iv = "" if c.lo is None else f"[{c.lo:.3f}, {c.hi:.3f}]"
-        thr = "" if c.threshold is None else f"{c.direction} {c.threshold:g}"
-        lines.append(
-            f"  {c.verdict.upper():<9} {c.tokenizer:<14} {c.name:<18} "
-            f"{c.group + '=' + c.key:<16} {val:>8} {iv:<18} {thr}"
-            + (f"  ({c.note})" if c.note else "")
-        )
-    for s in result.skipped:
-        lines.append(f"  skipped   {s['tokenizer']:<14} {s['group']}={s['key']}: {s['reason']}")
-    # a failed round trip is explained by its finding (which code points change, why),
-    # a warning the text would not show otherwise
-    lossy = {
-        (c.tokenizer, c.key) for c in result.checks if c.name == "roundtrip" and c.verdict == "fail"
-    }
-    explain = [
-        f
-        for f in result.findings
-        if f.rule == "roundtrip" and (f.tokenizer, f.key) in lossy and f not in result.blocking
-    ]
-    for f in result.blocking + explain:
-        lines.append(
-            f"  {f.severity.upper():<9} {f.tokenizer:<14} {f.rule} "
-            f"{f.group}={f.key}: {f.cause} Fix: {f.fix}"
-        )
-    fails = sum(c.verdict == "fail" for c in result.checks)
-    summary = (
-        f"{fails} failed, {len(result.uncertain)} uncertain, "
-        f"{sum(c.verdict == 'pass' for c in result.checks)} passed, "
-        f"{len(result.blocking)} blocking findings"
-    )
-    lines.append(f"verdict: {head} ({summary})")
-    if result.uncertain:
-        rule = result.policy.uncertain
-        lines.append(
-            f"{NEED_MORE}: {len(result.uncertain)} checks straddle their threshold; "
-            f"add documents in those scripts to decide (policy: uncertain = "
-            f'"{rule}").'
-        )
-    return "\n".join(lines)
+    """The gate's verdict as text without a Report (the trainer's log): `fertility gate -v`'s
+    text less the verdict table, every check naming its tokenizer."""
+    # verbose: nothing is cut to a width, so the width is not used
+    return "\n".join(gate_lines(None, result, 0, verbose=True, tokenizers=True))
 
 
 def gate_junit(result: GateResult) -> str:

@@ -1,6 +1,8 @@
 """What a reader needs first: one verdict per tokenizer with the figures that decide it, and
-the findings grouped one line per (rule, tokenizer). The terminal report, the gate's text and
-the HTML page all start from these; the full findings stay in -v, JSON and the HTML details.
+the findings grouped one line per (rule, tokenizer), each rule's line as its declaration says
+(fertility.findings.registry). The terminal report, the gate's text (gate_lines: the one text
+of a GateResult) and the HTML page all start from these; the full findings stay in -v, JSON
+and the HTML details.
 
 Verdicts are the gate's (fertility.gate.evaluate with the same policy), never a second rule.
 """
@@ -10,23 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fertility.findings import RULES, SEVERITY_ORDER
-from fertility.gate import NEED_MORE
+from fertility.findings import REGISTRY, RULES, SEVERITY_ORDER
+from fertility.gate import NEED_MORE, GateResult
+from fertility.numbers import fmt
 from fertility.report.table import grid
-
-# rule -> (evidence key, "max" or "min" is worse, how the worst value reads)
-_WORST = {
-    "mark-split": ("pretoken_mark_initial_rate", "max", "{:.1%} of pre-tokens start at a mark"),
-    "pretokenizer-ceiling": ("chars_per_pretoken", "min", "ceiling {:.2f} chars/pre-token"),
-    "merge-starvation": ("graphemes_per_token", "min", "{:.2f} graphemes/token"),
-    "byte-fallback": ("byte_fallback_rate", "max", "{:.1%} byte pieces"),
-    "unk": ("unk_rate", "max", "{:.2%} UNK"),
-    "normalization": ("changed_docs", "max", "{:d} documents changed"),
-    "roundtrip": ("roundtrip_failures", "max", "{:d} documents changed"),
-    "grapheme-split": ("grapheme_split_rate", "max", "{:.1%} of boundaries inside a grapheme"),
-    "balance-inversion": ("ratio", "max", "{:.1f}x the tokens/char of the rest"),
-    "parity": ("premium", "max", "{:.2f}x the tokens of the reference"),
-}
 
 
 @dataclass
@@ -88,19 +77,19 @@ def verdicts(report: Any, result: Any) -> list[Verdict]:
         mine = [f for f in result.findings if f.tokenizer == lab]
         out.append(
             Verdict(
-                lab,
-                word,
-                n["fail"],
-                n["uncertain"],
-                n["pass"],
-                worst,
-                sum(c.verdict == "fail" for c in cpt),
-                len(cpt),
-                top,
-                rt_f,
-                rt_n,
-                sum(f.severity == "error" for f in mine),
-                sum(f.severity == "warning" for f in mine),
+                label=lab,
+                verdict=word,
+                failed=n["fail"],
+                uncertain=n["uncertain"],
+                passed=n["pass"],
+                worst=worst,
+                below=sum(c.verdict == "fail" for c in cpt),
+                floored=len(cpt),
+                premium=top,
+                rt_failures=rt_f,
+                rt_checked=rt_n,
+                errors=sum(f.severity == "error" for f in mine),
+                warnings=sum(f.severity == "warning" for f in mine),
             )
         )
     return out
@@ -189,16 +178,18 @@ def group_findings(findings: list, labels: list[str] | None = None) -> list[Grou
     tok_order = {lab: i for i, lab in enumerate(labels or [])}
     out = []
     for (sev, rule, tok), fs in groups.items():
-        key, way, phrase = _WORST.get(rule, (None, "max", ""))
+        summary = REGISTRY[rule].summary if rule in REGISTRY else None
+        key = summary.key if summary else None
         scored = [
             (f.evidence.get(key), f)
             for f in fs
             if key and isinstance(f.evidence.get(key), (int, float))
         ]
         worst_key = worst = None
-        if scored:
-            val, f = (max if way == "max" else min)(scored, key=lambda p: p[0])
+        if scored and summary is not None:  # (scored is empty without a summary)
+            val, f = (max if summary.worst == "max" else min)(scored, key=lambda p: p[0])
             worst_key = f.key
+            phrase = summary.phrase
             worst = phrase.format(int(val) if "{:d}" in phrase else val)
         out.append(Group(sev, rule, tok, [f.key for f in fs], worst_key, worst))
     out.sort(
@@ -218,7 +209,7 @@ def group_line(g: Group, width: int, tok_width: int = 0) -> str:
     head = f"{g.severity:<7} {g.rule:<20} {g.tokenizer:<{tok_width}}  {n}: "
     tail = f"  (worst {g.worst_key}: {g.worst})" if g.worst else ""
     room = width - len(head) - len(tail)
-    shown = []
+    shown: list[str] = []
     for i, k in enumerate(g.keys):
         more = f" +{n - i - 1} more" if i < n - 1 else ""
         if shown and len(" ".join(shown + [k]) + more) > room:
@@ -232,19 +223,32 @@ def group_line(g: Group, width: int, tok_width: int = 0) -> str:
 _VERDICT_ORDER = {"fail": 0, "uncertain": 1, "pass": 2}
 
 
-def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> list[str]:
-    """What `fertility gate` prints: the verdict and the deciding figures first, then every
-    check (failed first), then the blocking findings one line per rule (-v: in full), and the
-    verdict again last (scripts read the last line)."""
+def gate_lines(
+    report: Any,
+    result: GateResult,
+    width: int,
+    verbose: bool = False,
+    *,
+    tokenizers: bool | None = None,
+) -> list[str]:
+    """The one text of a GateResult. What `fertility gate` prints: the verdict and the
+    deciding figures first, then every check (failed first), then the blocking findings one
+    line per rule (-v: in full), and the verdict again last (scripts read the last line).
+    Without a report (report/gate.py's gate_text) there is no verdict table.
+    tokenizers: a tokenizer column in the checks (None: when there are several)."""
 
     head = "PASS" if result.passed else "FAIL"
-    vs = verdicts(report, result)
-    if result.passed and any(v.verdict == "PASS, LOSSY" for v in vs):
-        head = "PASS, LOSSY"
-    labels = ", ".join(v.label for v in vs) or "no tokenizer"
+    vs = verdicts(report, result) if report is not None else []
+    if report is not None:
+        if result.passed and any(v.verdict == "PASS, LOSSY" for v in vs):
+            head = "PASS, LOSSY"
+        labels = ", ".join(v.label for v in vs) or "no tokenizer"
+    else:
+        labels = ", ".join(dict.fromkeys(c.tokenizer for c in result.checks)) or "no tokenizer"
     lines = [f"fertility gate: {head} ({labels}; policy: {result.policy.source})"]
-    lines += verdict_table(vs, width)
-    many = len({c.tokenizer for c in result.checks}) > 1
+    if report is not None:
+        lines += verdict_table(vs, width)
+    many = len({c.tokenizer for c in result.checks}) > 1 if tokenizers is None else tokenizers
     rows = []
     for c in sorted(result.checks, key=lambda c: _VERDICT_ORDER.get(c.verdict, 3)):
         rows.append(
@@ -253,7 +257,7 @@ def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> l
             + [
                 c.name,
                 f"{c.group}={c.key}",
-                "n/a" if c.value is None else f"{c.value:.3f}",
+                fmt(c.value, "{:.3f}", "n/a"),
                 "" if c.lo is None else f"[{c.lo:.3f}, {c.hi:.3f}]",
                 "" if c.threshold is None else f"{c.direction} {c.threshold:g}",
                 c.note,
@@ -293,11 +297,7 @@ def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> l
         lines.append(
             f"{f.severity.upper()} {f.tokenizer} {f.rule} {f.group}={f.key}: {f.cause} Fix: {f.fix}"
         )
-    n = {v: sum(c.verdict == v for c in result.checks) for v in ("fail", "uncertain", "pass")}
-    lines.append(
-        f"verdict: {head} ({n['fail']} failed, {n['uncertain']} uncertain, "
-        f"{n['pass']} passed, {len(result.blocking)} blocking findings)"
-    )
+    lines.append(verdict_line(result, head))
     if result.uncertain:
         lines.append(f"{NEED_MORE}: {len(result.uncertain)} checks straddle their threshold;")
         lines.append(
@@ -305,3 +305,14 @@ def gate_lines(report: Any, result: Any, width: int, verbose: bool = False) -> l
             f'"{result.policy.uncertain}").'
         )
     return lines
+
+
+def verdict_line(result: GateResult, head: str | None = None) -> str:
+    """`verdict: PASS|FAIL (N failed, N uncertain, N passed, N blocking findings)`, read from
+    the result (head: the word when the caller knows more, "PASS, LOSSY")."""
+    head = head or ("PASS" if result.passed else "FAIL")
+    n = {v: sum(c.verdict == v for c in result.checks) for v in ("fail", "uncertain", "pass")}
+    return (
+        f"verdict: {head} ({n['fail']} failed, {n['uncertain']} uncertain, "
+        f"{n['pass']} passed, {len(result.blocking)} blocking findings)"
+    )

@@ -18,7 +18,7 @@ from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
 from fertility.findings import Finding, diagnose, premiums
 from fertility.findings.tokconfig import inspect_config
-from fertility.measure import Report
+from fertility.measure import Report, TokenizerInfo
 from fertility.measure.frame import DOC_COLUMNS
 from fertility.policy import Thresholds
 from fertility.tokenizers.patterns import FAMILIES
@@ -130,14 +130,14 @@ def make_report(rows, *, configs=None, docs=None, **extra) -> Report:
     configs = configs or {}
     kinds = dict(zip(frame["tokenizer"], frame["kind"]))
     tokenizers = [
-        {
-            "label": lab,
-            "spec": lab,
-            "kind": kinds[lab],
-            "vocab_size": 8000,
-            "fingerprint": "x",
-            "config": configs.get(lab, {}),
-        }
+        TokenizerInfo(
+            label=lab,
+            spec=lab,
+            kind=kinds[lab],
+            vocab_size=8000,
+            fingerprint="x",
+            config=configs.get(lab, {}),
+        )
         for lab in kinds
     ]
     if docs is None:
@@ -198,6 +198,9 @@ def test_mark_split_error_when_the_pretokenizers_own_pieces_begin_with_marks():
     (f,) = rules(diagnose(rep), "mark-split")
     assert (f.severity, f.tokenizer, f.key) == ("error", "naive", "Beng")
     ev = f.evidence
+    # Evidence numbers are rounded to 4 places (findings.evidence.number): up to 5e-5 from the
+    # exact quotient, so abs=1e-4 (2x) in this file wherever the quotient has more digits; a
+    # rate over the wrong count (tokens for pre-tokens, say) is 1e-2 off or more.
     assert ev["pretoken_mark_initial_rate"] == pytest.approx(1760 / 4138, abs=1e-4)
     assert ev["pretoken_cut_word_rate"] == pytest.approx(1056 / 1200, abs=1e-4)
     assert ev["pretoken_lo"] < 1760 / 4138 < ev["pretoken_hi"]
@@ -228,6 +231,7 @@ def test_o200k_like_split_with_mark_initial_tokens_is_a_vocabulary_warning():
     assert rules(found, "mark-split") == []
     (f,) = [f for f in rules(found, "merge-starvation") if "mark" in f.cause]
     assert f.severity == "warning"
+    # 2.6e-4 rounded to 4 places (<= 5e-5, abs=1e-4 is 2x); the cause's text checks the count
     assert f.evidence["pretoken_mark_initial_rate"] == pytest.approx(9 / 34018, abs=1e-4)
     assert "32% of Beng tokens" in f.cause
     assert "only 0.03% of its pre-tokens do (9 of 34018)" in f.cause
@@ -244,6 +248,8 @@ def test_mark_split_warning_when_the_interval_cannot_tell():
     rep = make_report([row("t", "Beng", pretokens=100, pre_mark=3)], configs={"t": GPT2_CONFIG})
     (f,) = rules(diagnose(rep), "mark-split")
     assert f.severity == "warning" and "cannot tell" in f.cause
+    # Wilson's lower bound 0.010255, rounded to 4 places in the evidence and here; abs=1e-3 is
+    # 10x that rounding, and other intervals are 4e-3 off or more (Clopper-Pearson 0.0062).
     assert f.evidence["pretoken_lo"] == pytest.approx(0.0103, abs=1e-3)
 
 
@@ -299,6 +305,7 @@ def test_ceiling_below_floor_is_an_error():
     rep = make_report([row("naive", "Beng", pretokens=4138)], configs={"naive": GPT2_CONFIG})
     found = rules(diagnose(rep), "pretokenizer-ceiling")
     assert [(f.severity, f.key) for f in found] == [("error", "Beng")]
+    # rounded to 4 places (<= 5e-5): abs=1e-3 is 20x; per token instead would be 3.0
     assert found[0].evidence["chars_per_pretoken"] == pytest.approx(6000 / 4138, abs=1e-3)
     assert found[0].evidence["floor"] == 2.5
 
@@ -330,7 +337,8 @@ def test_merge_starvation_when_tokens_are_about_one_byte():
     # 6000 chars, 18000 bytes, 16000 tokens: 1.125 bytes per token; ceiling 4.8
     rep = make_report([row("gpt2ish", "Beng", tokens=16000)])
     found = rules(diagnose(rep), "merge-starvation")
-    assert len(found) == 1 and found[0].evidence["bytes_per_token"] == pytest.approx(1.125)
+    # exact: 18000 / 16000 = 1.125 is a binary fraction, and 4-place rounding keeps it
+    assert len(found) == 1 and found[0].evidence["bytes_per_token"] == 1.125
 
 
 def test_no_merge_starvation_when_the_pretokenizer_is_the_limit_or_merges_exist():
@@ -353,7 +361,8 @@ def test_byte_fallback_names_the_code_points():
         byte_fallback_chars={("t", "Beng"): {"\u0995": 40, "\u09be": 90}},
     )
     (f,) = rules(diagnose(rep), "byte-fallback")
-    assert f.evidence["byte_fallback_rate"] == pytest.approx(0.15)
+    # exact: 300 / 2000 rounded to 4 places is the float 0.15 (the evidence is rounded)
+    assert f.evidence["byte_fallback_rate"] == 0.15
     assert [c["name"] for c in f.evidence["top_chars"]] == [
         "BENGALI VOWEL SIGN AA",
         "BENGALI LETTER KA",
@@ -370,7 +379,7 @@ def test_byte_fallback_and_unk_silent_below_threshold():
 def test_unk_lists_lost_characters():
     rep = make_report([row("t", "Thai", unk=40)], unk_chars={("t", "Thai"): {"\u0e01": 40}})
     (f,) = rules(diagnose(rep), "unk")
-    assert f.evidence["unk_rate"] == pytest.approx(0.02)
+    assert f.evidence["unk_rate"] == 0.02  # exact: 40 / 2000, rounded to 4 places
     assert f.evidence["top_chars"][0]["name"] == "THAI CHARACTER KO KAI"
 
 
@@ -469,6 +478,8 @@ def test_lossy_round_trip_names_code_points_and_causes():
 def test_grapheme_split_rate_above_threshold():
     rep = make_report([row("t", "Beng", gsplit=600)])  # 600 / 1950 boundaries = 31%
     (f,) = rules(diagnose(rep), "grapheme-split")
+    # rounded to 4 places (<= 5e-5): abs=1e-4 is 2x; over all 2000 tokens, not the 1950
+    # boundaries between them, it would be 7.7e-3 off
     assert f.evidence["grapheme_split_rate"] == pytest.approx(600 / 1950, abs=1e-4)
     assert rules(diagnose(make_report([row("t", "Beng", gsplit=50)])), "grapheme-split") == []
 
@@ -487,7 +498,9 @@ def test_balance_overrepresentation_and_ranking_flip_in_characters():
     found = rules(diagnose(rep), "balance-inversion")
     (over,) = [f for f in found if f.key == "en"]
     # en: 3000 / 6000 = 0.5 tokens per character; the rest (bn): 1000 / 18000 -> 9x
-    assert over.evidence["ratio"] == pytest.approx(9.0) and over.evidence["unit"] == "characters"
+    # exact: shares 0.75 and 0.25 are binary fractions; any last-bit error of the quotients is
+    # gone in the evidence's 4-place rounding
+    assert over.evidence["ratio"] == 9.0 and over.evidence["unit"] == "characters"
     assert "25.0% of the characters but 75.0% of the tokens" in over.cause
     assert "9.0x less text per token" in over.cause
     (pair,) = [f for f in found if f.key == "bn/en"]
@@ -523,7 +536,7 @@ def test_balance_on_parallel_files_is_line_aligned():
     )
     (f,) = rules(diagnose(rep), "balance-inversion")
     assert (f.key, f.evidence["unit"]) == ("en", "aligned lines")
-    assert f.evidence["ratio"] == pytest.approx(3.0)
+    assert f.evidence["ratio"] == 3.0  # exact: 1200 / 400 over 1.0, rounded to 4 places
 
 
 def test_balance_silent_when_shares_agree():
@@ -579,6 +592,8 @@ def test_parity_premium_above_two_with_interval():
     bn = en * 3 + rng.integers(0, 3, size=40)
     rep = make_report([row("t", "Beng")], docs=parallel_docs("t", en, bn))
     (f,) = rules(diagnose(rep), "parity")
+    # evidence rounded to 4 places (<= 5e-5): abs=1e-4 is 2x; a mean of per-line ratios
+    # instead of the ratio of sums would be 3.7e-3 off
     assert f.key == "bn" and f.evidence["premium"] == pytest.approx(bn.sum() / en.sum(), abs=1e-4)
     assert f.evidence["lo"] <= f.evidence["premium"] <= f.evidence["hi"]
     assert f.evidence["lo"] > 2.0 and f.evidence["lines"] == 40
@@ -588,7 +603,7 @@ def test_parity_silent_below_two_and_without_parallel_files():
     en = np.full(40, 10)
     rep = make_report([row("t", "Beng")], docs=parallel_docs("t", en, en + 2))
     assert rules(diagnose(rep), "parity") == []
-    assert premiums(rep)["premium"].tolist() == [pytest.approx(1.2)]
+    assert premiums(rep)["premium"].tolist() == [1.2]  # exact: 480 / 400, one division
     # bn has 30 lines, en 40: not parallel, no premium at all
     odd = make_report([row("t", "Beng")], docs=parallel_docs("t", en, np.full(30, 50)))
     assert premiums(odd).empty and rules(diagnose(odd), "parity") == []

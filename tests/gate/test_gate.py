@@ -180,6 +180,11 @@ def wilson_by_bisection(k, n, z=1.959964):
 
 @pytest.mark.parametrize("k, n", [(50, 1000), (0, 2000), (3, 40), (900, 1000)])
 def test_wilson_interval_matches_a_second_method(k, n):
+    # Both in float64: the closed form rounds a dozen operations (~1e-16), the bisection
+    # converges to the last bit; what is left is the bisection's z, 1.959964 against Z95 =
+    # 1.95996398454, 1.5e-8 apart, which moves a bound by 1.5e-8 x sqrt(p(1-p)/n) <= 1.3e-9
+    # (measured: 1.3e-9 at (3, 40)). abs=1e-7 leaves 80x; a Wald interval instead of Wilson
+    # is off by 1e-3 and more, and z rounded to 1.96 by up to 3e-6 (at (3, 40)).
     assert wilson(k, n) == pytest.approx(wilson_by_bisection(k, n), abs=1e-7)
 
 
@@ -187,6 +192,8 @@ def test_byte_fallback_ceiling_uses_the_wilson_interval():
     # 8% of 2000 tokens: Wilson [0.069, 0.093], wholly above 5%
     bad = gate([beng(3.0, 2.8, 3.2, fallback=160)])
     (c,) = [c for c in bad.checks if c.name == "byte_fallback_rate"]
+    # As in the test above: only the bisection's 1.5e-8 shorter z differs, 1.2e-9 relative
+    # here (measured); approx's default rel=1e-6 leaves 800x, and a Wald interval is 1e-2 off.
     assert c.verdict == "fail" and (c.lo, c.hi) == pytest.approx(wilson_by_bisection(160, 2000))
     # 5.5%: the interval straddles 5%
     near = gate([beng(3.0, 2.8, 3.2, fallback=110)])
@@ -215,6 +222,7 @@ def test_a_row_over_the_unk_ceiling_cannot_pass_chars_per_token():
     res = gate([beng(3.0, 2.8, 3.2, unk=100)])
     (unk,) = [c for c in res.checks if c.name == "unk_rate"]
     assert unk.verdict == "fail"
+    # the bisection's z is 1.5e-8 short of Z95: 1.5e-9 relative here, under approx's 1e-6
     assert (unk.lo, unk.hi) == pytest.approx(wilson_by_bisection(100, 2000))
     (cpt,) = [c for c in res.checks if c.name == "chars_per_token"]
     assert cpt.verdict == "fail" and "UNK" in cpt.note
@@ -274,6 +282,8 @@ def baseline_case(cand_tokens: int):
 def test_baseline_margin():
     worse = baseline_case(110)  # 1/1.1 = 0.909 of the baseline's chars per token
     (c,) = [c for c in worse.checks if c.name == "vs_baseline"]
+    # (2000 / 5500) / (2000 / 5000) against 100 / 110: three float64 divisions against one,
+    # a few ulps; approx's default rel=1e-6 is only that rounding (a wrong ratio is 1e-2 off)
     assert c.value == pytest.approx(100 / 110) and c.threshold == 0.95 and c.verdict == "fail"
     close = baseline_case(103)  # 0.971: within the 5% margin
     assert [c.verdict for c in close.checks if c.name == "vs_baseline"] == ["pass"]
@@ -288,6 +298,9 @@ def test_baseline_without_shared_documents_uses_the_frame_intervals():
     rows = [row("cand", "Beng", tokens=2000), row("base", "Beng", tokens=1500)]
     res = evaluate(make_report(rows), default_policy(), label="cand", baseline_label="base")
     (c,) = [c for c in res.checks if c.name == "vs_baseline"]
+    # float64 quotients of the frame's bounds computed again here: a few ulps (measured: 1 ulp
+    # on lo and hi); approx's default rel=1e-6 is only rounding, and pairing lo with lo
+    # instead of with hi would move the bounds by 0.07 or more.
     assert (c.value, c.lo, c.hi) == pytest.approx((0.75, 2.85 / 4.2, 3.15 / 3.8))
     assert c.verdict == "fail"  # 0.83 at best, under 1 - 0.05
 

@@ -18,7 +18,7 @@ import regex
 
 from fertility.findings import Finding, diagnose
 from fertility.gate import evaluate
-from fertility.measure import analyze
+from fertility.measure import TokenizerInfo, analyze
 from fertility.policy import default_policy
 from fertility.report import html as html_mod
 from fertility.report.html import render_html, tokens_html
@@ -72,7 +72,7 @@ def evil_report(tmp_path_factory):
     rep.docs["tokenizer"] = rep.docs["tokenizer"].replace(rename)
     rep.samples = {(rename.get(a, a), s): v for (a, s), v in rep.samples.items()}
     for d in rep.tokenizers:
-        d["label"] = rename.get(d["label"], d["label"])
+        d.label = rename.get(d.label, d.label)
     findings = diagnose(rep)
     return rep, findings, render_html(rep, findings)
 
@@ -173,7 +173,11 @@ def test_tokenizers_side_by_side_with_interval_bars(evil_report):
             trace["x"], trace["y"], trace["error_y"]["array"], trace["error_y"]["arrayminus"]
         ):
             r = f[(f.tokenizer == label) & (f.group == "script") & (f.key == x)].iloc[0]
-            assert y == pytest.approx(r.chars / r.tokens)
+            # y is one correctly rounded float64 division of the same integers, and JSON keeps
+            # a float's every bit: exact. The error bars are (hi - y) and (y - lo), so adding
+            # y back rounds twice: approx's default rel=1e-6 is only that (a bar drawn to the
+            # wrong bound is off by the interval's width).
+            assert y == r.chars / r.tokens
             assert y + up == pytest.approx(r.chars_per_token_hi)
             assert y - down == pytest.approx(r.chars_per_token_lo)
 
@@ -352,7 +356,7 @@ def test_right_to_left_samples_and_token_ids_on_hover():
         ("t", "Arab"): [{"text": "سلام عليكم", "spans": [[0, 4], [4, 10]], "ids": [11, 12]}],
         ("t", "Latn"): [{"text": "hello", "spans": [[0, 5]], "ids": [13]}],
     }
-    rep = SimpleNamespace(samples=samples, tokenizers=[{"label": "t", "kind": "hf"}])
+    rep = SimpleNamespace(samples=samples, tokenizers=[TokenizerInfo("t", "t", "hf")])
     found = [
         Finding("byte-fallback", "warning", "t", "script", k, {}, "c", "f")
         for k in ("Arab", "Latn")
