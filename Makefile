@@ -10,7 +10,7 @@ PIP := $(PY) -m pip
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: demo test setup setup-test fixtures clean
+.PHONY: demo test setup setup-test fixtures typecheck clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +45,17 @@ fixtures: $(VENV)/.core
 test: $(VENV)/.test fixtures
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
+	$(MAKE) typecheck
 	$(PY) -m pytest -q
+
+# mypy checks the package as it installs: fertility/ with trainer/ and eval/ inside it
+# (pyproject.toml's package-dir), read through a tree of links, as mypy knows no such mapping.
+typecheck: $(VENV)/.test
+	rm -rf $(VENV)/typecheck && mkdir -p $(VENV)/typecheck/fertility
+	for f in fertility/*; do ln -s "$(CURDIR)/$$f" $(VENV)/typecheck/fertility/; done
+	ln -s "$(CURDIR)/trainer" $(VENV)/typecheck/fertility/trainer
+	ln -s "$(CURDIR)/eval" $(VENV)/typecheck/fertility/eval
+	cd $(VENV)/typecheck && "$(CURDIR)/$(VENV)/bin/mypy" --config-file "$(CURDIR)/pyproject.toml" -p fertility
 
 clean:
 	rm -rf $(VENV) out

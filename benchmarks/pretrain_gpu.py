@@ -30,13 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a plain checkout
 
 from fertility.errors import FertilityError, TrainingError  # noqa: E402
-from trainer.config import TrainConfig  # noqa: E402
-from trainer.data import TokenData  # noqa: E402
-from trainer.distributed import DistEnv  # noqa: E402
-from trainer.loop import Trainer  # noqa: E402
-from trainer.model import PRESETS, config_from_preset  # noqa: E402
-from trainer.shards import write_shard  # noqa: E402
-from trainer.throughput import detect_peak_flops, flops_per_token, measure_matmul_peak  # noqa: E402
+from fertility.trainer.config import TrainConfig  # noqa: E402
+from fertility.trainer.data import TokenData  # noqa: E402
+from fertility.trainer.distributed import DistEnv  # noqa: E402
+from fertility.trainer.loop import Trainer  # noqa: E402
+from fertility.trainer.model import PRESETS, config_from_preset  # noqa: E402
+from fertility.trainer.shards import write_shard  # noqa: E402
+from fertility.trainer.throughput import detect_peak_flops, flops_per_token, measure_matmul_peak  # noqa: E402
 
 FP = "b" * 64  # the shard's tokenizer fingerprint: any fixed string will do here
 

@@ -34,8 +34,8 @@ from typing import Protocol
 
 import numpy as np
 
-from eval import nll
 from fertility.errors import EvalError
+from fertility.eval import nll
 from fertility.stats import wilson
 
 # A verdict is one of these; the last is followed by the item count, "(40 items)": an
@@ -54,6 +54,21 @@ class Item:
     line: int = 0  # 1-based line of the task file, for messages
 
 
+# The whitespace JSON allows between values; a line of only these is blank.
+JSON_SPACE = " \t\r\n"
+
+
+def jsonl_lines(text: str) -> list[str]:
+    """The lines of JSON Lines text: split on \n only (a \r before it is JSON whitespace).
+    Not str.splitlines(), which also splits at U+2028, U+2029, U+0085, \x1c-\x1e, \v and
+    \f: JSON allows the first three unescaped inside a string, so a valid line would be cut
+    in two. A trailing newline ends the last line rather than starting an empty one."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def load_items(path: str | Path) -> list[Item]:
     """Read and validate a task file; any bad line raises EvalError naming file and line."""
     path = Path(path)
@@ -69,8 +84,8 @@ def load_items(path: str | Path) -> list[Item]:
         raise EvalError(f"{path}: not UTF-8 (byte {e.start})") from None
     items: list[Item] = []
     seen: dict[str, int] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    for n, line in enumerate(jsonl_lines(text), 1):
+        if not line.strip(JSON_SPACE):
             continue
         item = parse_item(line, f"{path}:{n}", n)
         if item.id is not None:

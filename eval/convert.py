@@ -1,7 +1,7 @@
 """Convert lm-evaluation-harness style multiple-choice records into the task format.
 
     convert_file("hellaswag_val.jsonl", "hellaswag.jsonl", lang="en")
-    python -m eval.convert hellaswag_val.jsonl hellaswag.jsonl --lang en
+    python -m fertility.eval.convert hellaswag_val.jsonl hellaswag.jsonl --lang en
 
 Recognised record shapes (the first that fits wins; or name the fields explicitly):
 
@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from eval.choice import parse_item
 from fertility.errors import EvalError
+from fertility.eval.choice import JSON_SPACE, jsonl_lines, parse_item
 from fertility.files import write_text_atomic
 
 
@@ -49,8 +49,8 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
             raise EvalError(f"{path}: JSON nested too deeply to read") from None
         yield from enumerate(data, 1)
         return
-    for n, line in enumerate(text.splitlines(), 1):
-        if line.strip():
+    for n, line in enumerate(jsonl_lines(text), 1):  # \n only: not str.splitlines()
+        if line.strip(JSON_SPACE):
             try:
                 yield n, json.loads(line)
             except ValueError as e:  # e.msg: a decode error; str(e): a 4300-digit integer
@@ -69,7 +69,7 @@ def _index(label: Any, names: list[str] | None = None) -> int:
         return label
     if isinstance(label, str):
         s = label.strip()
-        if names and s in names:
+        if isinstance(names, list) and s in names:  # ARC's choices.label
             return names.index(s)
         if s.isdigit():
             return int(s)
@@ -174,7 +174,8 @@ def convert_file(
 def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(
-        prog="python -m eval.convert", description="lm-evaluation-harness records -> task JSONL"
+        prog="python -m fertility.eval.convert",
+        description="lm-evaluation-harness records -> task JSONL",
     )
     p.add_argument("src")
     p.add_argument("dst")

@@ -33,12 +33,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from fertility import unicode as U
 from fertility.stats import percentile_interval, poisson1
+
+if TYPE_CHECKING:
+    from fertility.trainer.model import Transformer
 
 LN2 = math.log(2.0)
 # Elements of one float32 logits tensor per forward pass (B * T * V); bounds memory at ~1 GiB
@@ -51,7 +55,7 @@ LOGIT_BUDGET = 1 << 27
 
 @torch.inference_mode()
 def token_logprobs(
-    model: torch.nn.Module,
+    model: Transformer,
     sequences: Sequence[np.ndarray],
     *,
     batch_tokens: int | None = None,
@@ -84,16 +88,16 @@ def token_logprobs(
         ids = torch.from_numpy(batch).to(device)
         logits = model(ids[:, :-1]).float()
         logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
-        logp = logp.double().cpu().numpy()
+        logp_np = logp.double().cpu().numpy()
         for r, j in enumerate(chosen):
-            out[j] = logp[r, : lengths[j] - 1]
+            out[j] = logp_np[r, : lengths[j] - 1]
         i += len(chosen)
         if on_batch is not None:
             on_batch(len(chosen))
     return out
 
 
-def fresh_twin(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+def fresh_twin(model: Transformer, seed: int = 0) -> Transformer:
     """Same class and config, freshly initialised weights (seeded), on the same device.
 
     The global RNG is left as it was, so evaluating never changes what a caller draws next.
@@ -204,7 +208,7 @@ def prepare(
 
 
 def score(
-    model: torch.nn.Module,
+    model: Transformer,
     prepared: Prepared,
     *,
     batch_tokens: int | None = None,
@@ -297,7 +301,7 @@ def summarize(
             ci = _interval(_ratio(b[Q[num_q]], b[Q[den_q]]) * scale) if docs >= 2 else None
             return point, ci
 
-        row = {
+        row: dict[str, Any] = {
             "group": group,
             "key": key,
             "documents": docs,

@@ -8,7 +8,7 @@ from typing import Any
 
 from fertility.files import json_safe
 from fertility.report.table import grid
-from trainer.mix import mix_summary
+from fertility.trainer.mix import mix_summary
 
 
 def render_json(result: dict[str, Any]) -> str:

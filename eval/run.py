@@ -9,6 +9,7 @@ checkpoints/). Every number is defined in docs/EVAL.md.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -16,14 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval import choice, nll
-from fertility.corpus import Corpus
+from fertility.corpus import Corpus, CorpusOptions
 from fertility.errors import EvalError, FertilityError
+from fertility.eval import choice, nll
 from fertility.tokenizers import load_tokenizer
-from trainer.checkpoint import load_model
-from trainer.data import choose_separator
-from trainer.distributed import resolve_device
-from trainer.rundir import RUN_SCHEMA, RunDir
+from fertility.trainer.checkpoint import load_model
+from fertility.trainer.data import choose_separator
+from fertility.trainer.distributed import resolve_device
+from fertility.trainer.model import Transformer
+from fertility.trainer.rundir import RUN_SCHEMA, RunDir
 
 SCHEMA = "fertility.eval/1"
 # A random-initialised model predicts close to uniformly: NLL ~ ln(V) plus half the variance
@@ -36,7 +38,7 @@ TWIN_MARGIN = 0.5
 class Run:
     dir: Path
     meta: dict[str, Any]  # run.json
-    model: Any  # trainer.model.Transformer, eval mode
+    model: Transformer  # eval mode
     manifest: dict[str, Any]  # the checkpoint's state.json
     tokenizer: Any  # fertility.tokenizers.base.Tokenizer
     tokenizer_path: Path
@@ -143,20 +145,24 @@ def heldout_documents(run_dir: Path, limit: int | None = None) -> tuple[list[str
     path = RunDir(run_dir).heldout
     if not path.is_file():
         raise EvalError(f"{path}: missing (no held-out split in this run); pass --corpus")
-    texts, langs = [], []
+    texts: list[str] = []
+    langs: list[str] = []
     try:
-        with open(path, encoding="utf-8") as f:
+        # newline="\n": lines end at \n only (a \r is JSON whitespace, never a line break)
+        with open(path, encoding="utf-8", newline="\n") as f:
             for n, line in enumerate(f, 1):
                 if limit is not None and len(texts) >= limit:
                     break
-                if not line.strip():
+                if not line.strip(choice.JSON_SPACE):
                     continue
                 try:
                     rec = json.loads(line)
                     text, lang = rec["text"], rec.get("lang") or "und"
                     if not isinstance(text, str) or not isinstance(lang, str):
                         raise TypeError
-                except (ValueError, KeyError, TypeError):
+                except RecursionError:
+                    raise EvalError(f"{path}:{n}: JSON nested too deeply to read") from None
+                except (ValueError, KeyError, TypeError, AttributeError):
                     raise EvalError(
                         f'{path}:{n}: not a held-out record {{"text": str, "lang": str}}'
                     ) from None
@@ -170,11 +176,11 @@ def heldout_documents(run_dir: Path, limit: int | None = None) -> tuple[list[str
 
 
 def corpus_documents(
-    corpus: str | Path | Iterable[str | Path], options: dict[str, Any] | None
+    corpus: str | Path | Iterable[str | Path], options: CorpusOptions | None
 ) -> tuple[list[str], list[str], str]:
     paths = [str(corpus)] if isinstance(corpus, (str, Path)) else [str(p) for p in corpus]
     texts, langs = [], []
-    for doc in Corpus(paths, **(options or {})).documents():
+    for doc in Corpus(paths, options).documents():
         texts.append(doc.text)
         langs.append(doc.lang)
     return texts, langs, ", ".join(paths)
@@ -193,7 +199,7 @@ def evaluate(
     bootstrap: int = 1000,
     seed: int = 0,
     max_docs: int | None = None,
-    corpus_options: dict[str, Any] | None = None,
+    corpus_options: CorpusOptions | None = None,
     batch_tokens: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
@@ -237,7 +243,9 @@ def evaluate(
         if corpus is None:
             texts, langs, source = heldout_documents(run.dir, max_docs)
         else:
-            opts = {**(corpus_options or {}), **({"max_docs": max_docs} if max_docs else {})}
+            opts = corpus_options or CorpusOptions()
+            if max_docs:
+                opts = dataclasses.replace(opts, max_docs=max_docs)
             texts, langs, source = corpus_documents(corpus, opts)
         if not texts:
             raise EvalError(f"{source}: no documents to score")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from fertility.errors import FertilityError, one_line
@@ -27,7 +28,9 @@ def load_project_config(cwd: str | Path | None = None) -> tuple[dict, str | None
 
 
 def read_toml(
-    path: str | Path, error: type[FertilityError] = FertilityError, what: str = "file"
+    path: str | os.PathLike[str],
+    error: type[FertilityError] = FertilityError,
+    what: str = "file",
 ) -> dict:
     """A TOML file as a dict; a missing, unreadable or malformed file is `error`, one line
     naming the file (the policy, the training config and fertility.toml all read this way)."""

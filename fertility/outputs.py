@@ -125,12 +125,12 @@ class Inputs:
         for spec in tokenizers:
             if spec:
                 made._add(Path(_spec_path(spec)), corpus=False)
-        for p in files:
-            if p:
-                made._add(Path(p), corpus=False)
-        for p in folders:
-            if p:
-                made._add(Path(p), corpus=False)
+        for file in files:
+            if file:
+                made._add(Path(file), corpus=False)
+        for folder in folders:
+            if folder:
+                made._add(Path(folder), corpus=False)
         for role, p in (roles or {}).items():
             made._add(Path(p), corpus=False)
             made.roles[_real(Path(p))] = role

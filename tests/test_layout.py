@@ -1,5 +1,6 @@
 """The layout keeps one direction: no import cycle between the modules of fertility, trainer
-and eval, and no module imports another module's underscore name.
+and eval, no module imports another module's underscore name, and nothing under trainer/ or
+eval/ imports the command line (fertility.cli), not even deferred.
 
 Every import counts as an edge of the graph, at module level or inside a function, except one
 marked `# deferred: <why>` (on its line, or above a run of imports): an optional or heavy
@@ -16,13 +17,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("fertility", "trainer", "eval")
+PACKAGES = ("fertility", "trainer", "eval")  # folders; trainer/ and eval/ install in fertility
 
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
+    if parts[0] in ("trainer", "eval"):  # pyproject.toml's package-dir
+        parts.insert(0, "fertility")
     return ".".join(parts)
 
 
@@ -72,13 +75,13 @@ def imports(name: str, deferred_too: bool = False) -> list[tuple[int, str, list[
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and node.lineno not in skip:
             out += [
-                (node.lineno, a.name, []) for a in node.names if a.name.split(".")[0] in PACKAGES
+                (node.lineno, a.name, []) for a in node.names if a.name.split(".")[0] == "fertility"
             ]
         elif (
             isinstance(node, ast.ImportFrom)
             and node.level == 0
             and node.module
-            and node.module.split(".")[0] in PACKAGES
+            and node.module.split(".")[0] == "fertility"
             and node.lineno not in skip
         ):
             for a in node.names:
@@ -129,7 +132,8 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_every_package():
     edges = graph()
-    assert {"fertility.measure", "fertility.tokenizers", "trainer.run", "eval.run"} <= set(edges)
+    assert {"fertility.measure", "fertility.tokenizers", "fertility.trainer.run"} <= set(edges)
+    assert "fertility.eval.run" in edges
     # the measuring stage reads the corpus and the tokenizers, never the other way round
     assert "fertility.corpus" in edges["fertility.measure"]
     assert "fertility.measure.passes" in edges["fertility.measure.parallel"]
@@ -155,3 +159,111 @@ def test_no_import_of_another_modules_underscore_name(name):
             if n.startswith("_") and not n.startswith("__") and module != name
         ]
     assert bad == []
+
+
+@pytest.mark.parametrize(
+    "name", sorted(m for m in MODULES if m.startswith(("fertility.trainer", "fertility.eval")))
+)
+def test_trainer_and_eval_never_import_the_command_line(name):
+    """The command line calls the trainer, never the other way round (not even deferred):
+    what both need (Terminated, the errors) lives in fertility.errors."""
+    bad = [
+        f"{line}: {module}"
+        for line, module, _ in imports(name, deferred_too=True)
+        if module == "fertility.cli" or module.startswith("fertility.cli.")
+    ]
+    assert bad == []
+
+
+def test_the_command_line_check_sees_a_deferred_import(tmp_path, monkeypatch):
+    src = tmp_path / "x.py"
+    src.write_text("def f():\n    # deferred: heavy\n    from fertility.cli import main\n")
+    monkeypatch.setitem(MODULES, "fertility.trainer.x", src)
+    assert [m for _, m, _ in imports("fertility.trainer.x", deferred_too=True)] == ["fertility.cli"]
+    assert imports("fertility.trainer.x") == []  # (the cycle check alone would not see it)
+
+
+def declared_kinds() -> frozenset[str]:
+    """The tokenizer kinds `fertility.tokenizers.base.Kind` declares, read from its source."""
+    tree = ast.parse((REPO / "fertility" / "tokenizers" / "base.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["Kind"]:
+            return frozenset(
+                c.value
+                for c in ast.walk(node.value)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            )
+    raise AssertionError("fertility/tokenizers/base.py declares no Kind")
+
+
+KINDS = declared_kinds()
+
+
+def _is_kind(node: ast.AST) -> bool:
+    """`x.kind`, `x["kind"]`, `x.get("kind")` or `getattr(x, "kind")`."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "kind"
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "kind"
+    if isinstance(node, ast.Call) and node.args:
+        first = node.args[1] if len(node.args) > 1 and ast.unparse(node.func) == "getattr" else None
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            first = node.args[0]
+        return isinstance(first, ast.Constant) and first.value == "kind"
+    return False
+
+
+def _strings(node: ast.AST) -> list[str]:
+    """The string literals of a literal, or among the items of a tuple/list/set."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for e in node.elts for s in _strings(e)]
+    return []
+
+
+def kind_comparisons(path: Path) -> list[str]:
+    """Comparisons that tell tokenizer kinds apart by name: a literal naming a kind (or a
+    tuple/list/set holding one) against anything but a `backend` option (FixConfig.backend
+    names the library that trains, not a tokenizer kind), and a `match` on a kind (`x.kind`,
+    `x["kind"]`, ...). (numpy's `dtype.kind` is compared with its own letters.)"""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Match) and _is_kind(node.subject):
+            bad.append(f"{node.lineno}: match {ast.unparse(node.subject)}")
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        named = [s for o in operands for s in _strings(o) if s in KINDS]
+        backend = any(isinstance(o, ast.Attribute) and o.attr == "backend" for o in operands)
+        if named and not backend:
+            bad.append(f"{node.lineno}: {ast.unparse(node)}")
+    return bad
+
+
+@pytest.mark.parametrize(
+    "name", sorted(m for m in MODULES if not m.startswith("fertility.tokenizers"))
+)
+def test_no_kind_string_is_compared_outside_the_tokenizers_package(name):
+    """What differs between tokenizer formats is declared once, in fertility.tokenizers.kinds
+    (a capability, the extension, the reload, the HF conversion): nothing else asks a
+    tokenizer's kind by name. Comparing a report row's kind with the name PRETOKENIZER (a
+    ceiling or a tokenizer) is not a comparison with a literal."""
+    assert kind_comparisons(MODULES[name]) == []
+
+
+def test_the_kind_check_finds_kind_comparisons(tmp_path):
+    assert {"hf", "sentencepiece", "tiktoken", "tekken", "pretokenizer"} <= KINDS
+    src = tmp_path / "x.py"
+    src.write_text(
+        "a = tok.kind == 'hf'\n"
+        "b = t.kind in ('tiktoken', 'tekken', PRETOKENIZER)\n"
+        "c = bpe.source != 'tekken'\n"
+        "d = d.get('kind') == 'sentencepiece'\n"
+        "e = t.kind != PRETOKENIZER\n"  # a name: allowed
+        "f = config.backend == 'sentencepiece'\n"  # fix's training library: allowed
+        "match tok.kind:\n    case 'hf':\n        pass\n"
+    )
+    found = sorted(int(b.split(":")[0]) for b in kind_comparisons(src))
+    assert found == [1, 2, 3, 4, 7]

@@ -28,13 +28,14 @@ import math
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from typing import Any, Literal, cast
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from fertility.errors import TrainingError, one_line
-from trainer.model import attention_backend
+from fertility.trainer.model import attention_backend
 
 # Path tolerances, on the max-normalised difference (see _rel_diff). The bugs we hunt move
 # a gradient by ~100% (dropped: exactly 1.0; halved: 0.5). Honest differences are rounding:
@@ -332,9 +333,11 @@ def check_attention_kernels(
     real = F.scaled_dot_product_attention
     calls: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]] = []
 
-    def record(q, k, v, *args, **kw):
-        calls.append((q.detach(), k.detach(), v.detach(), kw))
-        return real(q, k, v, *args, **kw)
+    def record(
+        query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *args: Any, **kw: Any
+    ) -> torch.Tensor:  # named as F's own: it stands in for it
+        calls.append((query.detach(), key.detach(), value.detach(), kw))
+        return real(query, key, value, *args, **kw)
 
     F.scaled_dot_product_attention = record
     try:
@@ -349,9 +352,9 @@ def check_attention_kernels(
         up = up.to(q.device)
 
         def grads(backend: str, dtype: torch.dtype) -> list[torch.Tensor]:
-            leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
+            lq, lk, lv = leaves = [t.to(dtype).requires_grad_(True) for t in (q, k, v)]
             with attention_backend(backend):
-                y = real(*leaves, **kw)
+                y = real(lq, lk, lv, **kw)
             return list(torch.autograd.grad(y, leaves, up.to(dtype)))
 
         exact = grads(reference, torch.float64)
@@ -425,7 +428,7 @@ def compare_compiled(
     ids: torch.Tensor,
     targets: torch.Tensor,
     *,
-    compiled: bool | nn.Module = True,
+    compiled: Literal[True] | nn.Module = True,
     fast: str = "auto",
     atol: float = 1e-12,
     loss_fn: Callable | None = None,
@@ -436,7 +439,8 @@ def compare_compiled(
     if eager is None:
         with attention_backend(fast):
             eager = _gradients(model, ids, targets, loss_fn, amp_dtype)
-    cmodel = torch.compile(model) if compiled is True else compiled
+    # torch.compile of a module is a module (OptimizedModule); its stub says a bare callable
+    cmodel = cast(nn.Module, torch.compile(model)) if compiled is True else compiled
     with attention_backend(fast):
         comp = _gradients(cmodel, ids, targets, loss_fn, amp_dtype)
     return {f"compiled:{name}": _rel_diff(comp.get(name), g, atol) for name, g in eager.items()}

@@ -21,10 +21,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import random
 import re
 import shutil
 import sys
+import warnings
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,9 +37,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from fertility.errors import EvalError, TrainingError
-from trainer.model import ModelConfig, Transformer
-from trainer.rundir import RunDir
+from fertility.errors import EvalError, TrainingError, one_line
+from fertility.trainer.model import ModelConfig, Transformer
+from fertility.trainer.rundir import RunDir
 
 SCHEMA = "fertility.checkpoint/1"
 WEIGHTS, TRAIN_STATE, MANIFEST = "model.safetensors", "optimizer.pt", "state.json"
@@ -80,7 +82,9 @@ def _fsync(path: Path) -> None:
 
 
 def capture_rng() -> dict[str, Any]:
-    _, keys, pos, has_gauss, cached = np.random.get_state()
+    legacy = np.random.get_state()  # a dict only for a RandomState over another generator
+    assert isinstance(legacy, tuple), "numpy's global RandomState is an MT19937"
+    _, keys, pos, has_gauss, cached = legacy
     version, py_state, gauss = random.getstate()
     return {
         "torch": torch.get_rng_state(),
@@ -239,7 +243,9 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise TrainingError(f"{path}: {MANIFEST} is missing (partial checkpoint)") from None
     except (OSError, ValueError) as e:
-        raise TrainingError(f"{path / MANIFEST}: unreadable ({e})") from None
+        raise TrainingError(f"{path / MANIFEST}: unreadable ({one_line(e)})") from None
+    except RecursionError:  # the decoder recurses per nesting level
+        raise TrainingError(f"{path / MANIFEST}: JSON nested too deeply to read") from None
     if not isinstance(state, dict) or state.get("schema") != SCHEMA:
         raise TrainingError(f"{path / MANIFEST}: not a {SCHEMA} manifest")
     # Checkpoints written before the manifest carried its own checksum have none.
@@ -254,8 +260,11 @@ def verify_checkpoint(path: str | Path) -> dict[str, Any]:
             f"{path / MANIFEST}: step {state.get('step')!r} is not the "
             f"folder's {int(m.group(1))}; restore it or delete the folder"
         )
+    files = state.get("files")
+    if not isinstance(files, dict):
+        raise TrainingError(f"{path / MANIFEST}: no checksums of its files (files)")
     for name in (WEIGHTS, TRAIN_STATE):
-        expected = state.get("files", {}).get(name)
+        expected = files.get(name)
         if not (path / name).is_file():
             raise TrainingError(f"{path / name}: missing")
         if expected != sha256(path / name):
@@ -286,24 +295,51 @@ def load_weights(path: str | Path, device: str | torch.device = "cpu") -> dict[s
         with safe_open(str(file), framework="pt", device=str(device)) as f:
             weights = {name: f.get_tensor(name) for name in f.keys()}
             aliases = json.loads((f.metadata() or {}).get("aliases", "{}"))
-    except (OSError, SafetensorError, ValueError) as e:
-        raise TrainingError(f"{file}: unreadable weights ({e})") from None
+    except (OSError, SafetensorError, ValueError) as e:  # never unpickled: safetensors only
+        raise TrainingError(f"{file}: not a readable safetensors file ({one_line(e)})") from None
+    if not isinstance(aliases, dict) or not all(
+        isinstance(t, str) and t in weights for t in aliases.values()
+    ):
+        raise TrainingError(f"{file}: its tied-weight aliases name no stored tensor")
     for name, target in aliases.items():
         weights[name] = weights[target]
     return weights
 
 
+def _refused(file: Path) -> str:
+    """What a file holding pickled code or objects gets: a refusal, never advice on how to
+    load it anyway (torch's own message suggests weights_only=False, which would run it)."""
+    return (
+        f"{file}: holds code or objects that are not plain tensors and values; it will "
+        "not be loaded (a checkpoint written by `fertility pretrain` never holds any)"
+    )
+
+
 def load_train_state(path: str | Path) -> dict[str, Any]:
+    """optimizer.pt: tensors and plain values only (torch.load with weights_only=True, which
+    never runs pickled code); anything else in it is refused, one line naming the file."""
     file = Path(path) / TRAIN_STATE
     try:
-        return torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as e:  # weights_only refuses anything but tensors and plain values
-        raise TrainingError(f"{file}: unreadable training state ({e})") from None
+        with warnings.catch_warnings():  # torch warns about the pickle protocol it reads
+            warnings.simplefilter("ignore")
+            state = torch.load(file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:  # weights_only met a global it does not allow
+        raise TrainingError(_refused(file)) from None
+    except Exception as e:  # noqa: BLE001  a truncated or corrupt file, in torch's words
+        if "weights_only" in str(e) or "Weights only" in str(e):
+            raise TrainingError(_refused(file)) from None
+        raise TrainingError(f"{file}: unreadable training state ({one_line(e)})") from None
+    missing = [
+        k for k in ("optimizer", "rng", "cursor") if not isinstance(state, dict) or k not in state
+    ]
+    if missing:
+        raise TrainingError(f"{file}: not a training state (no {missing[0]!r})")
+    return state
 
 
 def load_model(
-    run_dir: str | Path, step: int | None = None, device: str = "cpu"
-) -> tuple[torch.nn.Module, dict[str, Any]]:
+    run_dir: str | Path, step: int | None = None, device: str | torch.device = "cpu"
+) -> tuple[Transformer, dict[str, Any]]:
     """(Transformer in eval mode, checkpoint manifest) for evaluation and export.
 
     `step` None takes the newest valid checkpoint (corrupt ones skipped with a warning).
@@ -322,9 +358,21 @@ def load_model(
             manifest = verify_checkpoint(path)
         except TrainingError as e:
             raise EvalError(str(e)) from None
-    model = Transformer(ModelConfig.from_dict(manifest["model"]))
+    spec = manifest.get("model")
+    if not isinstance(spec, dict):
+        raise EvalError(f"{path / MANIFEST}: no model configuration (model)")
     try:
-        model.load_state_dict(load_weights(path, "cpu"), strict=True)
-    except (RuntimeError, TrainingError) as e:
-        raise EvalError(f"{path / WEIGHTS}: does not fit the model in {MANIFEST} ({e})") from None
+        model = Transformer(ModelConfig.from_dict(spec))
+    except TrainingError as e:
+        raise EvalError(f"{path / MANIFEST}: {e}") from None
+    try:
+        weights = load_weights(path, "cpu")
+    except TrainingError as e:
+        raise EvalError(str(e)) from None
+    try:
+        model.load_state_dict(weights, strict=True)
+    except RuntimeError as e:
+        raise EvalError(
+            f"{path / WEIGHTS}: does not fit the model in {MANIFEST} ({one_line(e)})"
+        ) from None
     return model.to(device).eval(), manifest

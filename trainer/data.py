@@ -27,7 +27,14 @@ from fertility.errors import TrainingError
 from fertility.outputs import remove
 from fertility.progress import StatusLine
 from fertility.tokenizers import reload_key, reload_tokenizer
-from trainer.shards import DocTableWriter, ShardWriter, dtype_for_vocab, open_doc_table, open_shard
+from fertility.tokenizers.kinds import capabilities
+from fertility.trainer.shards import (
+    DocTableWriter,
+    ShardWriter,
+    dtype_for_vocab,
+    open_doc_table,
+    open_shard,
+)
 
 INDEX_SCHEMA = "fertility.shards/1"
 DOC_TABLE = "train-docs.bin"
@@ -136,8 +143,9 @@ def build_shards(
     """Tokenize `documents` (objects with text, lang, source, line) into `data_dir`.
 
     Streams: documents are encoded `batch_size` at a time, in order, so the shards are the
-    same whatever `workers` is. `workers` 0 uses the tokenizer's own threads for HF
-    tokenizers and one process per core otherwise; 1 encodes in this process. `summary` is a
+    same whatever `workers` is. `workers` 0 uses the tokenizer's own threads where its kind
+    has them (kinds.Capabilities.batch_threads: HF tokenizers) and one process per core
+    otherwise; 1 encodes in this process. `summary` is a
     callable returning the corpus summary after the pass (stored in index.json). Returns the
     index dict.
     """
@@ -158,7 +166,7 @@ def build_shards(
     sep_arr = np.array([] if sep is None else [sep], dtype=np.int64)
 
     if workers == 0:
-        workers = 1 if tokenizer.kind == "hf" else (os.cpu_count() or 1)
+        workers = 1 if capabilities(tokenizer).batch_threads else (os.cpu_count() or 1)
     batches = batched(documents, batch_size)
     pool = None
     if workers > 1:
@@ -366,7 +374,59 @@ class TokenData:
         return sum(len(t) for t in self.tokens)
 
 
-class Batches:
+class BatchSource:
+    """What the training loop reads micro-batches from (`Batches` here; trainer.mix's
+    `CountedBatches` and `MixBatches`): one protocol, one cursor.
+
+    The cursor counts windows of seq_len+1 tokens consumed by all ranks together: `epoch`
+    (passes over the `n_windows` windows) and `position` (windows into the current one).
+    state_dict() holds it with what it is counted in (seed, n_windows, seq_len), and
+    load_state_dict() refuses a state counted in anything else: the shards or the config
+    changed. consumed() is, per language, the characters, bytes and tokens read so far.
+    """
+
+    data: TokenData
+    seed: int
+    n_windows: int
+    seq_len: int
+    epoch: int
+    position: int
+
+    def next(self, advance: bool = True) -> tuple[Any, Any]:
+        """(inputs, targets) as int64 torch tensors of shape (micro_batch, seq_len);
+        `advance` moves the cursor past them."""
+        raise NotImplementedError
+
+    def peek(self) -> tuple[Any, Any]:
+        """The next micro-batch, the cursor left where it is."""
+        return self.next(advance=False)
+
+    def consumed(self) -> dict[str, dict[str, int]]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "n_windows": self.n_windows,
+            "seq_len": self.seq_len,
+        }
+
+    def check_state(self, state: dict[str, Any]) -> None:
+        """Refuse a cursor state counted in other windows than this source's."""
+        for key in ("seed", "n_windows", "seq_len"):
+            if key in state and int(state[key]) != getattr(self, key):
+                raise TrainingError(
+                    f"checkpoint data cursor has {key} = {state[key]}, the data "
+                    f"now has {getattr(self, key)}; the shards or config changed"
+                )
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class Batches(BatchSource):
     """Fixed-length windows drawn without replacement, in a seeded order, resumable.
 
     Each shard is cut into windows of seq_len+1 tokens (inputs and shifted targets) starting
@@ -440,23 +500,6 @@ class Batches:
         w = torch.from_numpy(self.windows(self.window_indices(advance)))
         return w[:, :-1], w[:, 1:]
 
-    def peek(self) -> tuple[Any, Any]:
-        return self.next(advance=False)
-
-    def state_dict(self) -> dict[str, int]:
-        return {
-            "epoch": self.epoch,
-            "position": self.position,
-            "seed": self.seed,
-            "n_windows": self.n_windows,
-            "seq_len": self.seq_len,
-        }
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        for key in ("seed", "n_windows", "seq_len"):
-            if key in state and int(state[key]) != getattr(self, key):
-                raise TrainingError(
-                    f"checkpoint data cursor has {key} = {state[key]}, the data "
-                    f"now has {getattr(self, key)}; the shards or config changed"
-                )
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.check_state(state)
         self.epoch, self.position = int(state["epoch"]), int(state["position"])

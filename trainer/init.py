@@ -31,7 +31,7 @@ from typing import Any
 
 from fertility.errors import TrainingError
 from fertility.tokenizers import load_tokenizer
-from trainer.model import ModelConfig, Transformer, hf_llama_state_dict
+from fertility.trainer.model import ModelConfig, Transformer, hf_llama_state_dict
 
 RULE = (
     "base ids: the base rows unchanged; a new id: the mean of the base rows of the base "
@@ -150,7 +150,7 @@ def plan(model_dir: str | Path, tok) -> dict:
     spell: dict[int, list[int]] = {}
     ids_map = None
     if n > base_v:
-        path = Path(tok.path).parent / "ids-map.json" if getattr(tok, "path", None) else None
+        path = Path(tok.path).parent / "ids-map.json" if tok.path is not None else None
         if path is None or not path.is_file():
             raise TrainingError(
                 f"{tok.spec}: {n - base_v} ids above the model's vocab_size "

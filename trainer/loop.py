@@ -16,7 +16,7 @@ eval_every steps.
 
 SIGTERM (a preemptible machine going away) stops the run at the end of the current step: it
 is noted by a handler installed while training (the CLI's own raises at once, which could
-land inside optimizer.step), that step is checkpointed, and fertility.cli.Terminated is
+land inside optimizer.step), that step is checkpointed, and fertility.errors.Terminated is
 raised (exit 143). Ctrl-C stops at once without a checkpoint, as before: the last periodic
 one is what --resume continues from.
 
@@ -42,19 +42,20 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.distributed.fsdp import FSDPModule
+from torch.nn.parallel import DistributedDataParallel as DDP
 
-from fertility.cli import Terminated
-from fertility.errors import TrainingError
+from fertility.errors import Terminated, TrainingError
 from fertility.files import write_text_atomic
 from fertility.progress import StatusLine
-from trainer import checkpoint as ck
-from trainer import distributed as D
-from trainer.config import TrainConfig
-from trainer.data import TokenData
-from trainer.mix import make_batches, record_consumed
-from trainer.model import ModelConfig, Transformer
-from trainer.rundir import RunDir
-from trainer.throughput import ThroughputMeter
+from fertility.trainer import checkpoint as ck
+from fertility.trainer import distributed as D
+from fertility.trainer.config import TrainConfig
+from fertility.trainer.data import TokenData
+from fertility.trainer.mix import make_batches, record_consumed
+from fertility.trainer.model import ModelConfig, Transformer
+from fertility.trainer.rundir import RunDir
+from fertility.trainer.throughput import ThroughputMeter
 
 
 def lr_at(step: int, cfg: TrainConfig, total_steps: int) -> float:
@@ -114,11 +115,6 @@ class Trainer:
         self.device = self.env.device
         self.fingerprint, self.special_ids = fingerprint, dict(special_ids or {})
         self.quiet, self.callbacks = quiet, callbacks
-        if cfg.seq_len > model_cfg.max_seq_len:
-            raise TrainingError(
-                f"seq_len {cfg.seq_len} exceeds the model's max_seq_len "
-                f"{model_cfg.max_seq_len} (preset {cfg.preset})"
-            )
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
         self.raw = Transformer(model_cfg).to(self.device)
@@ -126,7 +122,7 @@ class Trainer:
             init(self.raw)
         self.fsdp = D.use_fsdp(cfg.fsdp, self.raw.num_params(), self.env)
         wrapped = D.wrap_model(self.raw, self.env, self.fsdp)
-        self.ddp = wrapped if wrapped is not self.raw else None
+        self.ddp = wrapped if isinstance(wrapped, DDP) else None  # FSDP shards raw in place
         self.compiled = cfg.use_compile(self.device.type)
         self.model = torch.compile(wrapped) if self.compiled else wrapped
         self.optimizer = make_optimizer(self.raw, cfg, self.device)
@@ -281,7 +277,7 @@ class Trainer:
     # -- checks before the first step ----------------------------------------------------
     def preflight(self) -> None:
         # deferred: looked up when called, so a test can replace it
-        from trainer.arbiter import assert_arbiter
+        from fertility.trainer.arbiter import assert_arbiter
 
         vocab = self.model_cfg.vocab_size
         bad = {k: v for k, v in self.special_ids.items() if not 0 <= v < vocab}
@@ -328,7 +324,9 @@ class Trainer:
             if self.ddp is not None:
                 self.ddp.require_backward_grad_sync = last
             elif self.fsdp:
-                self.raw.set_requires_gradient_sync(last)
+                raw = self.raw
+                assert isinstance(raw, FSDPModule), "fully_shard made the model an FSDPModule"
+                raw.set_requires_gradient_sync(last)
             with autocast:
                 loss = self.model(x, y)
             (loss / self.accum).backward()
@@ -354,7 +352,9 @@ class Trainer:
                 self.optimizer.step()
         else:  # the optimizer skips a non-finite step on the device; nothing waits
             bad = ~(torch.isfinite(loss_t) & torch.isfinite(norm_t))
-            self.optimizer.found_inf = bad.float().reshape(())
+            # fused AdamW.step reads found_inf, which torch's stubs do not declare (its own
+            # GradScaler sets it the same way, with the same ignore)
+            self.optimizer.found_inf = bad.float().reshape(())  # type: ignore[attr-defined]
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return record
@@ -390,7 +390,7 @@ class Trainer:
         every time. The eager module: the compiled one would compile again for no_grad."""
         if self.heldout is None:
             return None
-        n, T = self.cfg.eval_windows, self.cfg.seq_len
+        n, T = self.cfg.eval_windows, self.cfg.resolved_seq_len
         rows = [
             arr[o : o + T + 1] for arr in self.heldout.tokens for o in range(0, len(arr) - T, T)
         ][:n]
@@ -499,7 +499,7 @@ class Trainer:
         local_tokens = self.step_tokens // self.env.world_size
         meter = ThroughputMeter(
             self.model_cfg,
-            self.cfg.seq_len,
+            self.cfg.resolved_seq_len,
             self.device,
             warn=self._warn if self.env.is_main else (lambda m: None),
         )

@@ -38,8 +38,8 @@ import numpy as np
 
 from fertility.corpus.sampling import temperature_shares
 from fertility.errors import TrainingError
-from trainer.data import Batches, TokenData
-from trainer.rundir import read_run_json, write_run_json
+from fertility.trainer.data import Batches, BatchSource, TokenData
+from fertility.trainer.rundir import read_run_json, write_run_json
 
 MAX_PASSES = 4  # data-constrained scaling: repeated text stops paying off past about 4 epochs
 
@@ -208,14 +208,22 @@ class Ledger:
             self.totals = np.array(state, dtype=np.float64).reshape(3, len(self.languages))
 
 
-class CountedBatches:
-    """The corpus-order `Batches` (no mix), counting what each global batch consumed."""
+class CountedBatches(BatchSource):
+    """The corpus-order `Batches` (no mix), counting what each global batch consumed; its
+    cursor is the batches' own."""
 
     def __init__(self, batches: Batches, ledger: Ledger | None) -> None:
         self.batches, self.ledger = batches, ledger
+        self.data, self.seed = batches.data, batches.seed
+        self.n_windows, self.seq_len = batches.n_windows, batches.seq_len
 
-    def __getattr__(self, name: str) -> Any:  # epoch, position, n_windows, seq_len, ...
-        return getattr(self.batches, name)
+    @property
+    def epoch(self) -> int:  # type: ignore[override]
+        return self.batches.epoch
+
+    @property
+    def position(self) -> int:  # type: ignore[override]
+        return self.batches.position
 
     def next(self, advance: bool = True) -> tuple[Any, Any]:
         out = self.batches.next(advance)
@@ -224,9 +232,6 @@ class CountedBatches:
             targets = offset[:, None] + np.arange(1, self.batches.seq_len + 1)
             self.ledger.add(self.ledger.doc_at(shard[:, None], targets))
         return out
-
-    def peek(self) -> tuple[Any, Any]:
-        return self.next(advance=False)
 
     def consumed(self) -> dict[str, dict[str, int]]:
         return self.ledger.as_dict() if self.ledger is not None else {}
@@ -244,7 +249,7 @@ class CountedBatches:
 # -- sampling by language ----------------------------------------------------------------------
 
 
-class MixBatches:
+class MixBatches(BatchSource):
     """Windows of one language each, dealt in token shares (module docstring); resumable."""
 
     def __init__(
@@ -290,11 +295,11 @@ class MixBatches:
 
     # The cursor in Batches' terms (the loop's rollback message counts windows with them).
     @property
-    def epoch(self) -> int:
+    def epoch(self) -> int:  # type: ignore[override]
         return int(self.counts.sum()) // self.n_windows
 
     @property
-    def position(self) -> int:
+    def position(self) -> int:  # type: ignore[override]
         return int(self.counts.sum()) % self.n_windows
 
     def _permutation(self, g: int, epoch: int) -> np.ndarray:
@@ -350,31 +355,19 @@ class MixBatches:
         w = torch.from_numpy(out)
         return w[:, :-1], w[:, 1:]
 
-    def peek(self) -> tuple[Any, Any]:
-        return self.next(advance=False)
-
     def consumed(self) -> dict[str, dict[str, int]]:
         return self.ledger.as_dict()
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "epoch": self.epoch,
-            "position": self.position,
-            "seed": self.seed,
-            "n_windows": self.n_windows,
-            "seq_len": self.seq_len,
+            **super().state_dict(),
             "mix": self.share.tolist(),
             "counts": self.counts.tolist(),
             "consumed": self.ledger.state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in ("seed", "n_windows", "seq_len"):
-            if int(state[key]) != getattr(self, key):
-                raise TrainingError(
-                    f"checkpoint data cursor has {key} = {state[key]}, the data "
-                    f"now has {getattr(self, key)}; the shards or config changed"
-                )
+        self.check_state(state)
         if "counts" not in state or not np.allclose(state.get("mix", []), self.share):
             raise TrainingError(
                 "checkpoint data cursor was made with another mix than the "
@@ -384,9 +377,7 @@ class MixBatches:
         self.ledger.load(state.get("consumed"))
 
 
-def make_batches(
-    data: TokenData, cfg: Any, *, rank: int = 0, world: int = 1
-) -> CountedBatches | MixBatches:
+def make_batches(data: TokenData, cfg: Any, *, rank: int = 0, world: int = 1) -> BatchSource:
     """The run's batch source: by language when cfg sets a mix, else in corpus order."""
     if not cfg.mix and cfg.mix_temperature is None:
         batches = Batches(data, cfg.seq_len, cfg.micro_batch, seed=cfg.seed, rank=rank, world=world)

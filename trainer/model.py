@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, fields
 
 import torch
@@ -87,6 +87,18 @@ class ModelConfig:
         return self.d_model // self.n_heads
 
     @property
+    def resolved_n_kv_heads(self) -> int:
+        """n_kv_heads as __post_init__ resolved it (an int once the config is built)."""
+        assert self.n_kv_heads is not None, "__post_init__ resolves n_kv_heads"
+        return self.n_kv_heads
+
+    @property
+    def resolved_d_ff(self) -> int:
+        """d_ff as __post_init__ resolved it (an int once the config is built)."""
+        assert self.d_ff is not None, "__post_init__ resolves d_ff"
+        return self.d_ff
+
+    @property
     def padded_vocab_size(self) -> int:
         """Rows of the embedding and LM head (vocab_size rounded up to pad_vocab_to)."""
         m = self.pad_vocab_to
@@ -110,7 +122,7 @@ class ModelConfig:
 
 
 # Presets are data. Parameter counts for vocab_size=32000 with tied embeddings, as printed
-# by `python -m trainer.model` (num_params(), total / non-embedding):
+# by `python -m fertility.trainer.model` (num_params(), total / non-embedding):
 #   tiny     2,179,392 /     131,392  (CPU tests only)
 #   small   42,082,816 /  25,698,816
 #   base   109,529,856 /  84,953,856  (GPT-2-small shape; 123,551,232 with a 50257 vocab)
@@ -175,10 +187,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        n_kv = cfg.resolved_n_kv_heads
+        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, n_kv, cfg.head_dim
         self.q_proj = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=False)
-        self.k_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.v_proj = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.k_proj = nn.Linear(cfg.d_model, n_kv * cfg.head_dim, bias=False)
+        self.v_proj = nn.Linear(cfg.d_model, n_kv * cfg.head_dim, bias=False)
         self.o_proj = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -199,9 +212,9 @@ class Attention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.gate_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
-        self.up_proj = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
-        self.down_proj = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
+        self.gate_proj = nn.Linear(cfg.d_model, cfg.resolved_d_ff, bias=False)
+        self.up_proj = nn.Linear(cfg.d_model, cfg.resolved_d_ff, bias=False)
+        self.down_proj = nn.Linear(cfg.resolved_d_ff, cfg.d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -337,6 +350,7 @@ _SDPA_BACKENDS = {
 def attention_backend(name: str) -> Iterator[None]:
     """Pin scaled_dot_product_attention to one kernel: "auto" lets PyTorch choose the fused
     kernel, "math" is the plain reference, "flash"/"efficient"/"cudnn" force one kernel."""
+    ctx: AbstractContextManager[object]
     if name == "auto":
         ctx = nullcontext()
     elif name in _SDPA_BACKENDS:

@@ -8,38 +8,37 @@
     RUN_DIR/checkpoints/        step-NNNNNNNN folders (trainer.checkpoint)
     RUN_DIR/metrics.jsonl       one line per step (trainer.loop)
 
-Also runnable without the CLI (and under torchrun):
-    python -m trainer.run CORPUS... -t TOKENIZER --out RUN_DIR [--steps N] [--resume] ...
+The command line is `fertility pretrain`, under torchrun too (`torchrun --nproc-per-node N
+-m fertility pretrain ...`); its options are trainer.options.PretrainOptions, what
+`pretrain()` takes.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from fertility.cli import Terminated
-from fertility.corpus import Corpus, shown
+from fertility.corpus import Corpus, CorpusOptions, shown
 from fertility.errors import FertilityError, TrainingError
 from fertility.gate import gate_corpus
 from fertility.outputs import Inputs, claim_folder, read_manifest, record
 from fertility.report.gate import gate_text
+from fertility.report.summary import verdict_line
 from fertility.tokenizers import load_tokenizer_arg
 from fertility.tokenizers.spec import split_pattern_suffix
-from trainer import distributed as D
-from trainer import init as base_model
-from trainer.checkpoint import list_checkpoints, sha256
-from trainer.config import TrainConfig, load_config
-from trainer.data import TokenData, build_shards, choose_separator, read_index
-from trainer.mix import parse_mix, plan_for_run, record_consumed
-from trainer.model import config_from_preset
-from trainer.rundir import OUTPUTS, RUN_SCHEMA, RunDir
+from fertility.trainer import distributed as D
+from fertility.trainer import init as base_model
+from fertility.trainer.checkpoint import list_checkpoints, sha256
+from fertility.trainer.config import TrainConfig, load_config, resumed_config
+from fertility.trainer.data import TokenData, build_shards, choose_separator, read_index
+from fertility.trainer.mix import plan_for_run, record_consumed
+from fertility.trainer.model import config_from_preset
+from fertility.trainer.options import PretrainOptions
+from fertility.trainer.rundir import OUTPUTS, RUN_SCHEMA, RunDir
 
 
 def _now() -> str:
@@ -47,15 +46,14 @@ def _now() -> str:
 
 
 def _gate_reason(result: Any) -> str:
-    lines = [l.strip() for l in gate_text(result).splitlines() if l.strip()]
-    verdict = [l for l in lines if l.startswith("verdict:")]
-    return (verdict or lines or ["no details"])[0]
+    """The gate's verdict line, `verdict: FAIL (N failed, ...)`, read from the GateResult."""
+    return verdict_line(result)
 
 
 def _tokenizer_file(tok: Any) -> Path | None:
     """The file a tokenizer was loaded from, when it was a local file."""
 
-    path = getattr(tok, "path", None)
+    path = tok.path
     if path is None:
         base = Path(split_pattern_suffix(tok.spec)[0])
         if base.is_dir():
@@ -86,7 +84,7 @@ def _copy_tokenizer(tok: Any, run_dir: Path) -> dict[str, Any]:
     return info
 
 
-def _claim(run_dir: Path, paths, tokenizer_spec, config_path, policy, over, allow: bool) -> None:
+def _claim(run_dir: Path, opts: PretrainOptions, init_from: str | None) -> None:
     """The output policy for the run folder (fertility.outputs), before anything is written.
     A run folder of a version before the manifest (its run.json of this schema) is adopted:
     its files are the run's layout."""
@@ -97,14 +95,20 @@ def _claim(run_dir: Path, paths, tokenizer_spec, config_path, policy, over, allo
             legacy = False
         if legacy:
             record(run_dir, list(OUTPUTS), made_by="pretrain", error=TrainingError)
-    init = (over or {}).get("init_from")
     inputs = Inputs.of(
-        corpus=paths,
-        tokenizers=[str(tokenizer_spec)],
-        files=[config_path, policy if isinstance(policy, (str, os.PathLike)) else None],
-        folders=[init],
+        corpus=list(opts.paths),
+        tokenizers=[opts.tokenizer],
+        files=[opts.config, opts.policy if isinstance(opts.policy, (str, os.PathLike)) else None],
+        folders=[init_from],
     )
-    claim_folder(run_dir, "pretrain", OUTPUTS, inputs, allow_in_corpus=allow, error=TrainingError)
+    claim_folder(
+        run_dir,
+        "pretrain",
+        OUTPUTS,
+        inputs,
+        allow_in_corpus=opts.allow_output_in_corpus,
+        error=TrainingError,
+    )
 
 
 def _check_resume(
@@ -142,7 +146,7 @@ def _corpus_paths(paths: list[str]) -> list[str]:
     return [shown(os.path.abspath(p)) for p in paths]
 
 
-def _default_gate(policy: Any, corpus_options: dict | None, quiet: bool) -> Callable:
+def _default_gate(policy: Any, corpus_options: CorpusOptions, quiet: bool) -> Callable:
     def gate(paths: list[str], tokenizer: Any) -> Any:
         return gate_corpus(
             paths, tokenizer, policy=policy, corpus_options=corpus_options, quiet=quiet
@@ -151,67 +155,46 @@ def _default_gate(policy: Any, corpus_options: dict | None, quiet: bool) -> Call
     return gate
 
 
-def _resolve_config(
-    run_json: dict | None,
-    config_path: Any,
-    preset: str | None,
-    overrides: dict[str, Any],
-    env: D.DistEnv,
-) -> TrainConfig:
+def _resolve_config(run_json: dict | None, opts: PretrainOptions, env: D.DistEnv) -> TrainConfig:
+    """The run's TrainConfig: the config file (or the defaults) with the options over it; on
+    a resume, the run's stored one with the options over it (--config/--preset ignored)."""
+    over = opts.config_overrides()
     if run_json is None:
-        return load_config(config_path, {"preset": preset, **overrides})
-    if config_path is not None or preset is not None:
+        return load_config(opts.config, over)
+    if opts.config is not None or opts.preset is not None:
         D.log(
             env,
             "warning: resuming: the run's stored configuration is used; --config/--preset ignored",
         )
-    base = TrainConfig.from_dict(run_json["train"], "run.json").to_dict()
-    base.update({k: v for k, v in overrides.items() if v is not None})
-    return TrainConfig.from_dict(base, "run.json")
+    over.pop("preset", None)
+    return resumed_config(run_json["train"], over, "run.json")
 
 
 def pretrain(
-    corpus_paths: Sequence[str | Path],
-    tokenizer_spec: str,
-    out_dir: str | Path,
-    *,
-    preset: str | None = None,
-    config_path: str | Path | None = None,
-    steps: int | None = None,
-    tokens: int | None = None,
-    device: str | None = None,
-    resume: bool = False,
-    force: bool = False,
-    quiet: bool = False,
-    gate: Callable | None = None,
-    corpus_options: dict | None = None,
-    policy: Any = None,
-    overrides: dict[str, Any] | None = None,
-    callbacks: Any = None,
-    allow_output_in_corpus: bool = False,
+    options: PretrainOptions, *, gate: Callable | None = None, callbacks: Any = None
 ) -> dict[str, Any]:
-    """Train a model on `corpus_paths` with the tokenizer `tokenizer_spec` into `out_dir`.
+    """Train a model on `options.paths` with `options.tokenizer` into `options.out`.
 
-    `preset`/`config_path`/`steps`/`tokens`/`device`/`overrides` override TrainConfig's
-    defaults in that order of precedence (explicit arguments win; None means "not given").
-    `gate(paths, tokenizer) -> GateResult` defaults to fertility.gate.gate_corpus with
-    `policy` and `corpus_options`. With `resume` the run's stored config and gate verdict
-    are reused and training continues from the newest valid checkpoint.
-    `out_dir` must be new, empty or a run folder (fertility.outputs: nothing the run did not
-    write is replaced or deleted), and outside the corpus unless `allow_output_in_corpus`.
+    TrainConfig comes from `options.config` (or the defaults) with the options that are
+    config keys (preset, steps, tokens, device, mix, ...; `options.settings` for any other)
+    over it. `gate(paths, tokenizer) -> GateResult` defaults to fertility.gate.gate_corpus
+    with `options.policy` and `options.corpus`; `callbacks` (tests) see every step
+    (trainer.loop). With `options.resume` the run's stored config and gate verdict are
+    reused and training continues from the newest valid checkpoint.
+    `options.out` must be new, empty or a run folder (fertility.outputs: nothing the run did
+    not write is replaced or deleted), and outside the corpus unless
+    `options.allow_output_in_corpus`.
     Returns {"run_dir", "steps", "tokens", "final_loss", "forced", ...}.
     """
     # deferred: looked up when called, so a test can replace it
-    from trainer.loop import train
+    from fertility.trainer.loop import train
 
-    run_dir = Path(out_dir)
+    opts = options
+    quiet = opts.quiet
+    run_dir = Path(opts.out)
     layout = RunDir(run_dir)
     run_json_path = layout.run_json
-    paths = (
-        [str(corpus_paths)]
-        if isinstance(corpus_paths, (str, Path))
-        else [str(p) for p in corpus_paths]
-    )
+    paths = list(opts.paths)
     run_json = None
     if run_json_path.is_file() and not _has_checkpoint(run_dir):
         # It failed before its first checkpoint: nothing to continue, nothing to protect.
@@ -220,18 +203,15 @@ def pretrain(
             f"warning: {run_dir} holds a run that never reached a checkpoint; starting afresh",
         )
     elif run_json_path.is_file():
-        if not resume:
+        if not opts.resume:
             raise TrainingError(
                 f"{run_json_path}: {run_dir} already holds a run; pass --resume "
                 "to continue it or choose another --out"
             )
         run_json = layout.read_run_json()
-    over = {"steps": steps, "tokens": tokens, "device": device, **(overrides or {})}
-    cfg = _resolve_config(
-        run_json, config_path, preset, over, D.DistEnv(rank=int(os.environ.get("RANK", 0)))
-    )
+    cfg = _resolve_config(run_json, opts, D.DistEnv(rank=int(os.environ.get("RANK", 0))))
 
-    tok = load_tokenizer_arg(str(tokenizer_spec))
+    tok = load_tokenizer_arg(opts.tokenizer)
     # The model config before anything is written: a config that cannot run stops here.
     separator = choose_separator(dict(tok.special_tokens), cfg.separator, int(tok.vocab_size))
     n_ids = int(tok.vocab_size) + (separator == int(tok.vocab_size))
@@ -240,15 +220,14 @@ def pretrain(
     if cfg.init_from:  # continued pretraining: the base model's shapes and weights
         model_cfg = base_model.model_config(cfg.init_from, n_ids)
         init = base_model.plan(cfg.init_from, tok)
-    if cfg.seq_len > model_cfg.max_seq_len:
-        raise TrainingError(
-            f"seq_len {cfg.seq_len} exceeds the model's max_seq_len "
-            f"{model_cfg.max_seq_len} (preset {cfg.preset})"
-        )
+        # (a preset's or [model]'s max_seq_len: checked with the config, trainer/config.py)
+        if cfg.resolved_seq_len > model_cfg.max_seq_len:
+            raise TrainingError(
+                f"seq_len {cfg.seq_len} exceeds the model's max_seq_len "
+                f"{model_cfg.max_seq_len} ({cfg.init_from}/config.json)"
+            )
     if int(os.environ.get("RANK", 0)) == 0:  # the one writer of the run folder, before it writes
-        _claim(
-            run_dir, paths, tokenizer_spec, config_path, policy, overrides, allow_output_in_corpus
-        )
+        _claim(run_dir, opts, cfg.init_from)
     env = D.init_distributed(cfg.device)
     try:
         if run_json is not None:
@@ -256,16 +235,16 @@ def pretrain(
         gate_dict, forced = (run_json or {}).get("gate"), bool((run_json or {}).get("forced"))
         if run_json is None:
             gate_dict, forced = _run_gate(
-                gate or _default_gate(policy, corpus_options, quiet),
+                gate or _default_gate(opts.policy, opts.corpus, quiet),
                 paths,
                 tok,
                 tok.spec,
-                force,
+                opts.force,
                 quiet,
                 env,
             )
         index = _prepare_data(
-            paths, tok, run_dir, cfg, corpus_options, quiet, env, separator, fresh=run_json is None
+            paths, tok, run_dir, cfg, opts.corpus, quiet, env, separator, fresh=run_json is None
         )
         mix_plan = plan_for_run(
             index,
@@ -275,8 +254,9 @@ def pretrain(
             say=(lambda m: None) if quiet else (lambda m: D.log(env, m)),
             warn=lambda m: D.log(env, f"warning: {m}"),
         )
-        if mix_plan is not None and (run_json or {}).get("mix"):  # a resume keeps, until its
-            mix_plan["consumed"] = run_json["mix"].get("consumed")  # first save, the last one
+        # a resume keeps, until its first save, the last one
+        if mix_plan is not None and run_json is not None and run_json.get("mix"):
+            mix_plan["consumed"] = run_json["mix"].get("consumed")
         if env.is_main:
             record = {
                 "schema": RUN_SCHEMA,
@@ -328,7 +308,7 @@ def pretrain(
             env=env,
             quiet=quiet,
             callbacks=callbacks,
-            resume=resume and run_json is not None,
+            resume=opts.resume and run_json is not None,
             heldout=heldout,
             init=(lambda m: base_model.load_into(m, init)) if init else None,
         )
@@ -382,7 +362,7 @@ def _prepare_data(
     tok: Any,
     run_dir: Path,
     cfg: TrainConfig,
-    corpus_options: dict | None,
+    corpus_options: CorpusOptions,
     quiet: bool,
     env: D.DistEnv,
     separator: int | None,
@@ -404,7 +384,7 @@ def _prepare_data(
                 index = None
             if index is None:
                 run_dir.mkdir(parents=True, exist_ok=True)
-                corpus = Corpus(paths, **(corpus_options or {}))
+                corpus = Corpus(paths, corpus_options)
                 build_shards(
                     corpus.documents(),
                     tok,
@@ -431,54 +411,3 @@ def _prepare_data(
     index = read_index(data_dir)
     assert index is not None
     return index
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m trainer.run", description=__doc__.splitlines()[0])
-    p.add_argument("corpus", nargs="+")
-    p.add_argument("-t", "--tokenizer", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--preset")
-    p.add_argument("--config")
-    length = p.add_mutually_exclusive_group()
-    length.add_argument("--steps", type=int)
-    length.add_argument("--tokens", type=int)
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--force", action="store_true")
-    p.add_argument("--quiet", action="store_true")
-    mix = p.add_mutually_exclusive_group()
-    mix.add_argument("--mix", help="each language's share in characters: bn=0.6,en=0.4")
-    mix.add_argument("--mix-temperature", type=float, help="shares ∝ characters**T")
-    a = p.parse_args(argv)
-    try:
-        over = {"mix": parse_mix(a.mix) if a.mix else None, "mix_temperature": a.mix_temperature}
-        summary = pretrain(
-            a.corpus,
-            a.tokenizer,
-            a.out,
-            preset=a.preset,
-            config_path=a.config,
-            steps=a.steps,
-            tokens=a.tokens,
-            device=a.device,
-            resume=a.resume,
-            force=a.force,
-            quiet=a.quiet,
-            overrides=over,
-        )
-    except FertilityError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    except BaseException as e:  # the trainer's SIGTERM stop (checkpoint written): 143
-        if not isinstance(e, Terminated):
-            raise
-        print("terminated", file=sys.stderr)
-        return 143
-    if not D.launched_by_torchrun() or os.environ.get("RANK") == "0":
-        print(json.dumps(summary, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

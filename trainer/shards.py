@@ -28,7 +28,7 @@ MAGIC = b"FERTTOK\0"
 VERSION = 1
 HEADER = struct.Struct("<8sIIQ64sQQq")
 HEADER_BYTES = 256  # room to grow; also keeps the token array aligned
-_DTYPES = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
+_DTYPES: dict[int, np.dtype] = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
 
 
 def dtype_for_vocab(vocab_size: int) -> np.dtype:

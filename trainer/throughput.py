@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from trainer.model import ModelConfig
+from fertility.trainer.model import ModelConfig
 
 # Dense (non-sparse) bf16 tensor-core peaks with fp32 accumulation, per device, from the
 # vendor datasheets. Datasheets quote the 2:4-sparsity figure first; dense is half of it.
@@ -102,8 +102,8 @@ def matmul_params(cfg: ModelConfig) -> int:
     """Weights that take part in a matmul per token: every projection, plus the LM head
     once (also when tied: the embedding lookup is a gather, no FLOPs)."""
     hd = cfg.head_dim
-    attn = cfg.d_model * hd * (2 * cfg.n_heads + 2 * cfg.n_kv_heads)  # q, o + k, v
-    mlp = 3 * cfg.d_model * cfg.d_ff
+    attn = cfg.d_model * hd * (2 * cfg.n_heads + 2 * cfg.resolved_n_kv_heads)  # q, o + k, v
+    mlp = 3 * cfg.d_model * cfg.resolved_d_ff
     return cfg.n_layers * (attn + mlp) + cfg.d_model * cfg.vocab_size
 
 
@@ -185,6 +185,7 @@ class ThroughputMeter:
         return rate * self.flops_per_token / self.peak_flops
 
     def _warning(self, mfu: float) -> str:
+        assert self.peak_flops is not None, "an MFU is only computed against a known peak"
         return (
             f"WARNING throughput: MFU {mfu:.1%} is below {self.warn_below:.0%} of "
             f"{self.device_name}'s dense bf16 peak ({self.peak_flops / 1e12:.0f} TFLOP/s). "

@@ -17,7 +17,7 @@ import click
 from fertility.cli import eval as eval_verb
 from fertility.cli import export, extend, fix, gate, pretrain, report
 from fertility.cli.options import silence_stdout
-from fertility.errors import FertilityError, visible
+from fertility.errors import FertilityError, Terminated, visible
 
 _DEBUG = {"on": False}
 
@@ -50,12 +50,6 @@ for _command in (
     export.export,
 ):
     cli.add_command(_command)
-
-
-class Terminated(BaseException):
-    """SIGTERM, raised in the main thread like Ctrl-C, so every `finally` runs (worker
-    processes terminated, temporary files removed, no partial output). Not a KeyboardInterrupt:
-    click would turn that into Abort (and print a blank line), losing which signal it was."""
 
 
 def _on_sigterm(signum, frame) -> None:

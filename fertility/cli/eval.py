@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 import click
 
 from fertility.cli.options import (
     check_outputs,
+    choice,
     corpus_options,
     corpus_settings,
     need_torch,
     write_output,
 )
+from fertility.options import Device, EvalFormat
 
 
 @click.command("eval")
@@ -30,12 +33,16 @@ from fertility.cli.options import (
     help="Multiple-choice task files (docs/EVAL.md).",
 )
 @click.option("--no-lm", is_flag=True, help="Tasks only, no language-modelling scores.")
-@click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+@click.option("--format", "fmt", type=choice(EvalFormat), default="table", show_default=True)
 @click.option("-o", "--output", default=None)
 @click.option("--step", type=int, default=None, help="Checkpoint step (default: newest).")
-@click.option("--device", default="auto", show_default=True)
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    metavar="|".join((*typing.get_args(Device), "cuda:N")),
+    help="Where to score (auto: CUDA when available).",
+)
 @click.option(
     "--context",
     type=click.IntRange(1),
@@ -51,10 +58,10 @@ def eval_cmd(
     """Per-token NLL and bits per byte against a random-init twin; multiple-choice accuracy."""
     need_torch("eval")
     # deferred: the library loads when a command runs (fast --help)
-    from eval.render import render_json, render_text
-    from eval.run import evaluate
+    from fertility.eval.render import render_json, render_text
+    from fertility.eval.run import evaluate
     from fertility.progress import StatusLine
-    from trainer.rundir import RunDir
+    from fertility.trainer.rundir import RunDir
 
     opts = corpus_settings(kw)
     run = RunDir(run_dir)  # what eval reads of the run: -o may sit beside it, never on it
@@ -63,7 +70,7 @@ def eval_cmd(
         kw,
         corpus=corpus,
         files=[run.run_json, run.metrics, *tasks],
-        folders=[run.checkpoints, run.data, run.root / "tokenizer"],
+        folders=[run.checkpoints, run.data, run.tokenizer_dir],
     )
     status = StatusLine(kw["quiet"])
     try:
@@ -77,7 +84,7 @@ def eval_cmd(
             lm=not no_lm,
             twin_seed=twin_seed,
             bootstrap=bootstrap,
-            seed=kw["seed"],
+            seed=opts.seed,
             max_docs=opts.max_docs,
             corpus_options=dataclasses.replace(opts, max_docs=None),
             progress=status.update,

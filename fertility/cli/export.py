@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from fertility.cli.options import need_torch
+from fertility.cli.options import choice, need_torch
+from fertility.options import ExportTarget
 
 
 @click.command()
@@ -13,7 +14,7 @@ from fertility.cli.options import need_torch
 @click.option(
     "--to",
     "target",
-    type=click.Choice(["hf"]),
+    type=choice(ExportTarget),
     required=True,
     help="hf: a Llama-architecture folder transformers loads.",
 )
@@ -27,7 +28,7 @@ def export(run_dir, out_dir, target, step, overwrite) -> None:
     """Write RUN_DIR's model and tokenizer as a Hugging Face Llama folder."""
     need_torch("export")
     # deferred: the library loads when a command runs (fast --help)
-    from eval.export import export_hf
+    from fertility.eval.export import export_hf
 
     s = export_hf(run_dir, out_dir, step=step, overwrite=overwrite)
     click.echo(f"wrote {s['out_dir']} (step {s['step']}): {', '.join(s['files'])}")

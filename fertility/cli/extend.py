@@ -56,7 +56,7 @@ def extend(base, paths, add, out_dir, langs, heldout, heldout_max, policy, **kw)
         corpus_options=opts,
         heldout_fraction=heldout,
         heldout_max_docs=heldout_max,
-        seed=kw["seed"],
+        seed=opts.seed,
         progress=say,
         allow_output_in_corpus=kw.pop("allow_output_in_corpus"),
     )

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from fertility.cli.options import corpus_options, corpus_settings
+from fertility.cli.options import choice, corpus_options, corpus_settings
+from fertility.options import FixBackend, FixModel
 
 
 @click.command()
@@ -26,10 +27,10 @@ from fertility.cli.options import corpus_options, corpus_settings
     help="The tokenizer being replaced: its special tokens (and ids where they fit) "
     "are kept, and it is measured beside the new one.",
 )
-@click.option("--model", type=click.Choice(["bpe", "unigram"]), default="bpe", show_default=True)
+@click.option("--model", type=choice(FixModel), default="bpe", show_default=True)
 @click.option(
     "--backend",
-    type=click.Choice(["tokenizers", "sentencepiece"]),
+    type=choice(FixBackend),
     default="tokenizers",
     show_default=True,
 )
@@ -114,7 +115,7 @@ def fix(
         temperature=temperature,
         heldout_fraction=heldout,
         heldout_max_docs=heldout_max,
-        seed=kw["seed"],
+        seed=opts.seed,
         max_train_chars=max_train_chars,
         special_tokens=tuple(special_tokens) or None,
     )

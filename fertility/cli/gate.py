@@ -10,12 +10,14 @@ import click
 
 from fertility.cli.options import (
     check_outputs,
+    choice,
     corpus_options,
     corpus_settings,
     parse_detail,
     workers_option,
     write_output,
 )
+from fertility.options import GateFormat
 
 
 @click.command()
@@ -41,9 +43,7 @@ from fertility.cli.options import (
     "[tool.fertility.gate] of pyproject.toml, else the built-in policy (docs/GATE.md).",
 )
 @click.option("--reference", default=None, help="Reference language of the premium check.")
-@click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
-)
+@click.option("--format", "fmt", type=choice(GateFormat), default="text", show_default=True)
 @click.option("-o", "--output", default=None, help="Write the verdict to FILE.")
 @click.option("--junit", default=None, metavar="FILE", help="Also write JUnit XML for CI.")
 @click.option(
@@ -98,7 +98,7 @@ def gate(
         baseline=baseline,
         corpus_options=opts,
         detail_docs=parse_detail(detail),
-        seed=kw["seed"],
+        seed=opts.seed,
         workers=workers,
         quiet=kw["quiet"],
     )

@@ -1,17 +1,23 @@
-"""Options and output helpers every command shares."""
+"""Options and output helpers every command shares.
+
+An options dataclass (fertility.options: CorpusOptions, trainer.options.PretrainOptions)
+becomes a command's click options with `options_of(cls)`, and comes back from what click
+parsed with `from_params(cls, kw)`: the declaration is the one list of the options.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
-from typing import TYPE_CHECKING
+import types
+import typing
+from typing import Any, Literal, cast
 
 import click
 
 from fertility.errors import FertilityError, visible
-
-if TYPE_CHECKING:
-    from fertility.corpus import CorpusOptions
+from fertility.options import CorpusOptions, Flag, flags
 
 
 def need_torch(command: str) -> None:
@@ -26,67 +32,105 @@ def need_torch(command: str) -> None:
         ) from None
 
 
+def _without_none(tp: Any) -> Any:
+    """`X | None` -> X (an option's None is "not given")."""
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1:
+            raise TypeError(f"an option has one type besides None, not {tp}")
+        return rest[0]
+    return tp
+
+
+def _number(kind: type, flag: Flag) -> Any:
+    if flag.min is None and flag.max is None:
+        return kind
+    if kind is int:
+        # an int option's range is declared in ints (fertility.options.option types the
+        # bounds of every number as float); click's IntRange only compares against them
+        lo, hi = cast("int | None", flag.min), cast("int | None", flag.max)
+        return click.IntRange(lo, hi, min_open=flag.min_open, max_open=flag.max_open)
+    return click.FloatRange(flag.min, flag.max, min_open=flag.min_open, max_open=flag.max_open)
+
+
+def _parse(flag: Flag) -> Any:
+    def callback(ctx, param, value):
+        return value if value is None else flag.parse(value)
+
+    return callback
+
+
+def click_decorator(f: dataclasses.Field, flag: Flag, tp: Any):
+    """One field as a click option (or argument) named after the field, its type, range,
+    default and help from the declaration (fertility.options.option)."""
+    kind = _without_none(tp)
+    default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+    required = default is dataclasses.MISSING
+    if flag.argument:
+        many = typing.get_origin(kind) is tuple
+        return click.argument(f.name, nargs=-1 if many else 1, required=required)
+    attrs: dict[str, Any] = {
+        "help": flag.help or None,
+        "metavar": flag.metavar,
+        "show_default": flag.show_default,
+        "required": required,
+        "default": None if required else default,
+    }
+    if flag.parse is not None:  # text on the command line, the field's own type after
+        attrs.update(type=str, callback=_parse(flag))
+    elif kind is bool:
+        attrs.update(is_flag=True)
+    elif typing.get_origin(kind) is Literal:
+        attrs.update(type=choice(kind))
+    elif kind in (int, float):
+        attrs.update(type=_number(kind, flag))
+    elif typing.get_origin(kind) is tuple:
+        attrs.update(type=typing.get_args(kind)[0], multiple=True, default=())
+    else:
+        attrs.update(type=kind)
+    return click.option(*flag.names(f.name), f.name, **attrs)
+
+
+def choice(values: Any) -> click.Choice:
+    """The values of a `Literal[...]` (fertility.options) as a click choice."""
+    return click.Choice(typing.get_args(values))
+
+
+def options_of(cls: type):
+    """A decorator adding the command-line fields of the options dataclass `cls` to a click
+    command, in declaration order (fertility.options)."""
+    hints = typing.get_type_hints(cls)
+    decorators = [click_decorator(f, flag, hints[f.name]) for f, flag in flags(cls)]
+
+    def decorate(command):
+        for d in reversed(decorators):
+            command = d(command)
+        return command
+
+    return decorate
+
+
+def from_params(cls: type, kw: dict, **extra: Any) -> Any:
+    """`cls` made from a command's keyword arguments: each of its fields that click parsed is
+    taken out of `kw`; `extra` gives the others (a callback, a nested options object)."""
+    names = {f.name for f in dataclasses.fields(cls)} - set(extra)
+    return cls(**{n: kw.pop(n) for n in list(kw) if n in names}, **extra)
+
+
+_quiet = click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
+_allow_output_in_corpus = click.option(
+    "--allow-output-in-corpus",
+    is_flag=True,
+    help="Write outputs inside a corpus folder this command reads (refused by "
+    "default; later runs skip what fertility wrote there).",
+)
+
+
 def corpus_options(f):
-    """Options every command that reads a corpus shares."""
-    opts = [
-        click.option(
-            "--text-field",
-            default="text",
-            show_default=True,
-            help="JSONL field / parquet column holding the text.",
-        ),
-        click.option(
-            "--lang-field",
-            default=None,
-            help="JSONL field / parquet column holding the language label.",
-        ),
-        click.option("--whole-files", is_flag=True, help="Each file is one document."),
-        click.option(
-            "--sample",
-            type=click.FloatRange(0, 1, min_open=True),
-            default=None,
-            help="Read a deterministic FRACTION of the documents.",
-        ),
-        click.option(
-            "--max-docs",
-            type=click.IntRange(1),
-            default=None,
-            help="Read at most N documents (after --sample).",
-        ),
-        click.option("--seed", type=int, default=0, show_default=True, help="Seed of --sample."),
-        click.option(
-            "--strict",
-            is_flag=True,
-            help="Fail on invalid UTF-8 instead of replacing and counting it.",
-        ),
-        click.option(
-            "--max-doc-chars",
-            type=click.IntRange(1),
-            default=1_000_000,
-            show_default=True,
-            help="Refuse a longer document (measuring one costs "
-            "about 75-115 bytes of memory per character).",
-        ),
-        click.option(
-            "--max-invalid-utf8",
-            type=click.FloatRange(0, 1),
-            default=0.25,
-            show_default=True,
-            metavar="SHARE",
-            help="Skip a file as binary when "
-            "more than this share of its first 8 KB is invalid UTF-8 (1: never).",
-        ),
-        click.option("--quiet", "-q", is_flag=True, help="No progress on stderr."),
-        click.option(
-            "--allow-output-in-corpus",
-            is_flag=True,
-            help="Write outputs inside a corpus folder this command reads (refused by "
-            "default; later runs skip what fertility wrote there).",
-        ),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+    """Options every command that reads a corpus shares: CorpusOptions' fields (declared in
+    fertility.options), --quiet and --allow-output-in-corpus."""
+    return options_of(CorpusOptions)(_quiet(_allow_output_in_corpus(f)))
 
 
 workers_option = click.option(
@@ -100,23 +144,10 @@ workers_option = click.option(
 
 
 def corpus_settings(kw: dict) -> CorpusOptions:
-    """The corpus options out of a command's keyword arguments, as one CorpusOptions (`seed`
-    stays in `kw`: it also seeds the bootstrap and the trainer)."""
-    # deferred: the library loads when a command runs (fast --help)
-    from fertility.corpus import CorpusOptions
-
-    return CorpusOptions(
-        text_field=kw.pop("text_field"),
-        lang_field=kw.pop("lang_field"),
-        whole_files=kw.pop("whole_files"),
-        sample=kw.pop("sample"),
-        max_docs=kw.pop("max_docs"),
-        seed=kw["seed"],
-        strict=kw.pop("strict"),
-        max_doc_chars=kw.pop("max_doc_chars"),
-        max_invalid_utf8=kw.pop("max_invalid_utf8"),
-        on_warning=_warn,
-    )  # --quiet silences progress, never a warning about the data
+    """The corpus options out of a command's keyword arguments, as one CorpusOptions (its
+    `seed` also seeds the bootstrap). Warnings about the data go to stderr even with
+    --quiet, which silences progress only."""
+    return from_params(CorpusOptions, kw, on_warning=_warn)
 
 
 def _warn(message: str) -> None:

@@ -8,12 +8,14 @@ import click
 
 from fertility.cli.options import (
     check_outputs,
+    choice,
     corpus_options,
     corpus_settings,
     parse_detail,
     workers_option,
     write_output,
 )
+from fertility.options import ReportFormat
 
 
 @click.command()
@@ -32,7 +34,7 @@ from fertility.cli.options import (
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json", "csv", "html"]),
+    type=choice(ReportFormat),
     default="table",
     show_default=True,
 )
@@ -100,7 +102,7 @@ def report(
         pretokenizers=families,
         corpus_options=opts,
         detail_docs=parse_detail(detail),
-        seed=kw["seed"],
+        seed=opts.seed,
         progress=progress,
         workers=workers,
     )

@@ -200,7 +200,11 @@ def scan_corpus(
     limit = KEEP_CHARS if keep_chars is None else keep_chars
     langs: dict[str, int] = {}
     files: dict[str, int] = {}
-    g, n, ln, f = [], [], [], []
+    # per document: its language's index, characters, line number and file's index
+    g: list[int] = []
+    n: list[int] = []
+    ln: list[int] = []
+    f: list[int] = []
     kept: list | None = []
     total = max_bytes = 0
     lang = source = None

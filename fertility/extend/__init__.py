@@ -28,15 +28,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fertility.corpus import Corpus, sampling
+from fertility.corpus import Corpus, CorpusOptions, sampling
+from fertility.errors import ExtendError
 from fertility.extend import report as rep
 from fertility.extend import sentencepiece as sp
-from fertility.extend.bpe import ExtendError, from_tokenizer, hf_json, learn, rank_file, tekken_json
+from fertility.extend.bpe import from_tokenizer, hf_json, learn, rank_file, tekken_json
 from fertility.extend.pattern import widen_letters
 from fertility.files import partial_path, report_json, write_text_atomic
 from fertility.gate import evaluate
 from fertility.outputs import Inputs, claim_folder, remove
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
+from fertility.tokenizers.kinds import extension
 
 SCHEMA = "fertility.extend/1"
 # What extend writes into --out (fertility.outputs lists them in the folder's manifest first).
@@ -100,7 +102,7 @@ def extend(
     *,
     langs: Sequence[str] | None = None,
     policy=None,
-    corpus_options: dict | None = None,
+    corpus_options: CorpusOptions | None = None,
     heldout_fraction: float = 0.1,
     heldout_max_docs: int | None = 1000,
     seed: int = 0,
@@ -117,11 +119,12 @@ def extend(
     t0 = time.perf_counter()
     base = load_tokenizer_arg(base_spec, label=BASE)
     # SentencePiece has no split regex to widen: it never cuts a word at its vowel signs
-    bpe = None if base.kind == "sentencepiece" else from_tokenizer(base)
+    how = extension(base)  # what the base's kind declares (fertility.tokenizers.kinds)
+    bpe = None if how is not None and how.method == "sp_model" else from_tokenizer(base)
     regex = widen_letters(bpe.regex) if bpe is not None else None
-    paths = [corpus_paths] if isinstance(corpus_paths, (str, os.PathLike)) else corpus_paths
+    named = [corpus_paths] if isinstance(corpus_paths, (str, os.PathLike)) else corpus_paths
     inputs = Inputs.of(
-        corpus=paths,
+        corpus=named,
         tokenizers=[base_spec],
         files=[policy if isinstance(policy, (str, os.PathLike)) else None],
     )
@@ -134,7 +137,7 @@ def extend(
         error=ExtendError,
     )
 
-    corpus = Corpus(corpus_paths, **dict(corpus_options or {}))
+    corpus = Corpus(corpus_paths, corpus_options)
     say("extend: reading the corpus")
     scan = sampling.scan_corpus(corpus, False)
     held = sampling.heldout_mask(
@@ -148,11 +151,7 @@ def extend(
     docs = (
         scan.docs
         if scan.docs is not None
-        else list(
-            Corpus(
-                corpus.paths, **{**(corpus_options or {}), "on_warning": lambda m: None}
-            ).documents()
-        )
+        else list(Corpus(corpus.paths, corpus.options, on_warning=lambda m: None).documents())
     )
     temps: list[Path] = []
     writer = sampling.HeldoutWriter(out / "heldout", scan.names, temps)
@@ -206,7 +205,7 @@ def extend(
         "extend_report": str(out / "extend-report.json"),
         "heldout": str(out / "heldout"),
     }
-    if bpe is None:
+    if bpe is None or regex is None:  # SentencePiece: no split regex to widen
         made = _sentencepiece(base, train, add, scripts, out, paths)
     else:
         made = _byte_level(bpe, regex, base, train, add, scripts, out, paths)
@@ -286,14 +285,16 @@ def _byte_level(
         out / "tokenizer.json", json.dumps(obj, ensure_ascii=False) + "\n", ExtendError
     )
     remove(out, "tokenizer.model")  # an earlier run's: not this tokenizer
-    if bpe.source == "tekken":
+    how = extension(base)  # the base's own format is written too
+    also = how.also_writes if how is not None else None
+    if also == "tekken.json":
         paths["tekken"] = str(out / "tekken.json")
         write_text_atomic(
             out / "tekken.json",
             json.dumps(tekken_json(base.path, bpe, learned.new), ensure_ascii=False) + "\n",
             ExtendError,
         )
-    if bpe.source == "tiktoken":
+    if also == "tokenizer.tiktoken":
         paths["tiktoken"] = str(out / "tokenizer.tiktoken")
         paths["pattern"] = str(out / "tokenizer.pattern.txt")
         write_text_atomic(out / "tokenizer.tiktoken", rank_file(bpe, learned.new), ExtendError)

@@ -22,10 +22,11 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from fertility.errors import FertilityError, one_line
+from fertility.errors import ExtendError, one_line
 from fertility.tokenizers.base import merges_from_ranks, whole_chars
 from fertility.tokenizers.hf import bytes_to_unicode
 from fertility.tokenizers.hf_json import byte_level_bpe, special_added_token, split_then_bytes
+from fertility.tokenizers.kinds import extension
 
 # Base tokens become private-use characters (planes 15-16) for the trainer: one symbol each.
 _SYMBOL0 = 0xF0000
@@ -64,17 +65,12 @@ KNOWN_SPECIALS = {
 }
 
 
-class ExtendError(FertilityError):
-    """Bad input to `fertility extend` (exit code 2)."""
-
-
 @dataclass
 class ByteBPE:
     tokens: dict[int, bytes]  # id -> bytes of every BPE token (no specials)
     merges: list[tuple[bytes, bytes]]  # in rank order
     specials: dict[str, int]
     regex: str  # the split, as the base has it
-    source: str  # "tiktoken" | "hf"
     hf: dict | None = field(default=None, repr=False)  # the base tokenizer.json (hf only)
 
     @property
@@ -89,13 +85,19 @@ class ByteBPE:
 def from_tokenizer(tok) -> ByteBPE:
     """The base as a ByteBPE; ExtendError naming what is not supported otherwise."""
     cfg = tok.config() or {}
-    if tok.kind in ("tiktoken", "tekken"):  # Tekken: tiktoken ranks after its specials
+    how = extension(tok)  # what the base's kind declares (fertility.tokenizers.kinds)
+    if how is not None and how.method == "ranks":  # Tekken: tiktoken ranks after its specials
         return _from_ranks(tok, cfg)
-    if tok.kind == "hf" and cfg.get("model") in ("bpe", "BPE") and cfg.get("byte_level"):
+    if (
+        how is not None
+        and how.method == "tokenizer_json"
+        and cfg.get("model") in ("bpe", "BPE")
+        and cfg.get("byte_level")
+    ):
         return _from_hf(tok)
     what = (
         "SentencePiece"
-        if tok.kind == "sentencepiece"
+        if how is not None and how.method == "sp_model"
         else f"{tok.kind} {cfg.get('model') or ''}".strip()
     )
     raise ExtendError(
@@ -112,13 +114,12 @@ def _from_ranks(tok, cfg: dict) -> ByteBPE:
         if i not in specials.values() and tok.token_bytes(i)
     }
     if not specials:
-        specials = dict(KNOWN_SPECIALS.get((cfg.get("pattern"), len(ranks)), {}))
+        specials = dict(KNOWN_SPECIALS.get((str(cfg.get("pattern")), len(ranks)), {}))
     return ByteBPE(
         dict((i, b) for b, i in ranks.items()),
         merges_from_ranks(ranks),
         specials,
         cfg["pattern_regex"],
-        tok.kind,
     )
 
 
@@ -132,17 +133,17 @@ def _from_hf(tok) -> ByteBPE:
     model = obj["model"]
     try:
         tokens = {int(i): raw(s) for s, i in model["vocab"].items()}
-        merges = [
-            tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)
+        pairs: list[tuple[str, str]] = [
+            tuple(m.split(" ", 1)) if isinstance(m, str) else tuple(m)  # type: ignore[misc]
             for m in model.get("merges") or []
         ]
-        merges = [(raw(a), raw(b)) for a, b in merges]
+        merges = [(raw(a), raw(b)) for a, b in pairs]
     except (KeyError, ValueError, TypeError, AttributeError) as e:
         raise ExtendError(f"{tok.path}: not a byte-level BPE vocabulary ({one_line(e)})") from None
     added = {a["id"]: a["content"] for a in obj.get("added_tokens") or []}
     for i in added:
         tokens.pop(i, None)
-    return ByteBPE(tokens, merges, {c: i for i, c in added.items()}, _hf_regex(obj), "hf", obj)
+    return ByteBPE(tokens, merges, {c: i for i, c in added.items()}, _hf_regex(obj), obj)
 
 
 def _hf_regex(obj: dict) -> str:
@@ -284,7 +285,6 @@ class Learned:
     merges: list[tuple[bytes, bytes]]  # appended after the base's
     spelling: dict[int, list[int]]  # new id -> the base ids it replaces
     pieces: int  # distinct pieces learned from
-    requested: int
 
 
 def learn(bpe: ByteBPE, base_ids: dict[str, list[int]], counts: Counter, add: int) -> Learned:
@@ -337,4 +337,4 @@ def learn(bpe: ByteBPE, base_ids: dict[str, list[int]], counts: Counter, add: in
         new[next_id] = ab + bb
         spelling[next_id] = [back[c] for c in a + b]
         next_id += 1
-    return Learned(new, merges, spelling, len(counts), add)
+    return Learned(new, merges, spelling, len(counts))

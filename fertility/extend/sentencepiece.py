@@ -22,8 +22,7 @@ import io
 import struct
 from dataclasses import dataclass
 
-from fertility.errors import one_line
-from fertility.extend.bpe import ExtendError
+from fertility.errors import ExtendError, one_line
 from fertility.tokenizers.patterns import compile_pattern
 
 BOUNDARY = "\u2581"  # ▁, SentencePiece's whitespace
@@ -35,7 +34,6 @@ class Learned:
     new: dict[int, str]  # new id -> piece
     spelling: dict[int, list[int]]  # new id -> the base ids that spell its text
     pieces: int  # pieces the trained model offered
-    requested: int
 
 
 def _varint(n: int) -> bytes:
@@ -119,4 +117,4 @@ def learn(base, texts: list[str], add: int, scripts: list[str]) -> Learned:
         if not p.startswith(BOUNDARY) and ids and sp.id_to_piece(ids[0]) == BOUNDARY:
             ids = ids[1:]  # the dummy prefix the encoder adds to a word-internal piece
         spelling[i] = ids
-    return Learned(data + tail, new, spelling, len(offered), add)
+    return Learned(data + tail, new, spelling, len(offered))

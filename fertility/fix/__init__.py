@@ -41,6 +41,7 @@ lists every special token with its old and new id.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -54,7 +55,7 @@ import fertility.findings  # noqa: F401
 import fertility.gate  # noqa: F401
 import fertility.measure  # noqa: F401
 import fertility.tokenizers  # noqa: F401
-from fertility.corpus import Corpus
+from fertility.corpus import Corpus, CorpusOptions
 from fertility.corpus import sampling as _sampling
 from fertility.errors import FixError
 from fertility.files import (
@@ -157,7 +158,7 @@ def fix(
     config: FixConfig,
     *,
     from_tokenizer: str | None = None,
-    corpus_options: dict | None = None,
+    corpus_options: CorpusOptions | None = None,
     policy=None,
     progress: Callable[[str], None] | None = None,
     allow_output_in_corpus: bool = False,
@@ -173,9 +174,9 @@ def fix(
     outside the corpus unless `allow_output_in_corpus`.
     """
     config.validate()
-    paths = [corpus_paths] if isinstance(corpus_paths, (str, os.PathLike)) else corpus_paths
+    named = [corpus_paths] if isinstance(corpus_paths, (str, os.PathLike)) else corpus_paths
     inputs = Inputs.of(
-        corpus=paths,
+        corpus=named,
         tokenizers=[from_tokenizer],
         files=[policy if isinstance(policy, (str, os.PathLike)) else None],
     )
@@ -227,8 +228,7 @@ def _fix(
         )
     out = out_dir
 
-    opts = dict(corpus_options or {})
-    corpus = Corpus(corpus_paths, **opts)
+    corpus = Corpus(corpus_paths, corpus_options)
     say("fix: reading the corpus")
     norm = normalize.normalizer(config)
     log = norm and normalize.ChangeLog(norm, normalize.FORMS[config.normalization])
@@ -260,8 +260,8 @@ def _fix(
     temps: list[Path] = []
     writer = _sampling.HeldoutWriter(out / "heldout", scan.names, temps)
     try:
-        quiet = {**opts, "on_warning": lambda msg: None}  # the first pass already warned
-        docs = scan.docs if scan.docs is not None else Corpus(corpus.paths, **quiet).documents()
+        quiet = dataclasses.replace(corpus.options, on_warning=lambda msg: None)  # (warned)
+        docs = scan.docs if scan.docs is not None else Corpus(corpus.paths, quiet).documents()
         scan.docs = None  # the stream holds the only reference: freed as training ends
         stream = _sampling.training_stream(
             docs, held, plan.copies, writer, len(scan.lengths), ", ".join(corpus.paths)
@@ -366,16 +366,14 @@ def heldout_documents(
     corpus_paths,
     heldout_fraction: float = 0.1,
     seed: int = 0,
-    corpus_options: dict | None = None,
+    corpus_options: CorpusOptions | None = None,
     heldout_max_docs: int | None = 1000,
 ) -> list[tuple[str, int]]:
     """(source, line) of every document `fix` holds out with these settings.
 
     So a baseline can be trained on the training part only, as the walkthrough does.
     """
-    scan = _sampling.scan_corpus(
-        Corpus(corpus_paths, **(corpus_options or {})), False, keep_chars=0
-    )
+    scan = _sampling.scan_corpus(Corpus(corpus_paths, corpus_options), False, keep_chars=0)
     held = _sampling.heldout_mask(
         scan.groups, scan.lines, scan.files, heldout_fraction, seed, heldout_max_docs
     )
@@ -477,7 +475,7 @@ def _changes(old, new) -> dict:
     if old is None:
         return {}
     a, b = old.config() or {}, new.config() or {}
-    out = {"vocab_size": [int(old.vocab_size), int(new.vocab_size)]}
+    out: dict[str, list[Any]] = {"vocab_size": [int(old.vocab_size), int(new.vocab_size)]}
     if old.kind != new.kind:
         out["kind"] = [old.kind, new.kind]
     for key in ("model", "normalizer", "pattern", "pattern_regex", "byte_level", "byte_fallback"):

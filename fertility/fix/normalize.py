@@ -21,10 +21,12 @@ import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Callable
+from typing import Literal
 
 import numpy as np
 
-FORMS = {"nfc": "NFC", "nfkc": "NFKC"}  # FixConfig.normalization -> the normaliser's name
+# FixConfig.normalization -> the normaliser's name
+FORMS: dict[str, Literal["NFC", "NFKC"]] = {"nfc": "NFC", "nfkc": "NFKC"}
 _RUNS = re.compile(r"\s+|\S+")  # words and the space between them, nothing left out
 
 
@@ -129,7 +131,7 @@ class ChangeLog:
         occurrences = np.bincount(key[sel], weights=cnt[sel], minlength=k).astype(np.int64)
         documents = np.bincount(key[sel], minlength=k)
         names = list(self.keys)
-        ranked = sorted(
+        ranked: list[int] = sorted(
             np.flatnonzero(occurrences).tolist(), key=lambda i: (-occurrences[i], names[i])
         )
         rows = [_row(*names[i], int(occurrences[i]), int(documents[i])) for i in ranked[:top]]

@@ -52,6 +52,7 @@ def train(
 ) -> Trained:
     """Train, then stage the artifact under a temporary name in `out` (see Trained)."""
     if config.backend == "sentencepiece":
+        assert unk is not None, "fix plans an UNK for SentencePiece, which needs an UNK id"
         data, secs = _train_sp(config, specials, unk, stream, max_doc_bytes, show_progress)
         final = out / "tokenizer.model"
         tmp = _stage(final, temps)
@@ -87,6 +88,7 @@ def _train_hf(config: FixConfig, regex: str, specials, unk, stream, show_progres
 
     split = pre_tokenizers.Split(Regex(regex), behavior="isolated")
     names = [t for t, _ in specials]
+    trainer: trainers.Trainer
     if config.model == "bpe":
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.Sequence(

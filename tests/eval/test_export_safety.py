@@ -151,12 +151,29 @@ def test_export_folder_gets_the_umask_mode(run, tiny_run, tmp_path):
     umask = os.umask(0o22)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o777 & ~umask
+    # every file alike: safetensors creates model.safetensors 0600, its siblings get 0644
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.iterdir()}
+    assert set(modes.values()) == {0o666 & ~umask}, modes
+
+
+def test_a_weights_write_that_fails_names_the_file(run, tiny_run, tmp_path, monkeypatch):
+    """safetensors' own error (a full disk, for one) named no file: "unexpected"."""
+    import safetensors.torch
+
+    def full(*a, **k):
+        raise safetensors.SafetensorError("Error while serializing: IoError(No space left)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    out = tmp_path / "hf"
+    err = one_line_error(*run("export", tiny_run, "--to", "hf", out))
+    assert f"{out}: cannot write model.safetensors (" in err and "No space left" in err
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if "partial" in p.name]
 
 
 def test_an_export_that_fails_midway_leaves_the_previous_one_and_no_temp_folder(
     run, tiny_run, tmp_path, monkeypatch
 ):
-    import eval.export
+    import fertility.eval.export as export
 
     out = tmp_path / "hf"
     rc, _, err = run("export", tiny_run, "--to", "hf", out)
@@ -164,10 +181,10 @@ def test_an_export_that_fails_midway_leaves_the_previous_one_and_no_temp_folder(
     before = snapshot(tmp_path)
 
     def fail(*a, **k):
-        raise eval.export.EvalError("tokenizer.json: conversion refused")
+        raise export.EvalError("tokenizer.json: conversion refused")
 
     # fails after the weights are written into the temporary folder
-    monkeypatch.setattr(eval.export, "_write_tokenizer", fail)
+    monkeypatch.setattr(export, "_write_tokenizer", fail)
     for target in (out, tmp_path / "new"):
         rc, stdout, err = run("export", tiny_run, "--to", "hf", target, "--overwrite")
         assert "conversion refused" in one_line_error(rc, stdout, err)

@@ -13,11 +13,11 @@ import torch.nn.functional as F
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tokenizers import Tokenizer
 
-from eval import nll
+from fertility.eval import nll
 from fertility.tokenizers import load_tokenizer
 from fertility.tokenizers.base import Encoded
+from fertility.trainer.model import Transformer, config_from_preset
 from tests.bpe import byte_level_bpe
-from trainer.model import Transformer, config_from_preset
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 SEP = "<|endoftext|>"
@@ -84,6 +84,11 @@ def test_scores_equal_a_plain_forward_pass_and_windows_cover_every_token_once(to
         seq = [sep] + enc.ids.tolist()
         expect.append(reference_nll(model, seq, context))
         n_windowed += len(enc.ids) > context
+    # float32 forwards, batched and padded against one window at a time: per token a
+    # log-softmax over 300 logits (worst 300 x 6e-8 = 1.8e-5, typically 1e-6) of 64-term dot
+    # products, at losses up to 6.2. Measured: 4.8e-7 apart (1 ulp), 9.5e-7 from float64.
+    # atol + rtol x 6.2 = 7e-5 is 4x the worst case and 75x the measurement; a token scored
+    # in another window's context moves by up to 0.17 even at random init.
     np.testing.assert_allclose(got, np.concatenate(expect), rtol=1e-5, atol=1e-5)
     assert prep.n_tokens == sum(len(e.ids) for e in tok.encode_batch(texts))
     assert prep.windowed_docs == n_windowed
@@ -100,6 +105,7 @@ def test_without_a_separator_the_first_token_of_each_document_is_not_scored(tok,
     assert prep.unscored_docs == 1  # "a" is one token: nothing left to score
     got = nll.score(model, prep)
     expect = np.concatenate([reference_nll(model, e.ids.tolist(), 128) for e in encs])
+    # the analysis of the test above (measured: 4.8e-7 apart); a shifted token is off by O(0.1)
     np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-5)
 
 
@@ -129,6 +135,8 @@ def test_bits_per_byte_from_token_sums_agrees_with_a_recount_of_the_text(bpe, to
         assert rows[("all", "all")]["bytes"] == sum(nbytes)
         assert rows[("all", "all")]["chars"] == sum(len(s) for s in scored)
         bpb = loss.sum() / math.log(2) / sum(nbytes)
+        # the same float64 losses summed in another order (a few hundred terms: <= 1e-14)
+        # and divided; rel=1e-12 is rounding only: one byte miscounted of 3013 is 3e-4 off
         assert rows[("all", "all")]["bits_per_byte"] == pytest.approx(bpb, rel=1e-12)
         for g in LANGS:
             mine = [b for b, lang in zip(nbytes, langs) if lang == g]
@@ -225,6 +233,9 @@ def test_intervals_hold_the_estimate_and_the_paired_difference_is_exact():
         for r in nll.summarize(prep, langs, {"model": model, "twin": twin}, bootstrap=400, seed=1)
     }
     x = rows["x"]
+    # float64 sums of 12 known values, in summarize's order against numpy's: a few ulps. The
+    # approx defaults (rel=1e-6) are only that rounding; the paired interval is [2, 2] up to
+    # the rounding of (3 + e) - (1 + e), and an unpaired one would be ~1 wide.
     assert x["nll_per_token"] == pytest.approx(model[first].mean())
     assert x["twin_minus_model"] == pytest.approx(2.0)
     assert x["twin_minus_model_ci95"] == pytest.approx([2.0, 2.0])  # paired: no spread

@@ -6,14 +6,14 @@ import torch
 import torch.nn.functional as F
 
 from fertility.errors import TrainingError
-from trainer.arbiter import (
+from fertility.trainer.arbiter import (
     assert_arbiter,
     check_attention_kernels,
     check_gradient_flow,
     compare_paths,
     run_arbiter,
 )
-from trainer.model import PRESETS, Transformer, config_from_preset
+from fertility.trainer.model import PRESETS, Transformer, config_from_preset
 
 
 def batch(vocab, B=2, T=16, seed=0):
@@ -128,7 +128,9 @@ def test_compare_paths_catches_a_fused_kernel_that_drops_dq(monkeypatch):
     assert max(healthy.values()) < 1e-3
     _fake_fused_kernel(monkeypatch, 0.0)
     diffs = compare_paths(model, ids, targets)
-    # q_proj gets no gradient at all on the fast path: the difference is the whole gradient
+    # q_proj gets no gradient at all on the fast path: the difference is the whole gradient,
+    # max|g| / (max|g| + 1e-12) = 1 - 1e-12 / max|g|, which float32 rounds to 1.0 (measured).
+    # approx's default rel=1e-6 is only that; a halved dq would give 0.5.
     assert diffs["layers.0.attn.q_proj.weight"] == pytest.approx(1.0)
     assert diffs["layers.1.attn.q_proj.weight"] == pytest.approx(1.0)
     assert diffs["layers.1.attn.k_proj.weight"] < 1e-3  # dk does not depend on dq
@@ -194,7 +196,7 @@ def _exact_failures(model, ids, targets):
 
 
 def test_tied_weight_that_loses_its_lm_head_gradient_is_caught(monkeypatch):
-    import trainer.model as M
+    import fertility.trainer.model as M
 
     model = tiny()
     real = M.chunked_lm_loss
@@ -232,6 +234,9 @@ def test_gradient_scaled_by_1e_12_is_caught():
     model.layers[1].attn.k_proj.weight.register_hook(lambda g: g * 1e-12)
     report = run_arbiter(model, *batch(101))
     assert dict(report.exact_failures()).keys() == {"layers.1.attn.k_proj.weight"}
+    # |fd - ag| / |fd| with ag = 1e-12 x the true derivative: 1 - 1e-12 x (true / fd), in
+    # float64 (measured 1 - 1e-12) whatever the finite difference's own error; abs=1e-6 is
+    # rounding only, and an honest gradient scores ~1e-4.
     assert report.exact["layers.1.attn.k_proj.weight"] == pytest.approx(1.0, abs=1e-6)
     assert "finite difference" in report.summary()
 

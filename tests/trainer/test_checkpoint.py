@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from fertility.errors import EvalError, TrainingError
-from trainer import checkpoint as ck
-from trainer.model import Transformer, config_from_preset
+from fertility.trainer import checkpoint as ck
+from fertility.trainer.model import Transformer, config_from_preset
 
 
 def _model(seed=0):

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from fertility.errors import TrainingError
+from fertility.trainer.data import Batches, TokenData, build_shards, choose_separator, read_index
+from fertility.trainer.shards import HEADER_BYTES, open_shard, read_header, write_shard
 from tests.bpe import byte_level_bpe
-from trainer.data import Batches, TokenData, build_shards, choose_separator, read_index
-from trainer.shards import HEADER_BYTES, open_shard, read_header, write_shard
 
 FP_A = "a" * 64
 FP_B = "b" * 64

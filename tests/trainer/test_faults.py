@@ -1,6 +1,7 @@
 """What a user of `fertility pretrain` meets when something goes wrong: an edited state.json,
-another tokenizer or corpus on --resume, SIGTERM, a full disk. Each is one line and a
-documented exit code, and no good checkpoint is lost."""
+another tokenizer or corpus on --resume, SIGTERM, a full disk, a checkpoint file holding a
+pickled payload. Each is one line and a documented exit code, no good checkpoint is lost, and
+no payload runs."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from fertility.trainer import checkpoint as ck
 from tests.trainer.tokfixture import CORPUS, REPO, train_tokenizer
-from trainer import checkpoint as ck
 
 CONFIG = """preset = "tiny"
 seq_len = 64
@@ -259,3 +260,105 @@ def test_full_disk_is_one_line_and_keeps_the_previous_checkpoint(
     assert after == before
     model, manifest = ck.load_model(run_dir)
     assert manifest["step"] == 4 and isinstance(model, torch.nn.Module)
+
+
+# -- a checkpoint file that holds a pickled payload -------------------------------------------
+
+
+class _Payload:
+    """Unpickling this runs a shell command that creates `marker`: what a malicious
+    checkpoint does to whoever loads it with weights_only=False."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch '{self.marker}'",))
+
+
+def _plant(step_dir: Path, name: str, write) -> Path:
+    """Replace `name` in a checkpoint folder and re-sign state.json (as an attacker can: the
+    checksums find accidents, not intent), so only the loader stands in the way."""
+    target = step_dir / name
+    write(target)
+    state_path = step_dir / "state.json"
+    state = json.loads(state_path.read_text())
+    state["files"][name] = ck.sha256(target)
+    state["manifest_sha256"] = ck._manifest_sha256(state)
+    state_path.write_text(json.dumps(state, indent=1))
+    return target
+
+
+def _pickled(marker: Path, form: str):
+    def write(path: Path) -> None:
+        if form == "torch.save":  # the whole state is the payload
+            torch.save(_Payload(marker), path)
+        elif form == "inside the rng state":  # a well-formed state with one bad leaf
+            state = ck.load_train_state(path.parent)
+            state["rng"]["python"]["gauss"] = _Payload(marker)
+            torch.save(state, path)
+        else:  # a bare pickle, not torch's zip format
+            import pickle
+
+            path.write_bytes(pickle.dumps(_Payload(marker), protocol=4))
+
+    return write
+
+
+def _refusal(code: int, out: str, err: str, path: Path) -> str:
+    line = _one_error_line(err)
+    assert code == 2 and out == ""
+    assert line.startswith(f"error: {path}: ") and "will not be loaded" in line, line
+    assert "weights_only" not in err, err  # never the advice that would run the payload
+    return line
+
+
+@pytest.mark.parametrize("form", ["torch.save", "inside the rng state", "bare pickle"])
+def test_a_pickled_payload_in_optimizer_state_is_refused_and_never_run(
+    run, base, run_dir, tmp_path, form
+):
+    marker = tmp_path / "payload-ran"
+    planted = _plant(run_dir / "checkpoints/step-00000004", "optimizer.pt", _pickled(marker, form))
+    code, out, err = run(
+        "pretrain", *CORPUS, "-t", base[1], "--out", run_dir, "--resume", "--steps", "6", "--quiet"
+    )
+    line = _refusal(code, out, err, planted)
+    assert "not plain tensors" in line
+    assert not marker.exists()
+    assert [s for s, _ in ck.list_checkpoints(run_dir)] == [2, 4]  # nothing trained
+
+
+_MODEL_READERS = {
+    "pretrain --resume": lambda run_dir, out, tok: (
+        "pretrain",
+        *CORPUS,
+        "-t",
+        tok,
+        "--out",
+        run_dir,
+        "--resume",
+        "--steps",
+        "6",
+        "--quiet",
+    ),
+    "eval": lambda run_dir, out, tok: ("eval", run_dir, "--device", "cpu", "--quiet"),
+    "export": lambda run_dir, out, tok: ("export", run_dir, out, "--to", "hf"),
+}
+
+
+@pytest.mark.parametrize("command", list(_MODEL_READERS))
+def test_a_pickle_in_place_of_the_model_file_is_refused_and_never_run(
+    run, base, run_dir, tmp_path, command
+):
+    """model.safetensors is read by safetensors alone: a pickle there is not a safetensors
+    file, and nothing unpickles it."""
+    marker = tmp_path / "payload-ran"
+    planted = _plant(
+        run_dir / "checkpoints/step-00000004", "model.safetensors", _pickled(marker, "torch.save")
+    )
+    code, out, err = run(*_MODEL_READERS[command](run_dir, tmp_path / "hf", base[1]))
+    line = _one_error_line(err)
+    assert code == 2 and out == ""
+    assert line.startswith(f"error: {planted}: not a readable safetensors file"), line
+    assert "weights_only" not in err
+    assert not marker.exists()

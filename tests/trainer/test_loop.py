@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from fertility.errors import TrainingError
-from trainer import checkpoint as ck
-from trainer.config import TrainConfig
-from trainer.data import Batches, TokenData
-from trainer.loop import Trainer, lr_at
-from trainer.model import config_from_preset
-from trainer.shards import write_shard
+from fertility.trainer import checkpoint as ck
+from fertility.trainer.config import TrainConfig
+from fertility.trainer.data import Batches, TokenData
+from fertility.trainer.loop import Trainer, lr_at
+from fertility.trainer.model import config_from_preset
+from fertility.trainer.shards import write_shard
 
 FP = "e" * 64
 VOCAB = 64
@@ -67,6 +67,10 @@ def _metrics(tmp_path):
 def test_schedule_warmup_then_cosine():
     cfg = _cfg(lr=1.0, min_lr=0.1, warmup_steps=4)
     assert [lr_at(s, cfg, 14) for s in (1, 2, 4)] == [0.25, 0.5, 1.0]
+    # Closed forms in Python float64 (these three lines): the only rounding is a few ulps
+    # (~1e-16) of libm's cos and the multiply-add (cos(pi/2) = 6e-17 vanishes into 1.0 + cos,
+    # cos(pi) = -1). approx's default rel=1e-6 is only that rounding; a step off by one in
+    # the decay moves lr by 0.14.
     assert lr_at(9, cfg, 14) == pytest.approx(0.55)  # half way through the decay: the midpoint
     assert lr_at(14, cfg, 14) == pytest.approx(0.1)
     assert lr_at(20, cfg, 14) == pytest.approx(0.1)  # past the end it stays at min_lr
@@ -80,6 +84,10 @@ def test_loss_falls_and_every_step_is_logged(tmp_path, data):
     assert all(
         set(r) >= {"loss", "lr", "grad_norm", "tokens_per_s", "mfu", "skipped"} for r in rows
     )
+    # Not a rounding tolerance: at init (std 0.02) the logits are small but not zero, and the
+    # loss sits above ln V by about half their variance (measured 4.180 against ln 64 = 4.159;
+    # float32 rounding is ~1e-6). abs=0.2 is 10x that; scoring the padded vocabulary (128)
+    # would give ln 128, 0.69 away, and a summed instead of averaged loss over 500.
     assert rows[0]["loss"] == pytest.approx(math.log(VOCAB), abs=0.2)  # random init
     assert np.mean([r["loss"] for r in rows[-5:]]) < math.log(VOCAB) - 1.0
     assert summary["steps"] == 30 and summary["skipped_steps"] == 0
@@ -88,17 +96,36 @@ def test_loss_falls_and_every_step_is_logged(tmp_path, data):
     ]
 
 
-def test_gradient_accumulation_matches_one_big_batch(tmp_path, data):
+@pytest.fixture
+def float64():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path, data, float64):
     # 2 micro-batches of 4 windows accumulate to the same update as 1 batch of 8 windows.
+    # Compared in float64, so the only difference is summation order. Error analysis: each
+    # gradient element sums at most 8 windows x 32 positions = 256 terms, a relative error of
+    # about 256 x 1.1e-16 = 3e-14 between the two orders; AdamW's step is lr (1e-2 here) times
+    # a normalised gradient, so 5 steps move the weights apart by about 5 x 1e-2 x 3e-14 =
+    # 1.5e-15 (measured: 2.8e-14 on the weights, 0 on the losses, where Adam's division by
+    # sqrt(v) + eps amplifies differences of gradients near eps). atol=1e-10 leaves over three
+    # orders of magnitude to any x86-64 CPU's order of summation (AVX-512 included), and is
+    # still 1e8 below what a wrong accumulation does (a halved or doubled gradient moves the
+    # weights by about lr per step). In float32 the same test needed 1e-5 and failed at
+    # 1.41e-5 on an AVX-512 CPU.
     a = _trainer(tmp_path / "a", data, micro_batch=4, tokens_per_step=256, steps=5)
     b = _trainer(tmp_path / "b", data, micro_batch=8, steps=5)
     assert a.accum == 2 and b.accum == 1
     a.run(), b.run()
     for (name, pa), (_, pb) in zip(a.raw.named_parameters(), b.raw.named_parameters()):
-        assert torch.allclose(pa, pb, atol=1e-5), name
+        assert pa.dtype == torch.float64
+        assert torch.allclose(pa, pb, rtol=0, atol=1e-10), name
     la = [r["loss"] for r in _metrics(tmp_path / "a")]
     lb = [r["loss"] for r in _metrics(tmp_path / "b")]
-    assert np.allclose(la, lb, atol=1e-5)
+    assert np.allclose(la, lb, rtol=0, atol=1e-10)
 
 
 class Poison:
@@ -206,7 +233,7 @@ def test_preflight_refusals(tmp_path, data):
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # inductor's imports
 def test_arbiter_compares_the_compiled_module_the_run_uses(tmp_path, data, monkeypatch):
-    import trainer.arbiter
+    from fertility import trainer
 
     seen = {}
 
@@ -277,14 +304,20 @@ def test_heldout_loss_every_eval_every_steps(tmp_path, data):
     held = [r for r in _metrics(tmp_path) if r.get("event") == "heldout"]
     assert [r["step"] for r in held] == [3, 6] and all(r["tokens"] == 4 * 32 for r in held)
     # Second method: the same four windows scored through the logits.
-    from trainer.model import lm_loss
+    from fertility.trainer.model import lm_loss
 
     w = torch.from_numpy(
         np.stack([data.tokens[0][o : o + 33] for o in range(0, 128, 32)]).astype(np.int64)
     )
     with torch.no_grad():
         want = float(lm_loss(t.raw(w[:, :-1]), w[:, 1:]))
-    assert held[-1]["loss"] == pytest.approx(want, rel=1e-5)
+    # The same float32 forward to the last hidden state; the two paths differ in the head's
+    # GEMM (2-D chunk against 3-D batch: 64-term dot products, worst 64 x 6e-8 = 4e-6) and the
+    # reduction (a sum of 128 per-token losses / 128 against a mean: worst 128 x 6e-8 = 8e-6).
+    # Measured: equal here, 1.6e-8 from a float64 forward. rel=1e-4 is 8x the worst-case sum
+    # of both for another CPU's order, and 60x below the bug: scoring the next four windows
+    # instead of the first four moves the loss by 5.9e-3 relative.
+    assert held[-1]["loss"] == pytest.approx(want, rel=1e-4)
 
 
 def test_one_compilation_for_the_arbiter_and_the_run(tmp_path, data, monkeypatch):

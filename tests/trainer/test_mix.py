@@ -13,11 +13,11 @@ import regex
 from fertility.corpus import Corpus
 from fertility.errors import TrainingError
 from fertility.tokenizers import load_tokenizer
+from fertility.trainer.config import TrainConfig, load_config
+from fertility.trainer.data import Batches, TokenData, build_shards
+from fertility.trainer.mix import MixBatches, make_batches, parse_mix, plan_mix, plan_warnings
 from tests.bpe import byte_level_bpe
 from tests.trainer.tokfixture import PassingGate
-from trainer.config import TrainConfig, load_config
-from trainer.data import Batches, TokenData, build_shards
-from trainer.mix import MixBatches, make_batches, parse_mix, plan_mix, plan_warnings
 
 SEP = "<|endoftext|>"
 
@@ -99,6 +99,13 @@ def test_mix_in_characters_meets_the_character_shares(two_langs):
     batches = make_batches(data, cfg)
     assert isinstance(batches, MixBatches)
     chars, tokens = _decoded_shares(tok, batches, 150)
+    # No rounding here (integer counts, a seeded PCG64 permutation: the same on every CPU); the
+    # tolerances are for the sample. Tokens: the round robin keeps each language within one
+    # window of its share, 1/1200 (measured 5e-5 from the hand-worked share). Characters: 908
+    # de and 292 fr windows of 40 +- 2 and 123 +- 20 characters; the windows drawn give the
+    # share a standard error of 2.4e-3 (measured 0.5008). abs=0.02 is z = 8 for the characters
+    # and 25x the one-window bound; a mix set in tokens instead of characters would give
+    # de 0.24 of the characters and 0.5 of the tokens, 0.26 off in both.
     assert chars["de"] == pytest.approx(0.5, abs=0.02)
     # Hand-worked: equal characters need tokens in the ratio of the tokens per character.
     expected_de = (0.5 / c_de) / (0.5 / c_de + 0.5 / c_fr)
@@ -107,6 +114,9 @@ def test_mix_in_characters_meets_the_character_shares(two_langs):
     # The run's own ledger says the same as the decoded text.
     consumed = batches.consumed()
     total = sum(v["chars"] for v in consumed.values())
+    # The ledger counts a document's characters pro rata over its tokens, the decoded text
+    # counts them exactly: measured 7e-4 apart over these 1200 windows, abs=0.01 leaves 14x;
+    # a ledger of tokens in place of characters would read 0.76, not 0.5.
     assert consumed["de"]["chars"] / total == pytest.approx(chars["de"], abs=0.01)
     assert sum(v["tokens"] for v in consumed.values()) == 150 * 8 * 32
 
@@ -124,6 +134,10 @@ def test_without_a_mix_the_corpus_order_and_proportions_are_kept(two_langs):
     chars = {k: sum(len(d) for d in texts[k]) for k in texts}
     got_tok = consumed["de"]["tokens"] / sum(v["tokens"] for v in consumed.values())
     got_chr = consumed["de"]["chars"] / sum(v["chars"] for v in consumed.values())
+    # One pass less the 7 of 1439 windows that do not fill a batch of 8 (and the tail shorter
+    # than a window): left out, they move a share by at most 7 / 1439 = 0.005 (measured 4e-4
+    # and 6e-4). Integer counts: no rounding. abs=0.01 is 2x that bound; tokens and characters
+    # of de differ by over 0.2 here, so a ledger that swapped them could not pass.
     assert got_tok == pytest.approx(tokens["de"] / sum(tokens.values()), abs=0.01)
     assert got_chr == pytest.approx(chars["de"] / sum(chars.values()), abs=0.01)
 
@@ -158,6 +172,9 @@ def test_temperature_rule_on_three_languages(tmp_path):
     for k in n:
         got = plan["languages"][k]
         assert got["available_chars"] == n[k]
+        # The plan's float64 formulas worked again here on the same integer counts (measured:
+        # equal). The tolerances are only the rounding of a 3-term sum, powers and quotients
+        # (a few ulps, 1e-15); a c_g without the separator would move token_share by 1e-2.
         assert got["char_share"] == pytest.approx(p[k], rel=1e-12)
         assert got["token_share"] == pytest.approx(t[k], rel=1e-9)
         assert got["passes"] == pytest.approx(t[k] * 10**6 / (n[k] / c[k]), rel=1e-9)
@@ -236,6 +253,7 @@ def test_mix_in_config_file_and_refusals(two_langs, tmp_path):
         plan_mix(data.languages, {"de": 0.5, "ja": 0.5}, None, 1000)
     plan = plan_mix(data.languages, {"de": 1.0}, None, 10**7)
     passes = 10**7 / data.languages[0]["tokens"]  # every token goes to de
+    # one float64 division each side (measured equal); approx's rel=1e-6 is rounding only
     assert plan["languages"]["de"]["passes"] == pytest.approx(passes) and passes > 4
     assert [w.split(" ")[1] for w in plan_warnings(plan)] == ["de's", "fr"]  # repeated; unused
 
@@ -403,7 +421,8 @@ def test_a_resumed_run_keeps_what_was_consumed_until_its_first_checkpoint(two_la
 
 def _mixed_run(root, out, *, steps, checkpoint_every=2, mix=None, **kw):
     """A tiny CPU pretraining run of the two-language corpus with a --mix (a passing gate)."""
-    from trainer.run import pretrain
+    from fertility.trainer.options import PretrainOptions
+    from fertility.trainer.run import pretrain
 
     settings = dict(
         seq_len=32,
@@ -416,11 +435,8 @@ def _mixed_run(root, out, *, steps, checkpoint_every=2, mix=None, **kw):
         mix=mix or {"de": 0.5, "fr": 0.5},
         tokens=None,
     )
-    return pretrain(
-        [str(root / "corpus")],
-        str(root / "tok.json"),
-        out,
-        overrides=settings,
-        gate=lambda p, t: PassingGate(),
-        **kw,
+    callbacks = kw.pop("callbacks", None)
+    options = PretrainOptions(
+        [str(root / "corpus")], str(root / "tok.json"), out, settings=settings, **kw
     )
+    return pretrain(options, gate=lambda p, t: PassingGate(), callbacks=callbacks)

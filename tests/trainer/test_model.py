@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from fertility.errors import TrainingError
-from trainer.model import (
+from fertility.trainer.model import (
     PRESETS,
     ModelConfig,
     RMSNorm,
@@ -47,6 +47,9 @@ def test_causal_future_token_does_not_change_past_logits():
     t = 9
     changed[0, t + 1] = (ids[0, t + 1] + 1) % 97
     a, b = model(ids), model(changed)
+    # Not rounding: masked scores give exact zero weights, so rows <= t do the same float ops
+    # on the same values in both forwards (measured: bitwise equal); atol=1e-6 is headroom.
+    # A leak would carry part of the change at t + 1 (1.27 there) into row t: far above 1e-6.
     torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1], rtol=0, atol=1e-6)
     # ...while the changed position itself does see the change (the test can fail).
     assert (a[:, t + 1] - b[:, t + 1]).abs().max() > 1e-4
@@ -76,6 +79,10 @@ def test_rope_matches_complex_rotation_of_half_split_pairs():
             z = complex(x[0, 0, pos, i], x[0, 0, pos, i + hd // 2])
             z *= cmath.exp(1j * pos * theta ** (-2 * i / hd))
             want[0, 0, pos, i], want[0, 0, pos, i + hd // 2] = z.real, z.imag
+    # Elementwise, no sums: float32 x (6e-8 relative), float32 angles pos x freq <= 10 rad
+    # (6e-7 rad), cos/sin and one multiply-add each: |error| <= ~1e-6 x |x| <= 3e-6 for randn
+    # (measured 4.5e-7). atol + rtol x |want| >= 1e-5 leaves 3x on that bound; the wrong
+    # theta, or a pairing other than i with i + hd/2, moves values by O(1) (2.5 for theta).
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -84,6 +91,8 @@ def test_rope_by_hand_for_one_unit_vector():
     # into the plane of (e0, e2).
     cos, sin = rope_cos_sin(2, 4, 10000.0)
     out = apply_rope(torch.tensor([[1.0, 0, 0, 0], [1.0, 0, 0, 0]]), cos, sin)
+    # float32 cos(1) and sin(1): one rounding each (measured 3e-8), under assert_close's float32
+    # defaults (rtol 1.3e-6, atol 1e-5); a wrong frequency or pairing is O(1) off.
     torch.testing.assert_close(out[1], torch.tensor([math.cos(1), 0, math.sin(1), 0]))
     torch.testing.assert_close(out[0], torch.tensor([1.0, 0, 0, 0]))
 
@@ -95,10 +104,18 @@ def test_rmsnorm_matches_float64_formula_and_keeps_input_dtype():
     x = torch.randn(3, 8) * 7
     xd, wd = x.double(), norm.weight.double()
     want = xd / torch.sqrt((xd**2).sum(-1, keepdim=True) / 8 + 1e-5) * wd
+    # float32: 8 squares summed (worst 8 x 6e-8 = 4.8e-7 relative on the mean square, halved
+    # by the square root), then eps, rsqrt and two multiplies (~2e-7): at most 4.2e-7 x |out|,
+    # in any order. rtol=1e-6 (plus atol) is 2.4x that worst case (measured: 14% of the
+    # tolerance at most over 200 draws); a wrong formula (sum for mean, no gain) is O(1) off.
     torch.testing.assert_close(norm(x).double(), want, rtol=1e-6, atol=1e-6)
     with torch.no_grad():
         out = norm.to(torch.bfloat16)(x.bfloat16())
     assert out.dtype == torch.bfloat16
+    # bf16 keeps 8 bits (unit roundoff 2^-9 = 2e-3): the rounded input, gain and output give
+    # at most ~6e-3 x |out| (more if the mean square were summed in bf16: 8 x 2e-3); measured
+    # 38% of the tolerance at most over 200 draws. rtol=atol=2e-2 is 3x that; it catches a
+    # wrong formula (O(1)), not float32 against bf16 inside.
     torch.testing.assert_close(out.double(), want, rtol=2e-2, atol=2e-2)
 
 
@@ -115,6 +132,10 @@ def test_tiny_param_count_by_hand():
 
 def test_residual_projections_are_initialised_smaller():
     model = tiny(n_layers=8)
+    # Statistical: the sample std of n normal draws has relative standard error 1/sqrt(2n):
+    # 0.011 for the 64 x 64 q_proj and o_proj, 0.0055 for the 64 x 256 down_proj. rel=0.1 is
+    # z >= 9 (seeded, so never flaky); residual projections left at 0.02 would be 4x off,
+    # scaled by 1/sqrt(L) instead of 1/sqrt(2L) 41% off.
     assert model.layers[0].attn.q_proj.weight.std().item() == pytest.approx(0.02, rel=0.1)
     for w in (model.layers[3].attn.o_proj.weight, model.layers[3].mlp.down_proj.weight):
         assert w.std().item() == pytest.approx(0.02 / math.sqrt(16), rel=0.1)
@@ -132,7 +153,12 @@ def test_gqa_equals_mha_with_duplicated_kv_heads():
             sd[f"layers.{i}.attn.{name}.weight"] = w.repeat_interleave(2, dim=0).reshape(64, 64)
     mha.load_state_dict(sd)
     ids = torch.randint(0, 97, (2, 12))
-    torch.testing.assert_close(gqa(ids), mha(ids), rtol=1e-5, atol=1e-5)
+    # float32, the same weights: only the k/v projections' shape differs (32 against 64 outputs),
+    # which a GEMM kernel may block differently: 64-term sums, worst 64 x 6e-8 = 3.8e-6 x the
+    # sum of |terms|, carried through 2 layers to logits of |x| <= 1.4 (measured: bitwise equal
+    # here, 2.3e-7 from float64). That worst case nears 1e-5, so 1e-4 (was 1e-5); mapping query
+    # heads to the wrong kv head (repeat for repeat_interleave) moves logits by 0.29.
+    torch.testing.assert_close(gqa(ids), mha(ids), rtol=1e-4, atol=1e-4)
 
 
 def test_presets_overrides_and_errors():
@@ -164,6 +190,8 @@ def test_lm_loss_is_mean_nats_over_non_ignored_targets():
     logits[0, 0, 7] = 100.0  # target 7 predicted with certainty -> 0 nats
     targets = torch.tensor([[7, 3, -100, 3]])
     # (0 + ln 50 + ln 50) / 3 non-ignored targets
+    # float32: log of a sum of 50 exact ones (one rounding) and a mean of 3 (measured 1.5e-8
+    # relative); rel=1e-6 is rounding only, and counting the ignored target is 25% off.
     assert lm_loss(logits, targets).item() == pytest.approx(2 * math.log(V) / 3, rel=1e-6)
 
 
@@ -174,6 +202,11 @@ def test_attention_backends_agree_and_unknown_is_refused():
         ref = model(ids)
     with attention_backend("auto"):
         fast = model(ids)
+    # Two algorithms (plain softmax, the blocked online softmax) over <= 16 keys of head_dim
+    # 16: 16-term sums, worst 16 x 6e-8 = 1e-6 relative per step, through 2 layers (measured
+    # 1.2e-7 apart, each 4.8e-7 from float64, |logits| <= 1.4). atol + rtol x |x| >= 1e-5 is
+    # 10x the worst step and 20x the float32 error; a kernel that dropped the causal mask or
+    # the 1/sqrt(hd) scale would move logits by O(0.1).
     torch.testing.assert_close(fast, ref, rtol=1e-4, atol=1e-5)
     with pytest.raises(TrainingError, match="'triton'"):
         with attention_backend("triton"):
@@ -228,6 +261,10 @@ def test_logits_match_hf_llama(tie):
         assert hf.lm_head.weight.data_ptr() == hf.model.embed_tokens.weight.data_ptr()
     ids = torch.randint(0, 97, (2, 24))
     with torch.no_grad():
+        # Two float32 implementations of the same ops on the same CPU (measured: bitwise
+        # equal, each 3.4e-7 from float64, |logits| <= 1.4). Where they order a sum
+        # differently they differ by about twice the float32 error, 7e-7: atol + rtol x |x|
+        # >= 1e-5 leaves 14x. Ignoring rope_theta (500) moves logits by 1.7e-3, 70x over.
         torch.testing.assert_close(hf(ids).logits.float(), model(ids), rtol=1e-5, atol=1e-5)
 
 
@@ -236,7 +273,7 @@ def test_preset_counts_documented_in_model_py_are_current():
     import re
     from pathlib import Path
 
-    import trainer.model as m
+    import fertility.trainer.model as m
 
     doc = {
         name: (int(total.replace(",", "")), int(non_emb.replace(",", "")))
@@ -266,22 +303,28 @@ def test_padded_vocabulary_changes_no_logit_and_no_loss():
     plain.load_state_dict(state)
     ids = torch.randint(0, 101, (2, 16))
     assert padded(ids).shape == (2, 16, 101)
+    # Exact: each logit is the same 64-term dot product of the same rows; a GEMM kernel fixes
+    # its order by the inner size (64), not by the number of output rows (128 against 101).
     torch.testing.assert_close(padded(ids), plain(ids), rtol=0, atol=0)
     loss = padded(ids, ids)
-    torch.testing.assert_close(loss, lm_loss(plain(ids), ids), rtol=1e-6, atol=1e-6)
+    # The same 32 per-token losses, reduced as sum / 32 (chunked) against a mean: another order
+    # is worst 32 x 6e-8 = 1.9e-6 relative, 6.7e-6 at a loss of 3.5, over the old 1e-6 + 1e-6
+    # x 3.5 (measured: equal). rtol=1e-5 leaves 5x; softmax over the 27 padding rows would
+    # raise the loss by about ln(128 / 101) = 0.24.
+    torch.testing.assert_close(loss, lm_loss(plain(ids), ids), rtol=1e-5, atol=1e-6)
     loss.backward()
     assert not padded.tok_embeddings.weight.grad[101:].any()
     assert hf_state_rows(padded) == 101
 
 
 def hf_state_rows(model):
-    from trainer.model import hf_llama_state_dict
+    from fertility.trainer.model import hf_llama_state_dict
 
     return hf_llama_state_dict(model)["model.embed_tokens.weight"].shape[0]
 
 
 def test_chunked_loss_and_gradients_match_the_full_logits_in_float64():
-    from trainer.model import chunked_lm_loss
+    from fertility.trainer.model import chunked_lm_loss
 
     g = torch.Generator().manual_seed(0)
     h = torch.randn(3, 10, 8, dtype=torch.float64, generator=g, requires_grad=True)
@@ -292,6 +335,9 @@ def test_chunked_loss_and_gradients_match_the_full_logits_in_float64():
     gh, gw = torch.autograd.grad(chunked, [h, w])
     full = F.cross_entropy((h @ w[:13].T).reshape(-1, 13), t.reshape(-1), ignore_index=-100)
     fh, fw = torch.autograd.grad(full, [h, w])
+    # float64: 8-term dot products, 13-way softmax, a 29-term sum in chunks against at once
+    # (~30 x 1.1e-16 = 3e-15 relative); assert_close's float64 defaults (rtol 1e-7, atol 1e-7)
+    # are rounding only, and a token lost at a chunk boundary moves the loss by ~1/29.
     torch.testing.assert_close(chunked, full)
     torch.testing.assert_close(gh, fh)
     torch.testing.assert_close(gw, fw)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from fertility.trainer import checkpoint as ck
 from tests.trainer.tokfixture import CORPUS, REPO, PassingGate, train_tokenizer
-from trainer import checkpoint as ck
 
 N = 16
 SETTINGS = dict(
@@ -41,7 +41,8 @@ import json, os, sys, time
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
-from trainer.run import pretrain
+from fertility.trainer.options import PretrainOptions
+from fertility.trainer.run import pretrain
 from tests.trainer.tokfixture import PassingGate
 
 corpus, tok, out, settings, pause_at, marker = json.loads(sys.argv[1])
@@ -52,17 +53,17 @@ class PauseForKill:
             Path(marker).write_text(str(os.getpid()))
             time.sleep(600)
 
-pretrain(corpus, tok, out, quiet=True, overrides=settings, gate=lambda p, t: PassingGate(),
-         callbacks=PauseForKill())
+pretrain(PretrainOptions(corpus, tok, out, quiet=True, settings=settings),
+         gate=lambda p, t: PassingGate(), callbacks=PauseForKill())
 """
 
 
 def _pretrain(tok, out, settings=SETTINGS, **kw):
-    from trainer.run import pretrain
+    from fertility.trainer.options import PretrainOptions
+    from fertility.trainer.run import pretrain
 
-    return pretrain(
-        CORPUS, tok, out, quiet=True, overrides=settings, gate=lambda p, t: PassingGate(), **kw
-    )
+    options = PretrainOptions(CORPUS, tok, out, quiet=True, settings=settings, **kw)
+    return pretrain(options, gate=lambda p, t: PassingGate())
 
 
 def _losses(run: Path):

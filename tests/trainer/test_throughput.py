@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-import trainer.throughput as tp
+import fertility.trainer.throughput as tp
 from fertility.errors import FertilityError
-from trainer.model import config_from_preset
-from trainer.throughput import (
+from fertility.trainer.model import config_from_preset
+from fertility.trainer.throughput import (
     ThroughputMeter,
     detect_peak_flops,
     flops_per_token,
@@ -57,6 +57,10 @@ def test_meter_reads_the_wall_clock_and_computes_mfu(monkeypatch):
     meter = ThroughputMeter(
         cfg, 128, "cpu", peak_flops=1e9, warmup_steps=1, warn=warnings.append, warn_below=0.0
     )
+    # The approx sites here are float64 closed forms of exact inputs (integer tokens, whole
+    # seconds, 1e9): rate x FLOPs / peak rounds two or three operations, a few ulps. approx's
+    # default rel=1e-6 is only that rounding; averaging in the warm-up step would give 857
+    # instead of 1000 tokens/s, a FLOP count without attention 0.86x the MFU.
     s1 = meter.step(1000)  # 1000 tokens in 2 s
     assert s1["tokens_per_s"] == 500.0 and s1["elapsed_s"] == 2.0
     assert s1["mfu"] == pytest.approx(500 * fpt / 1e9)
@@ -90,7 +94,7 @@ def test_meter_warns_once_per_n_steps_below_threshold(monkeypatch):
     meter = ThroughputMeter(
         cfg, 128, "cpu", peak_flops=peak, warn=warnings.append, warmup_steps=2, warn_every=5
     )
-    for _ in range(2 + 11):
+    for _ in range(2 + 11):  # float64, a few ulps from 0.03; approx's rel=1e-6 is rounding only
         assert meter.step(1000)["mfu"] == pytest.approx(0.03)
     assert len(warnings) == 3  # steady steps 1, 6 and 11
     assert "3.0%" in warnings[0] and "below 10%" in warnings[0]
