@@ -6,34 +6,17 @@ hashes the user's files before and after: a refusal is one line, exit 2, every b
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from pathlib import Path
 
 import pytest
 
 from fertility.outputs import MANIFEST
 from tests.bpe import byte_level_bpe
+from tests.snapshot import snapshot
 
 BN = "আমি বাংলায় গান গাই। আমার সোনার বাংলা, আমি তোমায় ভালোবাসি।"
 EN = "The river rose overnight and the village woke to water in the streets."
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file and link under `root`: relative path -> content hash (or link target)."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            rel = str(p.relative_to(root))
-            if p.is_symlink():
-                out[rel] = "-> " + os.readlink(p)
-            elif p.is_file():
-                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-            else:
-                out[rel] = "dir"
-    return out
 
 
 def refused(code: int, out: str, err: str, *needles: str) -> str:

@@ -3,7 +3,6 @@ contains or lies inside the run folder (with or without --overwrite, through a s
 `--overwrite` replaces only a previous export (its fertility_export.json) and only the files
 an export writes, and every refusal is one line, exit 2, with every file as it was."""
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -11,22 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.eval.test_export import make_run, train_bpe
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file and link under `root`, relative path -> content hash (or link target)."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = Path(dirpath) / name
-            rel = str(p.relative_to(root))
-            if p.is_symlink():
-                out[rel] = "-> " + os.readlink(p)
-            elif p.is_file():
-                out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-            else:
-                out[rel] = "dir"
-    return out
+from tests.snapshot import snapshot
 
 
 @pytest.fixture()
