@@ -254,13 +254,13 @@ class Reached(Exception):
 
 def test_pretrain_refuses_the_gpt2_split_bpe_and_not_o200k(rw, tmp_path, monkeypatch):
     pytest.importorskip("torch")
-    from fertility import trainer
     from fertility.errors import TrainingError
+    from fertility.trainer import loop
     from fertility.trainer.options import PretrainOptions
     from fertility.trainer.run import pretrain
 
     monkeypatch.chdir(tmp_path)  # the built-in policy, not a working directory's
-    monkeypatch.setattr(trainer.loop, "train", lambda *a, **k: (_ for _ in ()).throw(Reached()))
+    monkeypatch.setattr(loop, "train", lambda *a, **k: (_ for _ in ()).throw(Reached()))
     paths = [rw / "text" / "bn.txt", rw / "text" / "en.txt"]
     tokdir = rw / "tokenizers"
     with pytest.raises(TrainingError, match="failed the gate"):

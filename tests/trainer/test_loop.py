@@ -233,7 +233,7 @@ def test_preflight_refusals(tmp_path, data):
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # inductor's imports
 def test_arbiter_compares_the_compiled_module_the_run_uses(tmp_path, data, monkeypatch):
-    from fertility import trainer
+    from fertility.trainer import arbiter
 
     seen = {}
 
@@ -241,7 +241,7 @@ def test_arbiter_compares_the_compiled_module_the_run_uses(tmp_path, data, monke
         seen.update(kw, model=model)
         raise TrainingError("stop after the arbiter")
 
-    monkeypatch.setattr(trainer.arbiter, "assert_arbiter", fake_arbiter)
+    monkeypatch.setattr(arbiter, "assert_arbiter", fake_arbiter)
     t = _trainer(tmp_path, data, compile=True)  # torch.compile is lazy: nothing compiles here
     with pytest.raises(TrainingError, match="stop after the arbiter"):
         t.run()
