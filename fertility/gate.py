@@ -17,7 +17,7 @@ Findings whose severity is in `fail_on` fail the gate too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from fertility.findings import Finding, diagnose, parity, premiums
 from fertility.findings.evidence import rate_interval
 from fertility.measure import Report, analyze
 from fertility.numbers import finite, fmt
-from fertility.options import CorpusOptions
+from fertility.options import CorpusOptions, Severity, Uncertain
 from fertility.policy import Policy, load_policy
 from fertility.progress import Progress
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
@@ -69,22 +69,18 @@ class PolicySummary:
     the gate JSON's `policy` object (`to_dict`, Policy.to_dict() as it was applied)."""
 
     source: str = "?"
-    uncertain: str = "fail"
-    fail_on: tuple[str, ...] = ()
+    uncertain: Uncertain = "fail"
+    fail_on: tuple[Severity, ...] = ()
     table: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def of(cls, policy: PolicySummary | Policy | Mapping) -> PolicySummary:
-        """`policy` itself, or the summary of a Policy or of its to_dict() (keys may be absent)."""
+    def of(cls, policy: PolicySummary | Policy) -> PolicySummary:
+        """`policy` itself, or the summary of a Policy (its to_dict() as the table)."""
         if isinstance(policy, PolicySummary):
             return policy
-        table = policy.to_dict() if isinstance(policy, Policy) else dict(policy)
-        return cls(
-            source=table.get("source", "?"),
-            uncertain=table.get("uncertain", "fail"),
-            fail_on=tuple(table.get("fail_on", ())),
-            table=table,
-        )
+        if not isinstance(policy, Policy):
+            raise TypeError(f"a Policy or a PolicySummary, not {type(policy).__name__}")
+        return cls(policy.source, policy.uncertain, policy.fail_on, policy.to_dict())
 
     def to_dict(self) -> dict:
         return self.table
@@ -95,7 +91,7 @@ class GateResult:
     passed: bool
     checks: list[Check]
     findings: list[Finding]  # all findings of the gated tokenizers
-    policy: PolicySummary  # a Policy or its to_dict() is taken too
+    policy: PolicySummary  # a Policy is taken too
     skipped: list[dict] = field(default_factory=list)  # rows too small to matter
 
     def __post_init__(self) -> None:

@@ -6,7 +6,8 @@ builds its click parameters from the fields (`fertility.cli.options.options_of`)
 options object back from what click parsed (`from_params`), so no option list, type or
 default is written twice. The type says how the value is read: `bool` a flag, `int`/`float`
 a number (`min`/`max` its range), a `Literal[...]` one of a fixed set, `tuple[str, ...]` a
-repeatable option (or, with `argument=True`, the command's arguments). A field without
+repeatable option (or, with `argument=True`, the command's arguments); a `Literal` field with
+`switches` is one flag per value (fix's --nfc/--nfkc). A field without
 `option(...)` is the Python API's alone (a callback, a nested options object).
 
 This module imports nothing heavy: the command line reads it to build `--help`.
@@ -15,6 +16,7 @@ This module imports nothing heavy: the command line reads it to build `--help`.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -28,6 +30,9 @@ ExportTarget = Literal["hf"]
 FixModel = Literal["bpe", "unigram"]
 FixBackend = Literal["tokenizers", "sentencepiece"]
 Normalization = Literal["none", "nfc", "nfkc"]
+Severity = Literal["error", "warning", "info"]  # a finding's; the policy's fail_on, "error" first
+Group = Literal["all", "language", "script"]  # what a report row is about (fertility.measure)
+Uncertain = Literal["fail", "pass"]  # the gate's verdict when a check is uncertain
 
 # Measuring a document costs about 75-115 bytes per character (the tokenizer's offsets, the
 # per-character arrays; a 50M-character line: 3.7 GB), so one longer than this is refused:
@@ -38,6 +43,16 @@ MAX_DOC_CHARS = 1_000_000
 MAX_INVALID_SHARE = 0.25
 
 FLAG = "fertility.option"  # the metadata key of a field's command-line spelling
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One flag that sets its field to `value` (a field's `switches`)."""
+
+    decl: str
+    value: str
+    help: str = ""
+    hidden: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,8 @@ class Flag:
     show_default: bool = False
     argument: bool = False  # a positional argument (a tuple field: one or more)
     parse: Callable[[str], Any] | None = None  # the text given -> the field's value
+    # a Literal field given by one flag per value (e.g. --nfc, --nfkc) instead of a --name
+    switches: tuple[Switch, ...] = ()
 
     def names(self, name: str) -> tuple[str, ...]:
         return self.decls or ("--" + name.replace("_", "-"),)
@@ -72,11 +89,14 @@ def option(
     show_default: bool = False,
     argument: bool = False,
     parse: Callable[[str], Any] | None = None,
+    switches: tuple[Switch, ...] = (),
     config: bool = False,
 ) -> Any:
     """A dataclass field that is also a command-line option. No default: a required one.
     `config=True`: the field is also a key of the trainer's TrainConfig (trainer.options)."""
-    flag = Flag(help, decls, metavar, min, max, min_open, max_open, show_default, argument, parse)
+    flag = Flag(
+        help, decls, metavar, min, max, min_open, max_open, show_default, argument, parse, switches
+    )
     return field(default=default, metadata={FLAG: flag, "config": config})
 
 
@@ -122,3 +142,246 @@ class CorpusOptions:
     )
     # called with each warning about the data (None: Python's warnings.warn)
     on_warning: Callable[[str], None] | None = None
+
+
+# Options more than one verb declares, spelt once.
+TOKENIZER_SPEC = "[LABEL=]SPEC"
+WORKERS_HELP = (
+    "Measuring processes (default: one, and after a few seconds of measuring it hands "
+    "the rest to one per core, up to 4, if its own timings say they would finish sooner). "
+    "The result does not depend on it."
+)
+DETAIL_HELP = (
+    "Documents per language that get the per-document checks (round trip, "
+    "own pre-tokenizer ceiling, normaliser changes)."
+)
+HELDOUT_HELP = "Share of each language held out."
+
+
+def _paths() -> Any:
+    return option(argument=True)
+
+
+def _workers() -> Any:
+    return option(None, min=1, help=WORKERS_HELP)
+
+
+def _heldout() -> Any:
+    return option(
+        0.1, min=0, max=1, min_open=True, max_open=True, show_default=True, help=HELDOUT_HELP
+    )
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Everything `report` is told (its command-line options are these fields)."""
+
+    paths: tuple[str, ...] = _paths()
+    tokenizers: tuple[str, ...] = option(
+        (),
+        decls=("-t", "--tokenizer"),
+        metavar=TOKENIZER_SPEC,
+        help="tokenizer.json (or its folder), Tekken .json, SentencePiece .model, "
+        "tiktoken rank file (SPEC#PATTERN names its split pattern), tiktoken:NAME "
+        "or hf:ORG/NAME. "
+        "Repeatable.",
+    )
+    fmt: ReportFormat = option("table", decls=("--format",), show_default=True)
+    output: str | None = option(
+        None, decls=("-o", "--output"), help="Write to FILE instead of stdout."
+    )
+    pretokenizers: str | None = option(
+        None,
+        metavar="LIST",
+        help="Comma-separated pre-tokenizer families to measure as ceilings "
+        "(gpt2, cl100k, o200k, whitespace, mark_aware). Default: all four standard "
+        "ones when no tokenizer is named, none otherwise.",
+    )
+    detail: str = option("200", show_default=True, metavar="N|all", help=DETAIL_HELP)
+    reference: str | None = option(
+        None, help="Reference language of the parity premium (default: the policy's, en)."
+    )
+    policy: str | None = option(None, help="Gate policy TOML (thresholds of the findings).")
+    no_diagnose: bool = option(False, help="Measurements only, no findings.")
+    verbose: bool = option(
+        False,
+        decls=("-v", "--verbose"),
+        help="Table: every column, and every finding "
+        "with its evidence, cause and fix (default: one line per rule and tokenizer).",
+    )
+    workers: int | None = _workers()
+    # the corpus options and the two every corpus command shares (fertility.cli.options)
+    corpus: CorpusOptions = field(default_factory=CorpusOptions)
+    quiet: bool = False
+    allow_output_in_corpus: bool = False
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """Everything `gate` is told (its command-line options are these fields)."""
+
+    paths: tuple[str, ...] = _paths()
+    tokenizer: str = option(
+        decls=("-t", "--tokenizer"),
+        metavar=TOKENIZER_SPEC,
+        help="The candidate tokenizer (same SPEC forms as `report`).",
+    )
+    baseline: str | None = option(
+        None,
+        metavar=TOKENIZER_SPEC,
+        help="The candidate must not be worse than this one beyond the policy margin.",
+    )
+    policy: str | None = option(
+        None,
+        help="Policy TOML; default: fertility.toml [gate], "
+        "[tool.fertility.gate] of pyproject.toml, else the built-in policy (docs/GATE.md).",
+    )
+    reference: str | None = option(None, help="Reference language of the premium check.")
+    fmt: GateFormat = option("text", decls=("--format",), show_default=True)
+    output: str | None = option(None, decls=("-o", "--output"), help="Write the verdict to FILE.")
+    junit: str | None = option(None, metavar="FILE", help="Also write JUnit XML for CI.")
+    html_out: str | None = option(
+        None, decls=("--html",), metavar="FILE", help="Also write the HTML report."
+    )
+    detail: str = option("200", show_default=True, metavar="N|all")
+    verbose: bool = option(
+        False,
+        decls=("-v", "--verbose"),
+        help="Every blocking finding with its cause "
+        "and fix, and every check's note (default: one line per rule).",
+    )
+    workers: int | None = _workers()
+    corpus: CorpusOptions = field(default_factory=CorpusOptions)
+    quiet: bool = False
+    allow_output_in_corpus: bool = False
+
+
+@dataclass(frozen=True)
+class FixOptions:
+    """Everything `fix` is told (its command-line options are these fields)."""
+
+    paths: tuple[str, ...] = _paths()
+    vocab_size: int = option(min=1)
+    out_dir: str = option(
+        decls=("--out",),
+        help="Folder for tokenizer.json, fix-report.json, report.html and the held-out documents.",
+    )
+    from_tok: str | None = option(
+        None,
+        decls=("--from",),
+        metavar=TOKENIZER_SPEC,
+        help="The tokenizer being replaced: its special tokens (and ids where they fit) "
+        "are kept, and it is measured beside the new one.",
+    )
+    model: FixModel = option("bpe", show_default=True)
+    backend: FixBackend = option("tokenizers", show_default=True)
+    normalization: Normalization | None = option(
+        None,
+        switches=(
+            Switch(
+                "--nfc",
+                "nfc",
+                "Normalise to NFC (lossy: "
+                "the report lists what it changes; without it the text is kept as written).",
+            ),
+            Switch("--nfkc", "nfkc", "Normalise to NFKC (lossy)."),
+            Switch("--no-normalize", "none", "Deprecated: no normaliser is the default.", True),
+        ),
+    )
+    temperature: float = option(
+        0.3,
+        min=0,
+        show_default=True,
+        help="Language sampling: p(lang) ∝ chars(lang)^T (0: uniform, 1: as found).",
+    )
+    heldout: float = _heldout()
+    heldout_max: int = option(
+        1000, min=1, show_default=True, help="At most N held-out documents per language."
+    )
+    max_train_chars: int | None = option(
+        None, min=1, help="Training-text budget of the sampler (default: all training text)."
+    )
+    special_tokens: tuple[str, ...] = option(
+        (),
+        decls=("--special-token",),
+        help="Special token to add (repeatable; default <|endoftext|>, or --from's).",
+    )
+    policy: str | None = option(None, help="Gate policy TOML for the new tokenizer.")
+    corpus: CorpusOptions = field(default_factory=CorpusOptions)
+    quiet: bool = False
+    allow_output_in_corpus: bool = False
+
+
+@dataclass(frozen=True)
+class ExtendOptions:
+    """Everything `extend` is told (its command-line options are these fields)."""
+
+    base: str = option(argument=True)
+    paths: tuple[str, ...] = _paths()
+    add: int = option(min=1, help="New tokens to learn.")
+    out_dir: str = option(
+        decls=("--out",),
+        help="Folder for tokenizer.json, ids-map.json, extend-report.json and the held-out "
+        "documents.",
+    )
+    langs: str | None = option(
+        None,
+        metavar="bn,hi",
+        help="Languages to learn the new tokens on (default: those the gate fails).",
+    )
+    heldout: float = _heldout()
+    heldout_max: int = option(1000, min=1, show_default=True)
+    policy: str | None = option(None, help="Gate policy TOML.")
+    corpus: CorpusOptions = field(default_factory=CorpusOptions)
+    quiet: bool = False
+    allow_output_in_corpus: bool = False
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """Everything `eval` is told (its command-line options are these fields)."""
+
+    run_dir: str = option(argument=True)
+    corpus: tuple[str, ...] = option(
+        (),
+        metavar="PATH",
+        help="Held-out text to score instead of the run's own held-out split.",
+    )
+    tasks: tuple[str, ...] = option(
+        (), metavar="FILE.jsonl", help="Multiple-choice task files (docs/EVAL.md)."
+    )
+    no_lm: bool = option(False, help="Tasks only, no language-modelling scores.")
+    fmt: EvalFormat = option("table", decls=("--format",), show_default=True)
+    output: str | None = option(None, decls=("-o", "--output"))
+    step: int | None = option(None, help="Checkpoint step (default: newest).")
+    # any of Device, or cuda:N
+    device: str = option(
+        "auto",
+        show_default=True,
+        metavar="|".join((*typing.get_args(Device), "cuda:N")),
+        help="Where to score (auto: CUDA when available).",
+    )
+    context: int | None = option(
+        None, min=1, help="Window length (default: the training sequence length)."
+    )
+    twin_seed: int = option(0, show_default=True)
+    bootstrap: int = option(1000, min=0, show_default=True)
+    # `--corpus` is the held-out paths: the corpus options are this field
+    corpus_options: CorpusOptions = field(default_factory=CorpusOptions)
+    quiet: bool = False
+    allow_output_in_corpus: bool = False
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Everything `export` is told (its command-line options are these fields)."""
+
+    run_dir: str = option(argument=True)
+    out_dir: str = option(argument=True)
+    target: ExportTarget = option(
+        decls=("--to",), help="hf: a Llama-architecture folder transformers loads."
+    )
+    step: int | None = option(None)
+    overwrite: bool = option(
+        False, help="Replace a previous export's files in OUT_DIR (other files are kept)."
+    )

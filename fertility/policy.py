@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import math
 import os
+import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 
 from fertility.config import read_toml, tomllib
 from fertility.errors import PolicyError
+from fertility.options import Group, Severity, Uncertain
 
 
 def _floors(name: str) -> Any:
@@ -61,7 +63,7 @@ class Thresholds:
     bootstrap: int = 1000
     seed: int = 0
 
-    def floor_for(self, group: str, key: str) -> float | None:
+    def floor_for(self, group: Group, key: str) -> float | None:
         """Chars-per-token floor of a frame row; None when the row has none."""
         if group == "language":
             return self.language_floors.get(key)
@@ -72,7 +74,7 @@ class Thresholds:
         return self.default_floor
 
 
-SEVERITIES = ("error", "warning", "info")
+SEVERITIES: tuple[Severity, ...] = typing.get_args(Severity)  # fertility.options
 _TOP_KEYS = {
     "fail_on",
     "uncertain",
@@ -98,8 +100,8 @@ class Policy:
     byte_fallback_rate: float | None  # ceilings (None: not checked)
     unk_rate: float | None
     premium: float | None
-    fail_on: tuple[str, ...] = ("error",)  # finding severities that fail the gate
-    uncertain: str = "fail"  # verdict of the gate when a check is uncertain
+    fail_on: tuple[Severity, ...] = ("error",)  # finding severities that fail the gate
+    uncertain: Uncertain = "fail"  # verdict of the gate when a check is uncertain
     baseline_margin: float = 0.05
     min_documents: int = 10
     min_chars: int = 1000
@@ -111,7 +113,7 @@ class Policy:
     thresholds: Thresholds = field(default_factory=Thresholds)
     source: str = "built-in"  # where it was read from, for messages
 
-    def floor_for(self, group: str, key: str) -> float | None:
+    def floor_for(self, group: Group, key: str) -> float | None:
         """The chars-per-token floor of a frame row, or None when the row is not checked."""
         return self.thresholds.floor_for(group, key)
 
@@ -251,7 +253,7 @@ def _build(default: dict, user: dict, source: str) -> Policy:
             f"{where('fail_on')} must be a list of {', '.join(SEVERITIES)}, got {fail_on!r}"
         )
     uncertain = t.get("uncertain", "fail")
-    if uncertain not in ("fail", "pass"):
+    if uncertain not in typing.get_args(Uncertain):
         raise PolicyError(f'{where("uncertain")} must be "fail" or "pass", got {uncertain!r}')
     exempt = floors.get("exempt", [])
     if not isinstance(exempt, list) or not all(isinstance(s, str) for s in exempt):

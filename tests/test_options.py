@@ -106,6 +106,139 @@ def test_the_pretrain_command_is_pretrain_options():
     assert list(got["device"].type.choices) == list(typing.get_args(O.Device))
 
 
+# Every verb and its options object (fertility.options, trainer.options); the fields that are
+# no command-line option (the corpus options, the shared --quiet/--allow-output-in-corpus)
+# come from corpus_options.
+VERBS = {
+    "report": O.ReportOptions,
+    "gate": O.GateOptions,
+    "fix": O.FixOptions,
+    "extend": O.ExtendOptions,
+    "pretrain": PretrainOptions,
+    "eval": O.EvalOptions,
+    "export": O.ExportOptions,
+}
+
+
+def _expected_type(tp, flag: O.Flag):
+    """What click type the declared type becomes (fertility.cli.options.click_decorator)."""
+    args = typing.get_args(tp)
+    if type(None) in args:
+        (tp,) = [a for a in args if a is not type(None)]
+    if flag.parse is not None or flag.argument:
+        return "text"
+    if typing.get_origin(tp) is Literal:
+        return ("choice", list(typing.get_args(tp)))
+    if typing.get_origin(tp) is tuple:
+        return "text"
+    if tp is bool:
+        return "boolean"
+    if tp in (int, float):
+        if flag.min is None and flag.max is None:
+            return "integer" if tp is int else "float"
+        return ("range", tp, flag.min, flag.max, flag.min_open, flag.max_open)
+    return "text"
+
+
+def _click_type(param: click.Parameter):
+    t = param.type
+    if isinstance(t, click.Choice):
+        return ("choice", list(t.choices))
+    if isinstance(t, (click.IntRange, click.FloatRange)):
+        kind = int if isinstance(t, click.IntRange) else float
+        return ("range", kind, t.min, t.max, t.min_open, t.max_open)
+    return t.name
+
+
+def test_every_verb_is_its_options_object():
+    """Each command's options are exactly its object's fields: names, order, defaults,
+    required, types, help; and nothing else but the shared corpus options."""
+    for verb, cls in VERBS.items():
+        command = cli.commands[verb]
+        got = params(command)
+        fields = declared(cls)
+        hints = typing.get_type_hints(cls)
+        corpus = set(declared(CorpusOptions)) | SHARED if verb != "export" else set()
+        assert set(got) == set(fields) | corpus, verb
+        own = [p.name for p in command.params if p.name in fields]
+        assert list(dict.fromkeys(own)) == list(fields), verb  # declaration order
+        for name, f in fields.items():
+            flag = f.metadata[O.FLAG]
+            ps = [p for p in command.params if p.name == name]
+            assert len(ps) == max(1, len(flag.switches)), (verb, name)
+            required = f.default is dataclasses.MISSING
+            for p in ps:
+                assert p.required is (required and not flag.switches), (verb, name)
+                if isinstance(p, click.Argument):
+                    assert flag.argument and p.nargs == (
+                        -1 if hints[name] == tuple[str, ...] else 1
+                    )
+                    continue
+                assert not flag.argument, (verb, name)
+                assert p.opts == list(flag.names(name)) or flag.switches, (verb, name)
+                if flag.switches:
+                    switch = next(s for s in flag.switches if p.opts == [s.decl])
+                    assert p.flag_value == switch.value and p.hidden is switch.hidden
+                    assert switch.value in typing.get_args(typing.get_args(hints[name])[0])
+                    continue
+                if not required:
+                    assert p.default == f.default, (verb, name)
+                assert (p.help or "") == flag.help, (verb, name)
+                assert p.metavar == flag.metavar, (verb, name)
+                assert _click_type(p) == _expected_type(hints[name], flag), (verb, name)
+        # the fields that are not options: the corpus's and the two shared ones (pretrain's
+        # settings too)
+        others = {f.name for f in dataclasses.fields(cls)} - set(fields)
+        if verb == "export":
+            assert others == set(), verb
+        else:
+            corpus_field = "corpus_options" if verb == "eval" else "corpus"
+            assert {corpus_field} | SHARED <= others <= {corpus_field, "settings"} | SHARED, verb
+
+
+def test_a_verb_body_reads_its_options_object(tmp_path, monkeypatch):
+    """What click parsed reaches the library through the options object."""
+    from fertility import fix as fix_module
+    from fertility.gate import GateResult, PolicySummary
+
+    seen = {}
+
+    def fake_fix(paths, out_dir, config, **kw):
+        seen.update(paths=paths, out_dir=out_dir, config=config, **kw)
+        gate = GateResult(True, [], [], PolicySummary())
+        return type("R", (), {"gate": gate})()
+
+    monkeypatch.setattr(fix_module, "fix", fake_fix)
+    monkeypatch.setattr("fertility.report.fix.fix_text", lambda result: "ok")
+    (tmp_path / "en.txt").write_text("text\n")
+    args = ["fix", str(tmp_path), "--vocab-size", "300", "--out", str(tmp_path / "o")]
+    more = ["--nfkc", "--special-token", "<a>", "--heldout", "0.2", "--sample", "0.5", "-q"]
+    result = CliRunner().invoke(cli, args + more)
+    assert result.exit_code == 0, result.output
+    assert seen["paths"] == (str(tmp_path),) and seen["out_dir"] == str(tmp_path / "o")
+    config = seen["config"]
+    assert (config.vocab_size, config.normalization, config.heldout_fraction) == (300, "nfkc", 0.2)
+    assert config.special_tokens == ("<a>",)
+    assert seen["corpus_options"].sample == 0.5 and seen["allow_output_in_corpus"] is False
+
+
+def test_policy_summary_is_of_a_policy_not_of_a_mapping():
+    from fertility.gate import GateResult, PolicySummary
+    from fertility.policy import load_policy
+
+    policy = load_policy(None)
+    summary = PolicySummary.of(policy)
+    assert (summary.source, summary.uncertain, summary.fail_on) == (
+        policy.source,
+        policy.uncertain,
+        policy.fail_on,
+    )
+    assert summary.to_dict() == policy.to_dict() and PolicySummary.of(summary) is summary
+    assert GateResult(True, [], [], policy).policy == summary
+    with pytest.raises(TypeError, match="Policy or a PolicySummary"):
+        PolicySummary.of(policy.to_dict())  # type: ignore[arg-type]
+
+
 def test_trainer_config_names_options_from_the_declarations():
     from fertility.trainer.config import OPTIONS, TrainConfig
 
@@ -119,10 +252,10 @@ def test_trainer_config_names_options_from_the_declarations():
 
 def test_pretrain_options_reach_pretrain_as_one_object(tmp_path, monkeypatch):
     pytest.importorskip("torch")
-    from fertility import trainer
+    from fertility.trainer import run as trainer_run
 
     seen = []
-    monkeypatch.setattr(trainer.run, "pretrain", lambda options, **kw: seen.append(options) or {})
+    monkeypatch.setattr(trainer_run, "pretrain", lambda options, **kw: seen.append(options) or {})
     (tmp_path / "en.txt").write_text("text\n")
     args = ["pretrain", str(tmp_path), "-t", "tok.json", "--out", str(tmp_path / "run")]
     more = ["--steps", "3", "--mix", "de=0.5,fr=0.5", "--init-from", "m", "--sample", "0.5", "-q"]
@@ -154,6 +287,13 @@ def test_pretrain_options_refuse_what_cannot_go_together():
 
 
 def test_fixed_sets_are_one_literal_each():
+    from fertility.findings.finding import Finding
+    from fertility.policy import SEVERITIES, Policy
+
+    assert SEVERITIES == typing.get_args(O.Severity)
+    hints = typing.get_type_hints(Finding)
+    assert (hints["severity"], hints["group"]) == (O.Severity, O.Group)
+    assert typing.get_type_hints(Policy)["fail_on"] == tuple[O.Severity, ...]
     choices = {
         ("report", "fmt"): O.ReportFormat,
         ("gate", "fmt"): O.GateFormat,

@@ -1,6 +1,7 @@
 """Options and output helpers every command shares.
 
-An options dataclass (fertility.options: CorpusOptions, trainer.options.PretrainOptions)
+An options dataclass (fertility.options: CorpusOptions, ReportOptions, GateOptions, ...;
+trainer.options.PretrainOptions)
 becomes a command's click options with `options_of(cls)`, and comes back from what click
 parsed with `from_params(cls, kw)`: the declaration is the one list of the options.
 """
@@ -70,6 +71,12 @@ def click_decorator(f: dataclasses.Field, flag: Flag, tp: Any):
     if flag.argument:
         many = typing.get_origin(kind) is tuple
         return click.argument(f.name, nargs=-1 if many else 1, required=required)
+    if flag.switches:  # one flag per value, all setting the field (unset: its default)
+        switches = [
+            click.option(s.decl, f.name, flag_value=s.value, help=s.help or None, hidden=s.hidden)
+            for s in flag.switches
+        ]
+        return _composed(switches)
     attrs: dict[str, Any] = {
         "help": flag.help or None,
         "metavar": flag.metavar,
@@ -92,6 +99,17 @@ def click_decorator(f: dataclasses.Field, flag: Flag, tp: Any):
     return click.option(*flag.names(f.name), f.name, **attrs)
 
 
+def _composed(decorators: list):
+    """The decorators applied as one, the first one's option first on the command."""
+
+    def decorate(command):
+        for d in reversed(decorators):
+            command = d(command)
+        return command
+
+    return decorate
+
+
 def choice(values: Any) -> click.Choice:
     """The values of a `Literal[...]` (fertility.options) as a click choice."""
     return click.Choice(typing.get_args(values))
@@ -101,14 +119,7 @@ def options_of(cls: type):
     """A decorator adding the command-line fields of the options dataclass `cls` to a click
     command, in declaration order (fertility.options)."""
     hints = typing.get_type_hints(cls)
-    decorators = [click_decorator(f, flag, hints[f.name]) for f, flag in flags(cls)]
-
-    def decorate(command):
-        for d in reversed(decorators):
-            command = d(command)
-        return command
-
-    return decorate
+    return _composed([click_decorator(f, flag, hints[f.name]) for f, flag in flags(cls)])
 
 
 def from_params(cls: type, kw: dict, **extra: Any) -> Any:
@@ -133,14 +144,11 @@ def corpus_options(f):
     return options_of(CorpusOptions)(_quiet(_allow_output_in_corpus(f)))
 
 
-workers_option = click.option(
-    "--workers",
-    type=click.IntRange(1),
-    default=None,
-    help="Measuring processes (default: one, and after a few seconds of measuring it hands "
-    "the rest to one per core, up to 4, if its own timings say they would finish sooner). "
-    "The result does not depend on it.",
-)
+def command_options(cls: type, kw: dict, corpus_field: str = "corpus") -> Any:
+    """A corpus command's options object (`cls`: fertility.options) from what click parsed:
+    its own fields, the corpus options as its `corpus_field`, --quiet and
+    --allow-output-in-corpus."""
+    return from_params(cls, kw, **{corpus_field: corpus_settings(kw)})
 
 
 def corpus_settings(kw: dict) -> CorpusOptions:
@@ -175,15 +183,14 @@ def write_output(text: str, output: str | None) -> None:
     write_file(output, text)  # recorded as ours, then replaced in one rename
 
 
-def check_outputs(outputs: dict, kw: dict, **inputs) -> None:
+def check_outputs(outputs: dict, allow_in_corpus: bool, **inputs) -> None:
     """The output policy (fertility.outputs), before anything is measured: `outputs` maps
-    each option to its path; `inputs` are Inputs.of's keywords (corpus, tokenizers, files,
-    folders). Takes --allow-output-in-corpus out of `kw`."""
+    each option to its path; `allow_in_corpus` is --allow-output-in-corpus; `inputs` are
+    Inputs.of's keywords (corpus, tokenizers, files, folders)."""
     # deferred: the library loads when a command runs (fast --help)
     from fertility.outputs import Inputs, check_file_outputs
 
-    allow = kw.pop("allow_output_in_corpus", False)
-    check_file_outputs(outputs, Inputs.of(**inputs), allow_in_corpus=allow)
+    check_file_outputs(outputs, Inputs.of(**inputs), allow_in_corpus=allow_in_corpus)
 
 
 def silence_stdout() -> None:

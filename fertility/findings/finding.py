@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from fertility.options import Group, Severity
+
 
 @dataclass
 class Finding:
     rule: str
-    severity: str  # "error" | "warning" | "info"
+    severity: Severity
     tokenizer: str
-    group: str  # "script" | "language" | "all"
+    group: Group
     key: str  # ISO 15924 code, language label, or "*"
     evidence: dict
     cause: str

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
 from fertility.findings.finding import Finding
+from fertility.options import Group, Severity
 from fertility.policy import SEVERITIES, Thresholds
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class Inputs:
     rule: Rule
 
     def finding(
-        self, severity: str, row: Mapping[str, Any], evidence: dict, cause: str, fix: str
+        self, severity: Severity, row: Mapping[str, Any], evidence: dict, cause: str, fix: str
     ) -> Finding:
         """A Finding of this rule about `row` (a frame row or any mapping with tokenizer,
         group and key)."""
@@ -58,7 +59,7 @@ class Inputs:
             self.rule.id,
             severity,
             str(row["tokenizer"]),
-            str(row["group"]),
+            cast(Group, str(row["group"])),  # a frame row's: "all", "language" or "script"
             str(row["key"]),
             evidence,
             cause,
@@ -72,7 +73,7 @@ RuleFunction = Callable[[Inputs], Iterable[Finding]]
 @dataclass(frozen=True)
 class Rule:
     id: str
-    severities: tuple[str, ...]  # the severities its findings may have
+    severities: tuple[Severity, ...]  # the severities its findings may have
     thresholds: tuple[str, ...]  # the Thresholds fields it compares with
     summary: Summary
     doc: str  # its section of docs/GATE.md ("docs/GATE.md#<id>")
@@ -88,13 +89,13 @@ REGISTRY: dict[str, Rule] = {}  # rule id -> declaration, in diagnose's order
 def rule(
     id: str,
     *,
-    severities: tuple[str, ...],
+    severities: tuple[Severity, ...],
     thresholds: tuple[str, ...],
     summary: Summary,
     doc: str | None = None,
 ) -> Callable[[RuleFunction], RuleFunction]:
     """Declare the rule `id` and register the decorated function as its one function."""
-    bad = [s for s in severities if s not in SEVERITY_ORDER]
+    bad: list[str] = [s for s in severities if s not in SEVERITY_ORDER]
     bad += [k for k in thresholds if k not in Thresholds.__dataclass_fields__]
     if bad:
         raise ValueError(f"rule {id}: no severity or Thresholds field named {', '.join(bad)}")

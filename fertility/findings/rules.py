@@ -20,6 +20,7 @@ from fertility.findings.evidence import char_names, number, rate_interval
 from fertility.findings.finding import Finding
 from fertility.findings.registry import Inputs, Summary, rule
 from fertility.findings.tokconfig import ConfigInfo, inspect_config
+from fertility.options import Severity
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 if TYPE_CHECKING:
@@ -260,7 +261,7 @@ def pretokenizer_ceiling(x: Inputs) -> Iterator[Finding]:
                 "with \\p{M}, e.g. o200k or mark_aware) and retrain."
             )
             if ceiling < floor:
-                sev = "info" if pre else "error"
+                sev: Severity = "info" if pre else "error"
                 who = f"the {r['tokenizer']} pre-tokenizer" if pre else "the pre-tokenizer"
                 yield x.finding(
                     sev,

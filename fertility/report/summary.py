@@ -15,6 +15,7 @@ from typing import Any
 from fertility.findings import REGISTRY, RULES, SEVERITY_ORDER
 from fertility.gate import NEED_MORE, GateResult
 from fertility.numbers import fmt
+from fertility.options import Severity
 from fertility.report.table import grid
 
 
@@ -161,7 +162,7 @@ def preference(vs: list[Verdict]) -> str | None:
 
 @dataclass
 class Group:
-    severity: str
+    severity: Severity
     rule: str
     tokenizer: str
     keys: list[str]

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from fertility.errors import TrainingError
-from fertility.gate import Check, GateResult
+from fertility.gate import Check, GateResult, PolicySummary
 from fertility.trainer.checkpoint import load_model
 from fertility.trainer.config import TrainConfig, load_config
 from fertility.trainer.options import PretrainOptions
@@ -39,7 +39,7 @@ class FakeGate(GateResult):
     def __init__(self, passed: bool):
         verdict = "pass" if passed else "fail"
         check = Check("chars_per_token", "x", "script", "Latn", 1.0, 1.0, 1.0, 2.0, ">=", verdict)
-        super().__init__(passed, [check], [], {})
+        super().__init__(passed, [check], [], PolicySummary())
 
     def to_dict(self) -> dict:
         return {"schema": "fertility.gate/1", "passed": self.passed}

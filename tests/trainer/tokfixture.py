@@ -3,7 +3,7 @@ that run the real pretraining path."""
 
 from pathlib import Path
 
-from fertility.gate import GateResult
+from fertility.gate import GateResult, PolicySummary
 from tests.bpe import byte_level_bpe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ class PassingGate(GateResult):
     a real GateResult with no checks, so the trainer renders it as it renders any verdict."""
 
     def __init__(self):
-        super().__init__(passed=True, checks=[], findings=[], policy={})
+        super().__init__(passed=True, checks=[], findings=[], policy=PolicySummary())
 
     def to_dict(self):
         return {"passed": True}
