@@ -14,8 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import fertility.corpus as corpus_module
-from fertility.corpus import Corpus, folder_lang, shown
+from fertility.corpus import Corpus
+from fertility.corpus import walk as walk_module
+from fertility.corpus.walk import folder_lang, shown
 from fertility.errors import CorpusError, visible
 from fertility.report.table import grid
 
@@ -250,7 +251,7 @@ def test_the_shipped_code_list_is_iso_codes():
     if codes is None:
         pytest.skip("Debian's iso-codes is not installed")
     two, three = codes
-    assert corpus_module._LANG_CODES == two | three
+    assert walk_module.LANG_CODES == two | three
 
 
 def test_lang_field_wins_over_a_folder_and_the_folder_fills_in(tmp_path):
