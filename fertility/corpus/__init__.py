@@ -9,7 +9,8 @@ What is read
     Arguments are files or folders, mixed freely (the walk is fertility/corpus/walk.py).
     Folders are walked recursively in sorted name order, so two runs read the same
     documents in the same order. Formats: `.txt`, `.jsonl`, `.parquet`, each optionally
-    compressed `.gz`, `.zst`, `.xz` or `.bz2` (a compressed parquet file is decompressed to a temporary file first: it needs to seek).
+    compressed `.gz`, `.zst`, `.xz` or `.bz2` (a compressed parquet file is decompressed to
+    a temporary file first: it needs to seek).
     Decompression holds a fixed amount of memory whatever the compression ratio (a bomb of
     one huge line meets the line limit below; one of many short lines is read as a corpus);
     an xz dictionary or zstd window over 128 MiB is refused.
