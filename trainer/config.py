@@ -26,7 +26,7 @@ from typing import Any
 from fertility.config import read_toml
 from fertility.errors import TrainingError
 from fertility.trainer.mix import check_mix
-from fertility.trainer.model import PRESETS, ModelConfig
+from fertility.trainer.model import PRESETS, SIZE_FIELDS, ModelConfig
 from fertility.trainer.options import config_fields, option_names
 
 # torch.manual_seed takes at most a uint64; numpy's generators take any non-negative integer.
@@ -193,16 +193,7 @@ _FLOATS: dict[str, tuple[float, bool, float, bool, str]] = {
 }
 _OPTIONAL = {"seq_len", "tokens_per_step", "steps", "tokens", "mix_temperature", "init_from"}
 # [model] keys: integers >= 1, numbers > 0, booleans (ModelConfig's fields).
-_MODEL_INTS = (
-    "vocab_size",
-    "d_model",
-    "n_layers",
-    "n_heads",
-    "n_kv_heads",
-    "d_ff",
-    "max_seq_len",
-    "pad_vocab_to",
-)
+_MODEL_INTS = SIZE_FIELDS
 _MODEL_FLOATS = ("rope_theta", "norm_eps", "init_std")
 _MODEL_BOOLS = ("tie_embeddings",)
 

@@ -29,6 +29,20 @@ from fertility.errors import TrainingError
 FF_MULTIPLE_OF = 256
 
 
+# ModelConfig's sizes: whole numbers >= 1, checked by the config itself and by
+# trainer/config.py for a [model] table (named once, here).
+SIZE_FIELDS = (
+    "vocab_size",
+    "d_model",
+    "n_layers",
+    "n_heads",
+    "n_kv_heads",
+    "d_ff",
+    "max_seq_len",
+    "pad_vocab_to",
+)
+
+
 @dataclass
 class ModelConfig:
     vocab_size: int
@@ -55,16 +69,7 @@ class ModelConfig:
         if self.d_ff is None:
             hidden = int(8 * self.d_model / 3)
             self.d_ff = FF_MULTIPLE_OF * ((hidden + FF_MULTIPLE_OF - 1) // FF_MULTIPLE_OF)
-        for name in (
-            "vocab_size",
-            "d_model",
-            "n_layers",
-            "n_heads",
-            "n_kv_heads",
-            "d_ff",
-            "max_seq_len",
-            "pad_vocab_to",
-        ):
+        for name in SIZE_FIELDS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise TrainingError(
