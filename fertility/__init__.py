@@ -13,6 +13,7 @@ or pandas; type checkers read them from the TYPE_CHECKING imports below.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from typing import TYPE_CHECKING
 
@@ -66,4 +67,8 @@ def __getattr__(name: str):
         value = mod if attr is None else getattr(mod, attr)
         globals()[name] = value
         return value
+    # A submodule (`fertility.policy`, `fertility.options`) is reachable as an attribute
+    # after `import fertility`, loaded on first use like the public names.
+    if importlib.util.find_spec(f"fertility.{name}") is not None:
+        return importlib.import_module(f"fertility.{name}")
     raise AttributeError(f"module 'fertility' has no attribute {name!r}")

@@ -42,5 +42,6 @@ def test_the_wheel_holds_fertility_alone(tmp_path):
         "fertility/eval/run.py",
         "fertility/corpus/iso639.txt",
         "fertility/default_policy.toml",
+        "fertility/py.typed",  # PEP 561: type checkers read the package's own annotations
     ):
         assert name in names, name

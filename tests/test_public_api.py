@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,19 @@ def test_analyze_takes_the_command_policy(naive, tmp_path, monkeypatch, run):
     assert new == {("pretokenizer-ceiling", "Latn")}
     bare = fertility.analyze([str(CORPUS)], [f"naive={naive}"], findings=False)
     assert bare.findings == [] and "findings" not in bare.to_dict()
+
+
+def test_submodules_are_reachable_after_import_fertility_alone():
+    """`import fertility` then `fertility.policy.default_policy()`, in a fresh interpreter
+    (in this one other tests have imported everything already)."""
+    code = (
+        "import fertility, sys\n"
+        "assert 'fertility.policy' not in sys.modules\n"
+        "print(type(fertility.policy.default_policy()).__name__, fertility.options.Severity)\n"
+        "try:\n    fertility.no_such_module\nexcept AttributeError:\n    print('refused')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    assert out[0].startswith("Policy typing.Literal['error', 'warning', 'info']")
+    assert out[1] == "refused"
