@@ -93,3 +93,29 @@ def test_interval_is_null_below_two_documents(tmp_path):
     r = rep.frame.iloc[0]
     assert r.chars_per_token == 17 / 3
     assert np.isnan(r.chars_per_token_lo) and np.isnan(r.chars_per_token_hi)
+
+
+def test_wilson_bounds_are_exact_at_zero_and_at_all():
+    """At k = 0 the lower bound is 0 and at k = n the upper bound is 1 (exact in real
+    arithmetic); in floats they used to come out as 1e-17 to 1e-20 and the CSV printed them."""
+    from fertility.stats import wilson, wilson_columns
+
+    n = np.array([1, 2, 3, 7, 10, 99, 1000, 12345, 10**7], dtype=float)
+    for m in n:
+        assert wilson(0, m)[0] == 0.0 and wilson(m, m)[1] == 1.0
+        assert 0.0 < wilson(0, m)[1] < 1.0 and 0.0 < wilson(m, m)[0] < 1.0
+    lo, hi = wilson_columns(np.zeros_like(n), n)
+    assert (lo == 0.0).all() and (hi == [wilson(0, m)[1] for m in n]).all()
+    lo, hi = wilson_columns(n.copy(), n)
+    assert (hi == 1.0).all() and (lo == [wilson(m, m)[0] for m in n]).all()
+
+
+def test_the_csv_prints_no_float_noise(tmp_path, run):
+    corpus = Path(__file__).resolve().parents[1] / "examples" / "corpus"
+    lines = [x for f in sorted(corpus.glob("*.txt")) for x in f.read_text("utf-8").splitlines()]
+    byte_level_bpe(lines, 600, path=tmp_path / "tok.json")
+    code, out, err = run("report", corpus, "-t", tmp_path / "tok.json", "--format", "csv", "-q")
+    assert code == 0, err
+    cells = [c for row in out.splitlines()[1:] for c in row.split(",")]
+    tiny = [c for c in cells if "e-" in c and float(c) < 1e-9]
+    assert tiny == []  # a zero rate's interval starts at 0, not at 1e-19
