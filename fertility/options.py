@@ -186,7 +186,12 @@ class ReportOptions:
         "or hf:ORG/NAME. "
         "Repeatable.",
     )
-    fmt: ReportFormat = option("table", decls=("--format",), show_default=True)
+    fmt: ReportFormat = option(
+        "table",
+        decls=("--format",),
+        show_default=True,
+        help="table: for a terminal (fits COLUMNS); json, csv: every row and field; html: one page.",
+    )
     output: str | None = option(
         None, decls=("-o", "--output"), help="Write to FILE instead of stdout."
     )
@@ -237,13 +242,18 @@ class GateOptions:
         "[tool.fertility.gate] of pyproject.toml, else the built-in policy (docs/GATE.md).",
     )
     reference: str | None = option(None, help="Reference language of the premium check.")
-    fmt: GateFormat = option("text", decls=("--format",), show_default=True)
+    fmt: GateFormat = option(
+        "text",
+        decls=("--format",),
+        show_default=True,
+        help="text: the verdict and every check; json: the same as a document (docs/GATE.md).",
+    )
     output: str | None = option(None, decls=("-o", "--output"), help="Write the verdict to FILE.")
     junit: str | None = option(None, metavar="FILE", help="Also write JUnit XML for CI.")
     html_out: str | None = option(
         None, decls=("--html",), metavar="FILE", help="Also write the HTML report."
     )
-    detail: str = option("200", show_default=True, metavar="N|all")
+    detail: str = option("200", show_default=True, metavar="N|all", help=DETAIL_HELP)
     verbose: bool = option(
         False,
         decls=("-v", "--verbose"),
@@ -261,7 +271,7 @@ class FixOptions:
     """Everything `fix` is told (its command-line options are these fields)."""
 
     paths: tuple[str, ...] = _paths()
-    vocab_size: int = option(min=1)
+    vocab_size: int = option(min=1, help="Size of the new vocabulary, special tokens included.")
     out_dir: str = option(
         decls=("--out",),
         help="Folder for tokenizer.json, fix-report.json, report.html and the held-out documents.",
@@ -273,10 +283,13 @@ class FixOptions:
         help="The tokenizer being replaced: its special tokens (and ids where they fit) "
         "are kept, and it is measured beside the new one.",
     )
-    model: FixModel = option("bpe", show_default=True)
-    backend: FixBackend = option("tokenizers", show_default=True)
+    model: FixModel = option("bpe", show_default=True, help="The vocabulary model to train.")
+    backend: FixBackend = option(
+        "tokenizers", show_default=True, help="The library that trains it (docs/FIX.md)."
+    )
     normalization: Normalization | None = option(
         None,
+        help="The normaliser (default: none, the text is kept as written).",
         switches=(
             Switch(
                 "--nfc",
@@ -330,7 +343,9 @@ class ExtendOptions:
         help="Languages to learn the new tokens on (default: those the gate fails).",
     )
     heldout: float = _heldout()
-    heldout_max: int = option(1000, min=1, show_default=True)
+    heldout_max: int = option(
+        1000, min=1, show_default=True, help="At most N held-out documents per language."
+    )
     policy: str | None = option(None, help="Gate policy TOML.")
     corpus: CorpusOptions = field(default_factory=CorpusOptions)
     quiet: bool = False
@@ -351,8 +366,15 @@ class EvalOptions:
         (), metavar="FILE.jsonl", help="Multiple-choice task files (docs/EVAL.md)."
     )
     no_lm: bool = option(False, help="Tasks only, no language-modelling scores.")
-    fmt: EvalFormat = option("table", decls=("--format",), show_default=True)
-    output: str | None = option(None, decls=("-o", "--output"))
+    fmt: EvalFormat = option(
+        "table",
+        decls=("--format",),
+        show_default=True,
+        help="table: for a terminal; json: every score with its interval (docs/EVAL.md).",
+    )
+    output: str | None = option(
+        None, decls=("-o", "--output"), help="Write to FILE instead of stdout."
+    )
     step: int | None = option(None, help="Checkpoint step (default: newest).")
     # any of Device, or cuda:N
     device: str = option(
@@ -364,8 +386,17 @@ class EvalOptions:
     context: int | None = option(
         None, min=1, help="Window length (default: the training sequence length)."
     )
-    twin_seed: int = option(0, show_default=True)
-    bootstrap: int = option(1000, min=0, show_default=True)
+    twin_seed: int = option(
+        0,
+        show_default=True,
+        help="Seed of the randomly initialised twin the model is scored against.",
+    )
+    bootstrap: int = option(
+        1000,
+        min=0,
+        show_default=True,
+        help="Bootstrap replicates of each interval over documents (below 10: no interval).",
+    )
     # `--corpus` is the held-out paths: the corpus options are this field
     corpus_options: CorpusOptions = field(default_factory=CorpusOptions)
     quiet: bool = False
@@ -381,7 +412,7 @@ class ExportOptions:
     target: ExportTarget = option(
         decls=("--to",), help="hf: a Llama-architecture folder transformers loads."
     )
-    step: int | None = option(None)
+    step: int | None = option(None, help="Checkpoint step to export (default: the newest).")
     overwrite: bool = option(
         False, help="Replace a previous export's files in OUT_DIR (other files are kept)."
     )

@@ -375,3 +375,23 @@ def test_python_dash_m_fertility_is_the_command():
     assert proc.returncode == 0, proc.stderr
     assert "--init-from" in proc.stdout and "--policy" in proc.stdout
     assert "--text-field" in proc.stdout
+
+
+def test_every_option_says_what_it_does_and_its_default():
+    """`--help` is complete: every option has a description, an option with a default shows
+    it (or its switches say it), and the top-level help lists each command whole."""
+    import click
+
+    from fertility.cli import cli
+
+    ctx = click.Context(cli)
+    for name, command in cli.commands.items():
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.hidden:
+                continue
+            assert param.help, f"{name} {param.opts[0]}: no help"
+            default = param.default
+            if default not in (None, False, ()) and not param.is_flag:
+                assert param.show_default, f"{name} {param.opts[0]}: default {default!r} not shown"
+    listing = cli.get_help(ctx)
+    assert "..." not in listing.split("Commands:")[1]

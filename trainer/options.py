@@ -39,13 +39,24 @@ class PretrainOptions:
     )
     out: str = option(help="Run folder (created).")
     preset: str | None = option(
-        None, config=True, help="Model size: tiny, small, base, 0.4b (trainer/model.py)."
+        None,
+        config=True,
+        help="Model size: tiny, small, base, 0.4b (trainer/model.py); default: --config's, else tiny.",
     )
     config: str | None = option(None, metavar="FILE", help="TrainConfig TOML (docs/TRAIN.md).")
-    steps: int | None = option(None, min=1, config=True, help="Train for N optimizer steps.")
-    tokens: int | None = option(None, min=1, config=True, help="Train for N tokens.")
+    steps: int | None = option(
+        None,
+        min=1,
+        config=True,
+        help="Train for N optimizer steps (default: one pass over the corpus).",
+    )
+    tokens: int | None = option(
+        None, min=1, config=True, help="Train for N tokens (default: one pass over the corpus)."
+    )
     device: Device | None = option(
-        None, config=True, help="Where to train (auto: CUDA when available)."
+        None,
+        config=True,
+        help="Where to train; default: --config's, else auto (CUDA when available).",
     )
     resume: bool = option(False, help="Continue from the newest valid checkpoint.")
     force: bool = option(

@@ -17,7 +17,7 @@ from fertility.cli.options import (
 from fertility.options import EvalOptions
 
 
-@click.command("eval")
+@click.command("eval", short_help="Score a run: NLL, bits per byte, tasks.")
 @options_of(EvalOptions)
 @corpus_options
 def eval_cmd(**kw) -> None:

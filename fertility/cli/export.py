@@ -8,7 +8,7 @@ from fertility.cli.options import from_params, need_torch, options_of
 from fertility.options import ExportOptions
 
 
-@click.command()
+@click.command(short_help="Write a run as a Hugging Face folder.")
 @options_of(ExportOptions)
 def export(**kw) -> None:
     """Write RUN_DIR's model and tokenizer as a Hugging Face Llama folder."""

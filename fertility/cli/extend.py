@@ -10,7 +10,7 @@ from fertility.cli.options import command_options, corpus_options, options_of
 from fertility.options import ExtendOptions
 
 
-@click.command()
+@click.command(short_help="Add a script's tokens to a tokenizer, ids kept.")
 @options_of(ExtendOptions)
 @corpus_options
 def extend(**kw) -> None:

@@ -10,7 +10,7 @@ from fertility.cli.options import command_options, corpus_options, options_of
 from fertility.options import FixOptions
 
 
-@click.command()
+@click.command(short_help="Train a corrected vocabulary and prove it.")
 @options_of(FixOptions)
 @corpus_options
 def fix(**kw) -> None:

@@ -19,7 +19,7 @@ from fertility.cli.options import (
 from fertility.options import GateOptions
 
 
-@click.command()
+@click.command(short_help="Pass (0) or fail (1) a tokenizer under the policy.")
 @options_of(GateOptions)
 @corpus_options
 def gate(**kw) -> None:

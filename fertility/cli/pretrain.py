@@ -22,7 +22,7 @@ from fertility.cli.options import (
 from fertility.trainer.options import PretrainOptions
 
 
-@click.command()
+@click.command(short_help="Gate the tokenizer, then pretrain a model.")
 @options_of(PretrainOptions)
 @corpus_options
 def pretrain(**kw) -> None:

@@ -17,7 +17,7 @@ from fertility.cli.options import (
 from fertility.options import ReportOptions
 
 
-@click.command()
+@click.command(short_help="Measure chars/token per script and language.")
 @options_of(ReportOptions)
 @corpus_options
 def report(**kw) -> None:
