@@ -7,13 +7,11 @@ declares, never by its name."""
 from __future__ import annotations
 
 import dataclasses
-import io
 from types import SimpleNamespace
 from typing import get_args
 
 import numpy as np
 import pytest
-import sentencepiece as spm
 
 from fertility.errors import TokenizerError
 from fertility.measure import parallel
@@ -26,7 +24,12 @@ from fertility.tokenizers.sentencepiece import SPTokenizer
 from fertility.tokenizers.tekken import TekkenTokenizer
 from fertility.tokenizers.tiktoken import TiktokenTokenizer
 from tests.tokenizers.test_tekken import tekken_file
-from tests.tokenizers.test_tokenizers import CORPUS, SAMPLES, rank_file_bytes, train_bytelevel
+from tests.tokenizers.test_tokenizers import (
+    SAMPLES,
+    rank_file_bytes,
+    train_bytelevel,
+    train_sentencepiece,
+)
 
 FILES = {
     "hf": "tokenizer.json",
@@ -40,18 +43,7 @@ FILES = {
 def folder(tmp_path_factory):
     d = tmp_path_factory.mktemp("kinds")
     train_bytelevel().save(str(d / FILES["hf"]))
-    out = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(CORPUS),
-        model_writer=out,
-        vocab_size=420,
-        model_type="bpe",
-        byte_fallback=True,
-        character_coverage=1.0,
-        hard_vocab_limit=False,
-        minloglevel=2,
-    )
-    (d / FILES["sentencepiece"]).write_bytes(out.getvalue())
+    (d / FILES["sentencepiece"]).write_bytes(train_sentencepiece())
     (d / FILES["tiktoken"]).write_bytes(rank_file_bytes())
     tekken_file(d / FILES["tekken"])
     return d

@@ -281,8 +281,8 @@ def test_hf_byte_fallback_model(tmp_path):
 # --- SentencePiece ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def sp_path(tmp_path_factory):
+def train_sentencepiece() -> bytes:
+    """A 420-piece SentencePiece BPE with byte fallback, trained on CORPUS: the model file."""
     out = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(CORPUS),
@@ -294,8 +294,13 @@ def sp_path(tmp_path_factory):
         hard_vocab_limit=False,
         minloglevel=2,
     )
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def sp_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("sp") / "bn_en.model"
-    path.write_bytes(out.getvalue())
+    path.write_bytes(train_sentencepiece())
     return path
 
 
