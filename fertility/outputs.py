@@ -123,8 +123,8 @@ class Inputs:
         for p in corpus:
             made._add(Path(p), corpus=True)
         for spec in tokenizers:
-            if spec:
-                made._add(Path(_spec_path(spec)), corpus=False)
+            if spec and (path := _spec_path(spec)):
+                made._add(Path(path), corpus=False)
         for file in files:
             if file:
                 made._add(Path(file), corpus=False)
@@ -172,15 +172,17 @@ def _identity(path: Path, found: dict[tuple[int, int], Path]) -> None:
         found.setdefault((st.st_dev, st.st_ino), path)
 
 
-def _spec_path(spec: str) -> str:
-    """The local path of a tokenizer spec: `[LABEL=]PATH[#PATTERN]` (a LABEL never holds a
-    path separator; a path may hold `=`, so the label is taken only when it reads as one)."""
-    label, sep, rest = spec.partition("=")
-    if sep and label and "/" not in label and os.sep not in label and not os.path.exists(spec):
-        spec = rest
-    if "#" in spec and not os.path.exists(spec):
-        spec = spec.rsplit("#", 1)[0]
-    return spec
+def _spec_path(spec: str) -> str | None:
+    """The local path a tokenizer argument `[LABEL=]SPEC[#PATTERN]` names (parsed as the
+    loader parses it), or None for one it will refuse (it says why)."""
+    # deferred: outputs sits below the pipeline's stages (the corpus walker imports it); only
+    # a command that names tokenizers parses them
+    from fertility.tokenizers.spec import parse_tokenizer_arg, split_pattern_suffix
+
+    try:
+        return split_pattern_suffix(parse_tokenizer_arg(spec)[1])[0]
+    except FertilityError:
+        return None
 
 
 def _inside(path: Path, folder: Path) -> bool:
