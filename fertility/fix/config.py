@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 
 from fertility.errors import FixError
+from fertility.options import FixBackend, FixModel, Normalization
 
 
 @dataclass
 class FixConfig:
     vocab_size: int
-    model: str = "bpe"  # "bpe" | "unigram"
-    backend: str = "tokenizers"  # "tokenizers" | "sentencepiece"
-    normalization: str = "none"  # "none" | "nfc" | "nfkc" (lossy: see the docstring)
+    model: FixModel = "bpe"
+    backend: FixBackend = "tokenizers"
+    normalization: Normalization = "none"  # nfc, nfkc: lossy (see the docstring)
     temperature: float = 0.3  # p_lang ∝ chars_lang ** temperature
     heldout_fraction: float = 0.1  # per language, by document
     heldout_max_docs: int | None = 1000  # per language; None: no cap
@@ -33,10 +35,10 @@ class FixConfig:
             or self.vocab_size < 1
         ):
             raise bad(f"vocab_size={self.vocab_size!r}: must be a whole number >= 1")
-        for name, allowed in (
-            ("model", ("bpe", "unigram")),
-            ("backend", ("tokenizers", "sentencepiece")),
-            ("normalization", ("nfc", "nfkc", "none")),
+        for name, allowed in (  # the sets fertility.options declares
+            ("model", get_args(FixModel)),
+            ("backend", get_args(FixBackend)),
+            ("normalization", get_args(Normalization)),
         ):
             if getattr(self, name) not in allowed:
                 raise bad(f"{name}={getattr(self, name)!r}: use one of {', '.join(allowed)}")
