@@ -97,30 +97,32 @@ Limits
     file may decompress (to the temporary folder) to 100x its size, at least 64 MiB; more is
     refused, and so is a temporary folder that fills up, naming the folder (set TMPDIR).
 
-Sampling
+Sampling (fertility/corpus/stratify.py)
     `sample=f` keeps a document when a hash of (seed, path relative to its argument, line)
-    falls below f; `max_docs=N` stops after the N-th kept document in file order. The subset
-    depends only on the seed and the data, never on batch sizes.
+    falls below f. `max_docs=N` keeps N of those drawn across every file and language: the
+    corpus is read once more first (no text kept), each language gets its share of the N
+    within one document, and within it the documents with the smallest hashes. The whole
+    corpus is read either way. The subset depends only on the seed and the data, never on
+    batch sizes or processes; `summary()["subset"]` says how it was drawn.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import io
-import math
 import os
 import warnings
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
-from itertools import accumulate, chain, compress, count
+from itertools import accumulate, chain, compress
 from typing import Any, BinaryIO, NamedTuple, TypedDict
 
 from fertility.corpus import formats as fmt
+from fertility.corpus import stratify
 from fertility.corpus.walk import WRITTEN_BY_FERTILITY, CorpusFile, Walk, shown, skip_counts
 from fertility.errors import CorpusError, one_line, visible
 from fertility.options import CorpusOptions
@@ -197,12 +199,12 @@ class _Pass:
     files: list[_FileEntry] = field(default_factory=list)
     documents: int = 0
     seen: int = 0
+    seen_langs: Counter = field(default_factory=Counter)  # documents met per label
     chars: int = 0
     bytes: int = 0
     binary_files: list[dict] = field(default_factory=list)
     invalid_utf8: dict[str, int] = field(default_factory=dict)
     empty_records: int = 0
-    stopped_at: dict | None = None
     complete: bool = False
 
 
@@ -252,6 +254,7 @@ class Corpus:
         self.sample, self.max_docs, self.seed = sample, max_docs, seed
         self.warn = on_warning or warn
         self._threshold = None if sample is None else int(sample * 2**64)
+        self._selection: stratify.Selection | None = None  # max_docs's draw, made once
 
         walk = Walk(sizes, self.warn)  # fertility/corpus/walk.py: what is read, and why not
         for path in self.paths:
@@ -309,8 +312,12 @@ class Corpus:
         the documents kept (sampling, max_docs) and their running character counts (ends[i]:
         the characters of the documents before i; ends[-1]: all of them). summary()'s
         counts are kept here, a block at a time."""
+        if self.max_docs is not None and self._selection is None:
+            self._selection = stratify.draw(
+                self._key_blocks, self.max_docs, self.seed, self._threshold
+            )
         run = self._pass = _Pass()
-        for cf in self.files:
+        for file_index, cf in enumerate(self.files):
             entry: _FileEntry = {
                 "path": cf.path,
                 "format": cf.format,
@@ -322,15 +329,13 @@ class Corpus:
             run.files.append(entry)
             stats = fmt.FileStats()
             unlabelled = 0  # documents labelled und for want of a lang_field value
-            with closing(self._blocks(cf, stats, lambda: self._room(run))) as blocks:
+            with closing(self._blocks(cf, stats)) as blocks:
                 try:
                     for block in blocks:
-                        kept, missing = self._take(cf, block, run)
+                        kept, missing = self._take(file_index, cf, block, run)
                         unlabelled += missing
                         if len(kept):
                             yield kept, self._count(kept, entry, run)
-                        if run.stopped_at:
-                            break
                 except fmt.BinaryFile as binary:
                     self._binary(cf, binary, entry, run)
             if stats.invalid_utf8:
@@ -349,41 +354,58 @@ class Corpus:
             if unlabelled and self.lang_field:
                 self._unlabelled(cf, unlabelled, entry["documents"])
             run.empty_records += stats.empty_records
-            if run.stopped_at:
-                break
         run.complete = True
         if run.documents == 0:
             raise CorpusError(self._why_empty(run))
 
-    def _take(self, cf: CorpusFile, block: fmt.Block, run: _Pass) -> tuple[DocBatch, int]:
-        """The documents of `block` that sampling keeps, up to max_docs; the first kept one
-        past max_docs stops the pass there (run.stopped_at) unread; and how many of them are
-        `und` because neither a name nor their record gives a language."""
+    def _take(
+        self, file_index: int, cf: CorpusFile, block: fmt.Block, run: _Pass
+    ) -> tuple[DocBatch, int]:
+        """The documents of `block` that sampling and max_docs keep, and how many of them
+        are `und` because neither a name nor their record gives a language."""
         numbers, texts, record_langs = block
-        threshold = self._threshold
-        keep = None if threshold is None else [self._sampled(cf.rel, n, threshold) for n in numbers]
-        kept = len(texts) if keep is None else sum(keep)
-        if self.max_docs is not None and run.documents + kept > self.max_docs:
-            wanted = self.max_docs - run.documents
-            stop = wanted if keep is None else list(compress(count(), keep))[wanted]
-            run.stopped_at = {"path": cf.path, "line": numbers[stop]}
-            numbers, texts = numbers[:stop], texts[:stop]
-            record_langs = None if record_langs is None else record_langs[:stop]
-            keep = None if keep is None else keep[:stop]
+        langs = self._labels(cf, record_langs, len(texts))
         run.seen += len(numbers)
+        stratify.tally(run.seen_langs, langs)
+        keep = None
+        if self._selection is not None and self._selection.chosen is not None:
+            chosen, base = self._selection.chosen, stratify.place(file_index, 0)
+            keep = [(base | n) in chosen for n in numbers]
+        elif self._threshold is not None:
+            threshold = self._threshold
+            keep = [k < threshold for k in stratify.keys(self.seed, cf.rel, numbers)]
         if keep is not None and not all(keep):
             numbers, texts = list(compress(numbers, keep)), list(compress(texts, keep))
+            langs = list(compress(langs, keep))
             record_langs = None if record_langs is None else list(compress(record_langs, keep))
-        # a file's name wins; then a record's lang_field; then a folder's name (see the top)
-        if cf.lang and (record_langs is None or not (cf.folder_lang and self.lang_field)):
-            langs, missing = [cf.lang] * len(texts), 0
-        elif record_langs is None:  # .txt lines: no record to name a language
-            langs, missing = ["und"] * len(texts), len(texts)
-        else:
-            fallback = cf.lang or "und"
-            langs = [lang or fallback for lang in record_langs]
-            missing = 0 if cf.lang else record_langs.count(None)
+        # kept documents labelled und for want of a lang_field value (see _unlabelled)
+        missing = (
+            0 if cf.lang else (len(texts) if record_langs is None else record_langs.count(None))
+        )
         return DocBatch(texts, langs, [cf.path] * len(texts), list(numbers)), missing
+
+    def _labels(self, cf: CorpusFile, record_langs: list | None, n: int) -> list[str]:
+        """The labels of a block's n documents: a file's name wins; then a record's
+        lang_field; then a folder's name (see the top)."""
+        if cf.lang and (record_langs is None or not (cf.folder_lang and self.lang_field)):
+            return [cf.lang] * n
+        if record_langs is None:  # .txt lines: no record to name a language
+            return ["und"] * n
+        fallback = cf.lang or "und"
+        return [lang or fallback for lang in record_langs]
+
+    def _key_blocks(self) -> Iterator[stratify.KeyBlock]:
+        """The key pass of max_docs: every document's file, number and label, read as the
+        measuring pass reads them (so numbered alike) but with no warning (that pass gives
+        them) and no text kept."""
+        for file_index, cf in enumerate(self.files):
+            with closing(self._blocks(cf, fmt.FileStats(), quiet=True)) as blocks:
+                try:
+                    for numbers, texts, record_langs in blocks:
+                        langs = self._labels(cf, record_langs, len(texts))
+                        yield file_index, cf.rel, numbers, langs
+                except fmt.BinaryFile:  # the measuring pass says so; stop where it stops
+                    pass
 
     def _unlabelled(self, cf: CorpusFile, missing: int, documents: int) -> None:
         """The one warning for a file whose documents lang_field left `und`."""
@@ -419,20 +441,15 @@ class Corpus:
             langs[lang] = langs.get(lang, 0) + n
         return ends
 
-    def _room(self, run: _Pass) -> float:
-        """Records a per-record reader may read for its next block: with max_docs, up to the
-        one that may stop the pass (the next max_docs - documents + 1 could all be kept)."""
-        return math.inf if self.max_docs is None else self.max_docs - run.documents + 1
-
     def sizes(self) -> dict[str, int]:
         """{path to open: bytes read of it}: hand to another Corpus (a worker process) so it
         reads exactly the same bytes of a file that grows meanwhile."""
         return {cf.fs_path or cf.path: cf.size for cf in self.files}
 
     def _blocks(
-        self, cf: CorpusFile, stats: fmt.FileStats, room: Callable[[], float]
+        self, cf: CorpusFile, stats: fmt.FileStats, quiet: bool = False
     ) -> Generator[fmt.Block, None, None]:
-        """The blocks of one file; `room` bounds the per-record readers' blocks (fmt.gather)."""
+        """The blocks of one file (`quiet`: without the warning of a file that grew)."""
         try:
             raw = open(cf.fs_path or cf.path, "rb")
         except OSError as e:
@@ -456,7 +473,7 @@ class Corpus:
                 if cf.format == "txt" and not self.whole_files:
                     yield from fmt.read_txt(stream, cf.path, self.strict, stats, limits)
                 else:
-                    yield from fmt.gather(self._records(cf, stream, stats), room)
+                    yield from fmt.gather(self._records(cf, stream, stats))
             except fmt.STREAM_ERRORS as e:
                 what = (
                     f"corrupt or truncated {cf.compression} data"
@@ -464,7 +481,7 @@ class Corpus:
                     else "read error"
                 )
                 raise CorpusError(f"{cf.path}: {what} ({one_line(e)})") from None
-            if upto is not None and upto.grew:
+            if upto is not None and upto.grew and not quiet:
                 self.warn(
                     f"{cf.path}: grew while it was read; read its first {cf.size} "
                     "bytes (its size when the corpus was opened)"
@@ -495,11 +512,6 @@ class Corpus:
                 self.limits,
             )
         return fmt.read_whole(stream, cf.path, self.strict, stats, self.limits)
-
-    def _sampled(self, rel: str, number: int, threshold: int) -> bool:
-        key = f"{self.seed}\0{rel}\0{number}".encode("utf-8", "surrogateescape")
-        digest = hashlib.blake2b(key, digest_size=8).digest()
-        return int.from_bytes(digest, "big") < threshold
 
     def _binary(
         self, cf: CorpusFile, binary: fmt.BinaryFile, entry: _FileEntry, run: _Pass
@@ -533,11 +545,13 @@ class Corpus:
 
         `files` lists the files opened in the last pass with their `documents`, `lang` (label
         from the name or a folder, or null) and `langs` ({label: documents}). `documents_seen`
-        counts documents met before sampling, `documents` those given out. `stopped_early` is
-        true when max_docs stopped the reading before the input ended; `stopped_at` then
-        names the first document left unread ({path, line}).
+        counts documents met before sampling, `documents` those given out. `subset` says how
+        they were chosen (`_subset`). `stopped_early` is true when max_docs left documents
+        out; `stopped_at` is null (kept for readers of older reports: max_docs once stopped
+        reading at a place, now it draws across the corpus).
         """
         run = self._pass
+        sel = self._selection
         return copy.deepcopy(
             {
                 "paths": [shown(p) for p in self.paths],
@@ -553,8 +567,9 @@ class Corpus:
                 "sample": self.sample,
                 "max_docs": self.max_docs,
                 "seed": self.seed,
-                "stopped_early": run.stopped_at is not None,
-                "stopped_at": run.stopped_at,
+                "stopped_early": sel is not None and sel.chosen is not None,
+                "stopped_at": None,
+                "subset": self._subset(run),
                 "text_field": self.text_field,
                 "lang_field": self.lang_field,
                 "whole_files": self.whole_files,
@@ -564,6 +579,68 @@ class Corpus:
                 "complete": run.complete,
             }
         )
+
+    def _subset(self, run: _Pass) -> dict:
+        """How the documents given out were chosen: `method` ("all", "sample": --sample's
+        hash alone, "stratified": max_docs's draw), one sentence saying it (`statement`,
+        for a report to print) and per language the documents met (`seen`), kept by
+        --sample (`sampled`), given out (`kept`) and, when stratified, its exact share of
+        max_docs (`target`: kept is within one document of it); `key_passes`: the reads of
+        the corpus max_docs's draw took before the one that gives the documents out."""
+        sel = self._selection
+        kept: Counter = Counter()
+        for entry in run.files:
+            kept.update(entry["langs"])
+        seen = sel.seen if sel is not None else run.seen_langs
+        sampled = sel.sampled if sel is not None else kept
+        wanted = self.max_docs if sel is not None and sel.chosen is not None else None
+        stratified = wanted is not None
+        n_seen, n_sampled = sum(seen.values()), sum(sampled.values())
+        languages = {
+            g: {
+                "seen": seen[g],
+                "sampled": sampled[g],
+                "kept": kept[g],
+                "target": None if wanted is None else wanted * sampled[g] / n_sampled,
+            }
+            for g in seen
+        }
+        hashed = "the documents whose hash of (seed, file, line)"
+        if stratified:
+            method = "stratified"
+            among = (
+                f"{n_sampled:,} documents sample={self.sample} keeps of {n_seen:,}"
+                if self.sample is not None
+                else f"{n_seen:,} documents"
+            )
+            drawn = [g for g in languages if sampled[g]]
+            none = sum(1 for g in drawn if not kept[g])
+            statement = (
+                f"max_docs={self.max_docs} (seed {self.seed}): a stratified sample of "
+                f"{run.documents:,} of the {among}, drawn across every file: each of the "
+                f"{len(drawn)} languages gets its share within one document"
+                + (f" ({none} got none: their share is under one)" if none else "")
+                + f", and within a language {hashed} is smallest"
+            )
+        elif self.sample is not None:
+            method = "sample"
+            statement = (
+                f"sample={self.sample} (seed {self.seed}): {hashed} falls in the "
+                f"lowest {self.sample} of its range, in every file: {run.documents:,} of "
+                f"{n_seen:,}"
+            )
+        else:
+            method = "all"
+            statement = f"all {run.documents:,} documents"
+        if self.max_docs is not None and not stratified:
+            statement += f" (max_docs={self.max_docs} is not below them)"
+        passes = 0 if sel is None else sel.passes
+        return {
+            "method": method,
+            "statement": statement,
+            "key_passes": passes,
+            "languages": languages,
+        }
 
 
 def batched(items: Iterable, size: int) -> Iterator[list]:

@@ -28,7 +28,7 @@ import re
 import sys
 import tempfile
 import zlib
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from itertools import compress, count
@@ -433,8 +433,7 @@ def read_txt(
 ) -> Iterator[Block]:
     """Lines of a .txt file, a block at a time; terminators \\n, \\r\\n and a lone \\r. A
     whitespace-only line is no document but keeps its number. A line over max_doc_chars
-    raises once the lines before it are given out, as a line-at-a-time reader would: a pass
-    that max_docs stops before it never meets it."""
+    raises once the lines before it are given out, as a line-at-a-time reader would."""
     number = 0
     # a UTF-8 character is at most 4 bytes: a longer line holds more than max_doc_chars
     for offset, raw in _line_blocks(stream, path, limits, 4 * limits.max_doc_chars, cr=True):
@@ -481,18 +480,16 @@ def _txt_lines(block: bytes, offset: int, path: str, strict: bool, stats: FileSt
     return [part for line in lines for part in line.removesuffix("\r").split("\r")]
 
 
-def gather(records: Generator[Record, None, None], room: Callable[[], float]) -> Iterator[Block]:
-    """A per-record reader's records in blocks of at most GATHER_RECORDS records, READ_BLOCK
-    characters and room() records, room() being asked before each block: a pass that stops
-    at a record (max_docs) has then read nothing past it, so nothing there is counted
-    (empty records, invalid UTF-8) or refused. Records read before an error are given out
-    before it is raised, as they were one at a time."""
+def gather(records: Generator[Record, None, None]) -> Iterator[Block]:
+    """A per-record reader's records in blocks of at most GATHER_RECORDS records and
+    READ_BLOCK characters. Records read before an error are given out before it is raised,
+    as they were one at a time."""
     with closing(records):
         while True:
             numbers: list[int] = []
             texts: list[str] = []
             langs: list[str | None] = []
-            most, chars = min(GATHER_RECORDS, room()), 0
+            most, chars = GATHER_RECORDS, 0
             try:
                 for number, text, lang in records:
                     numbers.append(number)

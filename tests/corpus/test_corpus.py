@@ -9,6 +9,7 @@ import builtins
 import bz2
 import codecs
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -320,15 +321,29 @@ def test_sample_of_a_file_does_not_depend_on_other_files(tmp_path):
     assert with_other == alone
 
 
-def test_max_docs_takes_first_sampled_and_says_where_it_stopped(tmp_path):
+def hash_key(seed: int, rel: str, line: int) -> int:
+    """The documented key of a document (fertility/corpus/stratify.py), computed here from
+    its definition: BLAKE2b-64 of "seed NUL relative path NUL line", big-endian."""
+    key = f"{seed}\0{rel}\0{line}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
+
+
+def test_max_docs_keeps_the_smallest_keys_of_the_sample(tmp_path):
+    # One language (und): max_docs keeps the 10 sampled lines with the smallest keys, in
+    # file order, whichever part of the file they are in.
     _thousand(tmp_path)
     full = [d.line for d in Corpus([str(tmp_path / "c")], sample=0.5, seed=3).documents()]
     corpus = Corpus([str(tmp_path / "c")], sample=0.5, seed=3, max_docs=10)
-    assert [d.line for d in corpus.documents()] == full[:10]
+    smallest = sorted(full, key=lambda line: hash_key(3, "a.txt", line))[:10]
+    assert [d.line for d in corpus.documents()] == sorted(smallest)
+    assert max(smallest) > 500  # not the first ten sampled: from across the file
     summary = corpus.summary()
-    assert summary["stopped_early"] is True
-    assert summary["stopped_at"] == {"path": str(tmp_path / "c/a.txt"), "line": full[10]}
-    assert summary["documents"] == 10 and summary["documents_seen"] == full[10] - 1
+    assert (summary["stopped_early"], summary["stopped_at"]) == (True, None)
+    assert summary["documents"] == 10 and summary["documents_seen"] == 1000
+    assert summary["subset"]["method"] == "stratified"
+    assert summary["subset"]["languages"] == {
+        "und": {"seen": 1000, "sampled": len(full), "kept": 10, "target": 10.0}
+    }
 
 
 def test_max_docs_across_files_and_at_exact_end(tmp_path):
@@ -336,11 +351,17 @@ def test_max_docs_across_files_and_at_exact_end(tmp_path):
     write(tmp_path / "c/2.txt", "c\nd\ne\n")
     write(tmp_path / "c/3.txt", "f\n")
     docs, summary, _ = read(tmp_path / "c", max_docs=3)
-    assert texts(docs) == ["a", "b", "c"]
-    assert summary["stopped_at"] == {"path": str(tmp_path / "c/2.txt"), "line": 2}
-    assert [f["documents"] for f in summary["files"]] == [2, 1]  # 3.txt never opened
+    lines = {"a": ("1.txt", 1), "b": ("1.txt", 2), "c": ("2.txt", 1)}
+    lines |= {"d": ("2.txt", 2), "e": ("2.txt", 3), "f": ("3.txt", 1)}
+    smallest = sorted(lines, key=lambda t: hash_key(0, *lines[t]))[:3]
+    assert texts(docs) == sorted(smallest)  # file order of the three smallest keys
+    assert summary["stopped_at"] is None and summary["stopped_early"] is True
+    assert [f["documents"] for f in summary["files"]] == [
+        sum(lines[t][0] == name for t in smallest) for name in ("1.txt", "2.txt", "3.txt")
+    ]  # every file is read, and listed
     docs, summary, _ = read(tmp_path / "c", max_docs=6)
-    assert len(docs) == 6 and summary["stopped_early"] is False
+    assert texts(docs) == list("abcdef") and summary["stopped_early"] is False
+    assert summary["subset"]["method"] == "all"
 
 
 @pytest.mark.parametrize("options", [{"sample": 0}, {"sample": 1.5}, {"max_docs": 0}])

@@ -1,6 +1,6 @@
 """Corpus.doc_batches: the same documents and summary as documents(), in batches cut by the
 rule the measuring path relies on; and the block reader stopping where a one-at-a-time
-reader would (max_docs, errors, binary files).
+reader would (errors, binary files), max_docs reading every record.
 
 The cut rule's expected batches come from a plain loop over documents() (the rule as the
 measuring path used to apply it) and from lengths worked out by hand."""
@@ -16,7 +16,13 @@ import pytest
 from fertility.corpus import Corpus, DocBatch, Document
 from fertility.corpus import formats as fmt
 from fertility.errors import CorpusError
-from tests.corpus.test_corpus import COMPRESS, parquet_bytes, whole_file_reference, write
+from tests.corpus.test_corpus import (
+    COMPRESS,
+    hash_key,
+    parquet_bytes,
+    whole_file_reference,
+    write,
+)
 from tests.realworld.conftest import rw  # noqa: F401 (fixture)
 
 EXCERPT = Path(__file__).resolve().parents[1] / "realworld" / "excerpt"  # 13 languages
@@ -147,15 +153,29 @@ def test_summary_counts_of_the_cases_by_hand(tmp_path):
     assert (summary["documents"], summary["chars"], summary["bytes"]) == (7, 25, 25)
     _jsonl_lang_field(tmp_path / "j")
     docs, summary = assert_same_pass([tmp_path / "j"], lang_field="lang", max_docs=6)
-    # data.jsonl: 6 documents (record 3 is blank text), the 7th stops in sw.jsonl.zst
-    assert [d.text for d in docs] == ["a", "b", "c", "d", "e", "a\ufffdb"]
-    assert summary["stopped_at"] == {"path": str(tmp_path / "j/sw.jsonl.zst"), "line": 1}
-    assert summary["files"][0]["langs"] == {"bn": 1, "hi": 1, "und": 4}
-    assert summary["empty_records"] == 1 and summary["documents_seen"] == 6
+    # data.jsonl: records 1 (bn), 2 (hi), 4-7 (und; record 3 is blank text); sw.jsonl.zst
+    # is named Swahili: its 6 records are sw. Of 12, max_docs=6 is half of each language:
+    # und 2 and sw 3 (the smallest keys), and bn and hi half a document each: the one left
+    # goes to one of them.
+    und = [("data.jsonl", n) for n in (4, 5, 6, 7)]
+    sw = [("sw.jsonl.zst", n) for n in (1, 2, 4, 5, 6, 7)]
+    got = {
+        g: sorted((d.source.split("/")[-1], d.line) for d in docs if d.lang == g)
+        for g in ("bn", "hi", "und", "sw")
+    }
+    assert got["und"] == sorted(sorted(und, key=lambda d: hash_key(0, *d))[:2])
+    assert got["sw"] == sorted(sorted(sw, key=lambda d: hash_key(0, *d))[:3])
+    assert got["bn"] + got["hi"] in ([("data.jsonl", 1)], [("data.jsonl", 2)])
+    assert summary["empty_records"] == 2 and summary["documents_seen"] == 12
+    assert summary["stopped_at"] is None
     _thousand(tmp_path / "t")
     _, summary = assert_same_pass([tmp_path / "t"], max_docs=1100)
-    assert summary["stopped_at"] == {"path": str(tmp_path / "t/b.txt"), "line": 101}
-    assert [f["documents"] for f in summary["files"]] == [1000, 100]
+    places = [("a.txt", n) for n in range(1, 1001)] + [("b.txt", n) for n in range(1, 301)]
+    kept = sorted(places, key=lambda d: hash_key(0, *d))[:1100]
+    assert [f["documents"] for f in summary["files"]] == [
+        sum(f == "a.txt" for f, _ in kept),
+        sum(f == "b.txt" for f, _ in kept),
+    ]
 
 
 def test_batches_across_small_read_blocks(tmp_path, monkeypatch):
@@ -185,41 +205,39 @@ def test_cut_rule_by_hand(tmp_path):
         next(Corpus([str(tmp_path)]).doc_batches(0, 100))
 
 
-# -- reading no further than a record-at-a-time reader ------------------------------------
+# -- max_docs reads every record ------------------------------------------------------------
 
 
-def test_max_docs_reads_no_jsonl_record_past_the_stop(tmp_path):
-    # Past the third document: an empty record (not counted), a line that is not JSON (not
-    # met). A reader that took the file a block at a time would count or refuse them.
-    path = write(
-        tmp_path / "a.jsonl",
-        '{"text": "1"}\n{"text": ""}\n{"text": "2"}\n{"text": "3"}\n'
-        '{"text": "4"}\n{"text": " "}\n{not json\n',
-    )
+def test_max_docs_reads_every_jsonl_record(tmp_path):
+    # max_docs draws across the whole file, so a bad record past the quota's count is met
+    # (by the key pass, before any document is given out), and every empty one is counted.
+    records = '{"text": "1"}\n{"text": ""}\n{"text": "2"}\n{"text": "3"}\n{"text": "4"}\n'
+    path = write(tmp_path / "a.jsonl", records + '{"text": " "}\n')
     for read in (lambda c: list(c.documents()), lambda c: list(c.doc_batches(4096, 1 << 18))):
         corpus = Corpus([str(path)], max_docs=3)
         read(corpus)
         summary = corpus.summary()
-        assert summary["stopped_at"] == {"path": str(path), "line": 5}
         assert (summary["documents"], summary["documents_seen"], summary["empty_records"]) == (
             3,
-            3,
-            1,
+            4,
+            2,
         )
-    with pytest.raises(CorpusError, match="line 7: not valid JSON"):
-        list(Corpus([str(path)], max_docs=4).documents())
+    write(path, records + "{not json\n")
+    docs = Corpus([str(path)], max_docs=3).documents()
+    with pytest.raises(CorpusError, match="line 6: not valid JSON"):
+        next(docs)
 
 
-def test_a_too_long_line_is_met_only_if_reached(tmp_path):
-    # max_docs=1 stops at line 2 (the second document): line 3 is never met
+def test_a_too_long_line_is_met_by_max_docs(tmp_path):
+    # Without max_docs the lines before it are given out first; max_docs's key pass reads the
+    # whole file before the first document, so the error comes first.
     path = write(tmp_path / "a.txt", "short\nstop\n" + "x" * 50 + "\nafter\n")
-    corpus = Corpus([str(path)], max_doc_chars=20, max_docs=1)
-    assert [d.text for d in corpus.documents()] == ["short"]
-    assert corpus.summary()["stopped_at"] == {"path": str(path), "line": 2}
-    docs = Corpus([str(path)], max_doc_chars=20, max_docs=2).documents()
-    assert [next(docs).text, next(docs).text] == ["short", "stop"]  # before the error
+    docs = Corpus([str(path)], max_doc_chars=20).documents()
+    assert [next(docs).text, next(docs).text] == ["short", "stop"]
     with pytest.raises(CorpusError, match="a.txt: line 3 is longer than --max-doc-chars"):
         next(docs)
+    with pytest.raises(CorpusError, match="a.txt: line 3 is longer than --max-doc-chars"):
+        next(Corpus([str(path)], max_doc_chars=20, max_docs=1).documents())
 
 
 def test_records_before_an_error_are_given_out_first(tmp_path):
