@@ -18,9 +18,10 @@ def extend(**kw) -> None:
 
     # deferred: the library loads when a command runs (fast --help)
     from fertility.extend import extend as run_extend
+    from fertility.progress import Stages
 
     o: ExtendOptions = command_options(ExtendOptions, kw)
-    say = None if o.quiet or not sys.stderr.isatty() else (lambda msg: click.echo(msg, err=True))
+    stages = Stages(o.quiet)  # each stage's line with the time so far, on a terminal only
     wanted = [x.strip() for x in o.langs.split(",") if x.strip()] if o.langs else None
     result = run_extend(
         o.base,
@@ -32,10 +33,12 @@ def extend(**kw) -> None:
         corpus_options=o.corpus,
         heldout_fraction=o.heldout,
         heldout_max_docs=o.heldout_max,
+        heldout_block=o.heldout_block,
         seed=o.corpus.seed,
-        progress=say,
+        progress=stages if stages.enabled else None,
         allow_output_in_corpus=o.allow_output_in_corpus,
     )
+    stages.done("extend")
     # deferred: the library loads when a command runs (fast --help)
     from fertility.report.fix import extend_text
 

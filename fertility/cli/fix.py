@@ -19,6 +19,7 @@ def fix(**kw) -> None:
     # deferred: the library loads when a command runs (fast --help)
     from fertility.fix import fix as run_fix
     from fertility.fix.config import FixConfig
+    from fertility.progress import Stages
 
     o: FixOptions = command_options(FixOptions, kw)
     config = FixConfig(
@@ -29,11 +30,12 @@ def fix(**kw) -> None:
         temperature=o.temperature,
         heldout_fraction=o.heldout,
         heldout_max_docs=o.heldout_max,
+        heldout_block=o.heldout_block,
         seed=o.corpus.seed,
         max_train_chars=o.max_train_chars,
         special_tokens=o.special_tokens or None,
     )
-    say = None if o.quiet or not sys.stderr.isatty() else (lambda msg: click.echo(msg, err=True))
+    stages = Stages(o.quiet)  # each stage's line with the time so far, on a terminal only
     result = run_fix(
         o.paths,
         o.out_dir,
@@ -41,9 +43,10 @@ def fix(**kw) -> None:
         from_tokenizer=o.from_tok,
         corpus_options=o.corpus,
         policy=o.policy,
-        progress=say,
+        progress=stages if stages.enabled else None,
         allow_output_in_corpus=o.allow_output_in_corpus,
     )
+    stages.done("fix")
     # deferred: the library loads when a command runs (fast --help)
     from fertility.report.fix import fix_text
 

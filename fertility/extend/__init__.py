@@ -5,8 +5,9 @@ The run, in order (docs/EXTEND.md has every field of what it writes):
    SentencePiece BPE/Unigram model (`fertility.extend.sentencepiece`); other kinds are refused
    with one line;
 2. widen a byte-level BPE's split where it cuts combining marks (`fertility.extend.pattern`);
-3. hold out documents per language exactly as `fertility fix` does (`fertility.corpus.sampling`),
-   writing them to ``DIR/heldout/<lang>.jsonl``;
+3. hold out documents per language exactly as `fertility fix` does (`fertility.corpus.sampling`:
+   runs of --heldout-block lines; training documents that share a near-duplicate with a
+   held-out one are dropped), writing them to ``DIR/heldout/<lang>.jsonl``;
 4. pick the target languages: ``langs``, else every language the gate fails on the base
    (measured on the held-out documents);
 5. learn ``add`` new tokens on the target languages' training text (base merges first, then new
@@ -36,7 +37,9 @@ from fertility.extend.bpe import from_tokenizer, hf_json, learn, rank_file, tekk
 from fertility.extend.pattern import widen_letters
 from fertility.files import partial_path, report_json, write_text_atomic
 from fertility.gate import evaluate
+from fertility.options import HELDOUT_BLOCK
 from fertility.outputs import Inputs, claim_folder, remove
+from fertility.progress import Stages, reading
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 from fertility.tokenizers.kinds import extension
 
@@ -105,6 +108,7 @@ def extend(
     corpus_options: CorpusOptions | None = None,
     heldout_fraction: float = 0.1,
     heldout_max_docs: int | None = 1000,
+    heldout_block: int = HELDOUT_BLOCK,
     seed: int = 0,
     progress: Callable[[str], None] | None = None,
     allow_output_in_corpus: bool = False,
@@ -139,36 +143,32 @@ def extend(
 
     corpus = Corpus(corpus_paths, corpus_options)
     say("extend: reading the corpus")
-    scan = sampling.scan_corpus(corpus, False)
-    held = sampling.heldout_mask(
-        scan.groups, scan.lines, scan.files, heldout_fraction, seed, heldout_max_docs
-    )
-    if not held.any():
-        raise ExtendError(
-            f"{', '.join(corpus.paths)}: no language has two documents, so none "
-            "can be held out to measure the extended tokenizer on"
-        )
-    docs = (
-        scan.docs
-        if scan.docs is not None
-        else list(Corpus(corpus.paths, corpus.options, on_warning=lambda m: None).documents())
-    )
+    # the CLI's Stages: this pass and learning get lines of their own below the stage lines
+    stages = progress if isinstance(progress, Stages) else None
+    pass_line = stages.corpus("extend: reading", corpus.paths, corpus_options) if stages else None
+    scan = sampling.scan_corpus(corpus, False, inspect=reading(pass_line) if pass_line else None)
+    if pass_line:
+        pass_line.done()
     temps: list[Path] = []
     writer = sampling.HeldoutWriter(out / "heldout", scan.names, temps)
     try:
-        for doc, h in zip(docs, held.tolist()):
-            if h:
-                writer.write(doc)
+        parts = sampling.split_corpus(
+            scan, heldout_fraction, seed, heldout_max_docs, heldout_block, writer
+        )
+        if not parts.held.any():
+            raise ExtendError(
+                f"{', '.join(corpus.paths)}: no language has two documents, so none "
+                "can be held out to measure the extended tokenizer on"
+            )
         heldout_files = writer.commit()
     finally:
         writer.close()
-    split = {
-        "heldout_fraction": heldout_fraction,
-        "heldout_max_docs": heldout_max_docs,
-        "seed": seed,
-        "train_documents": int((~held).sum()),
-        "heldout_documents": int(held.sum()),
-    }
+        for tmp in temps:
+            if tmp.exists():
+                tmp.unlink()
+    held = parts.held
+    docs = scan.docs if scan.docs is not None else list(scan.documents())
+    split = sampling.describe_split(scan, parts, heldout_fraction, heldout_max_docs, seed)
 
     say("extend: measuring the base on the held-out documents")
     pol = rep.load(policy)
@@ -193,8 +193,8 @@ def extend(
     want = {scan.names.index(x) for x in targets}
     train = [
         base.normalize(d.text)
-        for d, h, g in zip(docs, held.tolist(), scan.groups.tolist())
-        if not h and g in want
+        for d, t, g in zip(docs, parts.train.tolist(), scan.groups.tolist())
+        if t and g in want
     ]
     if not train:
         raise ExtendError(
@@ -205,10 +205,13 @@ def extend(
         "extend_report": str(out / "extend-report.json"),
         "heldout": str(out / "heldout"),
     }
-    if bpe is None or regex is None:  # SentencePiece: no split regex to widen
-        made = _sentencepiece(base, train, add, scripts, out, paths)
-    else:
-        made = _byte_level(bpe, regex, base, train, add, scripts, out, paths)
+    # the trainers take no callback: the time so far only, and why there is no percentage
+    why = "no percentage: the trainer reports no progress"
+    with (stages or Stages(quiet=True)).waiting("extend: learning", why).begin():
+        if bpe is None or regex is None:  # SentencePiece: no split regex to widen
+            made = _sentencepiece(base, train, add, scripts, out, paths)
+        else:
+            made = _byte_level(bpe, regex, base, train, add, scripts, out, paths)
     timings = {"scan_s": t1 - t0, "learn_s": time.perf_counter() - t1}
     ext = load_tokenizer(paths["tokenizer"], label=EXTENDED)
     ids_map = rep.ids_map(made["first_new_id"], made["special_tokens"], made["spelling"], base, ext)

@@ -49,7 +49,9 @@ def measure(files: list[str], toks: list, pol, seed: int):
 
     held = Corpus(files, lang_field="lang", on_warning=lambda m: None)
     report = analyze(held, toks, pretokenizers=[], seed=seed)
-    report.findings = diagnose(report, pol.thresholds, reference=pol.reference)
+    report.findings = diagnose(
+        report, pol.thresholds, reference=pol.reference, min_share=pol.min_share
+    )
     return report
 
 

@@ -488,10 +488,34 @@ _CAUSE_WORDS = {
     "composition_exclusion": "Unicode normalisation decomposes characters NFC never "
     "recomposes (composition exclusions)",
     "compatibility": "compatibility normalisation (NFKC/NFKD) folds characters",
+    "prefix_space": "the pre-tokenizer puts a space in front of the text (add_prefix_space) "
+    "and decode keeps it",
     "whitespace": "spaces are added or removed",
     "reordered": "combining marks come back in another order",
     "normaliser": "the normaliser changes the text",
     "decoder": "decode does not give back the text it was given",
+}
+# What to do about each cause (the finding's fix names those of the causes it shows).
+_NORMALISER_FIX = (
+    "use a lossless normaliser (none: no lowercasing, accent stripping, NFC or NFKC), "
+    "or normalise the text the same way before comparing"
+)
+_CAUSE_FIX = {
+    "unk": "use byte fallback instead of an unknown token",
+    "lowercase": _NORMALISER_FIX,
+    "stripped_accents": _NORMALISER_FIX,
+    "composition_exclusion": _NORMALISER_FIX,
+    "compatibility": _NORMALISER_FIX,
+    "normaliser": _NORMALISER_FIX,
+    "reordered": _NORMALISER_FIX,
+    "prefix_space": 'set add_prefix_space=false (prepend_scheme "never" for Metaspace) in '
+    "the pre-tokenizer, which changes the first word's tokens (retrain or re-measure), or "
+    "drop the one leading space decode adds to a text that did not begin with one",
+    "whitespace": "keep whitespace as written: no Strip or whitespace-collapsing normaliser, "
+    "no clean-up of spaces in the decoder, no add_prefix_space on a ByteLevel step that "
+    "follows a Split (it puts a space before every piece)",
+    "decoder": "use the decoder that inverts the pre-tokenizer (ByteLevel for ByteLevel, "
+    "Metaspace for Metaspace, ByteFallback for byte pieces)",
 }
 
 
@@ -538,6 +562,11 @@ def roundtrip(x: Inputs) -> Iterator[Finding]:
         )
         why = "; ".join(f"{_CAUSE_WORDS[c]} ({m} documents)" for c, m in causes.items())
         form = f" Normaliser: {', '.join(info.normalizers)}." if info.normalizers else ""
+        fixes = list(dict.fromkeys(_CAUSE_FIX[c] for c in causes if c in _CAUSE_FIX))
+        todo = "; ".join(fixes) or (
+            "use a lossless setting (no lowercasing or accent stripping, no NFKC; "
+            "byte fallback instead of UNK)"
+        )
         yield x.finding(
             "warning",
             r,
@@ -547,8 +576,7 @@ def roundtrip(x: Inputs) -> Iterator[Finding]:
             + (f": {changed}" if changed else "")
             + (f". Why: {why}." if why else ".")
             + form,
-            "Use a lossless setting (no lowercasing or accent stripping, no NFKC; "
-            "byte fallback instead of UNK), or accept it on purpose with "
+            f"{todo[0].upper()}{todo[1:]}; or accept it on purpose with "
             "allow_lossy = true in the gate policy.",
         )
 

@@ -16,20 +16,24 @@ What the trained tokenizer has:
   200 per language `fertility report` checks), and the gate counts its failures.
 
 The run, in order (all I/O at the two ends):
-1. read the corpus once, noting each document's language, length, line and file (a corpus of
-   up to 256 M characters is also kept in memory for step 3) and, with --nfc or --nfkc, what
-   the normaliser changes in it;
+1. read the corpus, noting each document's language, length, line and file (a corpus of
+   up to 256 M characters is also kept in memory for steps 2-3; a bigger one is read again
+   in each) and, with --nfc or --nfkc, what the normaliser changes in it;
 2. split documents into training and held-out parts (`fertility.corpus.sampling`: per language 10%,
-   at most 1000 documents, seeded, chosen by line number so parallel files keep the same
-   held-out lines), and plan the temperature sampling (p_lang ∝ chars_lang ** 0.3);
-3. stream the documents a second time: training ones go to the trainer (repeated as the plan
-   says), held-out ones to ``DIR/heldout/<lang>.jsonl`` (fields text, lang, source, line;
-   `fertility report DIR/heldout --lang-field lang -t ...` measures them again);
+   at most 1000 documents, in runs of 100 consecutive lines, seeded, chosen by line number so
+   parallel files keep the same held-out lines), write the held-out ones to
+   ``DIR/heldout/<lang>.jsonl`` (fields text, lang, source, line; `fertility report
+   DIR/heldout --lang-field lang -t ...` measures them again), drop from training every
+   document that shares a near-duplicate with a held-out one (`fertility.corpus.neardup`),
+   and plan the temperature sampling (p_lang ∝ chars_lang ** 0.3);
+3. stream the training documents to the trainer (repeated as the plan says);
 4. write the tokenizer (a temporary name in DIR, then ``os.replace``: an interrupted run leaves
    no half-written tokenizer, and no earlier run's report beside a new tokenizer);
 5. measure the old (``--from``) and the new tokenizer on the held-out files only, with the same
-   metrics and intervals as `fertility report`; run the gate on the new one; write
-   ``fix-report.json`` (schema "fertility.fix/1") and ``report.html``.
+   metrics and intervals as `fertility report`; run the gate on the new one; name every
+   language the new tokenizer serves more than WORSE_SHARE worse than ``--from``, with the
+   temperature that trades it (`tradeoffs`); write ``fix-report.json`` (schema
+   "fertility.fix/1") and ``report.html``.
 
 Special tokens: without ``--from`` the new vocabulary gets ``<|endoftext|>`` (what `fertility
 pretrain` uses to separate documents). With ``--from`` it gets that tokenizer's special tokens,
@@ -41,7 +45,7 @@ lists every special token with its old and new id.
 
 from __future__ import annotations
 
-import dataclasses
+import math
 import os
 import sys
 import threading
@@ -55,6 +59,7 @@ import fertility.findings  # noqa: F401
 import fertility.gate  # noqa: F401
 import fertility.measure  # noqa: F401
 import fertility.tokenizers  # noqa: F401
+from fertility import progress as _progress
 from fertility.corpus import Corpus, CorpusOptions
 from fertility.corpus import sampling as _sampling
 from fertility.errors import FixError
@@ -70,8 +75,10 @@ from fertility.fix import normalize
 from fertility.fix.config import FixConfig
 from fertility.fix.train import BYTES, train
 from fertility.gate import evaluate
+from fertility.options import HELDOUT_BLOCK
 from fertility.outputs import Inputs, claim_folder, remove
 from fertility.policy import Policy, load_policy
+from fertility.progress import Stages
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 from fertility.tokenizers.patterns import resolve_pattern
 
@@ -79,6 +86,11 @@ SCHEMA = "fertility.fix/1"
 DEFAULT_SPECIALS = ("<|endoftext|>",)
 UNK = "<unk>"
 BEFORE, AFTER = "before", "after"  # tokenizer labels in the held-out measurement
+# A language whose held-out chars/token falls by more than this share against --from is a
+# warning: the temperature gave its share of the training text (and so of the vocabulary) to
+# other languages. 5%: beyond the width of a held-out interval (about +-2% at 1000
+# documents), and what a model pays in context and compute on that language.
+WORSE_SHARE = 0.05
 # What fix writes into --out (fertility.outputs lists them in the folder's manifest first).
 OUTPUTS = (
     "tokenizer.json",
@@ -123,6 +135,7 @@ class FixResult:
     report: Any = field(repr=False)  # the held-out measurement (fertility.measure.Report)
     normalizer_preview: dict | None = None  # what --nfc/--nfkc changes in the training text
     roundtrip: dict = field(default_factory=dict)  # per language: failures and their cause
+    tradeoffs: list = field(default_factory=list)  # languages worse than --from (WORSE_SHARE)
 
     @property
     def passed(self) -> bool:
@@ -143,6 +156,7 @@ class FixResult:
             "rows": self.rows,
             "normalizer_preview": self.normalizer_preview,
             "roundtrip": self.roundtrip,
+            "tradeoffs": {"worse_share": WORSE_SHARE, "languages": self.tradeoffs},
             "gate": self.gate.to_dict(),
             "timings": self.timings,
             "measurement": self.report.to_dict(),
@@ -230,58 +244,71 @@ def _fix(
 
     corpus = Corpus(corpus_paths, corpus_options)
     say("fix: reading the corpus")
+    # the CLI's Stages: this pass and training get percentage lines below the stage lines
+    stages = progress if isinstance(progress, Stages) else None
     norm = normalize.normalizer(config)
     log = norm and normalize.ChangeLog(norm, normalize.FORMS[config.normalization])
+    inspect = log.add if log else None
+    pass_line = stages.corpus("fix: reading", corpus.paths, corpus_options) if stages else None
     scan = _sampling.scan_corpus(
-        corpus, want_bytes=config.backend == "sentencepiece", inspect=log.add if log else None
+        corpus,
+        want_bytes=config.backend == "sentencepiece",
+        inspect=_progress.reading(pass_line, inspect) if pass_line else inspect,
     )
-    held, plan = _sampling.split_and_plan(scan, config)
-    if not held.any():
-        raise FixError(
-            f"{', '.join(corpus.paths)}: no language has two documents, so none "
-            "can be held out to measure the new tokenizer on"
-        )
-    split, sampling = _sampling.describe_plan(scan, held, plan, config)
-    preview = log.summary(~held) if log else None
-    heldout_changes = (
-        {name: log.summary(held & (scan.groups == g)) for g, name in enumerate(scan.names)}
-        if log
-        else {}
-    )
-    timings = {"scan_s": time.perf_counter() - t0}
-    say(
-        f"fix: {split['train_documents']:,} training / {split['heldout_documents']:,} held-out "
-        f"documents; sampling {sampling['sampled_chars']:,} characters at temperature "
-        f"{config.temperature:g}"
-    )
-    for line in preview_lines(preview):
-        say(f"fix: {line}")
-
+    if pass_line:
+        pass_line.done()
     temps: list[Path] = []
     writer = _sampling.HeldoutWriter(out / "heldout", scan.names, temps)
     try:
-        quiet = dataclasses.replace(corpus.options, on_warning=lambda msg: None)  # (warned)
-        docs = scan.docs if scan.docs is not None else Corpus(corpus.paths, quiet).documents()
-        scan.docs = None  # the stream holds the only reference: freed as training ends
-        stream = _sampling.training_stream(
-            docs, held, plan.copies, writer, len(scan.lengths), ", ".join(corpus.paths)
+        parts, plan = _sampling.split_and_plan(scan, config, writer)
+        held = parts.held
+        if not held.any():
+            raise FixError(
+                f"{', '.join(corpus.paths)}: no language has two documents, so none "
+                "can be held out to measure the new tokenizer on"
+            )
+        split, sampling = _sampling.describe_plan(scan, parts, plan, config)
+        preview = log.summary(parts.train) if log else None
+        heldout_changes = (
+            {name: log.summary(held & (scan.groups == g)) for g, name in enumerate(scan.names)}
+            if log
+            else {}
         )
+        timings = {"scan_s": time.perf_counter() - t0}
+        say(
+            f"fix: {split['train_documents']:,} training / {split['heldout_documents']:,} "
+            f"held-out documents ({split['dropped_near_duplicates']:,} dropped from training "
+            f"as near-duplicates of held-out ones); sampling {sampling['sampled_chars']:,} "
+            f"characters at temperature {config.temperature:g}"
+        )
+        for line in preview_lines(preview):
+            say(f"fix: {line}")
+        docs = scan.documents()
+        scan.docs = None  # the stream holds the only reference: freed as training ends
+        stream = _sampling.training_stream(docs, plan.copies)
         say(f"fix: training {config.model} ({config.backend}), vocabulary {config.vocab_size:,}")
         t1 = time.perf_counter()
         threading.Thread(target=_warm_up, daemon=True).start()
-        trained = train(
-            config,
-            pattern_regex,
-            specials,
-            unk,
-            stream,
-            out,
-            temps,
-            max_doc_bytes=scan.max_bytes,
-            show_progress=progress is not None and sys.stderr.isatty(),
-        )
-        for _ in stream:  # a trainer that stopped reading early still leaves every held-out file
-            pass
+        # Our lines, not the library's bars (two self-overwriting lines garble each other):
+        # the share of the sampled text fed to the trainer, then its own work, which has no
+        # callback to count
+        why = "no percentage: the trainer reports no progress"
+        waiting = (stages or Stages(quiet=True)).waiting("fix: training", why)
+        if stages:
+            feeding = stages.meter("fix: feeding the trainer", sampling["sampled_chars"], "chars")
+            stream = _progress.fed(feeding, stream, waiting)
+        with waiting:
+            trained = train(
+                config,
+                pattern_regex,
+                specials,
+                unk,
+                stream,
+                out,
+                temps,
+                max_doc_bytes=scan.max_bytes,
+                show_progress=stages is None and progress is not None and sys.stderr.isatty(),
+            )
         timings["train_s"] = time.perf_counter() - t1
         timings["trainer_s"] = trained.trainer_s
         mark_unfinished(out)  # from here until fix-report.json, readers refuse the folder
@@ -314,9 +341,10 @@ def _fix(
     write_text_atomic(out / "report.html", render_html(report, report.findings, gate), FixError)
     timings["measure_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0
+    rows = _rows(report, old is not None)
     result = FixResult(
         paths=paths,
-        rows=_rows(report, old is not None),
+        rows=rows,
         gate=gate,
         special_tokens=_special_ids(specials, new, unk),
         changes=_changes(old, new),
@@ -341,6 +369,7 @@ def _fix(
         report=report,
         normalizer_preview=preview,
         roundtrip=roundtrip,
+        tradeoffs=tradeoffs(rows, sampling),
     )
     write_text_atomic(out / "fix-report.json", report_json(result.to_dict()), FixError)
     mark_finished(out)
@@ -368,16 +397,34 @@ def heldout_documents(
     seed: int = 0,
     corpus_options: CorpusOptions | None = None,
     heldout_max_docs: int | None = 1000,
+    heldout_block: int = HELDOUT_BLOCK,
 ) -> list[tuple[str, int]]:
     """(source, line) of every document `fix` holds out with these settings.
 
-    So a baseline can be trained on the training part only, as the walkthrough does.
+    So a baseline can be trained on the training part only, as the walkthrough does
+    (`split_documents` also names the training documents fix drops as near-duplicates).
     """
+    return split_documents(
+        corpus_paths, heldout_fraction, seed, corpus_options, heldout_max_docs, heldout_block
+    )["heldout"]
+
+
+def split_documents(
+    corpus_paths,
+    heldout_fraction: float = 0.1,
+    seed: int = 0,
+    corpus_options: CorpusOptions | None = None,
+    heldout_max_docs: int | None = 1000,
+    heldout_block: int = HELDOUT_BLOCK,
+) -> dict[str, list[tuple[str, int]]]:
+    """{"heldout": ..., "dropped": ...}: (source, line) of the documents `fix` holds out, and
+    of the training documents it drops because they share a near-duplicate with one of them."""
     scan = _sampling.scan_corpus(Corpus(corpus_paths, corpus_options), False, keep_chars=0)
-    held = _sampling.heldout_mask(
-        scan.groups, scan.lines, scan.files, heldout_fraction, seed, heldout_max_docs
-    )
-    return [(scan.sources[f], int(ln)) for f, ln in zip(scan.files[held], scan.lines[held])]
+    parts = _sampling.split_corpus(scan, heldout_fraction, seed, heldout_max_docs, heldout_block)
+    return {
+        name: [(scan.sources[f], int(ln)) for f, ln in zip(scan.files[m], scan.lines[m])]
+        for name, m in (("heldout", parts.held), ("dropped", parts.dropped))
+    }
 
 
 def _load_from(spec: str | None):
@@ -427,7 +474,9 @@ def _measure(config: FixConfig, old, path: Path, heldout_files: list[str], polic
         detail_docs=None,
     )
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
-    report.findings = diagnose(report, pol.thresholds, reference=pol.reference)
+    report.findings = diagnose(
+        report, pol.thresholds, reference=pol.reference, min_share=pol.min_share
+    )
     gate = evaluate(report, pol, label=AFTER, findings=report.findings)
     return new, report, gate
 
@@ -466,6 +515,38 @@ def _rows(report, has_before: bool) -> list[dict]:
                 BEFORE: b,
                 AFTER: a,
                 "chars_per_token_ratio": ratio,
+            }
+        )
+    return out
+
+
+def tradeoffs(rows: list[dict], sampling: dict) -> list[dict]:
+    """The languages whose held-out chars/token fell by more than WORSE_SHARE against --from,
+    with their share of the training text now, at temperature 1 (the corpus's) and at 0 (all
+    the same), and whether raising the temperature gives them more: d p_g / dT has the sign
+    of ln n_g - sum_h p_h ln n_h, so a language larger than the mix's (geometric) average
+    gains from a higher temperature and a smaller one from a lower."""
+    langs = sampling["languages"]
+    have = {k: v for k, v in langs.items() if v["corpus_share"] > 0}
+    mean_log = sum(v["share"] * math.log(v["corpus_share"]) for v in have.values())
+    out = []
+    for row in rows:
+        ratio, lang = row["chars_per_token_ratio"], row["key"]
+        if row["group"] != "language" or ratio is None or ratio >= 1 - WORSE_SHARE:
+            continue
+        s = langs.get(lang)
+        if not s or lang not in have:
+            continue
+        out.append(
+            {
+                "lang": lang,
+                "before": row[BEFORE]["chars_per_token"],
+                "after": row[AFTER]["chars_per_token"],
+                "ratio": ratio,
+                "share": s["share"],
+                "share_at_1": s["corpus_share"],
+                "share_at_0": 1 / len(have),
+                "raise_gives_more": math.log(s["corpus_share"]) > mean_log,
             }
         )
     return out

@@ -8,7 +8,7 @@ from typing import get_args
 import numpy as np
 
 from fertility.errors import FixError
-from fertility.options import FixBackend, FixModel, Normalization
+from fertility.options import HELDOUT_BLOCK, FixBackend, FixModel, Normalization
 
 
 @dataclass
@@ -20,6 +20,7 @@ class FixConfig:
     temperature: float = 0.3  # p_lang ∝ chars_lang ** temperature
     heldout_fraction: float = 0.1  # per language, by document
     heldout_max_docs: int | None = 1000  # per language; None: no cap
+    heldout_block: int = HELDOUT_BLOCK  # held out in runs of this many consecutive lines
     seed: int = 0  # held-out split and sampling order
     max_train_chars: int | None = None  # sampling budget; None: all training characters
     special_tokens: tuple[str, ...] | None = None  # None: --from's, else DEFAULT_SPECIALS
@@ -46,6 +47,10 @@ class FixConfig:
             raise bad(f"temperature={self.temperature!r}: must be a number >= 0")
         if not 0 < self.heldout_fraction < 1:
             raise bad(f"heldout_fraction={self.heldout_fraction!r}: must be in (0, 1)")
+        if isinstance(self.heldout_block, bool) or not (
+            isinstance(self.heldout_block, int) and self.heldout_block >= 1
+        ):
+            raise bad(f"heldout_block={self.heldout_block!r}: must be a whole number >= 1")
         if self.heldout_max_docs is not None and self.heldout_max_docs < 1:
             raise bad(f"heldout_max_docs={self.heldout_max_docs!r}: must be >= 1")
         if self.max_train_chars is not None and self.max_train_chars < 1:

@@ -14,7 +14,11 @@ Each failing document gets the causes its evidence shows (a document may have se
                          U+09DF, Devanagari U+0958..U+095F, ...): NFC decomposes it and never
                          recomposes it
   compatibility          a lost character that NFKC/NFKD folds (ligatures, full-width forms)
-  whitespace             spaces or other whitespace lost or added
+  prefix_space           decode gives the text with one space in front: the pre-tokenizer
+                         added it (ByteLevel or Metaspace with add_prefix_space / prepend
+                         "always") and the decoder keeps it; only when the text did not
+                         begin with whitespace, and counted apart from `whitespace`
+  whitespace             spaces or other whitespace lost or added (other than that one)
   reordered              the same code points in another order (canonical mark reordering)
   normaliser             the normaliser changed the text in a way none of the above explains
   decoder                decode does not give back even the normalised text, for a reason
@@ -67,11 +71,22 @@ def causes(text: str, decoded: str, normalized: str, had_unk: bool) -> set[str]:
     if had_unk:
         out.add("unk")
     if decoded != normalized:
-        dec = _char_causes(normalized, decoded) & {"whitespace", "reordered"}
-        out |= dec
-        if not had_unk and not dec:
-            out.add("decoder")
+        rest = decoded
+        if prefix_space(normalized, decoded):
+            out.add("prefix_space")
+            rest = decoded[1:]
+        if rest != normalized:
+            dec = _char_causes(normalized, rest) & {"whitespace", "reordered"}
+            out |= dec
+            if not had_unk and not dec:
+                out.add("decoder")
     return out
+
+
+def prefix_space(before: str, after: str) -> bool:
+    """`after` is `before` with a space put in front, where `before` began with no whitespace
+    (what a pre-tokenizer's add_prefix_space does; anything else changed is judged apart)."""
+    return after.startswith(" ") and not before[:1].isspace() and len(after) > len(before)
 
 
 def _char_causes(before: str, after: str) -> set[str]:

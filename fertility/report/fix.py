@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fertility.fix import AFTER, BEFORE, normalize, preview_lines
+from fertility.fix import AFTER, BEFORE, WORSE_SHARE, normalize, preview_lines
 
 if TYPE_CHECKING:
     from fertility.extend import ExtendResult
@@ -19,6 +19,45 @@ def cell(m: dict | None) -> str:
     lo, hi = m.get("chars_per_token_lo"), m.get("chars_per_token_hi")
     iv = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
     return f"{m['chars_per_token']:>6.2f} {iv:<13}"
+
+
+def heldout_line(s: dict) -> str:
+    """How the held-out documents were chosen, and what was dropped from training for them."""
+    return (
+        f"held out: {s['heldout_documents']:,} documents in runs of up to "
+        f"{s['heldout_block']} lines (fraction {s['heldout_fraction']:g}, seed {s['seed']}); "
+        f"{s['dropped_near_duplicates']:,} training documents that share a near-duplicate "
+        "with one were dropped from training; every figure below is measured on them only"
+    )
+
+
+def tradeoff_lines(tradeoffs: list[dict], temperature: float) -> list[str]:
+    """One warning per language the new tokenizer serves worse than --from, with the knob."""
+    out = []
+    for t in tradeoffs:
+        now, hi, lo = t["share"], t["share_at_1"], t["share_at_0"]
+        if max(abs(hi - now), abs(lo - now)) < 0.1 * now:
+            knob = (
+                "the temperature hardly moves its share (the languages are of similar sizes): "
+                "a larger --vocab-size is what gives it more tokens"
+            )
+        elif t["raise_gives_more"]:
+            knob = (
+                "raise --temperature to give it more of the training text (1: its share of "
+                "the corpus), at the smaller languages' cost, or a larger --vocab-size"
+            )
+        else:
+            knob = (
+                "lower --temperature to give it more of the training text (0: every language "
+                "the same share), at the larger languages' cost, or a larger --vocab-size"
+            )
+        out.append(
+            f"warning: {t['lang']} {t['before']:.2f} -> {t['after']:.2f} chars/token, "
+            f"{1 - t['ratio']:.0%} worse than before (fix warns beyond {WORSE_SHARE:.0%}): "
+            f"at --temperature {temperature:g} it gets {now:.0%} of the training text "
+            f"({hi:.0%} at 1, {lo:.0%} at 0); {knob} (docs/FIX.md shows the curve)"
+        )
+    return out
 
 
 def fix_text(r: FixResult) -> str:
@@ -41,9 +80,7 @@ def fix_text(r: FixResult) -> str:
         f"{r.paths['heldout']}"
     )
     lines += [
-        f"held out: {s['heldout_documents']:,} documents (fraction "
-        f"{s['heldout_fraction']:g}, seed {s['seed']}); every figure below is measured "
-        "on them only",
+        heldout_line(s),
         f"{'':<19}{'chars/token ' + BEFORE:>20}  {AFTER:>20}  {'change':>7}  round trip",
     ]
     for group in ("script", "language"):
@@ -72,6 +109,7 @@ def fix_text(r: FixResult) -> str:
                 else ""
             )
         )
+    lines += tradeoff_lines(r.tradeoffs, r.settings["temperature"])
     counts = {v: sum(c.verdict == v for c in g.checks) for v in ("fail", "uncertain", "pass")}
     verdict = (
         "FAIL"
@@ -111,10 +149,7 @@ def extend_text(r: ExtendResult) -> str:
             f"split pattern {'widened' if r.pattern['changed'] else 'unchanged'}: "
             f"{r.pattern['extended']}"
         )
-    lines.append(
-        f"held out: {r.split['heldout_documents']:,} documents; every figure below "
-        "is measured on them only"
-    )
+    lines.append(heldout_line(r.split))
     lines.append(f"{'':<19}{'chars/token base':>20}  {'extended':>20}  {'change':>7}  round trip")
     for group in ("script", "language"):
         for row in sorted((x for x in r.rows if x["group"] == group), key=lambda x: x["key"]):
