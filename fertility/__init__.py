@@ -12,6 +12,7 @@ or pandas; type checkers read them from the TYPE_CHECKING imports below.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
@@ -54,9 +55,14 @@ def analyze(
     from fertility.policy import load_policy  # deferred: as above
 
     report = measure.analyze(paths, tokenizers, **options)
+    pol = load_policy(policy)
+    if reference:
+        pol = dataclasses.replace(pol, reference=reference)
+    report.policy = pol  # the JSON's per-tokenizer verdict, as `fertility report` gives it
     if findings:
-        pol = load_policy(policy)
-        report.findings = run_rules(report, pol.thresholds, reference=reference or pol.reference)
+        report.findings = run_rules(
+            report, pol.thresholds, reference=pol.reference, min_share=pol.min_share
+        )
     return report
 
 

@@ -29,7 +29,8 @@ from fertility.errors import TokenizerError
 from fertility.findings import Finding, diagnose, parity, premiums
 from fertility.findings.evidence import rate_interval
 from fertility.measure import Report, analyze
-from fertility.numbers import finite, fmt
+from fertility.measure.frame import running_shares
+from fertility.numbers import finite, fmt, pct
 from fertility.options import CorpusOptions, Severity, Uncertain
 from fertility.policy import Policy, load_policy
 from fertility.progress import Progress
@@ -191,17 +192,27 @@ def evaluate(
     prem = premiums(report, policy.thresholds, reference=policy.reference)
     if findings is None:
         findings = diagnose(
-            report, policy.thresholds, reference=policy.reference, premium_table=prem
+            report,
+            policy.thresholds,
+            reference=policy.reference,
+            premium_table=prem,
+            min_share=policy.min_share,
         )
     findings = [f for f in findings if f.tokenizer in gated]
     checks: list[Check] = []
     skipped: list[dict] = []
+    shares = running_shares(frame)
     for lab in gated:
         rows = frame[(frame["tokenizer"] == lab) & frame["group"].isin(["script", "language"])]
-        total = float(rows.loc[rows["group"] == "script", "chars"].sum()) or 1.0
+        running = frame[(frame["tokenizer"] == lab) & (frame["group"] == "running")]
+        running = running.set_index("key")
         before = len(checks)
         for _, r in rows.iterrows():
-            checks.extend(_row_checks(report, r, policy, total, baseline_label, skipped))
+            if r["group"] == "script":  # judged on its running text, or not at all
+                r = _running_row(r, running, shares, policy, baseline_label, skipped)
+                if r is None:
+                    continue
+            checks.extend(_row_checks(report, r, policy, baseline_label))
         if policy.premium is not None:
             for p in prem[prem["tokenizer"] == lab].itertuples():
                 row = {"tokenizer": lab, "group": "language", "key": p.lang}
@@ -244,36 +255,69 @@ def evaluate(
     )
 
 
+def _running_row(
+    r: pd.Series,
+    running: pd.DataFrame,
+    shares: dict,
+    policy: Policy,
+    baseline: str | None,
+    skipped: list[dict],
+) -> pd.Series | None:
+    """The script row `r` as the gate judges it: the counts and metrics of its running text
+    (the frame's "running" row, labelled as the script); None, with the reason in `skipped`,
+    when that running text is under the policy's min_share of the characters (fragments:
+    reported, not judged) or the script has no check."""
+    label, key = str(r["tokenizer"]), str(r["key"])
+    if not _wanted(r, policy, baseline):
+        return None
+    run_share, share = shares.get((label, key), (0.0, 0.0))
+    if run_share < policy.min_share or key not in running.index:
+        skipped.append(
+            {
+                "tokenizer": label,
+                "group": "script",
+                "key": key,
+                "running_share": run_share,
+                "share": share,
+                "reason": (
+                    f"running text is {pct(run_share)} of the characters ({pct(share)} with "
+                    f"fragments), under the policy's min_share of {pct(policy.min_share)}: "
+                    "reported, not judged"
+                ),
+            }
+        )
+        return None
+    judged = running.loc[key].copy()
+    judged["tokenizer"], judged["group"], judged["key"] = label, "script", key
+    return judged
+
+
+def _wanted(r: pd.Series, policy: Policy, baseline: str | None = None) -> bool:
+    """Whether a row has any check under `policy`."""
+    group, key = r["group"], r["key"]
+    return policy.floor_for(group, key) is not None or (
+        group == "script"
+        and key not in policy.thresholds.exempt_scripts
+        and (
+            policy.byte_fallback_rate is not None
+            or policy.unk_rate is not None
+            or baseline is not None
+        )
+    )
+
+
 def _row_checks(
     report: Any,
     r: pd.Series,
     policy: Policy,
-    total_chars: float,
     baseline: str | None,
-    skipped: list[dict],
 ) -> Iterable[Check]:
     group, key = r["group"], r["key"]
     floor = policy.floor_for(group, key)
     exempt = policy.thresholds.exempt_scripts
-    wanted = floor is not None or (
-        group == "script"
-        and key not in exempt
-        and (policy.byte_fallback_rate is not None or policy.unk_rate is not None or baseline)
-    )
-    if not wanted:
+    if not _wanted(r, policy, baseline):
         return []
-    docs = int(r["documents"])  # documents holding the script (or of the language)
-    share = r["chars"] / total_chars if group == "script" else 1.0
-    if share < policy.min_share:
-        skipped.append(
-            {
-                "tokenizer": str(r["tokenizer"]),
-                "group": group,
-                "key": key,
-                "reason": f"{share:.2%} of the characters (policy min_share {policy.min_share:g})",
-            }
-        )
-        return []
+    docs = int(r["documents"])  # documents holding the script's running text (or language's)
     note = ""
     if docs < policy.min_documents or r["chars"] < policy.min_chars:
         note = (
@@ -361,7 +405,7 @@ def _roundtrip_check(r: pd.Series, policy: Policy) -> Check:
 def _baseline_check(report: Any, r: pd.Series, baseline: str, policy: Policy) -> list[Check]:
     """Candidate chars per token / baseline's, on the documents written mainly in the script."""
     f = report.frame
-    base = f[(f["tokenizer"] == baseline) & (f["group"] == "script") & (f["key"] == r["key"])]
+    base = f[(f["tokenizer"] == baseline) & (f["group"] == "running") & (f["key"] == r["key"])]
     if base.empty:
         return []
     b = base.iloc[0]
@@ -409,7 +453,8 @@ def gate_run(
     ]
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    progress = Progress("measuring", quiet=quiet)
+    # the corpus's size is the total: a percentage and an ETA (on a terminal, not quiet)
+    progress = Progress.for_corpus("measuring", list(paths), corpus_options, quiet=quiet)
     report = analyze(
         list(paths),
         toks,

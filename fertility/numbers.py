@@ -25,3 +25,13 @@ def fmt(x: Any, spec: str = "{:.3f}", missing: str = "-") -> str:
     if v is None:
         return missing
     return spec.format(int(v) if spec == "{:d}" else v)
+
+
+def pct(share: Any, missing: str = "-") -> str:
+    """A share in [0, 1] as a person reads it, in percent: two significant digits under 1%,
+    one decimal under 10%, whole percents above ("0.44%", "6.4%", "13%")."""
+    v = finite(share)
+    if v is None:
+        return missing
+    p = v * 100
+    return f"{p:.2g}%" if 0 < p < 1 else f"{p:.1f}%" if p < 10 else f"{p:.0f}%"

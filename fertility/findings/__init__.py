@@ -27,7 +27,9 @@ import pandas as pd
 from fertility.findings import parity, rules  # noqa: F401
 from fertility.findings.finding import Finding
 from fertility.findings.registry import REGISTRY, SEVERITY_ORDER, Rule
-from fertility.policy import Thresholds
+from fertility.measure.frame import running_shares
+from fertility.numbers import pct
+from fertility.policy import Policy, Thresholds
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 if TYPE_CHECKING:
@@ -43,9 +45,14 @@ def diagnose(
     *,
     reference: str = "en",
     premium_table: pd.DataFrame | None = None,
+    min_share: float | None = None,
 ) -> list[Finding]:
     """All findings for a Report, most severe first: every registered rule's, ordered by
     severity, tokenizer, rule (RULES), then row.
+
+    A finding about a script whose running text is under `min_share` of the characters
+    (default: the built-in policy's) is "info", whatever its rule says: fragments are
+    reported, never judged (docs/GATE.md, "Running text"); its evidence says so.
 
     premium_table: `premiums(report, thresholds, reference=reference)` when the caller has
     already computed it (the gate checks the same table), so the bootstrap runs once.
@@ -56,10 +63,27 @@ def diagnose(
     found: list[Finding] = []
     for rule in REGISTRY.values():
         found.extend(rule.run(report, t, premium_table, reference))
+    _fragments_are_info(found, report, Policy.min_share if min_share is None else min_share)
     found.sort(
         key=lambda f: (SEVERITY_ORDER[f.severity], f.tokenizer, RULES.index(f.rule), f.group, f.key)
     )
     return found
+
+
+def _fragments_are_info(found: list[Finding], report: Report, min_share: float) -> None:
+    shares = running_shares(report.frame)
+    for f in found:
+        if f.group != "script" or (f.tokenizer, f.key) not in shares:
+            continue
+        running, share = shares[(f.tokenizer, f.key)]
+        if running < min_share and f.severity != "info":
+            f.evidence["running_share"] = round(running, 6)
+            f.evidence["not_judged"] = (
+                f"{f.key} is {pct(share)} of the characters but its running text only "
+                f"{pct(running)}, under the policy's min_share of {pct(min_share)}: "
+                f"fragments, reported, not judged (the rule says {f.severity})"
+            )
+            f.severity = "info"
 
 
 def premiums(report: Report, t: Thresholds | None = None, *, reference: str = "en") -> pd.DataFrame:

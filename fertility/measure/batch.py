@@ -41,6 +41,7 @@ class _Keys:
         # Runs of one script in one document (about one per document in most text): the
         # per-code-point keys are those of the runs repeated, no arithmetic per code point.
         self.n = n = tb.n_docs
+        self.n_chars = len(tb.cps)
         off = tb.doc_offsets
         cut = np.empty(len(tb.script), dtype=bool)
         cut[0] = True  # documents are never empty (fertility.corpus)
@@ -68,6 +69,24 @@ class _Keys:
             "words": self.count(self.word) * self.spaced,
             "nospace_chars": chars * ~self.spaced,
         }
+        # The same counts of running text only (fertility.unicode.running): the rows of
+        # the "running" group, on which a script is judged.
+        self.running = tb.running
+        run_keys = self.char[tb.running]
+        run_chars = self.count(run_keys)
+        self.base_running = {
+            "documents": (run_chars > 0).astype(np.int64),
+            "chars": run_chars,
+            "bytes": self.summed(run_keys, tb.nbytes[tb.running]),
+            "graphemes": self.count(self.char[tb.running & tb.gstart]),
+        }
+        # Where a token's script is read (attributed): the first character in its span
+        # that has a script of its own, so a leading space or punctuation does not carry
+        # the previous word's script into it (`first_own[i]`: the first such at or after i).
+        own = tb.own_script > U.ZINH
+        idx = np.where(own, np.arange(len(own)), len(own))
+        self.first_own = np.append(np.minimum.accumulate(idx[::-1])[::-1], len(own))
+        self.last_own = np.maximum.accumulate(np.where(own, np.arange(len(own)), -1))
 
     def _graphemes(self, tb, run, run_key, chars) -> np.ndarray:
         if np.count_nonzero(tb.gstart) == len(tb.gstart):  # each code point its own grapheme
@@ -172,27 +191,36 @@ def _measure_tokenizer(acc, enc, texts, tb, keys: _Keys, doc_lang, detail, index
     gs, ge = starts + tok_off, ends + tok_off
     # A token that covers no text (at a document's end) belongs to the last character.
     pos = np.minimum(gs, np.repeat(off[1:] - 1, per_doc))
-    key = keys.char.take(pos)
+    partial = acc.partial[ids] if acc.track_vocab else None
+    at = _attributed(tb, keys, pos, gs, ge, partial)
+    key = keys.char.take(at)
     tokens = keys.count(key)
     counts = {"tokens": tokens, "word_tokens": tokens * keys.spaced}
+    run_tok = keys.running[at]
+    running = {"tokens": keys.count(key[run_tok])}
     if acc.track_vocab:
-        t_script = tb.script[pos]
-        partial = acc.partial[ids]
+        t_script = tb.script[at]
         counts["byte_fallback_tokens"] = keys.count(key[partial])
-        # the character whose bytes a partial token cuts is its last one (its first may be a
-        # whole leading space)
-        last = np.maximum(ge - 1, gs)
-        acc.add_chars(acc.byte_fallback_chars, t_script[partial], tb.cps[last[partial]])
+        running["byte_fallback_tokens"] = keys.count(key[partial & run_tok])
+        acc.add_chars(acc.byte_fallback_chars, t_script[partial], tb.cps[at[partial]])
         if acc.unk_id is not None:
             unk = ids == acc.unk_id
             counts["unk_tokens"] = keys.count(key[unk])
-            acc.add_chars(acc.unk_chars, t_script[unk], tb.cps[pos[unk]])
+            running["unk_tokens"] = keys.count(key[unk & run_tok])
+            acc.add_chars(acc.unk_chars, t_script[unk], tb.cps[at[unk]])
         _mark_vocab(acc, keys, tokens, ids, doc_lang, tok_doc, t_script)
 
     nonempty = ge > gs
     new_start = np.ones(len(gs), dtype=bool)
     new_start[1:] = (gs[1:] != gs[:-1]) | (tok_doc[1:] != tok_doc[:-1])
-    counts["mark_initial_tokens"] = keys.count(key[new_start & nonempty & tb.mark_or_joiner(pos)])
+    mark_initial = new_start & nonempty & tb.mark_or_joiner(pos)
+    counts["mark_initial_tokens"] = keys.count(key[mark_initial])
+    running["mark_initial_tokens"] = keys.count(key[mark_initial & run_tok])
+    acc.counts.add_running(
+        keys.groups.tables(np.stack([*keys.base_running.values(), *running.values()]))[1],
+        (*keys.base_running, *running),
+    )
+    acc.boot_running.add(keys.groups, keys.base_running["chars"], running["tokens"])
 
     # Boundaries between consecutive non-empty tokens of one document; one that falls inside a
     # character's bytes or inside a grapheme cluster splits what a reader sees as one letter.
@@ -214,21 +242,50 @@ def _measure_tokenizer(acc, enc, texts, tb, keys: _Keys, doc_lang, detail, index
     return tokens
 
 
+def _attributed(tb, keys: _Keys, pos, gs, ge, partial) -> np.ndarray:
+    """The character each token counts at (its script and running flag), docs/METRICS.md
+    "Which script a token belongs to": a piece of a character's bytes (`partial`) at that
+    character, its last one (the first may be a whole leading space); any other token at
+    the first character of its span with a script of its own (a leading space or
+    punctuation carries no script), or at `pos` when it has none (all Common: ", "); a token
+    holding characters of several scripts at the first character of the script holding most
+    of them (ties: the first)."""
+    first = keys.first_own.take(pos)
+    at = np.where(first < ge, first, pos)
+    if partial is not None:
+        at = np.where(partial, np.maximum(np.minimum(ge, keys.n_chars) - 1, pos), at)
+    # mixed tokens: the last character with a script of its own is in another script
+    own = tb.own_script
+    last = keys.last_own.take(np.clip(ge - 1, 0, keys.n_chars - 1))
+    mixed = (last > at) & (own.take(at) > U.ZINH)
+    if partial is not None:
+        mixed &= ~partial
+    maybe = np.flatnonzero(mixed)
+    maybe = maybe[own.take(last[maybe]) != own.take(at[maybe])]
+    for t in maybe.tolist():  # rare: a handful per batch where scripts meet inside a token
+        span = own[gs[t] : ge[t]]
+        real = span[span > U.ZINH]
+        values, first_at, counts = np.unique(real, return_index=True, return_counts=True)
+        best = values[np.lexsort((first_at, -counts))[0]]
+        at[t] = gs[t] + int(np.flatnonzero(span == best)[0])
+    return at
+
+
 def _mark_vocab(acc, keys: _Keys, tokens, ids, doc_lang, tok_doc, t_script) -> None:
-    """Mark the ids used, in all, per language and per script (a group is only made once a
-    token of it is seen)."""
+    """Mark the ids used in all, and count them per language and per script (each token in
+    the script t_script gives it): the rows' token-id histograms (a group's is only made
+    once a token of it is seen)."""
     acc.vocab_all[ids] = True
     langs = keys.groups.run_lang
     if len(langs) == 1 and ids.size:  # the usual batch: one language, no comparisons
-        acc.mark_vocab(acc.vocab_lang, langs[0], ids)
+        acc.count_ids(acc.vocab_lang, langs[0], ids)
     else:
-        acc.mark_vocab(acc.vocab_lang, doc_lang[tok_doc], ids)
+        acc.count_ids(acc.vocab_lang, doc_lang[tok_doc], ids)
     scripts = keys.groups.present[tokens.any(axis=1)]  # the scripts tokens start in
     if len(scripts) == 1:
-        acc.mark_vocab(acc.vocab_script, scripts[0], ids)
-    else:
-        for script in scripts.tolist():
-            acc.mark_vocab(acc.vocab_script, script, ids[t_script == script])
+        acc.count_ids(acc.vocab_script, scripts[0], ids)
+    elif len(scripts) > 1:
+        acc.count_ids(acc.vocab_script, t_script, ids)
 
 
 def _overlapped_twice(ss, se, ws, we) -> np.ndarray:
@@ -327,29 +384,60 @@ def _pretoken_counts(tb, keys: _Keys, detail, ps, pe) -> dict:
 
 
 def _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index) -> None:
-    need = {
-        s: acc.samples_per_script - len(acc.samples.get(s, ()))
-        for s in np.unique(dominant).tolist()
-    }
-    # the first documents of each script still short of samples, in document order
-    picks = [np.flatnonzero(dominant == s)[:k] for s, k in need.items() if k > 0]
-    if not picks:  # the usual case after the first batches
-        return
+    """Keep, per script, the `samples_per_script` documents that show a tokenizer's trouble
+    there best: written in that script (nine in ten of their letters), long enough to read
+    (80 characters), most tokens per character (where marks start tokens and characters
+    fall into byte pieces). Their "order" ranks them (smaller is better, then corpus order),
+    so merging the workers' samples keeps the same ones; a text repeated is kept as often
+    as it ranks (the HTML shows it once), as a worker cannot see another's."""
+    min_chars = 80  # a shorter sample is shown only where no longer one exists
+
+    def foreign(text: str, script: int) -> bool:
+        """Under nine in ten of its letters are in `script` (Unicode's Script property, as
+        `regex` reads it): a Latin-majority line of placeholders around Amharic words is no
+        Latin sample, a Japanese line no Han one."""
+        import regex  # (a module-level import would be outside this function)
+
+        code = U.SCRIPTS[script]
+        if code in ("?", "Zzzz"):  # no script to be in
+            return False
+        letters = len(regex.findall(r"\p{L}", text))
+        own = len(regex.findall(rf"(?=\p{{L}})\p{{sc={code}}}", text))
+        return not letters or own < 0.9 * letters
+
+    n_chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    tpc = per_doc / np.maximum(n_chars, 1)
     bounds = np.concatenate(([0], np.cumsum(per_doc)))
-    for i in np.sort(np.concatenate(picks)).tolist():
-        cut = min(len(texts[i]), SAMPLE_CHARS)
-        s, e = starts[bounds[i] : bounds[i + 1]], ends[bounds[i] : bounds[i + 1]]
-        keep = s < cut
-        spans = np.stack([s[keep], np.minimum(e[keep], cut)], axis=1).tolist()
-        acc.samples.setdefault(int(dominant[i]), []).append(
-            {
-                "text": texts[i][:cut],
-                "truncated": cut < len(texts[i]),
-                "spans": spans,
-                "ids": ids[bounds[i] : bounds[i + 1]][keep].tolist(),  # the HTML's hover
-                "order": (index, i),
-            }
-        )
+    k = acc.samples_per_script
+    for s in np.unique(dominant).tolist():
+        kept = acc.samples.setdefault(int(s), [])
+        docs = np.flatnonzero(dominant == s)
+        # the best 4k by length, then tokens per character: the only ones that could enter
+        rank = np.lexsort((-tpc[docs], n_chars[docs] < min_chars))
+        for i in docs[rank[: 4 * k]].tolist():
+            cut = min(len(texts[i]), SAMPLE_CHARS)
+            text = texts[i][:cut]
+            rest = (bool(n_chars[i] < min_chars), -round(float(tpc[i]), 6), index, i)
+            full = len(kept) >= k
+            if full and (False, *rest) >= kept[-1]["order"]:
+                continue  # not better than the last kept even if in its script
+            order = (foreign(text, int(s)), *rest)
+            if full and order >= kept[-1]["order"]:
+                continue
+            t0, t1 = bounds[i], bounds[i + 1]
+            s0, e0 = starts[t0:t1], ends[t0:t1]
+            keep = s0 < cut
+            kept.append(
+                {
+                    "text": text,
+                    "truncated": cut < len(texts[i]),
+                    "spans": np.stack([s0[keep], np.minimum(e0[keep], cut)], axis=1).tolist(),
+                    "ids": ids[t0:t1][keep].tolist(),  # the HTML's hover
+                    "order": order,
+                }
+            )
+            kept.sort(key=lambda x: x["order"])
+            del kept[k:]
 
 
 def _keep_rows(n: int, state) -> int:

@@ -78,9 +78,23 @@ class GroupTables:
 
 
 class GroupCounts(GroupTables):
-    """The counts of COUNTS per language and per script."""
+    """The counts of COUNTS per language and per script, and per script on its running text
+    alone (`running`, fertility.unicode.running: the rows of the "running" group)."""
 
     WIDTH = len(COUNTS)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running = np.zeros((NS, self.WIDTH), dtype=np.int64)
+
+    def add_running(self, per_script: np.ndarray, names: tuple[str, ...]) -> None:
+        """Add the running-text counts `names`: a (scripts x names) table."""
+        self.running[:, [C[name] for name in names]] += per_script
+
+    def merge(self, other: GroupTables) -> None:
+        super().merge(other)
+        if isinstance(other, GroupCounts):
+            self.running += other.running
 
     def add(self, names: tuple[str, ...], per_lang: np.ndarray, per_script: np.ndarray) -> None:
         """Add the counts `names`: (languages x names) and (scripts x names) tables."""
@@ -187,9 +201,9 @@ def _merge_mask(acc, mine: np.ndarray, theirs: np.ndarray) -> np.ndarray:
     return mine | theirs
 
 
-def _merge_masks(acc, mine: dict, theirs: dict) -> dict:
-    for key, mask in theirs.items():
-        mine[key] = mine[key] | mask if key in mine else mask
+def _merge_histograms(acc, mine: dict, theirs: dict) -> dict:
+    for key, counts in theirs.items():
+        mine[key] = mine[key] + counts if key in mine else counts
     return mine
 
 
@@ -237,9 +251,10 @@ class TokenizerAccumulator:
     MERGE: ClassVar[dict[str, Callable[[TokenizerAccumulator, Any, Any], Any]]] = {
         "counts": _merge_tables,
         "boot": _merge_tables,
+        "boot_running": _merge_tables,
         "vocab_all": _merge_mask,
-        "vocab_lang": _merge_masks,
-        "vocab_script": _merge_masks,
+        "vocab_lang": _merge_histograms,
+        "vocab_script": _merge_histograms,
         "byte_fallback_chars": _merge_counters,
         "unk_chars": _merge_counters,
         "samples": _merge_samples,
@@ -251,8 +266,13 @@ class TokenizerAccumulator:
         self.tok = tok
         self.counts = GroupCounts()
         self.boot = Bootstrap()
+        self.boot_running = Bootstrap()  # of the running-text rows
         size = max(int(getattr(tok, "vocab_size", 0) or 0), 0)
         self.track_vocab = capabilities(tok).vocabulary and size > 0
+        # Token-id histograms (int64, one count per vocabulary id) per language id and per
+        # script index: the distribution metrics of a row (fertility.measure.card) and its
+        # distinct ids. A row costs 8 bytes per id: 1.6 MB for a 200k vocabulary, so tens of
+        # rows per tokenizer stay in tens of MB (docs/METRICS.md, "Token distributions").
         self.vocab_lang: dict[int, np.ndarray] = {}
         self.vocab_script: dict[int, np.ndarray] = {}
         self.vocab_all = np.zeros(size if self.track_vocab else 0, dtype=bool)
@@ -278,29 +298,31 @@ class TokenizerAccumulator:
                 raise TypeError(f"TokenizerAccumulator.{name} has no merge rule in MERGE")
             setattr(self, name, add(self, getattr(self, name), theirs))
 
-    def mark_vocab(self, table: dict, keys, ids: np.ndarray) -> None:
-        """Mark `ids` as used in the group of each key (vocab_lang or vocab_script); `keys` is
-        one key for all of them (the usual batch: one language, one script) or one per id."""
+    def count_ids(self, table: dict, keys, ids: np.ndarray) -> None:
+        """Add `ids` to the histogram of each key's group (vocab_lang or vocab_script); `keys`
+        is one key for all of them (the usual batch: one language, one script) or one per id.
+        np.add.at adds in place without an O(vocabulary) pass per batch (a bincount with
+        minlength would be one)."""
         if np.ndim(keys) == 0:
-            self._vocab_mask(table, int(keys))[ids] = True
+            np.add.at(self._histogram(table, int(keys)), ids, 1)
             return
         present = np.flatnonzero(np.bincount(keys))
         if len(present) <= 4:  # a few languages or scripts, no sort needed
             for key in present.tolist():
-                self._vocab_mask(table, key)[ids[keys == key]] = True
+                np.add.at(self._histogram(table, key), ids[keys == key], 1)
             return
         order = np.argsort(keys, kind="stable")
         keys, ids = keys[order], ids[order]
         bounds = np.flatnonzero(np.diff(keys)) + 1
         for part_keys, part_ids in zip(np.split(keys, bounds), np.split(ids, bounds)):
             if part_keys.size:
-                self._vocab_mask(table, int(part_keys[0]))[part_ids] = True
+                np.add.at(self._histogram(table, int(part_keys[0])), part_ids, 1)
 
-    def _vocab_mask(self, table: dict, key: int) -> np.ndarray:
-        mask = table.get(key)
-        if mask is None:
-            mask = table[key] = np.zeros(len(self.vocab_all), bool)
-        return mask
+    def _histogram(self, table: dict, key: int) -> np.ndarray:
+        counts = table.get(key)
+        if counts is None:
+            counts = table[key] = np.zeros(len(self.vocab_all), np.int64)
+        return counts
 
     def add_chars(self, table: dict, key_script: np.ndarray, cps: np.ndarray) -> None:
         """Count code points per script (byte_fallback_chars or unk_chars); new ones are

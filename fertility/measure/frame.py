@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fertility import unicode as U
+from fertility.measure import card
 from fertility.measure.counters import COUNTS, Bootstrap, C, grow_rows
-from fertility.measure.metrics import METRICS, NOSPACE_SHARE_MAX, Interval
+from fertility.measure.metrics import DISTRIBUTIONS, METRICS, NOSPACE_SHARE_MAX, Interval, Unit
 from fertility.stats import wilson_columns
 
 if TYPE_CHECKING:  # pandas is imported when a frame is built: measuring processes never need it
@@ -32,8 +33,10 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
     frames = []
     for acc in accs:
         t = acc.tok
-        rows, keys, groups, lo, hi, used = [], [], [], [], [], []
+        rows, keys, groups, lo, hi, used, dist = [], [], [], [], [], [], []
         n = len(lang_names)
+        size = len(acc.vocab_all)
+        none = np.zeros(size, np.int64)
         lang_tab = acc.counts.lang[:n]
         total = lang_tab.sum(axis=0)
         boot_lang = grow_rows(acc.boot.lang, n)  # a language with no batch measured here
@@ -45,16 +48,18 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
             a, z = Bootstrap.interval(sums)
             lo.append(a)
             hi.append(z)
-            used.append(int(vocab.sum()) if vocab is not None else np.nan)
+            used.append(int(np.count_nonzero(vocab)) if vocab is not None else np.nan)
+            dist.append(card.distribution_values(vocab, size, DISTRIBUTION_NAMES))
 
-        add("all", "all", total, boot_lang[:n].sum(0), acc.vocab_all if acc.track_vocab else None)
+        every = sum(acc.vocab_lang.values(), none) if acc.track_vocab else None
+        add("all", "all", total, boot_lang[:n].sum(0), every)
         for i, name in enumerate(lang_names):
             add(
                 "language",
                 name,
                 lang_tab[i],
                 boot_lang[i],
-                acc.vocab_lang.get(i, np.zeros(0, bool)) if acc.track_vocab else None,
+                acc.vocab_lang.get(i, none) if acc.track_vocab else None,
             )
         for s in np.flatnonzero(acc.counts.script[:, C["chars"]]):
             add(
@@ -62,8 +67,11 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
                 U.SCRIPTS[s],
                 acc.counts.script[s],
                 acc.boot.script[s],
-                acc.vocab_script.get(int(s), np.zeros(0, bool)) if acc.track_vocab else None,
+                acc.vocab_script.get(int(s), none) if acc.track_vocab else None,
             )
+        # each script's running text (fertility.unicode.running), the rows the gate judges
+        for s in np.flatnonzero(acc.counts.running[:, C["chars"]]):
+            add("running", U.SCRIPTS[s], acc.counts.running[s], acc.boot_running.script[s], None)
         f = pd.DataFrame(
             np.array(rows, dtype=np.int64).reshape(-1, len(COUNTS)), columns=list(COUNTS)
         )
@@ -72,10 +80,26 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
         f.insert(0, "kind", t.kind)
         f.insert(0, "tokenizer", t.label)
         # without a vocabulary (a pre-tokenizer) there is no UNK or byte fallback either
-        add_metrics(f, totals=dict(zip(COUNTS, total)), has_vocab=acc.track_vocab, delta=(lo, hi))
+        add_metrics(
+            f,
+            totals=dict(zip(COUNTS, total)),
+            has_vocab=acc.track_vocab,
+            delta=(lo, hi),
+            distributions=False,  # computed below, after vocab_used, from the histograms
+        )
         f["vocab_used"] = pd.array(used, dtype="Int64") if acc.track_vocab else pd.NA
+        # the registry's DISTRIBUTIONS, from each row's token-id histogram (null without one)
+        values = np.array(dist, dtype=float).reshape(-1, len(DISTRIBUTION_NAMES))
+        for j, m in enumerate(DISTRIBUTIONS):
+            f[m.name] = values[:, j]
+            if m.unit is Unit.TOKEN_IDS and acc.track_vocab:  # a count: an integer column
+                # (null where the row has no histogram: the running-text rows)
+                f[m.name] = pd.array(values[:, j], dtype="Float64").astype("Int64")
         frames.append(f)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+DISTRIBUTION_NAMES = [m.name for m in DISTRIBUTIONS]
 
 
 def add_metrics(
@@ -84,6 +108,7 @@ def add_metrics(
     totals: Mapping | None = None,
     has_vocab: bool = True,
     delta: tuple | None = None,
+    distributions: bool = True,
 ) -> None:
     """Add to `f` (rows of summed counts: the columns of COUNTS) every metric of the registry,
     in its order: the value, then `<name>_lo`, `<name>_hi` for one with an interval.
@@ -92,7 +117,9 @@ def add_metrics(
     the row of `f` whose group is "all"; none: the shares are null). has_vocab False: the
     metrics that need a vocabulary are null (a pre-tokenizer family). delta: the (lo, hi)
     sequences of the delta-method interval (Bootstrap.interval per row); None: null. Any
-    frame of counts gets the same numbers: a folded row of the table, a test's rows."""
+    frame of counts gets the same numbers: a folded row of the table, a test's rows.
+    distributions: also add the DISTRIBUTIONS columns it lacks, null (they need the rows'
+    token-id histograms, which a frame of counts does not hold)."""
     if totals is None:
         every = f[f["group"] == "all"] if "group" in f else f.iloc[:0]
         totals = every.iloc[0] if len(every) else {}
@@ -119,6 +146,10 @@ def add_metrics(
             continue
         f[m.lo] = lo
         f[m.hi] = hi
+    if distributions:
+        for name in DISTRIBUTION_NAMES:
+            if name not in f:
+                f[name] = np.full(n, np.nan)
 
 
 def _wilson(k: np.ndarray, n: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -193,3 +224,22 @@ def _strings(values: list[str]):
     index = {v: i for i, v in enumerate(dict.fromkeys(values))}
     codes = np.fromiter(map(index.__getitem__, values), dtype=np.intp, count=len(values))
     return pd.Series(list(index)).array.take(codes)
+
+
+def running_shares(frame: pd.DataFrame) -> dict[tuple[str, str], tuple[float, float]]:
+    """(tokenizer, script) -> (share of the tokenizer's characters that are the script's
+    running text, share of them in the script at all), from the "running" and "script" rows.
+    A script is judged when its running share reaches the policy's min_share
+    (docs/GATE.md, "Running text"); below it, it is reported, not judged."""
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    if frame.empty:
+        return out
+    for label, g in frame.groupby("tokenizer", sort=False):
+        scripts = g[g["group"] == "script"]
+        total = float(scripts["chars"].sum()) or 1.0
+        running = dict(
+            zip(g.loc[g["group"] == "running", "key"], g.loc[g["group"] == "running", "chars"])
+        )
+        for key, chars in zip(scripts["key"], scripts["chars"]):
+            out[(str(label), str(key))] = (float(running.get(key, 0)) / total, float(chars) / total)
+    return out

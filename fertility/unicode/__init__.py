@@ -13,6 +13,7 @@ import numpy as np
 import regex
 
 from fertility.unicode.graphemes import grapheme_starts as vectorised
+from fertility.unicode.running import families, running_mask
 
 # ISO 15924 codes of the scripts Unicode assigns. Codes the installed `regex` does not know are
 # dropped at import; anything unassigned ends up in Zzzz.
@@ -64,15 +65,21 @@ ZYYY, ZINH, ZZZZ = 1, 2, 3
 NO_SPACE_SCRIPTS = frozenset(
     {"Thai", "Laoo", "Khmr", "Mymr", "Hani", "Hira", "Kana", "Tale", "Talu", "Lana", "Bopo", "Yiii"}
 )
+_FAMILY, _NOSPACE_FAMILY = families(SCRIPTS, NO_SPACE_SCRIPTS)
 
 # Flag bits of the per-code-point flag table.
-_MARK, _JOIN, _WORD, _APOS, _DONE = 1, 2, 4, 8, 128
+_MARK, _JOIN, _WORD, _APOS, _SPACE, _BREAK, _DONE = 1, 2, 4, 8, 16, 32, 128
 
 _SCRIPT_TABLE = np.zeros(0x110000, dtype=np.uint8)
 _FLAG_TABLE = np.zeros(0x110000, dtype=np.uint8)
 _MARK_RE = regex.compile(r"\p{M}+")
 _WORD_RE = regex.compile(r"\w+")  # regex's \w includes marks, digits and ZWJ/ZWNJ
 _APOSTROPHES = {0x27, 0x2019}
+_SPACE_RE = regex.compile(r"\s+")
+# What does not occur inside running prose: maths, currency and modifier symbols, connector
+# punctuation (`_`), and the ASCII punctuation of markup, code and placeholders
+# (`{ $name }`, `%1$S`, `<label data-l10n-name="...">`, `$(ARG1)`). fertility.unicode.running
+BREAK_RE = regex.compile(r"[\p{Sm}\p{Sc}\p{Sk}\p{Pc}#%&*@/\\{}\[\]<>|~^`_=$+]+")
 
 
 def _classify(new: np.ndarray) -> None:
@@ -83,7 +90,12 @@ def _classify(new: np.ndarray) -> None:
     for m in _SCRIPT_RE.finditer(chars):
         scripts[m.start() : m.end()] = SCRIPT_INDEX[m.lastgroup]
     flags = np.full(len(new), _DONE, dtype=np.uint8)
-    for pattern, bit in ((_MARK_RE, _MARK), (_WORD_RE, _WORD)):
+    for pattern, bit in (
+        (_MARK_RE, _MARK),
+        (_WORD_RE, _WORD),
+        (_SPACE_RE, _SPACE),
+        (BREAK_RE, _BREAK),
+    ):
         for m in pattern.finditer(chars):
             flags[m.start() : m.end()] |= bit
     flags[np.isin(new, (0x200C, 0x200D))] |= _JOIN | _WORD
@@ -191,11 +203,13 @@ class TextBatch:
     doc_offsets: np.ndarray  # int64, len = n_docs + 1: where each document starts in `cps`
     doc_of_char: np.ndarray  # int64 document index of each code point
     script: np.ndarray  # uint8 resolved script index of each code point
+    own_script: np.ndarray  # uint8 its own script index (Common, Inherited unresolved)
     nbytes: np.ndarray  # int64 UTF-8 length of each code point
     gstart: np.ndarray  # bool: a grapheme cluster starts here
     word_starts: np.ndarray  # int64 word start indices (into cps)
     word_ends: np.ndarray  # int64 word end indices (exclusive)
     flags: np.ndarray  # uint8 flag bits of each code point (is_mark_or_joiner's)
+    running: np.ndarray  # bool: in its script's running text (fertility.unicode.running)
 
     @property
     def n_docs(self) -> int:
@@ -216,14 +230,20 @@ def analyze_texts(texts: list[str]) -> TextBatch:
     doc_starts[offsets[:-1][lengths > 0]] = True
     flags = ensure_classified(cps)
     ws, we = _word_spans(flags, doc_starts)
+    raw = _SCRIPT_TABLE.take(cps)
+    running = running_mask(
+        raw, flags, offsets, doc_of_char, _FAMILY, _NOSPACE_FAMILY, _SPACE, _BREAK
+    )
     return TextBatch(
         cps=cps,
         doc_offsets=offsets,
         doc_of_char=doc_of_char,
-        script=_resolve(_SCRIPT_TABLE.take(cps), doc_starts),
+        script=_resolve(raw, doc_starts),
+        own_script=raw,
         nbytes=utf8_lengths(cps),
         gstart=grapheme_starts(cps, doc_starts),
         word_starts=ws,
         word_ends=we,
         flags=flags,
+        running=running,
     )

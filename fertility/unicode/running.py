@@ -1,0 +1,125 @@
+"""Running text: the characters of a document that are a script's prose, not fragments.
+
+A script is judged (gate floors and ceilings, findings, the verdict) on its running text
+only; docs/GATE.md ("Running text") gives the rule and the measurements that chose its
+numbers. Words are the letters of one script family inside one whitespace-separated token
+(digits, punctuation and other Common or Inherited characters neither make nor split a
+word); a token holding a breaker character (BREAK_RE: markup, code, placeholders such as
+`{ -brand-short-name }`, `%1$S`) makes its words fragments and ends the runs around it. A
+run is consecutive words of one family; it is running text when it has at least RUN_WORDS
+words (scripts written with spaces) or RUN_LETTERS letters (scripts written without them),
+or when its family has the most words of its document (a one-word document in its own
+script is running text: "Firefox" alone, "ファイル"). Han, Hiragana, Katakana, Hangul and
+Bopomofo are one family, as Japanese and Korean mix them within a sentence.
+
+Characters that are not letters (spaces, punctuation, digits, marks of the Inherited
+script) take the flag of the character whose script they take (fertility.unicode._resolve):
+the previous letter's, at a document's start the next one's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+RUN_WORDS = 3  # words of a run, scripts written with spaces
+RUN_LETTERS = 4  # letters of a run, scripts written without spaces
+CJK = ("Hani", "Hira", "Kana", "Hang", "Bopo")
+
+
+def families(scripts: list[str], no_space: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per script index: its family (0 for Common, Inherited, Unknown and "?"), and per
+    family whether it is written without spaces."""
+    family = np.arange(len(scripts), dtype=np.int64)
+    family[[i for i, s in enumerate(scripts) if s in ("?", "Zyyy", "Zinh", "Zzzz")]] = 0
+    han = scripts.index("Hani") if "Hani" in scripts else 0
+    family[[i for i, s in enumerate(scripts) if s in CJK]] = han
+    nospace = np.array([s in no_space or s in CJK for s in scripts], dtype=bool)
+    return family, nospace
+
+
+def running_mask(
+    raw: np.ndarray,
+    flags: np.ndarray,
+    doc_offsets: np.ndarray,
+    doc_of_char: np.ndarray,
+    family_table: np.ndarray,
+    nospace: np.ndarray,
+    space_bit: int,
+    break_bit: int,
+) -> np.ndarray:
+    """True for each code point in running text (the module's rule). raw: the unresolved
+    script index of each code point; flags: the flag table's bits (space_bit: whitespace,
+    break_bit: a breaker)."""
+    n = len(raw)
+    out = np.zeros(n, dtype=bool)
+    if n == 0:
+        return out
+    fam = family_table.take(raw)
+    space = (flags & space_bit) != 0
+    doc_start = np.zeros(n, dtype=bool)
+    doc_start[doc_offsets[:-1][doc_offsets[:-1] < doc_offsets[1:]]] = True
+    prev_space = np.ones(n, dtype=bool)
+    prev_space[1:] = space[:-1]
+    tok_start = ~space & (prev_space | doc_start)
+    tok_id = np.cumsum(tok_start) - 1  # of the token a non-space code point is in
+    n_tok = int(tok_start.sum())
+    brk = ((flags & break_bit) != 0) & ~space
+    tok_brk = np.bincount(tok_id[brk], minlength=n_tok) > 0
+    letters = np.flatnonzero(fam > 0)
+    if letters.size == 0 or n_tok == 0:
+        return out
+    lf, lt = fam[letters], tok_id[letters]
+    new_word = np.ones(len(letters), dtype=bool)
+    new_word[1:] = (lt[1:] != lt[:-1]) | (lf[1:] != lf[:-1])
+    word_of_letter = np.cumsum(new_word) - 1
+    w_first = np.flatnonzero(new_word)
+    w_fam, w_tok = lf[w_first], lt[w_first]
+    w_letters = np.diff(np.append(w_first, len(letters)))
+    w_doc = doc_of_char[letters[w_first]]
+    w_clean = ~tok_brk[w_tok]
+    # breaker tokens strictly between two consecutive words (inclusive counts per token)
+    cum_brk = np.cumsum(tok_brk)
+    before_next = cum_brk[w_tok[1:]] - tok_brk[w_tok[1:]]
+    new_run = np.ones(len(w_fam), dtype=bool)
+    new_run[1:] = (
+        (w_doc[1:] != w_doc[:-1])
+        | (w_fam[1:] != w_fam[:-1])
+        | ~w_clean[1:]
+        | ~w_clean[:-1]
+        | (before_next != cum_brk[w_tok[:-1]])
+    )
+    run_of_word = np.cumsum(new_run) - 1
+    r_first = np.flatnonzero(new_run)
+    r_words = np.diff(np.append(r_first, len(w_fam)))
+    r_letters = np.add.reduceat(w_letters, r_first)
+    r_fam, r_doc, r_clean = w_fam[r_first], w_doc[r_first], w_clean[r_first]
+    long_enough = np.where(nospace[r_fam], r_letters >= RUN_LETTERS, r_words >= RUN_WORDS)
+    ok = r_clean & (long_enough | (r_fam == _dominant(w_doc, w_fam, w_clean)[r_doc]))
+    out[letters] = ok[run_of_word[word_of_letter]]
+    return _spread(out, fam > 0, doc_start, doc_offsets, doc_of_char)
+
+
+def _dominant(w_doc: np.ndarray, w_fam: np.ndarray, w_clean: np.ndarray) -> np.ndarray:
+    """Per document (indexed up to the last one with a word): the family with the most
+    clean words, 0 where none or where two tie."""
+    n_docs = int(w_doc.max()) + 1
+    width = int(w_fam.max()) + 1
+    counts = np.bincount(w_doc[w_clean] * width + w_fam[w_clean], minlength=n_docs * width)
+    counts = counts.reshape(n_docs, width)
+    best = counts.argmax(axis=1)
+    top = counts[np.arange(n_docs), best]
+    tie = (counts == top[:, None]).sum(axis=1) > 1
+    return np.where((top > 0) & ~tie, best, 0)
+
+
+def _spread(flag, letter, doc_start, doc_offsets, doc_of_char) -> np.ndarray:
+    """Give each non-letter the flag of the letter whose script it takes: the previous
+    letter of its document, else the next one (none: False)."""
+    n = len(flag)
+    idx = np.arange(n)
+    first_of_doc = doc_offsets[doc_of_char]
+    prev = np.maximum.accumulate(np.where(letter, idx, -1))
+    nxt = np.minimum.accumulate(np.where(letter, idx, n)[::-1])[::-1]
+    last_of_doc = doc_offsets[doc_of_char + 1]
+    src = np.where(prev >= first_of_doc, prev, np.where(nxt < last_of_doc, nxt, -1))
+    return np.where(src >= 0, flag[np.maximum(src, 0)], False)
