@@ -37,10 +37,12 @@ def report(**kw) -> None:
         tokenizers=specs,
         files=[o.policy],
     )
+    if o.plots is not None:
+        _check_plots(o.plots, o, specs)  # before measuring: a refused folder costs no run
     families = (
         [p.strip() for p in o.pretokenizers.split(",") if p.strip()] if o.pretokenizers else None
     )
-    progress = Progress("measuring", quiet=o.quiet)
+    progress = Progress.for_corpus("measuring", o.paths, o.corpus, quiet=o.quiet)
     rep = analyze(
         o.paths,
         specs,
@@ -51,11 +53,18 @@ def report(**kw) -> None:
         progress=progress,
         workers=o.workers,
     )
-    progress.close()
+    progress.done()
     pol = _policy(o.policy, o.reference)
+    rep.policy = pol  # the JSON's per-tokenizer verdict is the gate's under it
     if not o.no_diagnose:
         rep.findings = _diagnose(rep, pol)
-    if o.fmt == "json":
+    if o.fmt in ("leaderboard", "leaderboard-csv"):
+        # deferred: the library loads when a command runs (fast --help)
+        from fertility.report import leaderboard
+
+        render = leaderboard.render_markdown if o.fmt == "leaderboard" else leaderboard.render_csv
+        write_output(render(rep, pol), output)
+    elif o.fmt == "json":
         write_output(rep.to_json() + "\n", output)
     elif o.fmt == "csv":
         # deferred: the library loads when a command runs (fast --help)
@@ -80,6 +89,31 @@ def report(**kw) -> None:
                 "pyproject.toml.\n"
             )
         write_output(text, output)
+    if o.plots is not None:
+        # deferred: kaleido (the images extra) only for --plots
+        from fertility.report.images import write_plots
+
+        write_plots(rep, o.plots, _inputs(o, specs), allow_in_corpus=o.allow_output_in_corpus)
+
+
+def _inputs(o: ReportOptions, specs):
+    # deferred: the library loads when a command runs (fast --help)
+    from fertility.outputs import Inputs
+
+    return Inputs.of(corpus=o.paths, tokenizers=specs, files=[o.policy])
+
+
+def _check_plots(folder: str, o: ReportOptions, specs) -> None:
+    """--plots DIR under fertility.outputs' rule for output folders (the files it will
+    hold are known only after measuring: writing checks them again)."""
+    # deferred: the library loads when a command runs (fast --help)
+    from fertility.errors import OutputError
+    from fertility.outputs import check_folder
+    from fertility.report.images import MADE_BY
+
+    if not folder.strip():
+        raise OutputError("--plots: empty folder name")
+    check_folder(folder, MADE_BY, [], _inputs(o, specs), allow_in_corpus=o.allow_output_in_corpus)
 
 
 def _policy(policy_path, reference):
@@ -94,4 +128,4 @@ def _diagnose(rep, policy):
     # deferred: the library loads when a command runs (fast --help)
     from fertility.findings import diagnose
 
-    return diagnose(rep, policy.thresholds, reference=policy.reference)
+    return diagnose(rep, policy.thresholds, reference=policy.reference, min_share=policy.min_share)

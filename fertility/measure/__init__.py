@@ -21,7 +21,7 @@ from fertility import unicode as U
 from fertility.corpus import Corpus, CorpusOptions, warn
 from fertility.errors import TokenizerError
 from fertility.files import json_safe
-from fertility.measure import parallel
+from fertility.measure import card, parallel
 from fertility.measure.counters import COUNTS, NS, TokenizerAccumulator
 from fertility.measure.frame import build_frame, docs_frame
 from fertility.measure.passes import PassState, run_pass
@@ -73,6 +73,11 @@ class Report:
     )  # {(label, lang): fertility.measure.roundtrip changes}
     settings: dict = field(default_factory=dict)
     findings: list = field(default_factory=list)
+    # label -> the pairwise overlap of its languages' token distributions (card.overlap)
+    overlap: dict = field(default_factory=dict)
+    # the policy the JSON's per-tokenizer verdict is the gate's under (None: no verdict);
+    # the report command sets it
+    policy: Any = None
 
     def rows(self, label: str) -> list[dict]:
         sub = self.frame[self.frame["tokenizer"] == label]
@@ -80,8 +85,11 @@ class Report:
         return [json_safe(r) for r in sub[cols].to_dict(orient="records")]
 
     def to_dict(self) -> dict:
+        # vocabulary_scripts, gini, overlap and (with a policy) the gate's verdict
+        cards = json_safe(card.cards(self, self.policy))
+
         def entry(t: TokenizerInfo) -> dict:
-            return {**t.to_dict(), "rows": self.rows(t.label)}
+            return {**t.to_dict(), **cards.get(t.label, {}), "rows": self.rows(t.label)}
 
         out = {
             "schema": SCHEMA,
@@ -194,6 +202,13 @@ def analyze(
             (a.tok.label, lang_names[k]): {**v, "examples": _in_order(v["examples"])}
             for a in accs
             for k, v in a.roundtrip.items()
+        },
+        overlap={
+            a.tok.label: card.overlap(
+                {lang: a.vocab_lang[i] for lang, i in state.langs.items() if i in a.vocab_lang}
+            )
+            for a in accs
+            if a.track_vocab
         },
         settings={
             "detail_docs": detail_docs,

@@ -13,6 +13,10 @@ count columns of the frame (COUNTS, fertility/measure/counters.py). From this re
 
 Adding a metric: declare it in METRICS below; a count it needs goes into COUNTS and is counted
 in fertility/measure/batch.py; define it in docs/METRICS.md; test it in tests/measure/.
+
+DISTRIBUTIONS are the other kind: a function of the row's token-id histogram (not a ratio of
+counts), computed by fertility.measure.card; their columns follow `vocab_used` in the frame,
+and docs/METRICS.md defines them under "Token distributions" (tests/measure/test_card.py).
 """
 
 from __future__ import annotations
@@ -53,6 +57,10 @@ class Unit(Enum):
     SHARE_OF_BOUNDARIES = "share of boundaries"
     SHARE_OF_DOCUMENTS = "share of documents"
     SHARE_OF_ALL = "share of the total"
+    SHARE_OF_VOCABULARY = "share of the vocabulary"
+    EFFICIENCY = "bits per bit of log2(vocabulary size)"
+    TOKEN_IDS = "distinct token ids"
+    TOKEN_ID = "token id"
 
     @property
     def is_share(self) -> bool:
@@ -98,6 +106,9 @@ class Metric:
     needs_vocab: bool = False
     table: Show | None = None  # the terminal table (and -v), fertility.report.text
     html: Show | None = None  # the HTML side-by-side table, fertility.report.html
+    # a DISTRIBUTIONS metric: its formula over the row's token-id histogram, as
+    # docs/METRICS.md writes it (its numerator and denominator are empty)
+    distribution: str = ""
 
     @property
     def lo(self) -> str | None:
@@ -137,6 +148,8 @@ class Metric:
     @property
     def formula(self) -> str:
         """The definition's arithmetic as docs/METRICS.md writes it."""
+        if self.distribution:
+            return self.distribution
         num = " + ".join(self.numerator)
         num = f"({num})" if len(self.numerator) > 1 else num
         den = f"{self.denominator} of the `all` row" if self.of_all else self.denominator
@@ -280,10 +293,36 @@ METRICS: tuple[Metric, ...] = (
 METRIC: dict[str, Metric] = {m.name: m for m in METRICS}
 
 
+def _distribution(name: str, unit: Unit, formula: str, **show) -> Metric:
+    return Metric(name, (), "", unit, needs_vocab=True, distribution=formula, **show)
+
+
+# Metrics of a row's token-id histogram h (tokens per id; p = h / sum h; V = the tokenizer's
+# vocabulary size), computed by the function of the same name in fertility.measure.card.
+DISTRIBUTIONS: tuple[Metric, ...] = (
+    _distribution(
+        "renyi_efficiency",
+        Unit.EFFICIENCY,
+        "log2(Σ p^2.5) / (1 − 2.5) / log2(V)",
+        table=Show("renyi eff", "{:.3f}", 11),
+        html=Show("renyi eff", "{:.3f}", 4),
+    ),
+    _distribution("shannon_efficiency", Unit.EFFICIENCY, "−Σ p·log2(p) / log2(V)"),
+    _distribution("unique_tokens", Unit.TOKEN_IDS, "count of ids with h > 0"),
+    _distribution(
+        "vocab_utilisation",
+        Unit.SHARE_OF_VOCABULARY,
+        "unique_tokens / V",
+        table=Show("vocab used", "{:.1%}", 12),
+    ),
+    _distribution("avg_token_rank", Unit.TOKEN_ID, "Σ id·h / Σ h"),
+)
+
+
 def shown(where: Literal["table", "html"], *, shared: bool = False) -> list[Metric]:
     """The metrics a renderer shows, in rank order: where = "table" (the terminal; `shared`
     picks the columns shown once at the left, or those shown per tokenizer) or "html"."""
-    out = [m for m in METRICS if getattr(m, where) is not None]
+    out = [m for m in METRICS + DISTRIBUTIONS if getattr(m, where) is not None]
     if where == "table":
         out = [m for m in out if m.show("table").shared == shared]
     return sorted(out, key=lambda m: m.show(where).rank)

@@ -14,6 +14,7 @@ from fertility.measure import analyze
 from fertility.measure.counters import COUNTS, Bootstrap, TokenizerAccumulator
 from fertility.measure.frame import add_metrics
 from fertility.measure.metrics import (
+    DISTRIBUTIONS,
     METRIC,
     METRICS,
     NOSPACE_SHARE_MAX,
@@ -72,9 +73,16 @@ def test_the_registry_is_consistent():
 
 def test_the_frame_has_exactly_the_registrys_columns(report):
     metric_columns = [c for m in METRICS for c in m.columns]
-    assert list(report.frame.columns) == ID_COLUMNS + list(COUNTS) + metric_columns + ["vocab_used"]
+    dist = [m.name for m in DISTRIBUTIONS]  # the token-distribution metrics, after vocab_used
+    assert list(report.frame.columns) == [
+        *ID_COLUMNS,
+        *COUNTS,
+        *metric_columns,
+        "vocab_used",
+        *dist,
+    ]
     row = report.to_dict()["tokenizers"][0]["rows"][0]
-    assert list(row) == ["group", "key", *COUNTS, *metric_columns, "vocab_used"]
+    assert list(row) == ["group", "key", *COUNTS, *metric_columns, "vocab_used", *dist]
 
 
 def _num(r, cols):

@@ -1,0 +1,245 @@
+"""A tokenizer's card: the metrics of its token-id distributions (docs/METRICS.md, "Token
+distributions"), the scripts of its vocabulary, the Gini coefficient and pairwise overlap of its
+languages, and the gate's verdict.
+
+The per-row distribution metrics (Rényi and Shannon efficiency, unique tokens, vocabulary
+utilisation, average token rank) are declared in the registry (fertility.measure.metrics,
+DISTRIBUTIONS) and computed here from a row's token-id histogram (fertility.measure.counters:
+`vocab_lang`, `vocab_script`). The per-tokenizer parts go into the report JSON beside the rows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fertility import unicode as U
+
+RENYI_ALPHA = 2.5  # Zouhar et al. (ACL 2023): the order that best predicted downstream BLEU
+
+
+def _probabilities(h: np.ndarray) -> np.ndarray:
+    """The nonzero probabilities of a histogram, float64."""
+    nz = h[h > 0].astype(np.float64)
+    return nz / nz.sum()
+
+
+def renyi_entropy(h: np.ndarray, alpha: float = RENYI_ALPHA) -> float:
+    """H_alpha = log2(sum p^alpha) / (1 - alpha), in bits (alpha != 1)."""
+    return float(np.log2(np.sum(_probabilities(h) ** alpha)) / (1.0 - alpha))
+
+
+def shannon_entropy(h: np.ndarray) -> float:
+    """H = -sum p log2 p, in bits."""
+    p = _probabilities(h)
+    return float(-np.sum(p * np.log2(p)))
+
+
+def renyi_efficiency(h: np.ndarray, vocab: int) -> float:
+    return renyi_entropy(h) / np.log2(vocab)
+
+
+def shannon_efficiency(h: np.ndarray, vocab: int) -> float:
+    return shannon_entropy(h) / np.log2(vocab)
+
+
+def unique_tokens(h: np.ndarray, vocab: int) -> float:
+    return float(np.count_nonzero(h))
+
+
+def vocab_utilisation(h: np.ndarray, vocab: int) -> float:
+    return np.count_nonzero(h) / vocab
+
+
+def avg_token_rank(h: np.ndarray, vocab: int) -> float:
+    """The token-weighted mean id: sum(id * count) / sum(count), exact in int64 sums while
+    tokens x vocabulary < 9e18."""
+    ids = np.arange(len(h), dtype=np.int64)
+    return int(np.dot(ids, h)) / int(h.sum())
+
+
+# name -> f(histogram, vocabulary size); the registry's DISTRIBUTIONS name these
+FUNCTIONS = {
+    f.__name__: f
+    for f in (
+        renyi_efficiency,
+        shannon_efficiency,
+        unique_tokens,
+        vocab_utilisation,
+        avg_token_rank,
+    )
+}
+
+
+def distribution_values(h: np.ndarray | None, vocab: int, names) -> list[float]:
+    """The metrics `names` of one row's histogram; NaN for no histogram (a pre-tokenizer
+    family), an empty one (no tokens) or a vocabulary of fewer than 2 ids."""
+    if h is None or vocab < 2 or not h.any():
+        return [float("nan")] * len(names)
+    return [float(FUNCTIONS[n](h, vocab)) for n in names]
+
+
+# ---------------------------------------------------------------- per tokenizer
+
+BYTES = "bytes"  # byte pieces and tokens whose bytes are not complete UTF-8
+MIXED = "mixed"  # letters of two or more scripts
+SPECIAL = "special"  # special/control tokens and tokens that decode to nothing
+COMMON = "Zyyy"  # spaces, digits, punctuation, symbols only
+
+
+_CLASSES: dict[str, list[str]] = {}  # fingerprint -> token_classes (a vocabulary is fixed)
+
+
+def token_classes(tok) -> list[str]:
+    """Each id's class: a script (ISO 15924) when the token's text has letters of that one
+    script (Common and Inherited characters beside them take their neighbour's script, as in
+    the text: fertility.unicode), `Zyyy` when it has none (spaces, digits, punctuation),
+    `mixed` for two or more scripts, `bytes` for byte pieces and incomplete UTF-8, `special`
+    for special tokens and ids that decode to nothing."""
+    key = tok.fingerprint
+    if key in _CLASSES:
+        return _CLASSES[key]
+    size = int(tok.vocab_size)
+    out = [SPECIAL] * size
+    partial = tok.partial_mask()
+    special = np.zeros(size, dtype=bool)
+    special[[i for i in tok.special_tokens.values() if 0 <= i < size]] = True
+    texts, which = [], []
+    for i in range(size):
+        if special[i]:
+            continue
+        if partial[i]:
+            out[i] = BYTES
+            continue
+        text = tok.token_bytes(i).decode("utf-8")
+        if text:
+            texts.append(text)
+            which.append(i)
+    if texts:
+        tb = U.analyze_texts(texts)
+        # the distinct scripts of each token after Common/Inherited took a neighbour's
+        pairs = np.unique(tb.doc_of_char * len(U.SCRIPTS) + tb.script)
+        doc, script = np.divmod(pairs, len(U.SCRIPTS))
+        n_scripts = np.bincount(doc, minlength=len(texts))
+        first = np.zeros(len(texts), dtype=np.int64)
+        first[doc[::-1]] = script[::-1]
+        for i, n, s in zip(which, n_scripts.tolist(), first.tolist()):
+            out[i] = U.SCRIPTS[s] if n == 1 else MIXED
+    _CLASSES[key] = out
+    return out
+
+
+def vocabulary_scripts(tok) -> dict[str, float]:
+    """The share of the vocabulary in each class of token_classes, largest first."""
+    classes = token_classes(tok)
+    counts = Counter(classes)
+    return {k: n / len(classes) for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
+
+
+def gini(values) -> float:
+    """sum_i sum_j |x_i - x_j| / (2 n^2 mean): 0 when every x is equal, towards 1 when one
+    takes everything. From the sorted values, O(n log n): sum_i (2i - n - 1) x_(i) / (n^2
+    mean) with i = 1..n, the same double sum."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(x)
+    if n < 2 or x.sum() <= 0:
+        return float("nan")
+    i = np.arange(1, n + 1)
+    return float(np.sum((2 * i - n - 1) * x) / (n * x.sum()))
+
+
+def js_divergence(a: np.ndarray, b: np.ndarray) -> float:
+    """Jensen-Shannon divergence of two histograms' distributions, in bits (0 to 1), over
+    the ids either uses."""
+    both = np.flatnonzero((a > 0) | (b > 0))
+    p = a[both] / a.sum()
+    q = b[both] / b.sum()
+    m = (p + q) / 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kp = np.where(p > 0, p * np.log2(p / m), 0.0).sum()
+        kq = np.where(q > 0, q * np.log2(q / m), 0.0).sum()
+    return float(max(0.0, (kp + kq) / 2))
+
+
+def overlap(hists: Mapping[str, np.ndarray]) -> dict:
+    """Pairwise 1 - Jensen-Shannon divergence (bits) of the languages' token distributions:
+    1 when two languages use the same ids equally often, 0 when they share none."""
+    langs = sorted(k for k, h in hists.items() if h.any())
+    m = np.ones((len(langs), len(langs)))
+    for i, a in enumerate(langs):
+        for j in range(i + 1, len(langs)):
+            m[i, j] = m[j, i] = 1.0 - js_divergence(hists[a], hists[langs[j]])
+    return {"languages": langs, "matrix": m.round(6).tolist()}
+
+
+def language_gini(report, label: str, premium_table) -> dict:
+    """Gini over languages of one tokenizer. On parallel files (the gate's premium table,
+    fertility.findings.premiums: each language's tokens over the reference's on the lines
+    they share, the reference itself 1) it is over the tokens each language needs for the
+    same lines; otherwise over each language's tokens per character (1 / chars_per_token)."""
+    prem = premium_table[premium_table["tokenizer"] == label]
+    if len(prem):
+        values = [1.0, *prem["premium"].astype(float)]
+        langs = [str(prem["reference"].iloc[0]), *prem["lang"].astype(str)]
+        return {"value": gini(values), "basis": "tokens_same_lines", "languages": langs}
+    f = report.frame
+    rows = f[(f["tokenizer"] == label) & (f["group"] == "language") & (f["tokens"] > 0)]
+    return {
+        "value": gini((rows["tokens"] / rows["chars"]).astype(float)),
+        "basis": "tokens_per_char",
+        "languages": rows["key"].astype(str).tolist(),
+    }
+
+
+def verdict(report, label: str, policy) -> dict:
+    """The gate's verdict on one tokenizer of the report (fertility.gate.evaluate, the
+    decision itself): passed, exit code, the checks that fail it and the blocking findings."""
+    # deferred: fertility.gate imports this package
+    from fertility.gate import evaluate
+
+    result = evaluate(report, policy, label=label, findings=report.findings or None)
+    fails = policy.uncertain == "fail"
+    failed = [
+        c for c in result.checks if c.verdict == "fail" or (fails and c.verdict == "uncertain")
+    ]
+    return {
+        "passed": result.passed,
+        "exit_code": result.exit_code,
+        "failed_checks": [c.to_dict() for c in failed],
+        "blocking_findings": [f.to_dict() for f in result.blocking],
+    }
+
+
+def cards(report, policy=None) -> dict[str, dict[str, Any]]:
+    """label -> the per-tokenizer part of the report JSON for every tokenizer with a
+    vocabulary: vocabulary_scripts, gini, overlap and, with a policy, verdict."""
+    # deferred: fertility.findings imports this package
+    from fertility.findings import premiums
+    from fertility.policy import Thresholds
+
+    thresholds = policy.thresholds if policy is not None else Thresholds()
+    reference = policy.reference if policy is not None else "en"
+    prem = premiums(report, thresholds, reference=reference)
+    out = {}
+    for info in report.tokenizers:
+        if info.tokenizer is None or label_is_family(info):
+            continue
+        card: dict[str, Any] = {
+            "vocabulary_scripts": vocabulary_scripts(info.tokenizer),
+            "gini": language_gini(report, info.label, prem),
+            "overlap": report.overlap.get(info.label),
+        }
+        if policy is not None:
+            card["verdict"] = verdict(report, info.label, policy)
+        out[info.label] = card
+    return out
+
+
+def label_is_family(info) -> bool:
+    # deferred: a light import, kept beside its one use
+    from fertility.tokenizers.pretokenizer import PRETOKENIZER
+
+    return info.kind == PRETOKENIZER
