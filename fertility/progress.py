@@ -1,10 +1,38 @@
 """One self-overwriting line of progress on stderr, silent when stderr is not a terminal or
-when quiet. Results go to stdout or files; this is only for a person watching."""
+when quiet. Results go to stdout or files; this is only for a person watching.
+
+`meter_text` is the one wording of "how far, how fast, how long still" (a percentage and an
+ETA where the total is known); `Meter` shows it for any count of steps, `Progress` for
+fertility.measure.analyze's (documents, bytes) callback with the corpus's size as the total,
+`Stages` for a command made of named stages (fix, extend), each line with the time so far,
+and `Waiting` for a stage whose library says nothing until it returns (the time so far only).
+"""
 
 from __future__ import annotations
 
+import re
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+
+def clock(seconds: float) -> str:
+    """`1:05`, `1:02:05`: a duration as a person reads it."""
+    s = max(0, int(round(seconds)))
+    h, m = divmod(s, 3600)
+    m, s = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def meter_text(done: float, total: float | None, elapsed: float) -> str:
+    """`45%, ETA 0:42` from work done of a total in `elapsed` seconds: the rate so far
+    carried to the end. Without a total, or before anything is done, "" (no guess)."""
+    if not total or total <= 0 or done <= 0:
+        return ""
+    left = elapsed * max(total - done, 0) / done
+    # never 100% before the end: a total can be an estimate (the size of the files)
+    return f"{min(done / total * 100, 99.0):.0f}%, ETA {clock(left)}"
 
 
 class StatusLine:
@@ -29,16 +57,250 @@ class StatusLine:
             self.stream.flush()
 
 
-class Progress(StatusLine):
-    """The `progress(documents, bytes)` callback of fertility.measure.analyze."""
+class Meter(StatusLine):
+    """`what: 45%, ETA 0:42 (450 of 1,000 steps, 12.0 steps/s)` for steps counted to a known
+    total (None: the count and the rate only). `done()` ends the line with the time taken."""
 
-    def __init__(self, what: str, *, quiet: bool = False, stream=None) -> None:
+    def __init__(
+        self, what: str, total: float | None, unit: str = "steps", *, quiet=False, stream=None
+    ) -> None:
         super().__init__(quiet, stream=stream)
-        self.what = what
+        self.what, self.total, self.unit = what, total, unit
         self.start = time.perf_counter()
 
-    def __call__(self, docs: int, nbytes: int) -> None:
-        rate = docs / max(time.perf_counter() - self.start, 1e-9)
-        self.update(f"{self.what}: {docs:,} documents, {nbytes / 1e6:,.1f} MB, {rate:,.0f} docs/s")
+    def __call__(self, n: float, extra: str = "") -> None:
+        elapsed = time.perf_counter() - self.start
+        of = f" of {self.total:,.0f}" if self.total else ""
+        rate = n / max(elapsed, 1e-9)
+        head = meter_text(n, self.total, elapsed)
+        self.update(
+            f"{self.what}: {head + ' (' if head else ''}{n:,.0f}{of} {self.unit}, "
+            f"{rate:,.1f} {self.unit}/s{')' if head else ''}{extra}"
+        )
 
-    done = StatusLine.close
+    def done(self) -> None:
+        """The last line: what was done and how long it took."""
+        if self.enabled and self._last:
+            self.update(
+                f"{self.what}: done in {clock(time.perf_counter() - self.start)}", force=True
+            )
+        self.close()
+
+
+class Progress(StatusLine):
+    """The `progress(documents, bytes)` callback of fertility.measure.analyze. total_bytes:
+    the corpus's size (`corpus_bytes`), for a percentage and an ETA; max_docs: a cap on the
+    documents (--max-docs), the other way to know the total."""
+
+    def __init__(
+        self,
+        what: str,
+        *,
+        total_bytes: int | None = None,
+        max_docs: int | None = None,
+        quiet: bool = False,
+        stream=None,
+    ) -> None:
+        super().__init__(quiet, stream=stream)
+        self.what = what
+        self.total_bytes, self.max_docs = total_bytes, max_docs
+        self.start = time.perf_counter()
+        self.docs = self.bytes = 0
+
+    @classmethod
+    def for_corpus(
+        cls, what: str, paths: Sequence, options=None, *, quiet: bool = False, stream=None
+    ) -> Progress:
+        """A Progress whose total is the size of the corpus `paths` name (as read with
+        `options`, a fertility.options.CorpusOptions)."""
+        sample = getattr(options, "sample", None)
+        total = None if quiet else corpus_bytes(paths)
+        if total is not None and sample:
+            total = int(total * sample)
+        return cls(
+            what,
+            total_bytes=total,
+            max_docs=getattr(options, "max_docs", None),
+            quiet=quiet,
+            stream=stream,
+        )
+
+    def __call__(self, docs: int, nbytes: int) -> None:
+        self.docs, self.bytes = docs, nbytes
+        elapsed = time.perf_counter() - self.start
+        rate = nbytes / 1e6 / max(elapsed, 1e-9)
+        # the larger of the two fractions: whichever total ends the run first
+        known = [(d, t) for d, t in ((nbytes, self.total_bytes), (docs, self.max_docs)) if t]
+        d, t = max(known, key=lambda p: p[0] / p[1], default=(0, None))
+        head = meter_text(d, t, elapsed)
+        of = f" of {self.total_bytes / 1e6:,.1f}" if self.total_bytes else ""
+        self.update(
+            f"{self.what}: {head + ', ' if head else ''}{nbytes / 1e6:,.1f}{of} MB, "
+            f"{docs:,} documents, {rate:,.1f} MB/s"
+        )
+
+    def done(self) -> None:
+        """The last line: what was measured and how long it took (then a new line)."""
+        if self.enabled and self._last:
+            self.update(
+                f"{self.what}: {self.docs:,} documents, {self.bytes / 1e6:,.1f} MB in "
+                f"{clock(time.perf_counter() - self.start)}",
+                force=True,
+            )
+        self.close()
+
+
+def corpus_bytes(paths: Sequence) -> int | None:
+    """The bytes of text the corpus `paths` name will give: the size of its files, when
+    every one is uncompressed text (a compressed or Parquet file's size says nothing of its
+    text's); None when that is not known. Walked with warnings silenced (the measuring
+    run says them once); a path it cannot walk gives None, and the run says why."""
+    # deferred: only a command that measures a corpus needs the walk
+    from fertility.corpus.walk import Walk
+
+    try:
+        walk = Walk(None, lambda msg: None)
+        for p in paths:
+            walk.resolve(str(p))
+    except Exception:  # the measuring run reports the same error properly
+        return None
+    files = walk.files
+    if not files or any(f.compression or f.format == "parquet" for f in files):
+        return None
+    return sum(f.size for f in files)
+
+
+class Stages:
+    """The lines of a command made of named stages (fix, extend): each on its own line with
+    the time since the start, `[0:42] fix: training ...`; `done(verdict)` ends with the total
+    time. Silent when quiet or stderr is not a terminal."""
+
+    def __init__(self, quiet: bool = False, stream=None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = not quiet and hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.start = time.perf_counter()
+
+    def __call__(self, message: str) -> None:
+        if self.enabled:
+            self.stream.write(f"[{clock(time.perf_counter() - self.start)}] {message}\n")
+            self.stream.flush()
+
+    def done(self, what: str) -> None:
+        if self.enabled:
+            self.stream.write(f"{what}: done in {clock(time.perf_counter() - self.start)}\n")
+            self.stream.flush()
+
+    # The lines below a stage's, shown where the stages are (and only when they are).
+
+    def corpus(self, what: str, paths: Sequence, options=None) -> Progress:
+        """A pass over the corpus at `paths`: its share of the corpus's size and an ETA."""
+        return Progress.for_corpus(what, paths, options, quiet=not self.enabled, stream=self.stream)
+
+    def meter(self, what: str, total: float | None, unit: str) -> Meter:
+        return Meter(what, total, unit, quiet=not self.enabled, stream=self.stream)
+
+    def waiting(self, what: str, why: str) -> Waiting:
+        return Waiting(what, why, quiet=not self.enabled, stream=self.stream)
+
+
+def reading(progress: Progress, then: Callable[[int, str], None] | None = None):
+    """fertility.corpus.sampling.scan_corpus's `inspect(index, text)` that feeds `progress`
+    the documents and the UTF-8 bytes read so far (what analyze's callback counts), then
+    calls `then`. `then` itself when the line is not shown: no cost off a terminal."""
+    if not progress.enabled:
+        return then
+    read = [0]
+
+    def inspect(index: int, text: str) -> None:
+        read[0] += len(text.encode("utf-8", "surrogatepass"))
+        progress(index + 1, read[0])
+        if then is not None:
+            then(index, text)
+
+    return inspect
+
+
+def fed(meter: Meter, batches: Iterable[list[str]], then: Waiting) -> Iterator[list[str]]:
+    """`batches` of texts, passed on while `meter` counts their characters; when the last
+    is taken the meter's line ends and `then` (the trainer's own work) starts."""
+    n = 0
+    for batch in batches:
+        n += sum(map(len, batch))
+        meter(n)
+        yield batch
+    meter.done()
+    then.begin()
+
+
+class Waiting(StatusLine):
+    """`what: 0:42 so far (why)`: a stage inside a library that reports no progress (a
+    trainer with no callback), so no percentage is possible; the time so far, rewritten
+    every second from a thread while the library runs. `with waiting.begin(): ...`, or
+    begin() and end(); end() leaves `what: done in 0:42`."""
+
+    def __init__(self, what: str, why: str, *, quiet=False, stream=None) -> None:
+        super().__init__(quiet, every_s=0.0, stream=stream)
+        self.what, self.why = what, why
+        self.start = time.perf_counter()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _tick(self) -> None:
+        while True:
+            self.update(
+                f"{self.what}: {clock(time.perf_counter() - self.start)} so far ({self.why})"
+            )
+            if self._stop.wait(1.0):
+                return
+
+    def begin(self) -> Waiting:
+        self.start = time.perf_counter()
+        if self.enabled and self._thread is None:
+            # a daemon: a library that never returns must not keep the process alive
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread.start()
+        return self
+
+    def end(self, finished: bool = True) -> None:
+        """Stop the line: `what: done in 0:42` when `finished`, else just a new line."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            if finished:
+                self.update(f"{self.what}: done in {clock(time.perf_counter() - self.start)}", True)
+            self.close()
+
+    def __enter__(self) -> Waiting:
+        """Ends the line on leaving (begin() starts it: here, or later, as `fed` does)."""
+        return self
+
+    def __exit__(self, kind, *exc) -> None:
+        self.end(finished=kind is None)
+
+
+_COUNT = re.compile(r"^(?P<stage>.*?)(?P<done>\d[\d,]*)/(?P<total>\d[\d,]*)")
+
+
+class Timed(StatusLine):
+    """A StatusLine for a library's `progress(message)` lines (fertility.eval.run's): each
+    message with the time so far, and where it counts `DONE/TOTAL` (`scoring model: 40/120
+    windows`), the percentage and the ETA of that stage (timed from its first message)."""
+
+    def __init__(self, quiet: bool = False, stream=None) -> None:
+        super().__init__(quiet, stream=stream)
+        self.start = time.perf_counter()
+        self._stage: tuple[str, float] | None = None
+
+    def update(self, text: str, force: bool = False) -> None:
+        now = time.perf_counter()
+        m = _COUNT.match(text)
+        extra = ""
+        if m:
+            if self._stage is None or self._stage[0] != m["stage"]:
+                self._stage = (m["stage"], now)
+            done, total = (int(m[k].replace(",", "")) for k in ("done", "total"))
+            extra = meter_text(done, total, now - self._stage[1])
+        super().update(
+            f"[{clock(now - self.start)}] {text}" + (f" ({extra})" if extra else ""), force
+        )

@@ -43,5 +43,7 @@ def test_the_wheel_holds_fertility_alone(tmp_path):
         "fertility/corpus/iso639.txt",
         "fertility/default_policy.toml",
         "fertility/py.typed",  # PEP 561: type checkers read the package's own annotations
+        "fertility/schemas/report.schema.json",  # the JSON Schemas of the versioned outputs
+        "fertility/schemas/gate.schema.json",
     ):
         assert name in names, name

@@ -26,7 +26,7 @@ def eval_cmd(**kw) -> None:
     # deferred: the library loads when a command runs (fast --help)
     from fertility.eval.render import render_json, render_text
     from fertility.eval.run import evaluate
-    from fertility.progress import StatusLine
+    from fertility.progress import Timed
     from fertility.trainer.rundir import RunDir
 
     o: EvalOptions = command_options(EvalOptions, kw, corpus_field="corpus_options")
@@ -39,7 +39,7 @@ def eval_cmd(**kw) -> None:
         files=[run.run_json, run.metrics, *o.tasks],
         folders=[run.checkpoints, run.data, run.tokenizer_dir],
     )
-    status = StatusLine(o.quiet)
+    status = Timed(o.quiet)  # each line with the time so far; a count with its ETA
     try:
         result = evaluate(
             o.run_dir,

@@ -92,9 +92,7 @@ def render_html(report: Any, findings: list, gate_result: Any = None, *, policy:
     the built-in one) on the report, as `fertility report` prints them."""
     frame = report.frame
     tokd = {d.label: d for d in getattr(report, "tokenizers", [])}
-    labels = [d.label for d in tokd.values() if d.kind != PRETOKENIZER]
-    families = [d.label for d in tokd.values() if d.kind == PRETOKENIZER]
-    shown = labels or families  # with no tokenizer, the corpus profile shows the families
+    labels, families, shown = _kinds(report)
     scripts = _order_keys(frame, "script")
     result = gate_result
     if result is None and labels:
@@ -104,22 +102,7 @@ def render_html(report: Any, findings: list, gate_result: Any = None, *, policy:
         _verdict_section(report, result, gated=gate_result is not None),
         _overview(report, tokd),
     ]
-    figs = [
-        ("cpt", "Characters per token, by script (95% interval)", _fig_cpt(frame, shown, scripts)),
-        (
-            "share",
-            "Share of tokens against share of characters, by language",
-            _fig_share(frame, shown),
-        ),
-        (
-            "ceiling",
-            "Pre-tokenizer ceiling against what the tokenizer reaches",
-            _fig_ceiling(frame, labels, families, scripts),
-        ),
-    ]
-    for name, title, fig in figs:
-        if fig is None:
-            continue
+    for name, title, fig in charts(report):
         parts.append(
             f'<h2>{esc(title)}</h2><div id="plot-{name}" class="plot"></div>'
             f'<script type="application/json" data-plot="plot-{name}">'
@@ -128,7 +111,7 @@ def render_html(report: Any, findings: list, gate_result: Any = None, *, policy:
     parts.append(_table_section(frame, shown, scripts))
     if gate_result is not None:
         parts.append(_gate_section(gate_result))
-    parts.append(_findings_section(findings, shown))
+    parts.append(_findings_section(findings, shown, frame))
     parts.append(_samples_section(report, findings, labels + families))
     body = "\n".join(parts)
     return (
@@ -138,6 +121,48 @@ def render_html(report: Any, findings: list, gate_result: Any = None, *, policy:
         f"<script>{plotly.offline.get_plotlyjs()}</script></head>\n<body>\n{body}\n"
         f"<script>{_INIT}</script>\n</body></html>\n"
     )
+
+
+def _kinds(report: Any) -> tuple[list[str], list[str], list[str]]:
+    """The tokenizers' labels, the pre-tokenizer families', and those the table and the
+    charts show (with no tokenizer, the corpus profile shows the families)."""
+    tokd = {d.label: d for d in getattr(report, "tokenizers", [])}
+    labels = [d.label for d in tokd.values() if d.kind != PRETOKENIZER]
+    families = [d.label for d in tokd.values() if d.kind == PRETOKENIZER]
+    return labels, families, labels or families
+
+
+def charts(report: Any) -> list[tuple[str, str, go.Figure]]:
+    """The report's charts in page order, as (name, title, figure): the HTML draws them,
+    fertility.report.images writes them as image files. `name` is the plot's id and file
+    name (no label in it: labels are user text)."""
+    frame = report.frame
+    labels, families, shown = _kinds(report)
+    scripts = _order_keys(frame, "script")
+    figs = [
+        ("cpt", "Characters per token, by script (95% interval)", _fig_cpt(frame, shown, scripts)),
+        (
+            "share",
+            "Tokens per character against the rest of the corpus, by language (1 = even)",
+            _fig_share(frame, shown),
+        ),
+        (
+            "ceiling",
+            "Pre-tokenizer ceiling against what the tokenizer reaches (log scale)",
+            _fig_ceiling(frame, labels, families, scripts),
+        ),
+    ]
+    overlap = getattr(report, "overlap", None) or {}
+    for i, lab in enumerate(labels):
+        figs.append(
+            (
+                f"overlap-{i + 1}",
+                f"Token overlap between languages, {lab}: 1 − Jensen-Shannon divergence "
+                "of their token distributions (1 = the same tokens as often, 0 = none shared)",
+                _fig_overlap(overlap.get(lab)),
+            )
+        )
+    return [(name, title, fig) for name, title, fig in figs if fig is not None]
 
 
 _BADGE = {"PASS": "pass", "PASS, LOSSY": "lossy", "FAIL": "fail", "UNCERTAIN": "uncertain"}
@@ -215,7 +240,7 @@ def _gate_section(g: Any) -> str:
     head = "pass" if g.passed else "fail"
     rows = []
     for c in g.checks:
-        iv = "" if c.lo is None else f"[{_fmt(c.lo, 3)}, {_fmt(c.hi, 3)}]"
+        iv = "none" if c.lo is None or c.hi is None else f"[{_fmt(c.lo, 3)}, {_fmt(c.hi, 3)}]"
         thr = "" if c.threshold is None else f"{c.direction} {c.threshold:g}"
         rows.append(
             f'<tr><td><span class="verdict {esc(c.verdict)}">{esc(c.verdict)}</span>'
@@ -255,18 +280,19 @@ def _evidence(ev: dict) -> str:
     return "<br>".join(items)
 
 
-def _findings_section(findings: list, labels: list[str]) -> str:
+def _findings_section(findings: list, labels: list[str], frame=None) -> str:
     """One collapsed <details> per (severity, rule, tokenizer), errors first; inside, a row
     per finding with its cause, fix and evidence."""
     if not findings:
         return "<h2>Findings</h2><p>No findings.</p>"
-    groups = S.group_findings(findings, labels)
+    groups = S.group_findings(findings, labels, frame)
     by: dict[tuple, list] = {}
     for f in findings:
         by.setdefault((f.severity, f.rule, f.tokenizer), []).append(f)
     parts = [f"<h2>Findings ({len(findings)})</h2>"]
     for g in groups:
-        worst = f" \u00b7 worst {g.worst_key}: {g.worst}" if g.worst else ""
+        items = ", ".join(f"{k} {g.values[k]}" if k in g.values else k for k in g.keys)
+        unit = f" ({g.unit})" if g.unit else ""
         rows = "".join(
             f"<tr><td>{esc(f.group)}={esc(f.key)}</td><td>{esc(f.cause)}</td>"
             f"<td>{esc(f.fix)}</td><td class=muted>{_evidence(f.evidence)}</td></tr>"
@@ -275,16 +301,17 @@ def _findings_section(findings: list, labels: list[str]) -> str:
         parts.append(
             f'<details><summary><span class=sev style="color:'
             f'{_SEV_COLOR.get(g.severity, "#111")}">{esc(g.severity)}</span> '
-            f"<b>{esc(g.rule)}</b> {esc(g.tokenizer)} \u00b7 {len(g.keys)}: "
-            f"{esc(' '.join(g.keys))}{esc(worst)}</summary><table><tr><th>row</th>"
+            f"<b>{esc(g.rule)}</b>{esc(unit)} {esc(g.tokenizer)} \u00b7 {len(g.keys)}: "
+            f"{esc(items)}</summary><table><tr><th>row</th>"
             f"<th>cause</th><th>fix</th><th>evidence</th></tr>{rows}</table></details>"
         )
     return "\n".join(parts)
 
 
 def _value(r, col: str, spec: str) -> str:
-    """A frame value in a metric's format; "" when null."""
-    return fmt(r[col], spec, "")
+    """A frame value in a metric's format; "" when null or when the frame has no such
+    column (a distribution metric of a frame measured without token ids)."""
+    return fmt(r.get(col), spec, "")
 
 
 def _table_section(frame, labels: list[str], scripts: list[str]) -> str:
@@ -293,6 +320,7 @@ def _table_section(frame, labels: list[str], scripts: list[str]) -> str:
     if not labels or not scripts:
         return ""
     main, *more = shown("html")
+    more = [m for m in more if m.name in frame.columns]  # none of it measured: no "n/a"s
     show = main.show("html")
     head = "".join(f"<th>{esc(lab)}</th>" for lab in labels)
     rows = frame[frame["group"] == "script"].set_index(["tokenizer", "key"])
@@ -307,9 +335,11 @@ def _table_section(frame, labels: list[str], scripts: list[str]) -> str:
             value = _value(r, main.name, show.fmt)
             if show.interval and main.bounds is not None:
                 lo, hi = (_value(r, c, show.fmt) for c in main.bounds)
-                value += f" [{lo}, {hi}]"
+                # a bound missing (too few documents for one): said, never "[, ]"
+                value += f" [{lo}, {hi}]" if lo and hi else " (no interval)"
             notes = " \u00b7 ".join(
-                f"{m.show('html').header} {_value(r, m.name, m.show('html').fmt)}" for m in more
+                f"{m.show('html').header} {_value(r, m.name, m.show('html').fmt) or 'n/a'}"
+                for m in more
             )
             cells.append(
                 f"<td class=num>{value}"
@@ -331,10 +361,11 @@ def _layout(title_y: str, **kw) -> dict:
     return dict(
         yaxis_title=title_y,
         barmode="group",
-        height=420,
+        height=460,
         template="plotly_white",
-        margin={"l": 60, "r": 20, "t": 30, "b": 60},
-        legend={"orientation": "h", "y": 1.12},
+        margin={"l": 60, "r": 20, "t": 20, "b": 60},
+        # below the x labels: a legend of many tokenizers above the plot covers its top
+        legend={"orientation": "h", "y": -0.12, "yanchor": "top"},
         **kw,
     )
 
@@ -365,30 +396,30 @@ def _fig_cpt(frame, labels: list[str], scripts: list[str]):
 
 
 def _fig_share(frame, labels: list[str]):
+    """Per language, its share of the tokens over its share of the characters, against the
+    same ratio of the rest of the corpus (balance-inversion's ratio): 1 is even, 2 is twice
+    the tokens per character of the rest. Bars by language: readable at any number of
+    languages, where a scatter of shares piles the small ones' labels onto each other."""
     rows = frame[(frame["group"] == "language") & frame["tokenizer"].isin(labels)]
     if rows.empty:
         return None
+    langs = _order_keys(rows, "language")
     fig = go.Figure()
-    top = float(max(rows["char_share"].max(), rows["token_share"].max(), 0.01)) * 1.05
-    fig.add_scatter(
-        x=[0, top],
-        y=[0, top],
-        mode="lines",
-        name="tokens = characters",
-        line={"color": "#999", "dash": "dot"},
-    )
     for i, lab in enumerate(labels):
-        r = rows[rows["tokenizer"] == lab]
-        fig.add_scatter(
-            x=r["char_share"].tolist(),
-            y=r["token_share"].tolist(),
-            mode="markers+text",
+        r = rows[rows["tokenizer"] == lab].set_index("key").reindex(langs)
+        c, t = r["char_share"].astype(float), r["token_share"].astype(float)
+        ratio = (t / c) / ((1 - t) / (1 - c))  # NaN where a language is the whole corpus
+        fig.add_bar(
             name=esc(lab),
-            text=[esc(k) for k in r["key"]],
-            textposition="top center",
-            marker={"size": 10, "color": _PALETTE[i % len(_PALETTE)]},
+            x=[esc(k) for k in langs],
+            y=[None if math.isnan(v) else v for v in ratio.tolist()],
+            marker_color=_PALETTE[i % len(_PALETTE)],
+            customdata=list(zip(c.tolist(), t.tolist())),
+            hovertemplate="%{x}: %{y:.2f}x (%{customdata[0]:.1%} of the characters, "
+            "%{customdata[1]:.1%} of the tokens)<extra>" + esc(lab) + "</extra>",
         )
-    fig.update_layout(**_layout("share of tokens", xaxis_title="share of characters"))
+    fig.add_hline(y=1, line={"color": "#999", "dash": "dot"})
+    fig.update_layout(**_layout("tokens per character / the rest's", yaxis_rangemode="tozero"))
     return fig
 
 
@@ -426,7 +457,44 @@ def _fig_ceiling(frame, labels: list[str], families: list[str], scripts: list[st
             mode="markers",
             marker={"symbol": "diamond", "size": 11, "color": _PALETTE[(j + 3) % len(_PALETTE)]},
         )
-    fig.update_layout(**_layout("characters per token / per pre-token"))
+    # log: the ceilings of unspaced scripts (Thai, Kana: 15-25) would flatten the others
+    ticks = [0.25, 0.5, 1, 2, 3, 5, 10, 20, 50]  # labelled, not the log axis's minor digits
+    fig.update_layout(
+        **_layout(
+            "characters per token / per pre-token",
+            yaxis={"type": "log", "tickvals": ticks, "ticktext": [f"{t:g}" for t in ticks]},
+        )
+    )
+    return fig
+
+
+def _fig_overlap(overlap: dict | None):
+    """A tokenizer's pairwise language overlap (fertility.measure.card.overlap) as a
+    heatmap: which languages share tokens, which have a vocabulary to themselves."""
+    if not overlap or len(overlap.get("languages", [])) < 2:
+        return None
+    langs = [esc(x) for x in overlap["languages"]]
+    fig = go.Figure(
+        go.Heatmap(
+            z=overlap["matrix"],
+            x=langs,
+            y=langs,
+            zmin=0,
+            zmax=1,
+            colorscale="Blues",
+            texttemplate="%{z:.2f}",
+            hovertemplate="%{y} and %{x}: %{z:.3f}<extra></extra>",
+            colorbar={"title": {"text": "overlap", "side": "right"}},
+        )
+    )
+    side = 150 + 34 * len(langs)  # a cell tall enough for its two-digit value
+    fig.update_layout(
+        template="plotly_white",
+        height=max(side, 320),
+        width=max(side, 320) + 120,  # square cells, the colour bar beside them
+        margin={"l": 60, "r": 20, "t": 20, "b": 60},
+        yaxis={"autorange": "reversed"},  # the first language at the top, as in a table
+    )
     return fig
 
 
@@ -488,18 +556,54 @@ def _title(piece: str, ks: list[int], ids: list | None, token_bytes) -> str:
     return "; ".join(f"token {t}: bytes {token_bytes(t).hex(' ')}" for t in tid)
 
 
-def _flagged_scripts(findings: list, samples: dict) -> list[str]:
+def _flagged(findings: list, samples: dict) -> dict[str, list[str]]:
+    """Script -> the tokenizers flagged on it (findings' order: errors first), for the
+    scripts some tokenizer has samples of; fragments (a script reported, not judged:
+    docs/GATE.md "Running text") get no section."""
     have = {key for (_, key) in samples}
-    flagged = []
-    for f in findings:
-        if f.group == "script" and f.key in have and f.key not in flagged:
-            flagged.append(f.key)
-    return flagged
+    out: dict[str, list[str]] = {}
+    for f in sorted(findings, key=lambda f: S.SEVERITY_ORDER.get(f.severity, 9)):
+        if f.group == "script" and f.key in have and "not_judged" not in f.evidence:
+            labs = out.setdefault(f.key, [])
+            if f.tokenizer not in labs:
+                labs.append(f.tokenizer)
+    return out
+
+
+def _chosen(samples: dict, script: str, flagged: list[str], labels: list[str], n: int = 3):
+    """Up to n documents of `script`, each once: the flagged tokenizers' samples first (each
+    tokenizer keeps those that show its trouble there, fertility.measure.batch), taken in
+    turn, then the others'."""
+    pools = [samples.get((lab, script), []) for lab in flagged + labels]
+    out: list[dict] = []
+    seen: set[str] = set()
+    for i in range(max((len(p) for p in pools), default=0)):
+        for pool in pools:
+            if i < len(pool) and pool[i]["text"] not in seen and len(out) < n:
+                seen.add(pool[i]["text"])
+                out.append(pool[i])
+    return out
+
+
+def _spans_of(text: str, lab: str, samples: dict, script: str, tok) -> dict | None:
+    """`lab`'s tokens of `text`: from its own samples when it kept the same text, else
+    encoded now by its loaded tokenizer (a measured report holds it); None without either."""
+    for d in samples.get((lab, script), []):
+        if d["text"] == text:
+            return d
+    if tok is None:
+        return None
+    ids, starts, ends, _ = tok.encode_flat([text])  # (a Flat: fertility.tokenizers.base)
+    return {
+        "text": text,
+        "spans": [[int(a), int(b)] for a, b in zip(starts, ends)],
+        "ids": [int(x) for x in ids],
+    }
 
 
 def _samples_section(report: Any, findings: list, labels: list[str]) -> str:
     samples = getattr(report, "samples", {}) or {}
-    flagged = _flagged_scripts(findings, samples)
+    flagged = _flagged(findings, samples)
     if not flagged:
         return "<h2>Samples</h2><p class=muted>No script was flagged.</p>"
     legend = (
@@ -507,38 +611,45 @@ def _samples_section(report: Any, findings: list, labels: list[str]) -> str:
         '<span class="t0 mi">begins with a combining mark</span>'
         "<span class=bp>a character spelled in byte pieces (several tokens)</span> "
         "<span class=muted>(hover a token for its id and bytes)</span></p>"
+        "<p class=muted>Per flagged script, the documents in it with the most tokens per "
+        "character for the flagged tokenizer (its marks starting tokens, its byte pieces), "
+        "each shown once and tokenized by every tokenizer.</p>"
     )
     parts = ["<h2 id=samples>Samples of flagged scripts, token by token</h2>", legend]
+    infos = {d.label: d for d in getattr(report, "tokenizers", [])}
     # the loaded tokenizers (a measured report holds them) spell each id's bytes
     live = {
-        d.label: d.tokenizer.token_bytes
-        for d in getattr(report, "tokenizers", [])
+        lab: d.tokenizer.token_bytes
+        for lab, d in infos.items()
         if d.kind != PRETOKENIZER and d.tokenizer is not None
     }
-    real = {d.label for d in getattr(report, "tokenizers", []) if d.kind != PRETOKENIZER}
-    for script in flagged:
-        cols = [lab for lab in labels if samples.get((lab, script))]
-        n = max(len(samples[(lab, script)]) for lab in cols)
+    real = {lab for lab, d in infos.items() if d.kind != PRETOKENIZER}
+    for script, who in flagged.items():
         direction = "rtl" if script in _RTL else "ltr"
-        parts.append(f'<h3 id="sample-{esc(script)}">{esc(script)}</h3>')
-        for i in range(n):
+        parts.append(
+            f'<h3 id="sample-{esc(script)}">{esc(script)} '
+            f"<span class=muted>(flagged: {esc(', '.join(who))})</span></h3>"
+        )
+        for doc in _chosen(samples, script, who, labels):
             cells = []
-            for lab in cols:
-                docs = samples[(lab, script)]
-                if i >= len(docs):
-                    cells.append("<div></div>")
+            for lab in labels:
+                d = infos.get(lab)
+                got = _spans_of(doc["text"], lab, samples, script, getattr(d, "tokenizer", None))
+                if got is None:
                     continue
-                d = docs[i]
-                more = " \u2026" if d.get("truncated") else ""
+                more = " \u2026" if doc.get("truncated") else ""
                 toks = tokens_html(
-                    d["text"], d["spans"], d.get("ids") if lab in real else None, live.get(lab)
+                    got["text"],
+                    got["spans"],
+                    got.get("ids") if lab in real else None,
+                    live.get(lab),
                 )
                 cells.append(
-                    f"<div><h4>{esc(lab)} \u00b7 {len(d['spans'])} tokens</h4>"
+                    f"<div><h4>{esc(lab)} \u00b7 {len(got['spans'])} tokens</h4>"
                     f'<div class=toks dir="{direction}">{toks}{more}</div></div>'
                 )
             parts.append(
-                f'<div class=cmp style="grid-template-columns:repeat({len(cols)},'
+                f'<div class=cmp style="grid-template-columns:repeat({len(cells)},'
                 f'minmax(0,1fr))">{"".join(cells)}</div>'
             )
     return "\n".join(parts)

@@ -9,6 +9,7 @@ Verdicts are the gate's (fertility.gate.evaluate with the same policy), never a 
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ from fertility.findings import REGISTRY, RULES, SEVERITY_ORDER
 from fertility.gate import NEED_MORE, GateResult
 from fertility.numbers import fmt
 from fertility.options import Severity
-from fertility.report.table import grid
+from fertility.report.table import cells, fit_grid, ljust
 
 
 @dataclass
@@ -28,11 +29,12 @@ class Verdict:
     passed: int
     worst: Any  # the chars_per_token script check furthest under its floor
     below: int  # scripts whose interval lies under their floor
+    unsure: int  # scripts whose interval straddles their floor
     floored: int  # scripts checked against a floor
     premium: Any  # the premium check with the highest premium, or None
     rt_failures: int
     rt_checked: int
-    errors: int
+    blocking: int  # findings of a severity the policy fails on (`fail_on`)
     warnings: int
 
     @property
@@ -85,11 +87,12 @@ def verdicts(report: Any, result: Any) -> list[Verdict]:
                 passed=n["pass"],
                 worst=worst,
                 below=sum(c.verdict == "fail" for c in cpt),
+                unsure=sum(c.verdict == "uncertain" for c in cpt),
                 floored=len(cpt),
                 premium=top,
                 rt_failures=rt_f,
                 rt_checked=rt_n,
-                errors=sum(f.severity == "error" for f in mine),
+                blocking=len(blocking),
                 warnings=sum(f.severity == "warning" for f in mine),
             )
         )
@@ -101,8 +104,10 @@ def verdict_cells(v: Verdict) -> list[str]:
     if v.worst is not None:
         w = v.worst
         rel = ">=" if w.value >= w.threshold else "<"
-        worst = f"{w.key} {w.value:.2f} {rel} {w.threshold:g}"
-        below = f"{v.below} of {v.floored} scripts"
+        # an interval across the floor decides nothing yet: said, not counted as under it
+        unsure = ", uncertain" if w.verdict == "uncertain" else ""
+        worst = f"{w.key} {w.value:.2f} {rel} {w.threshold:g}{unsure}"
+        below = f"{v.below} of {v.floored}" + (f", {v.unsure} uncertain" if v.unsure else "")
     else:
         worst, below = "-", "-"
     if v.premium is not None:
@@ -112,28 +117,47 @@ def verdict_cells(v: Verdict) -> list[str]:
     else:
         prem = "-"
     rt = f"{v.rt_failures:,} of {v.rt_checked:,}" if v.rt_checked else "-"
-    found = f"{v.failed} failed, {v.errors} errors"
-    return [v.verdict, v.label, worst, below, prem, rt, found]
+    return [
+        v.verdict,
+        v.label,
+        worst,
+        below,
+        f"{v.failed:,} of {v.failed + v.uncertain + v.passed:,}",
+        f"{v.blocking:,}",
+        rt,
+        prem,
+    ]
 
 
+# most useful first: a narrow terminal loses the last ones (with a line saying so)
 SUMMARY_HEADERS = [
     "verdict",
     "tokenizer",
-    "worst script vs floor",
-    "under floor",
-    "max premium",
-    "round trip fails",
-    "gate",
+    "worst script: chars/token vs floor",
+    "scripts under floor",
+    "checks failed",
+    "blocking findings",
+    "round trips failed (docs)",
+    "max premium vs reference",
 ]
 
 
-def verdict_table(vs: list[Verdict], width: int) -> list[str]:
-    """The summary rows as a terminal table; the last column (counts) goes if it is too wide."""
+def verdict_table(vs: list[Verdict], width: int, verbose: bool = False) -> list[str]:
+    """The summary rows as a terminal table within `width` (fertility.report.table.fit_grid:
+    headers wrapped, then the last columns left out with a line naming them; -v: all)."""
+    return fit_grid(
+        SUMMARY_HEADERS, [verdict_cells(v) for v in vs], width, left=2, keep=4, verbose=verbose
+    )
 
-    table = grid(SUMMARY_HEADERS, [verdict_cells(v) for v in vs])
-    if max(len(x) for x in table) > width:
-        table = grid(SUMMARY_HEADERS[:-1], [verdict_cells(v)[:-1] for v in vs])
-    return table
+
+def verdict_legend(fail_on: tuple) -> str:
+    """What the table's counts are, in words: a check is one policy threshold on one row; a
+    blocking finding is a rule's diagnosis of a severity the policy fails on."""
+    sev = " or ".join(fail_on) or "none"
+    return (
+        "checks failed: thresholds a row's interval misses; blocking findings: findings "
+        f"of severity {sev}, each failing the gate"
+    )
 
 
 def preference(vs: list[Verdict]) -> str | None:
@@ -165,14 +189,33 @@ class Group:
     severity: Severity
     rule: str
     tokenizer: str
-    keys: list[str]
+    keys: list[str]  # each script or language once, worst first (those without a value last)
+    values: dict[str, str]  # key -> its worst value, formatted with its unit ("74.9%")
+    unit: str | None  # what the values are: the rule's summary phrase ("N% byte pieces")
     worst_key: str | None
     worst: str | None  # the worst value, as a phrase
 
 
-def group_findings(findings: list, labels: list[str] | None = None) -> list[Group]:
-    """One Group per (severity, rule, tokenizer), errors first, then the tokenizers in
-    report order, then the rules in diagnose's order."""
+def _value_format(phrase: str) -> tuple[str, str]:
+    """The summary phrase split into the value's own format (the `{...}` field and a unit
+    sign right after it: `%` is in the spec, `x` follows it) and the phrase naming the unit
+    with N for the value: "{:.1f}x the tokens of the rest" -> ("{:.1f}x", "Nx the tokens
+    of the rest")."""
+    start, end = phrase.index("{"), phrase.index("}") + 1
+    if phrase[end : end + 1] == "x":
+        end += 1
+    spec = phrase[start:end]
+    sign = "%" if "%" in spec else ("x" if spec.endswith("x") else "")
+    return spec, phrase[:start] + "N" + sign + phrase[end:]
+
+
+def group_findings(findings: list, labels: list[str] | None = None, frame=None) -> list[Group]:
+    """One Group per (severity, rule, tokenizer), errors first, then the rules in diagnose's
+    order, then the tokenizers in report order. Within a group each key (script, language)
+    comes once, with the worst value its findings give (a rule may find one script twice:
+    merge-starvation's mark test and its length test), worst first. frame: the report's
+    frame, which gives the value of a finding whose evidence lacks the summary's key when
+    that key is a metric of the row the finding is about."""
     groups: dict[tuple, list] = {}
     for f in findings:
         groups.setdefault((f.severity, f.rule, f.tokenizer), []).append(f)
@@ -180,43 +223,95 @@ def group_findings(findings: list, labels: list[str] | None = None) -> list[Grou
     out = []
     for (sev, rule, tok), fs in groups.items():
         summary = REGISTRY[rule].summary if rule in REGISTRY else None
-        key = summary.key if summary else None
-        scored = [
-            (f.evidence.get(key), f)
-            for f in fs
-            if key and isinstance(f.evidence.get(key), (int, float))
-        ]
-        worst_key = worst = None
-        if scored and summary is not None:  # (scored is empty without a summary)
-            val, f = (max if summary.worst == "max" else min)(scored, key=lambda p: p[0])
-            worst_key = f.key
-            phrase = summary.phrase
-            worst = phrase.format(int(val) if "{:d}" in phrase else val)
-        out.append(Group(sev, rule, tok, [f.key for f in fs], worst_key, worst))
+        sign = -1 if summary and summary.worst == "max" else 1  # sign * value: lower is worse
+        best: dict[str, float | None] = {}
+        for f in fs:
+            v = f.evidence.get(summary.key) if summary else None
+            if v is None and summary is not None:
+                v = _frame_value(frame, f, summary.key)
+            v = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            old = best.setdefault(f.key, v)
+            if v is not None and (old is None or sign * v < sign * old):
+                best[f.key] = v
+        got = {k: v for k, v in best.items() if v is not None}
+        valued = sorted(got, key=lambda k: sign * got[k])
+        keys = valued + [k for k in best if best[k] is None]
+        values: dict[str, str] = {}
+        unit = worst = None
+        if summary is not None:
+            spec, unit = _value_format(summary.phrase)
+        if summary is not None and valued:
+            whole = "{:d}" in spec
+            values = {k: spec.format(int(got[k]) if whole else got[k]) for k in valued}
+            worst = summary.phrase.format(int(got[valued[0]]) if whole else got[valued[0]])
+        out.append(Group(sev, rule, tok, keys, values, unit, valued[0] if valued else None, worst))
     out.sort(
         key=lambda g: (
             SEVERITY_ORDER.get(g.severity, 9),
-            tok_order.get(g.tokenizer, 99),
             RULES.index(g.rule) if g.rule in RULES else 99,
+            tok_order.get(g.tokenizer, 99),
         )
     )
     return out
 
 
-def group_line(g: Group, width: int, tok_width: int = 0) -> str:
-    """`severity rule tokenizer  N rows: KEYS (worst KEY: value)`, the key list shortened to
-    the width with "+N more" (a name left out, never a number cut)."""
+def _frame_value(frame, f, column: str):
+    """The frame's `column` on the row a finding is about, or None."""
+    if frame is None or column not in frame.columns:
+        return None
+    rows = frame[
+        (frame["tokenizer"] == f.tokenizer) & (frame["group"] == f.group) & (frame["key"] == f.key)
+    ]
+    if len(rows) != 1:
+        return None
+    v = rows.iloc[0][column]
+    return None if v is None or v != v else v  # NaN: no value
+
+
+def group_line(g: Group, width: int, tok_width: int = 0, *, indent: str = "  ") -> str:
+    """`  tokenizer  N: KEY value, KEY value`, worst first, each key once; the list is
+    shortened to the width with "+N more" (the least bad ones left out, never a number cut)."""
     n = len(g.keys)
-    head = f"{g.severity:<7} {g.rule:<20} {g.tokenizer:<{tok_width}}  {n}: "
-    tail = f"  (worst {g.worst_key}: {g.worst})" if g.worst else ""
-    room = width - len(head) - len(tail)
-    shown: list[str] = []
-    for i, k in enumerate(g.keys):
-        more = f" +{n - i - 1} more" if i < n - 1 else ""
-        if shown and len(" ".join(shown + [k]) + more) > room:
-            return head + " ".join(shown) + f" +{n - i} more" + tail
-        shown.append(k)
-    return head + " ".join(shown) + tail
+    head = f"{indent}{ljust(g.tokenizer, tok_width)}  {n}: "
+    items = [f"{k} {g.values[k]}" if k in g.values else k for k in g.keys]
+    room = width - cells(head) if width > 0 else float("inf")
+    for i in range(n, 0, -1):
+        more = f" +{n - i} more" if i < n else ""
+        text = ", ".join(items[:i]) + more
+        if cells(text) <= room or i == 1:
+            return head + text
+    return head  # (no keys: not a group diagnose makes)
+
+
+def rule_heading(g: Group) -> str:
+    """`severity rule: what the values are` over the rule's lines."""
+    return f"{g.severity} {g.rule}" + (f" ({g.unit})" if g.unit else "")
+
+
+def group_lines(groups: list[Group], width: int) -> list[str]:
+    """The groups under one heading per (severity, rule): the rule and the unit of its
+    values once, then one line per tokenizer."""
+    tw = max((cells(g.tokenizer) for g in groups), default=0)
+    out: list[str] = []
+    last = None
+    for g in groups:
+        if (g.severity, g.rule) != last:
+            out.append(rule_heading(g))
+            last = (g.severity, g.rule)
+        out.append(group_line(g, width, tw))
+    return out
+
+
+def findings_head(findings: list, n_lines: int) -> str:
+    """The counts above the grouped findings, in words."""
+    n = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
+    counts = ", ".join(
+        f"{v:,} {s if s == 'info' or v == 1 else s + 's'}" for s, v in n.items() if v
+    )
+    return (
+        f"findings: {counts} on {n_lines} lines (one per rule and tokenizer, worst first; "
+        "-v: each in full)"
+    )
 
 
 # ---------------------------------------------------------------- the gate's text
@@ -246,9 +341,10 @@ def gate_lines(
         labels = ", ".join(v.label for v in vs) or "no tokenizer"
     else:
         labels = ", ".join(dict.fromkeys(c.tokenizer for c in result.checks)) or "no tokenizer"
-    lines = [f"fertility gate: {head} ({labels}; policy: {result.policy.source})"]
+    lines = wrap_text(f"fertility gate: {head} ({labels}; policy: {result.policy.source})", width)
     if report is not None:
-        lines += verdict_table(vs, width)
+        lines += verdict_table(vs, width, verbose)
+        lines += textwrap.wrap(verdict_legend(result.policy.fail_on), width)
     many = len({c.tokenizer for c in result.checks}) > 1 if tokenizers is None else tokenizers
     rows = []
     for c in sorted(result.checks, key=lambda c: _VERDICT_ORDER.get(c.verdict, 3)):
@@ -259,7 +355,7 @@ def gate_lines(
                 c.name,
                 f"{c.group}={c.key}",
                 fmt(c.value, "{:.3f}", "n/a"),
-                "" if c.lo is None else f"[{c.lo:.3f}, {c.hi:.3f}]",
+                "none" if c.lo is None or c.hi is None else f"[{c.lo:.3f}, {c.hi:.3f}]",
                 "" if c.threshold is None else f"{c.direction} {c.threshold:g}",
                 c.note,
             ]
@@ -269,13 +365,13 @@ def gate_lines(
         + (["tokenizer"] if many else [])
         + ["check", "row", "value", "95% interval", "threshold", "note"]
     )
-    checks = grid(headers, rows)
-    if not verbose and max(len(x) for x in checks) > width:  # notes are words, not numbers
-        checks = grid(headers[:-1], [r[:-1] for r in rows])
+    # notes are words, not numbers: the one column left out when the width is short
+    checks = fit_grid(headers, rows, width, keep=len(headers) - 1, verbose=verbose)
     lines += ["", f"checks ({len(result.checks)}):"] + checks
-    lines += [
-        f"skipped {s['tokenizer']} {s['group']}={s['key']}: {s['reason']}" for s in result.skipped
-    ]
+    for s in result.skipped:
+        lines += wrap_text(
+            f"skipped {s['tokenizer']} {s['group']}={s['key']}: {s['reason']}", width
+        )
     # a failed round trip is explained by its finding (which code points change, why)
     lossy = {
         (c.tokenizer, c.key) for c in result.checks if c.name == "roundtrip" and c.verdict == "fail"
@@ -286,34 +382,47 @@ def gate_lines(
         if f.rule == "roundtrip" and (f.tokenizer, f.key) in lossy and f not in result.blocking
     ]
     if result.blocking and not verbose:
-        lines += [
-            "",
-            (
-                f"blocking findings ({len(result.blocking)}): one line per rule "
-                "(-v: each with its cause and fix)"
-            ),
-        ]
-        lines += [group_line(g, width) for g in group_findings(result.blocking)]
+        lines += [""] + wrap_text(
+            f"blocking findings ({len(result.blocking)}): one line per rule and tokenizer, "
+            "each script or language once with its worst value (-v: each with its cause "
+            "and fix)",
+            width,
+        )
+        lines += group_lines(group_findings(result.blocking), width)
     for f in (result.blocking if verbose else []) + explain:
-        lines.append(
-            f"{f.severity.upper()} {f.tokenizer} {f.rule} {f.group}={f.key}: {f.cause} Fix: {f.fix}"
+        lines += wrap_text(
+            f"{f.severity.upper()} {f.tokenizer} {f.rule} {f.group}={f.key}: {f.cause} Fix: {f.fix}",
+            width,
         )
-    lines.append(verdict_line(result, head))
     if result.uncertain:
-        lines.append(f"{NEED_MORE}: {len(result.uncertain)} checks straddle their threshold;")
-        lines.append(
-            "add documents in those scripts to decide (policy: uncertain = "
-            f'"{result.policy.uncertain}").'
+        lines += wrap_text(
+            f"{NEED_MORE}: {len(result.uncertain)} checks straddle their threshold; add "
+            "documents in those scripts to decide (policy: uncertain = "
+            f'"{result.policy.uncertain}").',
+            width,
         )
+    # last, whole on one line: scripts read it
+    lines.append(verdict_line(result, head))
     return lines
 
 
+def wrap_text(text: str, width: int) -> list[str]:
+    """A sentence within `width`, continued lines indented (words never cut; width 0: one
+    line)."""
+    if width <= 0:
+        return [text]
+    return textwrap.wrap(
+        text, max(width, 40), subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+    ) or [""]
+
+
 def verdict_line(result: GateResult, head: str | None = None) -> str:
-    """`verdict: PASS|FAIL (N failed, N uncertain, N passed, N blocking findings)`, read from
-    the result (head: the word when the caller knows more, "PASS, LOSSY")."""
+    """`verdict: FAIL (checks: 3 of 20 failed, 1 uncertain, 16 passed; 2 blocking findings)`,
+    read from the result (head: the word when the caller knows more, "PASS, LOSSY")."""
     head = head or ("PASS" if result.passed else "FAIL")
     n = {v: sum(c.verdict == v for c in result.checks) for v in ("fail", "uncertain", "pass")}
     return (
-        f"verdict: {head} ({n['fail']} failed, {n['uncertain']} uncertain, "
-        f"{n['pass']} passed, {len(result.blocking)} blocking findings)"
+        f"verdict: {head} (checks: {n['fail']} of {len(result.checks)} failed, "
+        f"{n['uncertain']} uncertain, {n['pass']} passed; {len(result.blocking)} blocking "
+        f"finding{'' if len(result.blocking) == 1 else 's'})"
     )

@@ -19,9 +19,10 @@ from fertility.gate import evaluate
 from fertility.measure.counters import COUNTS
 from fertility.measure.frame import add_metrics
 from fertility.measure.metrics import Metric, shown
-from fertility.numbers import fmt
+from fertility.numbers import fmt, pct
 from fertility.policy import default_policy
 from fertility.report import summary as S
+from fertility.report import table as T
 from fertility.report.table import GAP, grid, terminal_width
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
@@ -44,7 +45,7 @@ _COLUMNS = _columns(shown("table"))
 _MIN_COLUMNS = len(_columns(m for m in shown("table") if m.show("table").essential))
 # the same for every tokenizer (they all read the same documents): shown once, left, after
 # the documents
-_SHARED = [("docs", "documents", "{:d}")] + [
+_SHARED = [("docs", "documents", "{:,.0f}")] + [
     (m.show("table").header, m.name, m.show("table").fmt) for m in shown("table", shared=True)
 ]
 
@@ -67,16 +68,17 @@ def _metric_cell(r: dict | None, m: Metric, interval: bool) -> str:
 def corpus_lines(corpus: dict) -> list[str]:
     out = [
         (
-            f"corpus: {corpus['documents']} documents, {corpus['chars']:,} chars, "
+            f"corpus: {corpus['documents']:,} documents, {corpus['chars']:,} chars, "
             f"{corpus['bytes']:,} bytes from {len(corpus['files'])} files"
         )
     ]
     if corpus.get("sample") is not None or corpus.get("max_docs") is not None:
+        subset = corpus.get("subset") or {}
         out.append(
-            f"  subset: sample={corpus.get('sample')} max_docs={corpus.get('max_docs')} "
-            f"seed={corpus.get('seed')}: read {corpus['documents']} of "
-            f"{corpus['documents_seen']} documents seen"
-            + (f", stopped at {corpus['stopped_at']}" if corpus.get("stopped_early") else "")
+            f"  subset: {subset['statement']}"
+            if subset.get("statement")
+            else f"  subset: read {corpus['documents']:,} of "
+            f"{corpus['documents_seen']:,} documents seen"
         )
     if corpus.get("skipped_files"):
         out.append(f"  skipped {len(corpus['skipped_files'])} files (see --format json)")
@@ -84,7 +86,7 @@ def corpus_lines(corpus: dict) -> list[str]:
         out.append(f"  skipped {len(corpus['binary_files'])} binary files")
     bad = corpus.get("invalid_utf8") or {}
     if bad:
-        out.append(f"  invalid UTF-8 replaced in {len(bad)} files: {sum(bad.values())} in all")
+        out.append(f"  invalid UTF-8 replaced in {len(bad)} files: {sum(bad.values()):,} in all")
     return out
 
 
@@ -107,7 +109,7 @@ def _rows(frame: pd.DataFrame, labels: list[str], min_share: float):
 
 
 def _folded(frame: pd.DataFrame, label: str, small: list[str]) -> dict:
-    """The "other scripts" row of one tokenizer: counts summed, then every metric derived as
+    """The "other" row of one tokenizer (the small scripts): counts summed, then every metric derived as
     the frame's own are (fertility.measure.frame.add_metrics); no chars/token interval (it is
     no single script's: the delta method needs the per-document sums)."""
     sub = frame[
@@ -122,6 +124,10 @@ def _folded(frame: pd.DataFrame, label: str, small: list[str]) -> dict:
     return row.iloc[0].to_dict()
 
 
+def _header_width(header: str, data: int, wrap: bool) -> int:
+    return max(T.cells(x) for x in (T.wrap_header(header, max(data, 1)) if wrap else [header]))
+
+
 def _chunks(
     labels: list[str], ncols: int, fixed: int, widths: dict, width: int
 ) -> list[list[tuple[str, int]]]:
@@ -133,7 +139,7 @@ def _chunks(
     used = fixed
     for lab in labels:
         cols = [(lab, j) for j in range(ncols)]
-        block = max(sum(widths[j] + len(GAP) for j in range(ncols)), len(lab) + len(GAP))
+        block = max(sum(widths[j] + len(GAP) for j in range(ncols)), T.cells(lab) + len(GAP))
         if cur and used + block > width:
             chunks.append(cur)
             cur, used = [], fixed
@@ -170,7 +176,7 @@ def table_lines(
     # widths are taken, so a control or bidi character neither prints raw nor skews a column
     names = [visible("all" if g == "all" else f"{g}:{k}") for g, k in keys]
     if small:
-        names.append(f"other scripts ({len(small)})")
+        names.append(f"other ({len(small)})")  # (short: the name column sets every table's width)
 
     def rec(lab, g, k):
         return by.get((lab, g, k))
@@ -183,19 +189,33 @@ def table_lines(
         lab: [[_metric_cell(r, m, iv) for _, m, iv in _COLUMNS] for r in records(lab)]
         for lab in labels
     }
-    widths = {
-        j: max([len(_COLUMNS[j][0])] + [len(c[j]) for lab in labels for c in cells[lab]])
-        for j in range(len(_COLUMNS))
+    data = {
+        j: max(T.cells(c[j]) for lab in labels for c in cells[lab]) for j in range(len(_COLUMNS))
     }
-    fixed = max(len(n) for n in names + ["group"]) + sum(
-        len(GAP) + max(len(h), *(len(s[i]) for s in shared)) for i, (h, _, _) in enumerate(_SHARED)
+    fixed = max(T.cells(n) for n in names + ["group"]) + sum(
+        len(GAP) + max(T.cells(h), *(T.cells(s[i]) for s in shared))
+        for i, (h, _, _) in enumerate(_SHARED)
     )
-    ncols = len(_COLUMNS)
-    if not verbose:  # drop low-value columns until every tokenizer fits in one table
-        while ncols > _MIN_COLUMNS and len(_chunks(labels, ncols, fixed, widths, width)) > 1:
-            ncols -= 1
+
+    def layout(wrap: bool):
+        """(columns kept, tables) with headers on one line or wrapped."""
+        widths = {
+            j: max(data[j], _header_width(_COLUMNS[j][0], data[j], wrap))
+            for j in range(len(_COLUMNS))
+        }
+        ncols = len(_COLUMNS)
+        if not verbose:  # drop low-value columns until every tokenizer fits in one table
+            while ncols > _MIN_COLUMNS and len(_chunks(labels, ncols, fixed, widths, width)) > 1:
+                ncols -= 1
+        return ncols, _chunks(labels, ncols, fixed, widths, width)
+
+    wrap = False
+    ncols, chunks = layout(False)
+    wrapped = layout(True)
+    if (wrapped[0], -len(wrapped[1])) > (ncols, -len(chunks)):  # wrapping shows more
+        wrap, (ncols, chunks) = True, wrapped
     out: list[str] = []
-    for chunk in _chunks(labels, ncols, fixed, widths, width):
+    for chunk in chunks:
         spans: list[list] = [["", 1 + len(_SHARED)]]
         for lab, _ in chunk:
             if spans[-1][0] == lab and len(spans) > 1:
@@ -207,11 +227,21 @@ def table_lines(
             [names[i]] + shared[i] + [cells[lab][i][j] for lab, j in chunk]
             for i in range(len(names))
         ]
-        out += ([""] if out else []) + grid(headers, rows, [tuple(s) for s in spans])
+        out += ([""] if out else []) + grid(headers, rows, [tuple(s) for s in spans], wrap=wrap)
+    if ncols < len(_COLUMNS):
+        gone = ", ".join(dict.fromkeys(f'"{h}"' for h, _, _ in _COLUMNS[ncols:]))
+        out += textwrap.wrap(
+            f"left out to fit {width} columns: {gone} (-v shows every column, "
+            "--format json/csv every value)",
+            width,
+            break_long_words=False,
+        )
     if small:
-        out.append(
-            f"other scripts: {' '.join(small)} (each under {min_share:.0%} of the "
-            "characters; every row is in --format json/csv)"
+        out += textwrap.wrap(
+            f"other: the scripts {' '.join(small)}, each under {min_share:.0%} of the "
+            "characters (every row is in --format json/csv)",
+            width,
+            break_long_words=False,
         )
     return out
 
@@ -232,37 +262,70 @@ def render_table(
     real = [t.label for t in report.tokenizers if t.kind != PRETOKENIZER]
     families = [t.label for t in report.tokenizers if t.kind == PRETOKENIZER]
     if real:
-        parts.append(
-            "tokenizers: "
-            + "; ".join(
+        parts += _items(
+            "tokenizers: ",
+            [
                 f"{t.label} ({t.kind}, vocab {t.vocab_size:,})"
                 for t in report.tokenizers
                 if t.kind != PRETOKENIZER
-            )
+            ],
+            width,
         )
     if real and verdicts:
-        parts += [""] + summary_lines(report, policy, width)
+        parts += [""] + summary_lines(report, policy, width, verbose)
     if families:
         parts.append(
             f"pre-tokenizer ceilings ({', '.join(families)}): each pre-token counted as a token"
         )
     parts += [""] + table_lines(report, min_share=policy.min_share, width=width, verbose=verbose)
-    parts += findings_lines(report.findings, [t.label for t in report.tokenizers], width, verbose)
+    parts += findings_lines(
+        report.findings, [t.label for t in report.tokenizers], width, verbose, report.frame
+    )
     # every line visible (the tables already are): nothing from the data reaches the
     # terminal raw, whichever line carries it
     return "\n".join(visible(line) for part in parts for line in part.split("\n")) + "\n"
 
 
-def summary_lines(report, policy, width: int) -> list[str]:
-    """The gate's verdict per tokenizer, one line each, and which one to prefer."""
+def _items(head: str, items: list[str], width: int) -> list[str]:
+    """`head` and the items joined by "; ", onto further indented lines at the width (an item
+    is never split: a label is one word to a reader)."""
+    out = [head]
+    for i, item in enumerate(items):
+        piece = item + ("; " if i < len(items) - 1 else "")
+        if i and T.cells(out[-1] + piece.rstrip()) > width:
+            out.append("  ")
+        out[-1] += piece
+    return [x.rstrip() for x in out]
+
+
+def summary_lines(report, policy, width: int, verbose: bool = False) -> list[str]:
+    """The gate's verdict per tokenizer, one line each, what its counts are, and which one to
+    prefer."""
 
     result = evaluate(report, policy, findings=report.findings)
     vs = S.verdicts(report, result)
     pref = S.preference(vs)
-    return S.verdict_table(vs, width) + ([pref] if pref else [])
+    # scripts reported, not judged (fragments: docs/GATE.md "Running text"), once each
+    fragments: dict[str, list[str]] = {}
+    for sk in result.skipped:
+        fragments.setdefault(str(sk["key"]), []).append(pct(sk["running_share"]))
+    notes = [
+        f"not judged: {key} (running text {'/'.join(dict.fromkeys(shares))} of the "
+        f"characters, under min_share {pct(result.policy.to_dict().get('min_share'))}: "
+        "fragments, reported, not judged)"
+        for key, shares in fragments.items()
+    ]
+    return (
+        S.verdict_table(vs, width, verbose)
+        + S.wrap_text(S.verdict_legend(result.policy.fail_on), width)
+        + [line for n in notes for line in S.wrap_text(n, width)]
+        + (S.wrap_text(pref, width) if pref else [])
+    )
 
 
-def findings_lines(findings: list, labels: list[str], width: int, verbose: bool) -> list[str]:
+def findings_lines(
+    findings: list, labels: list[str], width: int, verbose: bool, frame=None
+) -> list[str]:
     if not findings:
         return []
     if verbose:
@@ -282,17 +345,12 @@ def findings_lines(findings: list, labels: list[str], width: int, verbose: bool)
             ):
                 out += wrap.wrap(visible(text))
         return out
-    groups = S.group_findings(findings, labels)
-    n = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
-    out = [
-        "",
-        (
-            f"findings: {n['error']} errors, {n['warning']} warnings, {n['info']} info; "
-            "one line per rule and tokenizer (-v: each with its evidence, cause and fix)"
-        ),
-    ]
-    tw = max(len(g.tokenizer) for g in groups)
-    return out + [visible(S.group_line(g, width, tw)) for g in groups]
+    groups = S.group_findings(findings, labels, frame)
+    return (
+        [""]
+        + S.wrap_text(S.findings_head(findings, len(groups)), width)
+        + [visible(x) for x in S.group_lines(groups, width)]
+    )
 
 
 def render_csv(report) -> str:

@@ -58,14 +58,22 @@ class Tags(HTMLParser):
 
 @pytest.fixture(scope="module")
 def evil_report(tmp_path_factory):
-    """Two pre-tokenizer families on Bengali + English, one document carrying markup, and one
-    "tokenizer" renamed to a label that is itself markup."""
+    """Two pre-tokenizer families on 14 languages (Bengali and English among them), one
+    document carrying markup, and one "tokenizer" renamed to a label that is itself markup."""
     tmp = tmp_path_factory.mktemp("evil")
     bn = (ROOT / "examples/corpus/bn.txt").read_text(encoding="utf-8").splitlines()[:12]
     evil = f"{bn[0]} {INJECT_BN} {bn[1]}"  # mostly Bengali, so a Bengali sample
-    (tmp / "bn.txt").write_text("\n".join([evil] + bn[2:]) + "\n", encoding="utf-8")
+    # three Bengali documents: all of them samples (three per script), the markup one too
+    (tmp / "bn.txt").write_text("\n".join([evil] + bn[2:4]) + "\n", encoding="utf-8")
     en = (ROOT / "examples/corpus/en.txt").read_text(encoding="utf-8").splitlines()[:12]
     (tmp / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
+    # twelve more languages of real text (tests/realworld/excerpt's eleven, the examples'
+    # Spanish): charts of 14 languages
+    more = sorted((ROOT / "tests/realworld/excerpt").glob("*.txt"))
+    for src in more + [ROOT / "examples/corpus/es.txt"]:
+        if src.stem not in ("bn", "en"):
+            lines = src.read_text(encoding="utf-8").splitlines()[:12]
+            (tmp / src.name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     rep = analyze([tmp], [], pretokenizers=["gpt2", "o200k"])
     rename = {"gpt2": EVIL_LABEL}
     rep.frame["tokenizer"] = rep.frame["tokenizer"].replace(rename)
@@ -213,7 +221,9 @@ def test_gate_verdict_summary_first_and_findings_grouped():
     # one collapsible group per (severity, rule, tokenizer), errors first, every finding inside
     summaries = [x for x in re.findall(r"<summary>(.*?)</summary>", html) if "class=sev" in x]
     assert len(summaries) == 2 and ">error<" in summaries[0] and "grapheme-split" in summaries[1]
-    assert "2: Beng Deva" in summaries[1] and "worst Deva: 40.0%" in summaries[1]
+    # each script once with its value, worst first, and what the values are
+    assert "2: Deva 40.0%, Beng 30.0%" in summaries[1]
+    assert "(N% of boundaries inside a grapheme)" in summaries[1]
 
 
 def test_lossy_tokenizer_is_not_a_plain_pass():
@@ -269,8 +279,14 @@ PROBE = """<script>
       styles.push([c.display, c.paddingLeft, c.borderLeftWidth, c.marginLeft].join(' '));
     });
   });
+  // each chart's x labels as drawn: [left, right, text]
+  var ticks = {};
+  document.querySelectorAll('.plot').forEach(function (p) {
+    ticks[p.id] = Array.from(p.querySelectorAll('.xtick text')).map(function (t) {
+      var r = t.getBoundingClientRect(); return [r.left, r.right, t.textContent]; });
+  });
   var out = document.createElement('pre'); out.id = '__probe';
-  out.textContent = JSON.stringify({chart: y(document.getElementById('plot-cpt')),
+  out.textContent = JSON.stringify({chart: y(document.getElementById('plot-cpt')), ticks: ticks,
     finding: y(document.querySelector('details')), widths: widths,
     styles: Array.from(new Set(styles))});
   document.body.appendChild(out);
@@ -314,7 +330,7 @@ def chromium(args, tmp: Path):
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium not installed")
 def test_report_renders_in_headless_chromium(evil_report, tmp_path):
-    _, _, html = evil_report
+    rep, _, html = evil_report
     # the report with an error hook that runs before any other script
     page = tmp_path / "report.html"
     page.write_text(
@@ -341,6 +357,13 @@ def test_report_renders_in_headless_chromium(evil_report, tmp_path):
         .replace("&gt;", ">")
     )
     assert 0 < probe["chart"] < probe["finding"]  # the first chart above the first finding
+    # every chart labels every one of its 14 languages or scripts, no two labels overlapping
+    langs = sorted(str(k) for k in rep.frame.loc[rep.frame.group == "language", "key"].unique())
+    assert len(langs) == 14 and sorted(t[2] for t in probe["ticks"]["plot-share"]) == langs
+    for plot, ticks in probe["ticks"].items():
+        assert len(ticks) >= 13, plot
+        ticks.sort()
+        assert all(a[1] <= b[0] for a, b in zip(ticks, ticks[1:])), (plot, ticks)
     # tokens are plain inline spans: no box, padding, border or margin around any of them
     assert probe["styles"] == ["inline 0px 0px 0px"]
     bengali = [w for w in probe["widths"] if regex.search(r"\p{Bengali}", w[3])]
@@ -366,3 +389,68 @@ def test_right_to_left_samples_and_token_ids_on_hover():
     assert '<div class=toks dir="rtl">' in out[arab:latn]
     assert '<div class=toks dir="ltr">' in out[latn:]
     assert 'title="token 11; text bytes d8 b3 d9 84 d8 a7 d9 85"' in out  # UTF-8 of سلام
+
+
+def test_share_chart_and_intervals_say_what_they_measure(evil_report):
+    rep, _, html = evil_report
+    p = Tags()
+    p.feed(html)
+    figs = {a["data-plot"]: json.loads(b) for a, b in p.scripts if "data-plot" in a}
+    f = rep.frame
+    for trace in figs["plot-share"]["data"]:
+        if trace.get("type") != "bar":
+            continue
+        label = EVIL_LABEL if "img" in trace["name"] else trace["name"]
+        rows = f[f.tokenizer == label]
+        total = rows[rows.group == "all"].iloc[0]
+        for lang, y in zip(trace["x"], trace["y"]):
+            r = rows[(rows.group == "language") & (rows.key == lang)].iloc[0]
+            # from the counts: this language's tokens per character over the rest's
+            rest = (total.tokens - r.tokens) / (total.chars - r.chars)
+            assert y == pytest.approx((r.tokens / r.chars) / rest, rel=1e-9)  # 4 roundings
+    # the ceiling chart is on a log scale (ceilings of 15-25 for Thai and Kana would flatten
+    # every other script's bars)
+    assert figs["plot-ceiling"]["layout"]["yaxis"]["type"] == "log"
+    # an interval is printed, or said to be missing: never "[, ]" (in the page's text)
+    assert "[, ]" not in "".join(p.text)
+    gone = rep.frame.copy()
+    gone.loc[gone.group == "script", ["chars_per_token_lo", "chars_per_token_hi"]] = None
+    section = html_mod._table_section(gone, ["o200k"], ["Beng"])
+    assert "(no interval)" in section and "[, ]" not in section
+
+
+def test_samples_are_the_documents_that_show_the_trouble(tmp_path):
+    """Per script, the samples are the in-script documents of 80+ characters with the most
+    tokens per character, counted here by the tokenizers library itself; a repeated text is
+    shown once."""
+    from tests.bpe import byte_level_bpe
+
+    bn = (ROOT / "examples/corpus/bn.txt").read_text(encoding="utf-8").splitlines()
+    en = (ROOT / "examples/corpus/en.txt").read_text(encoding="utf-8").splitlines()
+    tok = byte_level_bpe(en + bn[:10], 400, path=tmp_path / "tok.json")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    # placeholders around Bengali words: more Latin code points than Bengali (so a Latin
+    # document), but under nine in ten of its letters Latin: no Latin sample, though its
+    # braces and Bengali bytes give it the most tokens per character of the Latin ones
+    mixed = "{count} {name} {total} বাংলা ভাষা " * 3
+    assert len(regex.findall(r"\p{Latin}", mixed)) > len(regex.findall(r"\p{Bengali}", mixed))
+    (corpus / "bn.txt").write_text("\n".join(bn + [bn[5]] * 2) + "\n", encoding="utf-8")
+    (corpus / "en.txt").write_text("\n".join(en + [mixed]) + "\n", encoding="utf-8")
+    rep = analyze([corpus], [f"bpe={tmp_path / 'tok.json'}"])
+    got = [d["text"] for d in rep.samples[("bpe", "Beng")]]
+
+    def tpc(line):
+        return len(tok.encode(line).ids) / len(line)
+
+    best = sorted((x for x in bn if len(x) >= 80), key=tpc, reverse=True)
+    assert len(set(got)) == len(got) or got.count(bn[5]) > 1  # (a repeat may rank twice)
+    assert set(got) <= set(best[:3]) | {bn[5]}
+    assert got[0] == best[0]
+    assert mixed[:600] not in [d["text"] for d in rep.samples[("bpe", "Latn")]]
+    findings = [Finding("byte-fallback", "warning", "bpe", "script", "Beng", {}, "c", "f")]
+    html = html_mod._samples_section(rep, findings, ["bpe"])
+    for text in set(got):
+        shown = html.count(f">{html_mod.esc(text[:1])}")  # (every sample starts a token)
+        assert shown >= 1
+    assert len(re.findall(r"<div class=cmp ", html)) == len(set(got))  # each text once
