@@ -14,6 +14,15 @@ Three checks:
     math kernel in float64, per tensor and per position, judged against the noise the math
     kernel itself shows in the run's dtype (so bf16's honest rounding, ~0.5%, is not a
     failure and a dq scaled by 0.97 or a dv zeroed on a few positions is).
+  * check_step: what the optimizer will read. The run's own step (its accumulation over
+    accum micro-batches, its loss scaling, the parameters' hooks, clipping, and under
+    torchrun DDP's reduction) leaves p.grad; that must equal the gradient of the same
+    micro-batches' mean loss taken as one batch by torch.autograd.grad (which check_exact
+    ties to finite differences), clipped by the formula, and under DDP averaged over the
+    ranks by an all-reduce of our own. Single process: in float64. A post-accumulate-grad
+    hook that scales .grad by 1e-12, one parameter's .grad zeroed, a wrong accumulation
+    divisor or a reduction that sums instead of averaging all fail here, where autograd's
+    own value (the other checks) is right.
 compare_paths also compares whole-model gradients fast vs math and compiled vs eager.
 
 Everything here runs one forward+backward per path on a batch the caller supplies, and
@@ -50,6 +59,14 @@ TOL_LOW_PRECISION = 5e-2
 # wrong gradient is off by ~100% (half the rows: ~70% in a random direction; 1e-12: 100%).
 TOL_EXACT = 1e-2
 EXACT_TOKENS = 64  # one sequence of at most this many tokens: 4 forward passes per parameter
+# check_step in float64: the step's p.grad and the one-batch reference differ only in the
+# order of their sums (micro-batches, then accumulation, against one batch): at most ~1e6
+# terms per element, 1e6 x 1.1e-16 = 1e-10 relative, and clipping scales both by the same
+# float64 coefficient. 1e-8 leaves 100x on that; the faults hunted are >= 1% off (a divisor
+# off by one at accum <= 100; 1e-12: 100%; zeroed: 100%). Under DDP the step runs in the
+# run's own dtype and is judged against the path tolerance (TOL_FP32 / TOL_LOW_PRECISION).
+TOL_STEP = 1e-8
+STEP_SEQS, STEP_TOKENS = 2, 64  # each micro-batch cut to this, so float64 fits at any size
 # check_attention_kernels: fused is judged against CALIBRATION x the math kernel's own error
 # (same dtype, against float64), never below one unit of the dtype's rounding.
 CALIBRATION = 4.0
@@ -69,10 +86,14 @@ class ArbiterReport:
     exact: dict[str, float] = field(default_factory=dict)  # name -> finite-difference error
     kernels: dict[str, tuple[float, float]] = field(default_factory=dict)  # (error, tolerance)
     skipped: list[str] = field(default_factory=list)  # checks that could not apply, and why
+    step: StepCheck | None = None  # what the optimizer reads after the run's own step
 
     def exact_failures(self) -> list[tuple[str, float]]:
         named = {name for name, _ in self.offenders}
         return [(n, e) for n, e in self.exact.items() if not e <= TOL_EXACT and n not in named]
+
+    def step_failures(self) -> list[tuple[str, float]]:
+        return self.step.failures() if self.step is not None else []
 
     def kernel_failures(self) -> list[tuple[str, float, float]]:
         return [(n, e, t) for n, (e, t) in self.kernels.items() if not e <= t]
@@ -113,6 +134,12 @@ class ArbiterReport:
                 f"a float64 finite difference beyond {TOL_EXACT:g}: "
                 + _listing([f"{name} ({e:.3g})" for name, e in wrong])
             )
+        stepped = self.step_failures()
+        if stepped and self.step is not None:
+            parts.append(
+                f"the optimizer would read other gradients than the loss's ({self.step.what}; "
+                f"tol {self.step.tol:g}): " + _listing([f"{name} ({e:.3g})" for name, e in stepped])
+            )
         kern = self.kernel_failures()
         if kern:
             parts.append(
@@ -146,6 +173,10 @@ class ArbiterReport:
                 f"differences, worst {max(self.exact.values(), key=_sortable):.3g} "
                 f"(tol {TOL_EXACT:g})"
             )
+        if self.step is not None:
+            for name, e in self.step_failures():
+                lines.append(f"  wrong step    {name}: {e:.3g} from the one-batch gradient")
+            lines.append(f"  {self.step.line()}: {self.step.what}")
         for name, e, t in self.kernel_failures():
             lines.append(f"  kernel mismatch {name}: {e:.3g} > {t:.3g}")
         if self.kernels:
@@ -160,6 +191,113 @@ class ArbiterReport:
         for note in self.notes:
             lines.append(f"  error         {note}")
         return "\n".join(lines)
+
+    def checks(self) -> list[str]:
+        """The checks that ran (names of record()'s `checks`)."""
+        done = ["gradient flow"]
+        if self.exact:
+            done.append("float64 finite differences")
+        if self.step is not None:
+            done.append("optimizer step")
+        if self.kernels:
+            done.append("attention kernels")
+        if any(not n.startswith("compiled:") for n in self.path_diffs):
+            done.append("fast vs math attention")
+        if any(n.startswith("compiled:") for n in self.path_diffs):
+            done.append("compiled vs eager")
+        return done
+
+    def record(self) -> dict[str, Any]:
+        """What run.json keeps: what was checked, on how many parameters, the worst errors
+        against their tolerances, and what could not be checked."""
+        worst_path = max(self.path_diffs.values(), key=_sortable, default=None)
+        kernel = max((e / t for e, t in self.kernels.values()), key=_sortable, default=None)
+        return {
+            "ok": self.ok,
+            "parameters": self.checked,
+            "checks": self.checks(),
+            "exact": _worst(self.exact, TOL_EXACT),
+            "step": self.step.record() if self.step is not None else None,
+            "paths": None if worst_path is None else {"worst": worst_path, "tol": self.tol},
+            "kernels": None if kernel is None else {"worst_ratio_to_tol": kernel},
+            "frozen": list(self.frozen),
+            "skipped": list(self.skipped),
+            "summary": self.summary(),
+        }
+
+    def line(self) -> str:
+        """One line for the run's log: verdict, parameters, each check's worst error."""
+        parts = [f"{self.checked} parameters", "gradient flow"]
+        if self.exact:
+            parts.append(
+                f"float64 finite differences worst {max(self.exact.values(), key=_sortable):.2g} "
+                f"(tol {TOL_EXACT:g})"
+            )
+        if self.step is not None:
+            parts.append(self.step.line())
+        if self.kernels:
+            parts.append(f"attention kernels {len(self.kernels)} gradients")
+        if self.path_diffs:
+            worst = max(self.path_diffs.values(), key=_sortable)
+            paths = [c for c in self.checks() if " vs " in c and "finite" not in c]
+            parts.append(f"{' and '.join(paths)} worst {worst:.2g} (tol {self.tol:g})")
+        parts += [f"skipped: {why}" for why in self.skipped]
+        return f"arbiter: {'ok' if self.ok else 'FAILED'}: " + "; ".join(parts)
+
+
+@dataclass
+class StepCheck:
+    """check_step's result: per parameter, the largest difference between the gradient the
+    optimizer would read and the reference, relative to the reference's largest entry."""
+
+    what: str  # how the step and the reference were taken, in words
+    dtype: str
+    micro_batches: int
+    sequences: int  # per micro-batch (cut to STEP_SEQS)
+    tokens: int  # per sequence (cut to STEP_TOKENS)
+    tol: float
+    errors: dict[str, float] = field(default_factory=dict)
+    norm_error: float = 0.0  # |norm the step measured - the reference's| / the reference's
+    clipped: bool = False  # the reference's norm was over grad_clip: the step must clip
+
+    def failures(self) -> list[tuple[str, float]]:
+        """Beyond tol, worst first: one wrong gradient also moves the clipping coefficient,
+        so every other parameter is then slightly off, and the culprit must lead the list."""
+        bad = [(n, e) for n, e in self.errors.items() if not e <= self.tol]
+        if not self.norm_error <= self.tol:
+            bad.append(("gradient norm", self.norm_error))
+        return sorted(bad, key=lambda ne: -_sortable(ne[1]))
+
+    def worst(self) -> float:
+        return max([*self.errors.values(), self.norm_error], key=_sortable)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "what": self.what,
+            "dtype": self.dtype,
+            "micro_batches": self.micro_batches,
+            "sequences": self.sequences,
+            "tokens": self.tokens,
+            "parameters": len(self.errors),
+            "worst": self.worst(),
+            "norm_error": self.norm_error,
+            "clipped": self.clipped,
+            "tol": self.tol,
+        }
+
+    def line(self) -> str:
+        clip = ", clipped" if self.clipped else ""
+        return (
+            f"optimizer step ({self.micro_batches} micro-batches{clip}, {self.dtype}) "
+            f"worst {self.worst():.2g} (tol {self.tol:g})"
+        )
+
+
+def _worst(errors: dict[str, float], tol: float) -> dict[str, Any] | None:
+    if not errors:
+        return None
+    name, e = max(errors.items(), key=lambda kv: _sortable(kv[1]))
+    return {"worst": e, "parameter": name, "tol": tol}
 
 
 def _listing(items: list[str], limit: int = 8) -> str:
@@ -300,6 +438,72 @@ def check_exact(
     return out
 
 
+def check_step(
+    model: nn.Module,
+    micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
+    step: Callable[[list[tuple[torch.Tensor, torch.Tensor]]], torch.Tensor],
+    *,
+    clip: float,
+    float64: bool = True,
+    amp_dtype: torch.dtype | None = None,
+    reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    tol: float | None = None,
+) -> StepCheck:
+    """Run the training step `step(micro_batches)` (it backpropagates through `model`, or a
+    wrapper of it, and clips; returns the gradient norm it measured) and compare every
+    trainable parameter's .grad, what the optimizer reads, with the gradient of the mean loss
+    over all the micro-batches as one batch (torch.autograd.grad, which fires no hook),
+    averaged over ranks by `reduce` (an all-reduce mean; DDP), clipped to `clip` by torch's
+    own formula (coefficient clip / (norm + 1e-6), at most 1).
+
+    `float64`: the model's own parameters (hooks included) in float64, without autocast;
+    otherwise in the run's dtype (a DDP module cannot change dtype). Every .grad is put back
+    as it was."""
+    params = [(_clean(n), p) for n, p in model.named_parameters() if p.requires_grad]
+    saved = [p.grad for _, p in params]
+    xs = torch.cat([x for x, _ in micro_batches])
+    ys = torch.cat([y for _, y in micro_batches])
+    dtype = "float64" if float64 else str(amp_dtype or next(model.parameters()).dtype)
+    check = StepCheck(
+        what=(
+            f"{len(micro_batches)} micro-batches accumulated by the run's step"
+            + (", reduced across ranks" if reduce is not None else "")
+            + ", against one batch"
+        ),
+        dtype=dtype.removeprefix("torch."),
+        micro_batches=len(micro_batches),
+        sequences=int(micro_batches[0][0].shape[0]),
+        tokens=int(micro_batches[0][0].shape[1]),
+        tol=TOL_STEP if float64 else (tol if tol is not None else TOL_FP32),
+    )
+    for _, p in params:
+        p.grad = None
+    try:
+        with _as_float64(model) if float64 else nullcontext():
+            with _autocast(xs, None if float64 else amp_dtype):
+                loss = model(xs, ys)
+            ref = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
+            want = [
+                torch.zeros_like(p) if g is None else (reduce(g) if reduce else g.detach())
+                for (_, p), g in zip(params, ref, strict=True)
+            ]
+            ref_norm = float(torch.stack([g.double().norm() for g in want]).norm())
+            coef = min(1.0, clip / (ref_norm + 1e-6))
+            check.clipped = coef < 1.0
+            with torch.autocast(xs.device.type, enabled=False) if float64 else nullcontext():
+                norm = float(step(micro_batches))
+            check.norm_error = abs(norm - ref_norm) / max(ref_norm, 1e-30)
+            if not math.isfinite(norm):
+                check.norm_error = math.inf
+            for (name, p), g in zip(params, want, strict=True):
+                check.errors[name] = _rel_diff(p.grad, g * coef, 1e-30, torch.float64)
+                p.grad = None  # before the dtype goes back
+    finally:
+        for (_, p), kept in zip(params, saved, strict=True):
+            p.grad = kept
+    return check
+
+
 def _position_stats(g: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     """(worst per-position relative error, worst per-position scale bias |1 - <g,r>/<r,r>|)
     of a [B, H, T, D] gradient against its float64 reference, positions with a reference
@@ -371,14 +575,19 @@ def check_attention_kernels(
     return out
 
 
-def _rel_diff(fast: torch.Tensor | None, ref: torch.Tensor | None, atol: float) -> float:
+def _rel_diff(
+    fast: torch.Tensor | None,
+    ref: torch.Tensor | None,
+    atol: float,
+    dtype: torch.dtype = torch.float32,
+) -> float:
     # Normalised by the reference's largest magnitude, not element by element: an
     # elementwise ratio explodes on near-zero entries and would flag rounding noise.
     if fast is None and ref is None:
         return 0.0  # nothing to compare; check_gradient_flow reports the missing grad
     if fast is None or ref is None:
         return math.inf
-    fast, ref = fast.detach().float(), ref.detach().float()
+    fast, ref = fast.detach().to(dtype), ref.detach().to(dtype)
     d = ((fast - ref).abs().max() / (ref.abs().max() + atol)).item()
     return math.inf if math.isnan(d) else d
 
@@ -468,11 +677,14 @@ def run_arbiter(
     reference: str = "math",
     fast: str = "auto",
     exact_on: nn.Module | None = None,
+    step: Callable[[], StepCheck] | str | None = None,
 ) -> ArbiterReport:
     """Every check. Raises nothing: an error inside a check becomes a note and ok=False;
     the caller decides (assert_arbiter raises). `exact_on`: a copy of `model` to run the
     float64 check on, for a model inside DistributedDataParallel, whose gradient hooks a
-    parameter's change of dtype would detach (the run would then stop all-reducing)."""
+    parameter's change of dtype would detach (the run would then stop all-reducing).
+    `step`: runs check_step on the run's own step (the Trainer binds it); a string: why it
+    cannot run, put in `skipped`, as None is ("no training step given")."""
     tol = _default_tol(model, ids, amp_dtype) if tol is None else tol
     try:
         report = check_gradient_flow(model, ids, targets, loss_fn=loss_fn, amp_dtype=amp_dtype)
@@ -500,6 +712,14 @@ def run_arbiter(
             report.notes.append(
                 f"attention kernel check ({fast} vs {reference}) failed: {one_line(e)}"
             )
+    if step is None or isinstance(step, str):
+        why = step or "no training step given (the Trainer gives it)"
+        report.skipped.append(f"optimizer step: {why}")
+    else:
+        try:
+            report.step = step()
+        except Exception as e:  # noqa: BLE001
+            report.notes.append(f"optimizer step check failed: {one_line(e)}")
     try:
         # Whole-model fast vs math on one sequence: the math kernel keeps every layer's
         # T x T matrices (0.4b at 2048: ~13 GB per sequence), so not on the whole batch.
@@ -535,6 +755,7 @@ def run_arbiter(
         or report.path_failures()
         or report.notes
         or report.exact_failures()
+        or report.step_failures()
         or report.kernel_failures()
     )
     return report

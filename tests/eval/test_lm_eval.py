@@ -28,16 +28,6 @@ SEP = "<|endoftext|>"
 SEQ_LEN = 64  # below the tiny preset's max_seq_len 128: the export must say 64 to lm-eval
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    # Tiny matmuls, ours and lm-eval's: more threads only contend (on a busy 2-core machine
-    # the default count made lm-eval's forward passes 100x slower).
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def sharpen(run_dir: Path) -> None:
     """A newer checkpoint with the weights scaled up: logits far from uniform, so that a
     token scored twice or a context conditioned differently moves every log-likelihood."""

@@ -83,7 +83,8 @@ def _assert_same_state(a: Path, b: Path):
             assert torch.equal(value, sb["optimizer"]["state"][name][key]), (name, key)
 
 
-def _kill_after_half(tok, out, tmp_path, settings=SETTINGS):
+def _start_job(tok, out, tmp_path, settings=SETTINGS) -> tuple[subprocess.Popen, Path]:
+    """The training process, started: it runs to step N/2 + 2 and waits there."""
     marker = tmp_path / "paused"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     args = json.dumps([CORPUS, tok, str(out), settings, N // 2 + 2, str(marker)])
@@ -94,6 +95,10 @@ def _kill_after_half(tok, out, tmp_path, settings=SETTINGS):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    return proc, marker
+
+
+def _kill_when_paused(proc: subprocess.Popen, marker: Path) -> None:
     deadline = time.monotonic() + 240
     while not marker.exists():
         if proc.poll() is not None:
@@ -110,11 +115,17 @@ def _kill_after_half(tok, out, tmp_path, settings=SETTINGS):
 @pytest.mark.parametrize("settings", [SETTINGS, MIXED], ids=["corpus-order", "mix"])
 def test_resume_after_sigkill_is_exact(tmp_path, settings):
     tok = train_tokenizer(tmp_path / "tokenizer.json")
-    straight = tmp_path / "straight"
-    _pretrain(tok, straight, settings)
-
     killed = tmp_path / "killed"
-    _kill_after_half(tok, killed, tmp_path, settings)
+    # Started first: the two runs share nothing but the tokenizer, and the killed one's
+    # start-up (importing torch) and training use the second core while this one trains.
+    job = _start_job(tok, killed, tmp_path, settings)
+    straight = tmp_path / "straight"
+    try:
+        _pretrain(tok, straight, settings)
+    except BaseException:
+        job[0].kill()  # it would otherwise wait at its pause point for 10 minutes
+        raise
+    _kill_when_paused(*job)
     assert [s for s, _ in ck.list_checkpoints(killed)] == [N // 4, N // 2]
     assert _losses(killed)[-1][0] == N // 2 + 2  # steps past the checkpoint were logged
     backup = tmp_path / "killed-copy"
