@@ -32,6 +32,52 @@ from fertility.trainer.options import config_fields, option_names
 # torch.manual_seed takes at most a uint64; numpy's generators take any non-negative integer.
 SEED_MAX = 2**64 - 1
 
+# Each preset's optimiser and batch defaults: what these keys become when the config file,
+# the command line and `settings` leave them unset (docs/TRAIN.md, "Preset defaults", gives
+# the sources and the tiny preset's measured curve). A `tokens_per_step` here is a target:
+# the run takes the multiple of one micro-batch on every device nearest to it (at least
+# one), so a preset's default is valid under any torchrun world size; None is one
+# micro-batch per device and no accumulation (tiny: 16 x 128 = 2,048 tokens per device).
+PRESET_TRAINING: dict[str, dict[str, Any]] = {
+    # a CPU demonstration that must visibly learn in a few hundred steps: a high lr, a short
+    # warmup (measured: 9.01 -> 5.60 nats in 200 steps on real text, docs/TRAIN.md; lr 3e-4,
+    # warmup 100 and 1,024 tokens per step ended 300 steps at 7.27)
+    "tiny": {
+        "lr": 3e-3,
+        "min_lr": 3e-4,
+        "warmup_steps": 10,
+        "micro_batch": 16,
+        "tokens_per_step": None,
+    },
+    # GPT-3 Small (125M; nanoGPT's and llm.c's GPT-2 124M): lr 6e-4, 0.5M tokens per step
+    # (nanoGPT 491,520; llm.c 524,288), cosine to 10% of lr, warmup over GPT-3's 375M
+    # tokens (~700 steps, llm.c's -u 700)
+    "small": {
+        "lr": 6e-4,
+        "min_lr": 6e-5,
+        "warmup_steps": 700,
+        "micro_batch": 8,
+        "tokens_per_step": 1 << 19,
+    },
+    "base": {
+        "lr": 6e-4,
+        "min_lr": 6e-5,
+        "warmup_steps": 700,
+        "micro_batch": 8,
+        "tokens_per_step": 1 << 19,
+    },
+    # GPT-3 Medium (350M): lr 3e-4 at 0.5M tokens per step (32 micro-batches of 8 x 2048
+    # on one device), not one micro-batch of 16k tokens
+    "0.4b": {
+        "lr": 3e-4,
+        "min_lr": 3e-5,
+        "warmup_steps": 700,
+        "micro_batch": 8,
+        "tokens_per_step": 1 << 19,
+    },
+}
+_TINY = PRESET_TRAINING["tiny"]
+
 
 @dataclass
 class TrainConfig:
@@ -41,15 +87,17 @@ class TrainConfig:
     # batch: micro_batch sequences of seq_len tokens per device per forward pass; gradients
     # are accumulated until tokens_per_step tokens (all devices together) have been seen.
     seq_len: int | None = None  # None: the model's max_seq_len (the preset's, or [model]'s)
-    micro_batch: int = 8
+    # (the dataclass's defaults are the tiny preset's; load_config and from_dict give each
+    # preset its own, PRESET_TRAINING)
+    micro_batch: int = _TINY["micro_batch"]
     tokens_per_step: int | None = None  # None: one micro-batch per device, no accumulation
     # length: `steps` wins over `tokens`; neither means one pass over the training shards
     steps: int | None = None
     tokens: int | None = None
     # optimiser and schedule (linear warmup, then cosine decay to min_lr)
-    lr: float = 3e-4
-    min_lr: float = 3e-5
-    warmup_steps: int = 100
+    lr: float = _TINY["lr"]
+    min_lr: float = _TINY["min_lr"]
+    warmup_steps: int = _TINY["warmup_steps"]
     weight_decay: float = 0.1
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = 1e-8
@@ -413,7 +461,21 @@ def _build(
     # Each value on its own first: the dataclass's own defaults (seq_len from the preset's
     # max_seq_len) read them.
     checked = {k: _check_field(k, v, where) for k, v in values.items()}
-    return TrainConfig(**checked).validate(source, options)
+    preset = PRESET_TRAINING[checked.get("preset", TrainConfig.preset)]
+    given_step = "tokens_per_step" in checked
+    for key, value in preset.items():
+        checked.setdefault(key, value)
+    cfg = TrainConfig(**checked)
+    target = preset["tokens_per_step"]
+    if not given_step and target is not None:
+        cfg.tokens_per_step = preset_tokens_per_step(target, cfg.micro_tokens(_world_size()))
+    return cfg.validate(source, options)
+
+
+def preset_tokens_per_step(target: int, micro: int) -> int:
+    """The multiple of one micro-batch on every device (`micro` tokens) nearest to a
+    preset's `target` tokens per step, at least one micro-batch (ties round up)."""
+    return max(1, (2 * target + micro) // (2 * micro)) * micro
 
 
 def _apply(

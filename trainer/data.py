@@ -374,6 +374,23 @@ class TokenData:
         return sum(len(t) for t in self.tokens)
 
 
+# Mixed into the seed of the grid offsets, so they are drawn apart from the window orders.
+_GRID_KEY = 0x6F666673
+
+
+def grid_offsets(seed: int, epoch: int, n: int, seq_len: int) -> np.ndarray:
+    """Where the grid of windows of each of `n` streams (shards; with a mix, languages)
+    starts in pass `epoch`: token 0 in the first pass, then a seeded offset in
+    [0, seq_len) per stream, so window boundaries move from pass to pass (nanoGPT draws
+    every window at a random offset). The number of windows per pass stays
+    (tokens - 1) // seq_len, so the cursor counts the same windows whatever the offset; a
+    window that would run past its stream's end is moved back to end there. A function of
+    (seed, epoch, stream) alone: a resumed run reads the same windows."""
+    if epoch == 0:
+        return np.zeros(n, np.int64)
+    return np.random.default_rng([seed, epoch, _GRID_KEY]).integers(0, seq_len, size=n)
+
+
 class BatchSource:
     """What the training loop reads micro-batches from (`Batches` here; trainer.mix's
     `CountedBatches` and `MixBatches`): one protocol, one cursor.
@@ -430,7 +447,8 @@ class Batches(BatchSource):
     """Fixed-length windows drawn without replacement, in a seeded order, resumable.
 
     Each shard is cut into windows of seq_len+1 tokens (inputs and shifted targets) starting
-    every seq_len tokens; windows never cross shards. Epoch e visits all windows in the order
+    every seq_len tokens from the pass's grid offset (grid_offsets: 0 in the first pass);
+    windows never cross shards. Epoch e visits all windows in the order
     `default_rng([seed, e]).permutation(n)`. The cursor (epoch, position) counts windows
     consumed by all ranks together: a micro-batch takes the next micro_batch*world windows and
     rank r keeps every world-th one starting at r, so the union over ranks is exactly what one
@@ -469,26 +487,38 @@ class Batches(BatchSource):
             self._perm_epoch = epoch
         return self._perm
 
-    def window_indices(self, advance: bool = True) -> np.ndarray:
-        """This rank's windows of the next micro-batch; `advance` moves the cursor past it."""
+    def _next_global(self) -> tuple[int, int, np.ndarray]:
+        """(epoch, position, every rank's windows) of the next micro-batch, the cursor
+        left as it is."""
         need = self.micro_batch * self.world
         epoch, pos = self.epoch, self.position
         if pos + need > self.n_windows:
             epoch, pos = epoch + 1, 0
-        batch = self._permutation(epoch)[pos : pos + need]
+        return epoch, pos, self._permutation(epoch)[pos : pos + need]
+
+    def window_indices(self, advance: bool = True) -> np.ndarray:
+        """This rank's windows of the next micro-batch; `advance` moves the cursor past it."""
+        epoch, pos, batch = self._next_global()
         if advance:
-            self.epoch, self.position = epoch, pos + need
+            self.epoch, self.position = epoch, pos + len(batch)
             self.last_batch = batch  # every rank's windows: what the run consumed (trainer.mix)
         return batch[self.rank :: self.world]
 
-    def window_starts(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(shard, token offset in it) where each window begins."""
+    def window_starts(
+        self, indices: np.ndarray, epoch: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(shard, token offset in it) where each window of pass `epoch` (default: the
+        cursor's) begins: shard s's grid starts at grid_offsets(...)[s]."""
+        epoch = self.epoch if epoch is None else epoch
         shard = np.searchsorted(self._starts, indices, side="right") - 1
-        return shard, (indices - self._starts[shard]) * self.seq_len
+        shift = grid_offsets(self.seed, epoch, len(self.data.tokens), self.seq_len)[shard]
+        lens = np.array([len(t) for t in self.data.tokens], np.int64)[shard]
+        start = (indices - self._starts[shard]) * self.seq_len + shift
+        return shard, np.minimum(start, lens - self.seq_len - 1)
 
-    def windows(self, indices: np.ndarray) -> np.ndarray:
+    def windows(self, indices: np.ndarray, epoch: int | None = None) -> np.ndarray:
         """(len(indices), seq_len+1) int64 array of the windows' tokens."""
-        shard, offsets = self.window_starts(indices)
+        shard, offsets = self.window_starts(indices, epoch)
         rows = [self.data.tokens[s][o : o + self.seq_len + 1] for s, o in zip(shard, offsets)]
         return np.stack(rows).astype(np.int64)
 
@@ -497,9 +527,59 @@ class Batches(BatchSource):
         # deferred: torch is the optional train extra
         import torch
 
-        w = torch.from_numpy(self.windows(self.window_indices(advance)))
+        epoch = self._next_global()[0]  # (a micro-batch never spans two epochs)
+        w = torch.from_numpy(self.windows(self.window_indices(advance), epoch))
         return w[:, :-1], w[:, 1:]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.check_state(state)
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+def heldout_windows(
+    streams: Sequence[np.ndarray], separator: int | None, seq_len: int, budget: int
+) -> tuple[list[np.ndarray], list[int], int, int]:
+    """(windows, skips, documents, scored tokens): the held-out text the trainer scores,
+    whole documents from the start of the held-out split until `budget` tokens are scored.
+
+    With a separator each document is scored as `fertility eval` scores it (eval/nll.py):
+    the separator, then the document's ids, every id of the document scored and the
+    separator after it not (an end-of-text after a line is nearly free: counting it, and
+    windows that start mid-document, made the trainer's old figure disagree with eval's);
+    a document longer than seq_len
+    predictions is cut into eval's windows (window k scores S[kT+1 : kT+T+1], the last one
+    ends at the document's end and skips the predictions already scored). `skips[i]` is
+    the number of leading predictions of window i not scored. Without a separator the
+    shards hold no document boundaries: consecutive windows of the stream, every target
+    scored, and documents is 0."""
+    T = seq_len
+    windows: list[np.ndarray] = []
+    skips: list[int] = []
+    docs = tokens = 0
+    if separator is None:
+        for arr in streams:
+            for o in range(0, len(arr) - T, T):
+                if tokens >= budget:
+                    break
+                windows.append(np.asarray(arr[o : o + T + 1], np.int64))
+                skips.append(0)
+                tokens += T
+        return windows, skips, 0, tokens
+    for arr in streams:
+        a = np.asarray(arr, np.int64)
+        ends = np.flatnonzero(a == separator)
+        starts = np.concatenate(([0], ends[:-1] + 1))
+        for s, e in zip(starts, ends):
+            if tokens >= budget:
+                return windows, skips, docs, tokens
+            if e == s:
+                continue  # (empty documents are not written; a stray separator scores nothing)
+            seq = np.concatenate(([separator], a[s:e]))
+            n = len(seq) - 1  # predictions: every id of the document
+            n_win = -(-n // T)
+            windows.extend(seq[w * T : w * T + T + 1] for w in range(n_win - 1))
+            last = max(0, n - T)
+            windows.append(seq[last:])
+            skips.extend([0] * (n_win - 1) + [(n_win - 1) * T - last])
+            docs, tokens = docs + 1, tokens + n
+    return windows, skips, docs, tokens

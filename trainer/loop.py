@@ -11,8 +11,9 @@ Every step appends one JSON line to RUN_DIR/metrics.jsonl: step, loss, lr, grad_
 tokens consumed so far; trainer/mix.py), tokens_per_s (all ranks), mfu (per device; null
 on the CPU), skipped, and on a skipped step nonfinite ("loss" or "grad_norm"; loss and
 grad_norm are then null). Events (resume, rollback, heldout, terminated) are lines with an
-"event" key; {"event": "heldout", "step", "loss", "tokens"} is the held-out loss every
-eval_every steps.
+"event" key; {"event": "heldout", "step", "loss", "tokens", "documents"} is the held-out
+loss every eval_every steps, per document as `fertility eval` scores it (separator targets
+not counted; trainer.data.heldout_windows).
 
 SIGTERM (a preemptible machine going away) stops the run at the end of the current step: it
 is noted by a handler installed while training (the CLI's own raises at once, which could
@@ -36,6 +37,7 @@ import math
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -51,10 +53,10 @@ from fertility.progress import StatusLine
 from fertility.trainer import checkpoint as ck
 from fertility.trainer import distributed as D
 from fertility.trainer.config import TrainConfig
-from fertility.trainer.data import TokenData
+from fertility.trainer.data import TokenData, heldout_windows
 from fertility.trainer.mix import make_batches, record_consumed
 from fertility.trainer.model import ModelConfig, Transformer
-from fertility.trainer.rundir import RunDir
+from fertility.trainer.rundir import RunDir, read_run_json, write_run_json
 from fertility.trainer.throughput import ThroughputMeter
 
 
@@ -140,6 +142,7 @@ class Trainer:
         self.last_loss: float | None = None
         self.metrics_path = RunDir(self.run_dir).metrics
         self.heldout = heldout
+        self._heldout_windows: tuple[list, list[int], int, int] | None = None  # built once
         # Reading a CPU tensor costs nothing; reading a GPU one waits for the queue to drain.
         self.sync_every = 1 if self.device.type == "cpu" else cfg.log_every
         self._pending: list[dict[str, Any]] = []  # steps whose loss is still on the device
@@ -275,7 +278,9 @@ class Trainer:
         self.bad_in_row = 0
 
     # -- checks before the first step ----------------------------------------------------
-    def preflight(self) -> None:
+    def preflight(self) -> Any:
+        """The checks before step 1; returns the arbiter's report (TrainingError on a
+        failure, on every rank)."""
         # deferred: looked up when called, so a test can replace it
         from fertility.trainer.arbiter import assert_arbiter
 
@@ -295,19 +300,38 @@ class Trainer:
             # reuse its compilation) rather than compile a second copy.
             compiled = self.model if self.compiled and self.ddp is None else self.compiled
             exact_on = copy.deepcopy(self.raw) if self.ddp is not None else None
-            assert_arbiter(
+            report = assert_arbiter(
                 self.raw,
                 x.to(self.device),
                 y.to(self.device),
                 compiled=compiled,
                 amp_dtype=self.amp,
                 exact_on=exact_on,
+                step=(
+                    "FSDP keeps the unsharded gradients inside its reduce-scatter (a DDP or "
+                    "one-device run of the same model checks the step)"
+                    if self.fsdp
+                    else self._step_check
+                ),
             )
         except TrainingError as e:
-            ok, message = False, str(e)
+            ok, message, report = False, str(e), None
         torch.set_rng_state(rng)
         self.optimizer.zero_grad(set_to_none=True)
         D.agree(ok, message, self.env)
+        if report is not None:
+            self._record_arbiter(report)
+        return report
+
+    def _record_arbiter(self, report: Any) -> None:
+        """The arbiter's verdict: one line on stderr, and run.json's `arbiter` record."""
+        if not self.quiet:
+            D.log(self.env, report.line())
+        run_json = RunDir(self.run_dir).run_json
+        if self.env.is_main and run_json.exists():
+            record = read_run_json(run_json)
+            record["arbiter"] = report.record()
+            write_run_json(run_json, record, TrainingError)
 
     # -- one optimizer step ---------------------------------------------------------------
     def train_step(self) -> dict[str, Any]:
@@ -316,26 +340,12 @@ class Trainer:
         lr = lr_at(step, self.cfg, self.total_steps)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        autocast = torch.autocast(self.device.type, dtype=self.amp) if self.amp else nullcontext()
-        loss_sum = torch.zeros((), device=self.device)
-        for micro in range(self.accum):
-            x, y = (self._to_device(t) for t in self.batches.next())
-            last = micro == self.accum - 1  # gradients are reduced on the last backward only
-            if self.ddp is not None:
-                self.ddp.require_backward_grad_sync = last
-            elif self.fsdp:
-                raw = self.raw
-                assert isinstance(raw, FSDPModule), "fully_shard made the model an FSDPModule"
-                raw.set_requires_gradient_sync(last)
-            with autocast:
-                loss = self.model(x, y)
-            (loss / self.accum).backward()
-            loss_sum += loss.detach()
+        micro_batches = (
+            tuple(self._to_device(t) for t in self.batches.next()) for _ in range(self.accum)
+        )
+        loss_sum = self.accumulate(self.model, micro_batches)
         loss_t = D.all_reduce_mean(loss_sum / self.accum, self.env)
-        clip = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
-        norm_t = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), clip)
-        if hasattr(norm_t, "full_tensor"):  # FSDP: a DTensor
-            norm_t = norm_t.full_tensor()
+        norm_t = self.clip()
         self.step = step
         self.tokens_seen += self.step_tokens
         record = {
@@ -358,6 +368,73 @@ class Trainer:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return record
+
+    def accumulate(
+        self, module: Callable[..., torch.Tensor], micro_batches: Any, exact: bool = False
+    ) -> torch.Tensor:
+        """The step's gradients: each of the accum micro-batches' mean loss, divided by accum,
+        backpropagated through `module` (the run's: compiled, DDP); DDP and FSDP reduce on
+        the last backward only. Returns the micro-batches' summed losses (detached). The
+        arbiter's step check runs this very code (preflight); `exact`: without autocast,
+        for its float64 pass."""
+        amp = None if exact else self.amp
+        autocast = torch.autocast(self.device.type, dtype=amp) if amp else nullcontext()
+        loss_sum = torch.zeros((), device=self.device)
+        for micro, (x, y) in enumerate(micro_batches):
+            last = micro == self.accum - 1  # gradients are reduced on the last backward only
+            if self.ddp is not None:
+                self.ddp.require_backward_grad_sync = last
+            elif self.fsdp:
+                raw = self.raw
+                assert isinstance(raw, FSDPModule), "fully_shard made the model an FSDPModule"
+                raw.set_requires_gradient_sync(last)
+            with autocast:
+                loss = module(x, y)
+            (loss / self.accum).backward()
+            loss_sum += loss.detach()
+        return loss_sum
+
+    def clip(self) -> torch.Tensor:
+        """Clip the gradients at grad_clip (0: measure only); the norm before clipping."""
+        clip = self.cfg.grad_clip if self.cfg.grad_clip > 0 else float("inf")
+        norm_t = torch.nn.utils.clip_grad_norm_(self.raw.parameters(), clip)
+        if hasattr(norm_t, "full_tensor"):  # FSDP: a DTensor
+            norm_t = norm_t.full_tensor()
+        return norm_t
+
+    def _step_check(self) -> Any:
+        """check_step on the run's own step: its next accum micro-batches (each cut to
+        STEP_SEQS x STEP_TOKENS, the cursor put back), through accumulate() and clip(). One
+        process: the model in float64; under DDP the wrapper in the run's dtype, the
+        reference averaged by an all-reduce of our own."""
+        from fertility.trainer import arbiter
+
+        state = self.batches.state_dict()
+        try:
+            read = [self.batches.next() for _ in range(self.accum)]
+        finally:
+            self.batches.load_state_dict(state)
+        cut = (slice(0, arbiter.STEP_SEQS), slice(0, arbiter.STEP_TOKENS))
+        micro = [(self._to_device(x[cut]), self._to_device(y[cut])) for x, y in read]
+        clip = self.cfg.grad_clip if self.cfg.grad_clip > 0 else math.inf
+        if self.ddp is None:
+            return arbiter.check_step(
+                self.raw,
+                micro,
+                lambda mb: (self.accumulate(self.raw, mb, exact=True), self.clip())[1],
+                clip=clip,
+            )
+        ddp = self.ddp
+        return arbiter.check_step(
+            self.raw,
+            micro,
+            lambda mb: (self.accumulate(ddp, mb), self.clip())[1],
+            clip=clip,
+            float64=False,
+            amp_dtype=self.amp,
+            reduce=lambda g: D.all_reduce_mean(g.detach(), self.env),
+            tol=arbiter.TOL_LOW_PRECISION if self.amp is not None else arbiter.TOL_FP32,
+        )
 
     def _to_device(self, t: torch.Tensor) -> torch.Tensor:
         if self.device.type != "cuda":
@@ -385,25 +462,40 @@ class Trainer:
         return record
 
     @torch.no_grad()
-    def heldout_loss(self) -> tuple[float, int] | None:
-        """(mean loss, tokens) over the first eval_windows held-out windows, the same ones
-        every time. The eager module: the compiled one would compile again for no_grad."""
+    def heldout_loss(self) -> tuple[float, int, int] | None:
+        """(nats per scored token, scored tokens, documents) on the first held-out documents
+        up to eval_windows x seq_len tokens, the same ones every time, scored as `fertility
+        eval` scores a document (trainer.data.heldout_windows). The eager module: the
+        compiled one would compile again for no_grad."""
         if self.heldout is None:
             return None
-        n, T = self.cfg.eval_windows, self.cfg.resolved_seq_len
-        rows = [
-            arr[o : o + T + 1] for arr in self.heldout.tokens for o in range(0, len(arr) - T, T)
-        ][:n]
-        if not rows:
+        T = self.cfg.resolved_seq_len
+        if self._heldout_windows is None:
+            self._heldout_windows = heldout_windows(
+                self.heldout.tokens, self.heldout.separator, T, self.cfg.eval_windows * T
+            )
+        windows, skips, docs, n_tokens = self._heldout_windows
+        if not windows:
             return None
-        w = torch.from_numpy(np.stack(rows).astype(np.int64))
+        # Windows padded to T+1; padding and the predictions a window skips are ignored
+        # targets (-100). Padding sits after a window's tokens: causal attention keeps it
+        # from changing any scored position.
+        w = torch.zeros((len(windows), T + 1), dtype=torch.int64)
+        y = torch.full((len(windows), T), -100, dtype=torch.int64)
+        for i, (win, k) in enumerate(zip(windows, skips)):
+            w[i, : len(win)] = torch.from_numpy(win)
+            y[i, k : len(win) - 1] = w[i, k + 1 : len(win)]
         autocast = torch.autocast(self.device.type, dtype=self.amp) if self.amp else nullcontext()
         total = torch.zeros((), device=self.device, dtype=torch.float64)
         for i in range(0, len(w), self.cfg.micro_batch):
-            chunk = self._to_device(w[i : i + self.cfg.micro_batch])
+            x, t = (
+                self._to_device(w[i : i + self.cfg.micro_batch, :-1]),
+                self._to_device(y[i : i + self.cfg.micro_batch]),
+            )
             with autocast:
-                total += self.raw(chunk[:, :-1], chunk[:, 1:]).double() * len(chunk)
-        return float(total) / len(w), len(w) * T
+                mean = self.raw(x, t).double()
+            total += mean * (t != -100).sum()
+        return float(total) / n_tokens, n_tokens, docs
 
     def _flush(self, meter: Any, local_tokens: int, status: StatusLine) -> bool:
         """Read and write the pending steps' lines; True when they forced a rollback."""
@@ -543,6 +635,7 @@ class Trainer:
                                 "step": self.step,
                                 "loss": held[0],
                                 "tokens": held[1],
+                                "documents": held[2],
                             }
                         )
                 if self.step % self.cfg.checkpoint_every == 0:

@@ -16,7 +16,8 @@ t_g = (p_g / c_g) / sum_h (p_h / c_h). Windows are dealt to languages by a smoot
 round robin: slot n of the run goes to the language furthest below t_g * n, so after any
 number of windows each language is within one window of its share. Which window of the
 language: epoch e of language g visits its windows in the order
-`default_rng([seed, g, e]).permutation(n_windows_g)`; a language that runs out starts its next
+`default_rng([seed, g, e]).permutation(n_windows_g)`, on a grid shifted by the pass's offset
+(trainer.data.grid_offsets: 0 in the first pass, then seeded in [0, seq_len)); a language that runs out starts its next
 epoch alone (repeating its text, as the plan says it will). The cursor is the count of windows
 dealt to each language, so a resumed run deals exactly the same windows, and under torchrun
 rank r keeps every world-th window of the global batch, as `Batches` does.
@@ -38,7 +39,7 @@ import numpy as np
 
 from fertility.corpus.sampling import temperature_shares
 from fertility.errors import TrainingError
-from fertility.trainer.data import Batches, BatchSource, TokenData
+from fertility.trainer.data import Batches, BatchSource, TokenData, grid_offsets
 from fertility.trainer.rundir import read_run_json, write_run_json
 
 MAX_PASSES = 4  # data-constrained scaling: repeated text stops paying off past about 4 epochs
@@ -312,25 +313,30 @@ class MixBatches(BatchSource):
         return self._perms[key]
 
     def _deal(self, need: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(language, window) of each slot of the next global batch, and the counts after."""
+        """(language, window start in the language's stream) of each slot of the next
+        global batch, and the counts after."""
         counts = self.counts.copy()
         langs = np.empty(need, dtype=np.int64)
-        wins = np.empty(need, dtype=np.int64)
+        starts = np.empty(need, dtype=np.int64)
+        n_langs, T = len(self.share), self.seq_len
         for i in range(need):
             g = int(np.argmax(self.share * (counts.sum() + 1) - counts))
             epoch, pos = divmod(int(counts[g]), int(self.lang_windows[g]))
-            langs[i], wins[i] = g, self._permutation(g, epoch)[pos]
+            # this pass's grid of windows (trainer.data.grid_offsets), kept inside the stream
+            start = self._permutation(g, epoch)[pos] * T
+            start += grid_offsets(self.seed, epoch, n_langs, T)[g]
+            langs[i], starts[i] = g, min(start, int(self.vstarts[g][-1]) - T - 1)
             counts[g] += 1
-        return langs, wins, counts
+        return langs, starts, counts
 
-    def _locate(self, langs: np.ndarray, wins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _locate(self, langs: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(document, token offset in its shard) of every token of each window."""
         docs = np.asarray(self.data.docs)
         doc = np.empty((len(langs), self.seq_len + 1), dtype=np.int64)
         offset = np.empty_like(doc)
         for g in np.unique(langs):
             rows = langs == g
-            v = wins[rows, None] * self.seq_len + np.arange(self.seq_len + 1)
+            v = starts[rows, None] + np.arange(self.seq_len + 1)
             local = np.searchsorted(self.vstarts[g], v, side="right") - 1
             doc[rows] = self.doc_ids[g][local]
             offset[rows] = docs[doc[rows], 1] + (v - self.vstarts[g][local])
@@ -341,8 +347,8 @@ class MixBatches(BatchSource):
         # deferred: torch is the optional train extra
         import torch
 
-        langs, wins, counts = self._deal(self.micro_batch * self.world)
-        doc, offset = self._locate(langs, wins)
+        langs, starts, counts = self._deal(self.micro_batch * self.world)
+        doc, offset = self._locate(langs, starts)
         if advance:
             self.counts = counts
             self.ledger.add(doc[:, 1:])

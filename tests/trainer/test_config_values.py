@@ -219,3 +219,25 @@ def test_validate_refuses_what_the_dataclass_was_given_directly():
         TrainConfig(grad_clip=math.nan).validate()
     with pytest.raises(TrainingError, match=r"^x: eps must be a finite number > 0, got 0$"):
         TrainConfig(eps=0).validate("x")
+
+
+def test_each_preset_brings_its_own_optimizer_and_batch_defaults(monkeypatch):
+    from fertility.trainer.config import PRESET_TRAINING
+    from fertility.trainer.model import PRESETS
+
+    tiny = load_config()
+    assert (tiny.lr, tiny.min_lr, tiny.warmup_steps) == (3e-3, 3e-4, 10)
+    assert tiny.tokens_per_step is None and tiny.step_tokens() == 16 * 128  # no accumulation
+    big = load_config(overrides={"preset": "0.4b"})
+    # 0.5M tokens per step (GPT-3 Medium; nanoGPT, llm.c): 32 micro-batches of 8 x 2048
+    assert big.tokens_per_step == 524_288 and big.accum_steps() == 32 and big.lr == 3e-4
+    assert load_config(overrides={"preset": "0.4b", "lr": 1e-4}).lr == 1e-4  # given wins
+    # A preset's target under any torchrun world size: the nearest multiple of one
+    # micro-batch on every device. 3 devices: 49,152 tokens a micro-batch, 524,288 / 49,152
+    # = 10.67 -> 11 x 49,152 = 540,672 (hand-worked); 64 devices: one micro-batch, 1,048,576.
+    monkeypatch.setenv("RANK", "0")
+    for world, expected in ((3, 540_672), (64, 1_048_576), (8, 524_288)):
+        monkeypatch.setenv("WORLD_SIZE", str(world))
+        assert load_config(overrides={"preset": "0.4b"}).tokens_per_step == expected
+        assert load_config().tokens_per_step is None  # tiny: one micro-batch per device
+    assert set(PRESET_TRAINING) == set(PRESETS)

@@ -352,3 +352,61 @@ def test_one_compilation_for_the_arbiter_and_the_run(tmp_path, data, monkeypatch
     x, y = t.batches.next()
     twin(x, y).backward()
     assert in_run == len(graphs) > 0
+
+
+# -- the arbiter's step check: what the optimizer will read --------------------------------
+
+
+def _accum_trainer(tmp_path, data):
+    # 2 micro-batches per step and grad_clip 1.0, which the tiny model's first gradient
+    # (norm ~3 at init on this stream) exceeds: the check covers accumulation and clipping
+    t = _trainer(tmp_path, data, micro_batch=4, tokens_per_step=256)
+    assert t.accum == 2
+    return t
+
+
+def test_step_check_passes_the_run_s_own_step(tmp_path, data):
+    report = _accum_trainer(tmp_path, data).preflight()
+    step = report.step
+    assert report.ok and step is not None and step.dtype == "float64"
+    assert step.micro_batches == 2 and step.clipped
+    assert len(step.errors) == report.checked == 20  # every trainable parameter
+    # float64 sums in another order only (arbiter.TOL_STEP's analysis): measured ~1e-16
+    assert step.worst() < 1e-12
+    assert "optimizer step" in report.checks() and "optimizer step (2 micro-batches" in (
+        report.line()
+    )
+
+
+@pytest.mark.parametrize(
+    "fault, named",
+    [
+        ("scaled", "layers.1.attn.k_proj.weight"),
+        ("zeroed", "layers.0.mlp.down_proj.weight"),
+        ("divisor", "gradient norm"),
+    ],
+)
+def test_step_check_catches_what_autograd_alone_does_not_see(tmp_path, data, fault, named):
+    t = _accum_trainer(tmp_path, data)
+
+    def scale(q):
+        q.grad.mul_(1e-12)
+
+    def zero(q):
+        q.grad.zero_()
+
+    if fault == "scaled":  # after accumulation, where torch.autograd.grad never looks
+        t.raw.layers[1].attn.k_proj.weight.register_post_accumulate_grad_hook(scale)
+    elif fault == "zeroed":
+        t.raw.layers[0].mlp.down_proj.weight.register_post_accumulate_grad_hook(zero)
+    else:  # the micro-batch losses not divided by accum: twice the gradient, then clipped
+        accumulate = t.accumulate
+        t.accumulate = lambda m, mb, exact=False: accumulate(
+            lambda x, y: m(x, y) * t.accum, mb, exact
+        )
+    with pytest.raises(TrainingError) as e:
+        t.run()
+    message = str(e.value)
+    assert "the optimizer would read other gradients" in message and named in message
+    assert "finite difference" not in message  # autograd's own gradient is right
+    assert not (tmp_path / "run/checkpoints").exists()
