@@ -26,6 +26,7 @@ Device = Literal["auto", "cpu", "cuda"]  # the trainer's; eval also takes cuda:N
 ReportFormat = Literal["table", "json", "csv", "html", "leaderboard", "leaderboard-csv"]
 GateFormat = Literal["text", "json"]
 EvalFormat = Literal["table", "json"]
+PretrainFormat = Literal["text", "json"]  # the summary at the end of a run
 ExportTarget = Literal["hf"]
 FixModel = Literal["bpe", "unigram"]
 FixBackend = Literal["tokenizers", "sentencepiece"]

@@ -49,7 +49,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from fertility.errors import Terminated, TrainingError
 from fertility.files import write_text_atomic
-from fertility.progress import StatusLine
+from fertility.progress import StatusLine, meter_text
 from fertility.trainer import checkpoint as ck
 from fertility.trainer import distributed as D
 from fertility.trainer.config import TrainConfig
@@ -117,6 +117,7 @@ class Trainer:
         self.device = self.env.device
         self.fingerprint, self.special_ids = fingerprint, dict(special_ids or {})
         self.quiet, self.callbacks = quiet, callbacks
+        self._clock = (time.monotonic(), 0)  # (start, step) of the ETA, set by run()
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
         self.raw = Transformer(model_cfg).to(self.device)
@@ -526,8 +527,13 @@ class Trainer:
             self.step % self.cfg.log_every == 0 or self.step == self.total_steps
         ):
             mfu = "" if last["mfu"] is None else f"  mfu {last['mfu']:.1%}"
+            t_start, s_start = self._clock
+            eta = meter_text(
+                self.step - s_start, self.total_steps - s_start, time.monotonic() - t_start
+            )
             status.update(
-                f"step {self.step}/{self.total_steps}  loss {last['loss']:.4f}  "
+                f"step {self.step}/{self.total_steps}{f' ({eta})' if eta else ''}  "
+                f"loss {last['loss']:.4f}  "
                 f"lr {last['lr']:.2e}  {last['tokens_per_s']:,.0f} tok/s{mfu}",
                 force=True,
             )
@@ -597,6 +603,7 @@ class Trainer:
         )
         status = StatusLine(self.quiet or not self.env.is_main)
         t0 = time.monotonic()
+        self._clock = (t0, self.step)  # the ETA's rate: this process's steps so far
         path = None
         with self._stop_on_sigterm():
             path = self._train(meter, local_tokens, status)

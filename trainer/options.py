@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fertility.errors import TrainingError
-from fertility.options import CorpusOptions, Device, flags, option
+from fertility.options import CorpusOptions, Device, PretrainFormat, flags, option
 
 
 def _mix(text: str) -> dict[str, float]:
@@ -83,6 +83,13 @@ class PretrainOptions:
         metavar="MODEL_DIR",
         help="Continue pretraining this Llama-architecture Hugging Face folder "
         "(config.json + model.safetensors); -t is its tokenizer or an extension.",
+    )
+    fmt: PretrainFormat = option(
+        "text",
+        decls=("--format",),
+        show_default=True,
+        help="The summary at the end: text for a person, json for a machine (run.json "
+        "holds it all either way).",
     )
     # The corpus options (fertility.options.CorpusOptions; on the command line as every
     # corpus command's) and the two every such command shares.

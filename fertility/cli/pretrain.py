@@ -19,6 +19,7 @@ from fertility.cli.options import (
     need_torch,
     options_of,
 )
+from fertility.progress import clock
 from fertility.trainer.options import PretrainOptions
 
 
@@ -34,4 +35,37 @@ def pretrain(**kw) -> None:
 
     summary = run_pretrain(options)
     if os.environ.get("RANK", "0") == "0":  # under torchrun: one summary, rank 0's
-        click.echo(json.dumps(summary, indent=2, default=str))
+        if options.fmt == "json":
+            click.echo(json.dumps(summary, indent=2, default=str))
+        else:
+            click.echo(summary_text(summary))
+
+
+def summary_text(s: dict) -> str:
+    """The end of a run for a person: what was trained, how far, where it is."""
+    params = s.get("params")
+    lines = [
+        f"pretrained: preset {s.get('preset')}"
+        + (f", {params:,} parameters" if isinstance(params, int) else "")
+        + f"; tokenizer {s.get('tokenizer')} (vocabulary {s.get('vocab_size', 0):,})",
+        f"  {s.get('steps', 0):,} steps, {s.get('tokens', 0):,} tokens in "
+        f"{clock(float(s.get('elapsed_s') or 0))}"
+        + (
+            f"; last training loss {s['final_loss']:.4f} nats/token"
+            if isinstance(s.get("final_loss"), float)
+            else ""
+        ),
+    ]
+    if s.get("skipped_steps") or s.get("rollbacks"):
+        lines.append(
+            f"  {s.get('skipped_steps', 0)} non-finite steps skipped, "
+            f"{s.get('rollbacks', 0)} rollbacks (metrics.jsonl says which)"
+        )
+    if s.get("forced"):
+        lines.append("  the tokenizer failed the gate: trained anyway (--force, in run.json)")
+    lines.append(f"  checkpoint: {s.get('checkpoint') or 'none written'}")
+    lines.append(
+        f"  run folder: {s.get('run_dir')} (run.json, metrics.jsonl; --format json prints "
+        "this summary as JSON)"
+    )
+    return "\n".join(lines)

@@ -152,8 +152,9 @@ def test_the_same_corpus_from_another_folder_resumes(run, base, run_dir):
     os.chdir(run_dir)
     try:
         code, out, err = run(
-            "pretrain", *rel, "-t", base[1], "--out", ".", "--resume", "--steps", "5", "--quiet"
-        )
+            "pretrain", *rel, "-t", base[1], "--out", ".", "--resume", "--steps", "5",
+            "--quiet", "--format", "json",
+        )  # fmt: skip
     finally:
         os.chdir(cwd)
     assert code == 0, err
@@ -218,6 +219,8 @@ def test_sigterm_checkpoints_the_current_step_and_exits_143(run, base, tmp_path)
         "--steps",
         str(step + 2),
         "--quiet",
+        "--format",
+        "json",
     )
     assert code == 0, err
     assert json.loads(out)["steps"] == step + 2

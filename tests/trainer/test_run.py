@@ -343,3 +343,32 @@ def test_tokenizer_without_end_of_text_gets_a_reserved_separator(tmp_path):
         int((open_shard(tmp_path / "run/data" / s["file"])[1] == V).sum()) for s in index["train"]
     )
     assert seps == sum(s["docs"] for s in index["train"]) > 0
+
+
+def test_the_run_ends_with_a_summary_a_person_reads():
+    """`fertility pretrain` prints this at the end (--format json: the dict itself)."""
+    from fertility.cli.pretrain import summary_text
+
+    s = {
+        "run_dir": "out",
+        "steps": 200,
+        "tokens": 409600,
+        "final_loss": 5.6012,
+        "skipped_steps": 0,
+        "rollbacks": 0,
+        "elapsed_s": 564.2,
+        "checkpoint": "out/checkpoints/step-000200",
+        "params": 1234567,
+        "forced": True,
+        "preset": "tiny",
+        "tokenizer": "tok.json",
+        "vocab_size": 8000,
+    }
+    text = summary_text(s)
+    assert text.splitlines() == [
+        "pretrained: preset tiny, 1,234,567 parameters; tokenizer tok.json (vocabulary 8,000)",
+        "  200 steps, 409,600 tokens in 9:24; last training loss 5.6012 nats/token",
+        "  the tokenizer failed the gate: trained anyway (--force, in run.json)",
+        "  checkpoint: out/checkpoints/step-000200",
+        "  run folder: out (run.json, metrics.jsonl; --format json prints this summary as JSON)",
+    ]
