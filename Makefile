@@ -42,11 +42,13 @@ demo: $(VENV)/.core
 fixtures: $(VENV)/.core
 	$(PY) tests/realworld/build.py
 
+# pytest on two worker processes (pytest-xdist): the suite's CPU time on both cores of the
+# 2-core machines it is sized for (README.md).
 test: $(VENV)/.test fixtures
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(MAKE) typecheck
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 # mypy checks the package as it installs: fertility/ with trainer/ and eval/ inside it
 # (pyproject.toml's package-dir), read through a tree of links, as mypy knows no such mapping.
