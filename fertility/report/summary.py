@@ -417,12 +417,13 @@ def wrap_text(text: str, width: int) -> list[str]:
 
 
 def verdict_line(result: GateResult, head: str | None = None) -> str:
-    """`verdict: FAIL (checks: 3 of 20 failed, 1 uncertain, 16 passed; 2 blocking findings)`,
-    read from the result (head: the word when the caller knows more, "PASS, LOSSY")."""
+    """`verdict: FAIL (3 of 20 checks failed, 1 uncertain; 2 blocking findings)`, read from
+    the result (head: the word when the caller knows more, "PASS, LOSSY"). Short enough for
+    80 columns with four-digit counts: it is always one line, the last."""
     head = head or ("PASS" if result.passed else "FAIL")
-    n = {v: sum(c.verdict == v for c in result.checks) for v in ("fail", "uncertain", "pass")}
+    n = {v: sum(c.verdict == v for c in result.checks) for v in ("fail", "uncertain")}
     return (
-        f"verdict: {head} (checks: {n['fail']} of {len(result.checks)} failed, "
-        f"{n['uncertain']} uncertain, {n['pass']} passed; {len(result.blocking)} blocking "
+        f"verdict: {head} ({n['fail']} of {len(result.checks)} checks failed, "
+        f"{n['uncertain']} uncertain; {len(result.blocking)} blocking "
         f"finding{'' if len(result.blocking) == 1 else 's'})"
     )
