@@ -216,3 +216,24 @@ def _analyze_texts(texts: list[str], tokenizer: Path | str):
         p = Path(d) / "mixed.jsonl"
         p.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
         return analyze([str(p)], [str(tokenizer)], workers=1)
+
+
+def test_extend_of_a_real_rank_file_on_real_bengali_exits_0_on_bengali(rw, tmp_path, run):
+    """`fertility extend` of Llama 3's rank file on Firefox's Bengali messages as shipped: its
+    Latin is names and placeholders, reported, not judged; the verdict is Bengali's. Before
+    the running-text rule the gate said FAIL on Latin fragments (uncertain `Latn 2.87 >= 3`
+    and a blocking pretokenizer-ceiling) with Bengali at 4.7x its base compression."""
+    corpus = tmp_path / "bn"
+    corpus.mkdir()
+    (corpus / "bn.txt").write_text(
+        "\n".join(_lines(rw, "shipped/bn.txt", 4000)) + "\n", encoding="utf-8"
+    )
+    out = tmp_path / "out"
+    code, _, err = run("extend", f"{rw}/{LLAMA3}", corpus, "--add", "1500", "--langs", "bn",
+                       "--out", out, "--quiet")  # fmt: skip
+    assert code == 0, err
+    gate = json.loads((out / "extend-report.json").read_text(encoding="utf-8"))["gate"]
+    assert gate["passed"]
+    judged = {c["key"] for c in gate["checks"] if c["group"] == "script"}
+    assert judged == {"Beng"}
+    assert [s["key"] for s in gate["skipped"]] == ["Latn"]
