@@ -17,10 +17,11 @@ from fertility.errors import FertilityError
 
 
 def write_text_atomic(
-    path: str | os.PathLike, text: str, error: type[FertilityError] = FertilityError
+    path: str | os.PathLike, text: str | bytes, error: type[FertilityError] = FertilityError
 ) -> None:
-    """Write `text` to `path` so that a reader, or a run killed midway, sees the old file or
-    the new one. An OSError becomes `error` naming the file (exit 2).
+    """Write `text` (UTF-8; bytes as they are: an image) to `path` so that a reader, or a run
+    killed midway, sees the old file or the new one. An OSError becomes `error` naming the
+    file (exit 2).
 
     Only a regular file (or a new name) is replaced by a rename. A symlink is written through:
     the rename happens beside its target, so the link stays a link and the target is fresh.
@@ -38,8 +39,12 @@ def write_text_atomic(
         raise error(f"{path}: is a folder, not a file")
     if mode is not None and not stat.S_ISREG(mode):
         try:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
+            if isinstance(text, bytes):
+                with open(path, "wb") as fb:
+                    fb.write(text)
+            else:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
         except OSError as e:
             raise error(f"{path}: cannot write ({e.strerror or e})") from None
         return
@@ -47,7 +52,10 @@ def write_text_atomic(
     remove_stale_partials(path)
     tmp = path.with_name(f".{path.name}{PARTIAL}{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        if isinstance(text, bytes):
+            tmp.write_bytes(text)
+        else:
+            tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as e:
         raise error(f"{path}: cannot write ({e.strerror or e})") from None

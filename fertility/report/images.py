@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fertility.errors import OutputError, one_line
-from fertility.files import PARTIAL, remove_stale_partials
+from fertility.files import write_text_atomic
 from fertility.outputs import Inputs, check_folder, claim_folder
 from fertility.report.html import charts
 
@@ -38,7 +38,10 @@ def write_plots(
     check_folder(folder, MADE_BY, names, inputs or Inputs.of(), **claim)
     images = _render([fig for _, _, fig in figs])  # before the folder: a failed export makes none
     out = claim_folder(folder, MADE_BY, names, inputs or Inputs.of(), **claim)
-    return [_write_bytes(out / n, data) for n, data in zip(names, images)]
+    paths = [out / n for n in names]
+    for path, data in zip(paths, images):
+        write_text_atomic(path, data, OutputError)
+    return paths
 
 
 def _render(figs: list) -> list[bytes]:
@@ -71,18 +74,3 @@ def _render(figs: list) -> list[bytes]:
             f"--plots: the image export failed ({one_line(e)[:240]}); it needs a Chrome or "
             "Chromium (Debian: apt-get install chromium; elsewhere name it in BROWSER_PATH)"
         ) from None
-
-
-def _write_bytes(path: Path, data: bytes) -> Path:
-    """`data` to `path` in one rename (fertility.files.write_text_atomic's way, for bytes)."""
-    remove_stale_partials(path)
-    tmp = path.with_name(f".{path.name}{PARTIAL}{os.getpid()}")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise OutputError(f"{path}: cannot write ({e.strerror or e})") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return path

@@ -1,15 +1,5 @@
-"""Shared by the eval tests."""
+"""Shared by the eval tests: one torch thread, as the trainer tests (tiny models, ours and
+lm-eval's: on a busy 2-core machine a second thread made lm-eval's forward passes 100x
+slower), session-scoped so the module-scoped trained runs use it too."""
 
-import pytest
-import torch
-
-
-@pytest.fixture(scope="session", autouse=True)
-def one_thread():
-    # Tiny models, ours and lm-eval's: a second thread only contends, and on a busy 2-core
-    # machine the default count made lm-eval's forward passes 100x slower. Session-scoped, so
-    # the module-scoped fixtures (the trained runs every test here scores) run with it too.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+from tests.trainer.conftest import one_thread  # noqa: F401  (an autouse fixture)

@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from tests.realworld.conftest import rw  # noqa: F401  (the fixture: real tokenizers and text)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def one_thread():
@@ -14,20 +16,3 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="session")
-def rw():
-    """The real-world fixture folder (tests/realworld/conftest.py's `rw`, which pytest gives
-    only to tests under tests/realworld): skipped when absent, a failure on CI."""
-    import os
-
-    from tests.realworld.layout import root
-
-    path = root()
-    if not (path / "READY").is_file():
-        msg = f"real-world fixtures missing at {path}: run make fixtures"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return path
