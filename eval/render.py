@@ -85,6 +85,8 @@ def render_text(result: dict[str, Any]) -> str:
             rows,
             left=2,
         )
+        if result.get("base"):
+            out += _base_lines(result["base"])
         for fl in result["flags"]:
             out.append(f"! {fl['message']}")
     if result["tasks"]:
@@ -119,3 +121,31 @@ def render_text(result: dict[str, Any]) -> str:
                     f"{sc['context'] + 1} tokens"
                 )
     return "\n".join(out) + "\n"
+
+
+def _base_lines(base: dict[str, Any]) -> list[str]:
+    """The run against the model it continued (eval/base.py): bits per byte of each."""
+    out = [
+        "",
+        f"against the base model {base['model_dir']}  (bits per byte on the same documents, "
+        f"context {base['context']}; run / base: below 1 is better, above 1 a loss; "
+        "for the base's own languages it is the retention)",
+    ]
+    rows = [
+        [
+            r["key"],
+            f"{r['documents']:,}",
+            _f(r["base_bits_per_byte"]),
+            _ci(r["base_bits_per_byte_ci95"]),
+            _f(r["bits_per_byte"]),
+            _ci(r["bits_per_byte_ci95"]),
+            _f(r["ratio"], 4),
+            "-" if r["ratio"] is None else f"{r['ratio'] - 1:+.1%}",
+        ]
+        for r in base["rows"]
+    ]
+    return out + grid(
+        ["language", "docs", "base b/B", "95%", "run b/B", "95%", "run/base", "change"],
+        rows,
+        left=2,
+    )

@@ -19,6 +19,7 @@ from typing import Any
 
 from fertility.corpus import Corpus, CorpusOptions
 from fertility.errors import EvalError, FertilityError
+from fertility.eval import base as base_compare
 from fertility.eval import choice, nll
 from fertility.tokenizers import load_tokenizer
 from fertility.trainer.checkpoint import load_model
@@ -202,11 +203,17 @@ def evaluate(
     corpus_options: CorpusOptions | None = None,
     batch_tokens: int | None = None,
     progress: Callable[[str], None] | None = None,
+    base: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Evaluate a run folder; returns the `fertility.eval/1` dict (docs/EVAL.md)."""
+    """Evaluate a run folder; returns the `fertility.eval/1` dict (docs/EVAL.md).
+
+    `base`: a Hugging Face model folder to compare per-language bits per byte with (eval/base.py);
+    default: the folder a continued run started from (run.json's init), when it is there."""
 
     say = progress or (lambda msg: None)
     task_items = [(Path(t), choice.load_items(t)) for t in tasks]  # bad files fail first
+    if base is not None and not Path(base).is_dir():
+        raise EvalError(f"--base {base}: no such model folder")
     run = open_run(run_dir, step=step, device=device, context=context)
     model, tok = run.model, run.tokenizer
     ln_v = math.log(model.cfg.vocab_size)
@@ -236,6 +243,7 @@ def evaluate(
         },
         "heldout": None,
         "lm": [],
+        "base": None,
         "flags": [],
         "tasks": [],
     }
@@ -284,6 +292,32 @@ def evaluate(
             prep, langs, {"model": ours, "twin": theirs}, bootstrap=bootstrap, seed=seed
         )
         result["flags"] = lm_flags(result["lm"], ln_v)
+        recorded = (run.meta.get("init") or {}).get("model_dir")
+        if base is None and recorded and Path(recorded).is_dir():
+            base = recorded
+        elif base is None and recorded:
+            result["flags"].append(
+                {
+                    "code": "base_model_missing",
+                    "group": "all",
+                    "key": "all",
+                    "message": f"the base model {recorded} (run.json init) is not there: "
+                    "no comparison with it (--base MODEL_DIR names another copy)",
+                }
+            )
+        if base is not None:
+            say(f"scoring the base model {base}")
+            result["base"] = base_compare.compare(
+                base,
+                texts,
+                langs,
+                result["lm"],
+                context=run.context,
+                device=next(model.parameters()).device,
+                bootstrap=bootstrap,
+                seed=seed,
+                batch_tokens=batch_tokens,
+            )
     for path, items in task_items:
         say(f"scoring task {path.name}: {len(items)} items")
         scorer = choice.ModelScorer(

@@ -105,6 +105,12 @@ class TrainConfig:
     seed: int = 0
     # continued pretraining: a Llama-architecture Hugging Face folder (trainer/init.py)
     init_from: str | None = None
+    # its new rows (trainer/init.py): "mean" | "mean_norm" | "random"; docs/EXTEND.md has the
+    # measurement that chose mean (on a tiny CPU model: mean_norm did no better there)
+    new_rows_init: str = "mean"
+    # peak lr of the embedding matrix and the output head, on the same schedule as lr (None:
+    # lr). Continued pretraining keeps the backbone's lr low and this one high (docs/EXTEND.md)
+    embedding_lr: float | None = None
     # hardware: dtype "auto" is bf16 autocast on CUDA and float32 on the CPU
     device: str = "auto"  # auto | cpu | cuda
     dtype: str = "auto"  # auto | fp32 | bf16
@@ -232,6 +238,7 @@ _INTS: dict[str, tuple[int, int | None]] = {
 # Number fields: (low, low is open, high, high is open, a note for the message).
 _FLOATS: dict[str, tuple[float, bool, float, bool, str]] = {
     "lr": (0.0, True, math.inf, True, ""),
+    "embedding_lr": (0.0, True, math.inf, True, ""),
     "min_lr": (0.0, False, math.inf, True, ""),
     "weight_decay": (0.0, False, math.inf, True, ""),
     "eps": (0.0, True, math.inf, True, ""),
@@ -239,7 +246,15 @@ _FLOATS: dict[str, tuple[float, bool, float, bool, str]] = {
     "heldout_fraction": (0.0, False, 1.0, True, ""),
     "mix_temperature": (0.0, False, math.inf, True, ""),
 }
-_OPTIONAL = {"seq_len", "tokens_per_step", "steps", "tokens", "mix_temperature", "init_from"}
+_OPTIONAL = {
+    "seq_len",
+    "tokens_per_step",
+    "steps",
+    "tokens",
+    "mix_temperature",
+    "init_from",
+    "embedding_lr",
+}
 # [model] keys: integers >= 1, numbers > 0, booleans (ModelConfig's fields).
 _MODEL_INTS = SIZE_FIELDS
 _MODEL_FLOATS = ("rope_theta", "norm_eps", "init_std")
@@ -351,6 +366,9 @@ def _check_field(key: str, value: Any, where: _Where) -> Any:
     elif key == "init_from":
         if not isinstance(value, str) or not value:
             raise where.bad(key, "a model folder (a non-empty string)", value)
+    elif key == "new_rows_init":
+        if value not in ("mean", "mean_norm", "random") or not isinstance(value, str):
+            raise where.bad(key, "mean, mean_norm or random", value)
     elif key == "device":
         ok = isinstance(value, str) and (
             value in ("auto", "cpu", "cuda")

@@ -13,12 +13,22 @@ What is checked before anything trains:
   model's vocab_size; ``ids-map.json`` (written by `fertility extend` beside the tokenizer) was
   made for this very tokenizer (its fingerprint).
 
-The rule for the rows (embedding, and the LM head when it is not tied):
-- ids below the model's vocab_size: the base row, unchanged;
-- a new id: the mean of the base rows of the base ids that spell it (``base_ids`` in
-  ids-map.json: the base tokens it replaces in the text it was learned from; byte pieces when
-  the base spelt it with bytes);
-- any other id above the base (a separator `pretrain` reserves): the mean of all base rows.
+The rule for the rows (embedding, and the LM head when it is not tied), `new_rows_init`:
+- ids below the model's vocab_size: the base row, unchanged (every mode);
+- "mean" (the default; docs/EXTEND.md has the measurement that chose it): a new id gets the
+  mean of the base rows of the base ids that spell it (``base_ids`` in ids-map.json: the base
+  tokens it replaces in the text it was learned from; byte pieces when the base spelt it with
+  bytes); any other id above the base (a separator `pretrain` reserves) the mean of all base
+  rows;
+- "mean_norm": the same mean, rescaled to the median norm of the base rows whose
+  tokens are text of the new token's script (or of all base rows when the base has no token of
+  that script, e.g. a byte-level base that spells it with byte pieces). A mean of n pieces that
+  point different ways is shorter than they are (~1/sqrt(n) of their norm when unrelated),
+  and pieces the base hardly trained (byte pieces of a script it never saw) are not at a
+  trained row's norm either; the correction starts the row at a typical trained row's norm,
+  as NVIDIA's Nemotron tokenizer-extension guide does;
+- "random": the rows the model's own initialisation drew (normal, std init_std), as a model
+  trained from scratch starts them.
 Every other weight is the base's. So at step 0 a text whose ids are all base ids gets exactly
 the base model's logits over the base ids.
 """
@@ -29,14 +39,25 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+# the one classification of code points by script (fertility.unicode's)
+from fertility import unicode as U
 from fertility.errors import TrainingError
 from fertility.tokenizers import load_tokenizer
 from fertility.trainer.model import ModelConfig, Transformer, hf_llama_state_dict
 
-RULE = (
-    "base ids: the base rows unchanged; a new id: the mean of the base rows of the base "
-    "ids that spell it (ids-map.json base_ids); any other new id: the mean of all base rows"
-)
+MODES = ("mean", "mean_norm", "random")
+RULES = {
+    "mean": "base ids: the base rows unchanged; a new id: the mean of the base rows of the "
+    "base ids that spell it (ids-map.json base_ids); any other new id: the mean of all base rows",
+    "mean_norm": "base ids: the base rows unchanged; a new id: the mean of the base rows of the "
+    "base ids that spell it (ids-map.json base_ids; any other new id: of all base rows), "
+    "rescaled to the median norm of the base rows of its script's tokens (of all base rows "
+    "when the base has none)",
+    "random": "base ids: the base rows unchanged; new ids: the model's own random "
+    "initialisation (normal, std init_std)",
+}
 
 
 def _config(model_dir: Path) -> dict:
@@ -53,6 +74,11 @@ def _config(model_dir: Path) -> dict:
     if not isinstance(cfg, dict):
         raise TrainingError(f"{path}: not a model config object")
     return cfg
+
+
+def base_vocab_size(model_dir: str | Path) -> int:
+    """MODEL_DIR's config.json vocab_size (0 when it gives none)."""
+    return int(_config(Path(model_dir)).get("vocab_size") or 0)
 
 
 def model_config(model_dir: str | Path, vocab_size: int) -> ModelConfig:
@@ -121,12 +147,33 @@ def _weights(model_dir: Path) -> dict[str, Any]:
     return out
 
 
-def plan(model_dir: str | Path, tok) -> dict:
+def script_of(piece: bytes) -> str | None:
+    """The script most of a token's letters are in (ISO 15924); None for a token with no
+    letter of any script (punctuation, digits, a byte piece that is not UTF-8 on its own)."""
+    try:
+        text = piece.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text:
+        return None
+    own = U.analyze_texts([text]).own_script
+    # Common, Inherited and Unknown belong to no script
+    own = own[(own > U.ZINH) & (own != U.ZZZZ)]
+    if not own.size:
+        return None
+    values, first, counts = np.unique(own, return_index=True, return_counts=True)
+    return U.SCRIPTS[int(values[np.lexsort((first, -counts))[0]])]  # ties: the first
+
+
+def plan(model_dir: str | Path, tok, new_rows: str = "mean") -> dict:
     """Check the tokenizer against MODEL_DIR; the record run.json keeps (see the module
-    docstring). Raises TrainingError naming what does not match."""
+    docstring). `new_rows`: the rule for the new rows (MODES). Raises TrainingError naming
+    what does not match."""
+    if new_rows not in MODES:
+        raise TrainingError(f"new_rows_init must be one of {', '.join(MODES)}, got {new_rows!r}")
 
     model_dir = Path(model_dir).resolve()
-    base_v = int(_config(model_dir).get("vocab_size") or 0)
+    base_v = base_vocab_size(model_dir)
     n = int(tok.vocab_size)
     if n < base_v:
         raise TrainingError(
@@ -171,6 +218,9 @@ def plan(model_dir: str | Path, tok) -> dict:
             )
         spell = {int(e["id"]): [int(i) for i in e["base_ids"]] for e in m["new"]}
         ids_map = str(path)
+    scripts: dict[int, str | None] = {}  # id -> its script, for mean_norm's target norms
+    if new_rows == "mean_norm" and n > base_v:
+        scripts = {i: script_of(tok.token_bytes(i)) for i in range(n)}
     return {
         "model_dir": str(model_dir),
         "base_vocab_size": base_v,
@@ -179,18 +229,22 @@ def plan(model_dir: str | Path, tok) -> dict:
         "spelled_rows": len(spell),
         "checked": checked,
         "ids_map": ids_map,
-        "rule": RULE,
+        "new_rows_init": new_rows,
+        "rule": RULES[new_rows],
         "_spell": spell,
+        "_scripts": scripts,
     }
 
 
 def load_into(model: Transformer, record: dict) -> None:
-    """Copy MODEL_DIR's weights into `model` and initialise its new rows (RULE)."""
+    """Copy MODEL_DIR's weights into `model` and initialise its new rows (the module
+    docstring's rule for the record's new_rows_init)."""
     # deferred: torch is the optional train extra
     import torch
 
     weights = _weights(Path(record["model_dir"]))
     base_v, spell = record["base_vocab_size"], record["_spell"]
+    mode, scripts = record.get("new_rows_init", "mean"), record.get("_scripts", {})
     ours = hf_llama_state_dict(model)  # views of the model's own tensors, under HF names
     missing = sorted(set(ours) - set(weights))
     if missing:
@@ -209,10 +263,8 @@ def load_into(model: Transformer, record: dict) -> None:
                     )
                 src = src.to(dest.dtype)
                 dest[:base_v].copy_(src)
-                mean = src.double().mean(0).to(dest.dtype)
-                for i in range(base_v, dest.shape[0]):
-                    ids = spell.get(i)
-                    dest[i].copy_(src[ids].double().mean(0).to(dest.dtype) if ids else mean)
+                if mode != "random":  # random: the model's own draw stays in the new rows
+                    _new_rows(dest, src.double(), spell, scripts, mode)
                 continue
             if tuple(src.shape) != tuple(dest.shape):
                 raise TrainingError(
@@ -221,6 +273,35 @@ def load_into(model: Transformer, record: dict) -> None:
                     f"{tuple(dest.shape)}"
                 )
             dest.copy_(src.to(dest.dtype))
+
+
+def _new_rows(dest, src, spell: dict, scripts: dict, mode: str) -> dict[str, float]:
+    """Write rows base_v.. of `dest` from the float64 base rows `src` (the module docstring);
+    returns the target norm used per script ("*": all base rows) under mean_norm."""
+    import torch
+
+    base_v = src.shape[0]
+    mean = src.mean(0)
+    row_norm = src.norm(dim=1)
+    by_script: dict[str | None, list[int]] = {}
+    for i in range(base_v):
+        by_script.setdefault(scripts.get(i), []).append(i)
+    used: dict[str, float] = {}
+
+    def target(script: str | None) -> float:
+        key = script if script in by_script and script is not None else "*"
+        if key not in used:
+            pick = row_norm if key == "*" else row_norm[torch.tensor(by_script[key])]
+            used[key] = float(pick.median())
+        return used[key]
+
+    for i in range(base_v, dest.shape[0]):
+        ids = spell.get(i)
+        row = src[ids].mean(0) if ids else mean
+        if mode == "mean_norm" and float(row.norm()) > 0:
+            row = row * (target(scripts.get(i)) / row.norm())
+        dest[i].copy_(row.to(dest.dtype))
+    return used
 
 
 def public(record: dict) -> dict:

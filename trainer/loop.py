@@ -73,10 +73,28 @@ def make_optimizer(
 ) -> torch.optim.AdamW:
     # Matrices decay; norms (1-D) do not: decaying a gain towards 0 only fights the norm.
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [
+    groups: list[dict[str, Any]] = [
         {"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
+    if cfg.embedding_lr is not None:
+        # The embedding matrix and the output head (one tensor when tied) in a group of their
+        # own at embedding_lr / lr of the schedule's rate (train_step reads lr_scale). Whole
+        # matrices, not the new rows alone: Adam divides each gradient by its own running
+        # size, so a hook scaling the new rows' gradients would not change their step, and
+        # splitting the matrix in two parameters would change the checkpoint, export and
+        # FSDP layout. The anchor (docs/EXTEND.md) raises the whole embeddings and head too.
+        raw: Any = model  # the Transformer (Trainer passes the unwrapped one)
+        head = {id(raw.tok_embeddings.weight), id(raw.lm_head.weight)}
+        groups[0]["params"] = [p for p in groups[0]["params"] if id(p) not in head]
+        embed = [p for p in params if id(p) in head]
+        groups.append(
+            {
+                "params": embed,
+                "weight_decay": cfg.weight_decay,
+                "lr_scale": cfg.embedding_lr / cfg.lr,
+            }
+        )
     # Fused on the CPU too: one kernel on both, and found_inf (a skip on the device) works.
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=True)
 
@@ -129,6 +147,9 @@ class Trainer:
         self.compiled = cfg.use_compile(self.device.type)
         self.model = torch.compile(wrapped) if self.compiled else wrapped
         self.optimizer = make_optimizer(self.raw, cfg, self.device)
+        # each group's share of the schedule's lr, from this run's config (a checkpoint's
+        # param_groups, loaded over these on resume, would bring back its own)
+        self.lr_scales = [g.get("lr_scale", 1.0) for g in self.optimizer.param_groups]
         self.amp = amp_dtype(cfg, self.device)
         self.batches = make_batches(data, cfg, rank=self.env.rank, world=self.env.world_size)
         self.accum = cfg.accum_steps(self.env.world_size)
@@ -207,6 +228,13 @@ class Trainer:
                 f"{self.fingerprint}"
             )
         state = ck.load_train_state(path)
+        groups = len(state["optimizer"].get("param_groups", ()))
+        if groups and groups != len(self.optimizer.param_groups):  # embedding_lr set or unset
+            raise TrainingError(
+                f"{path}: the checkpoint's optimizer has {groups} parameter groups, this "
+                f"run's {len(self.optimizer.param_groups)}: resume with embedding_lr as the "
+                "run was started (set, or unset)"
+            )
         D.load_full_state(self.raw, self.optimizer, ck.load_weights(path), state["optimizer"])
         ck.restore_rng(state["rng"])
         if not keep_cursor:
@@ -339,8 +367,8 @@ class Trainer:
         step = self.step + 1
         self._call("on_step_start", step, self.raw)
         lr = lr_at(step, self.cfg, self.total_steps)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        for group, scale in zip(self.optimizer.param_groups, self.lr_scales):
+            group["lr"] = lr * scale
         micro_batches = (
             tuple(self._to_device(t) for t in self.batches.next()) for _ in range(self.accum)
         )

@@ -14,7 +14,7 @@ import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from fertility.errors import TrainingError
 from fertility.options import CorpusOptions, Device, PretrainFormat, flags, option
@@ -25,6 +25,9 @@ def _mix(text: str) -> dict[str, float]:
     from fertility.trainer.mix import parse_mix
 
     return parse_mix(text, "--mix")
+
+
+NewRowsInit = Literal["mean", "mean_norm", "random"]  # trainer/init.py
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,22 @@ class PretrainOptions:
         metavar="MODEL_DIR",
         help="Continue pretraining this Llama-architecture Hugging Face folder "
         "(config.json + model.safetensors); -t is its tokenizer or an extension.",
+    )
+    new_rows_init: NewRowsInit | None = option(
+        None,
+        config=True,
+        help="With --init-from: the new rows' start: mean (of the base rows that spell "
+        "them; the default), mean_norm (that mean at the median row norm of its script) "
+        "or random (docs/EXTEND.md).",
+    )
+    embedding_lr: float | None = option(
+        None,
+        min=0,
+        min_open=True,
+        config=True,
+        metavar="LR",
+        help="Peak learning rate of the embeddings and output head, on lr's schedule "
+        "(default: lr); continued pretraining runs it above lr (docs/EXTEND.md).",
     )
     fmt: PretrainFormat = option(
         "text",

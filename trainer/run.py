@@ -219,7 +219,7 @@ def pretrain(
     init = None
     if cfg.init_from:  # continued pretraining: the base model's shapes and weights
         model_cfg = base_model.model_config(cfg.init_from, n_ids)
-        init = base_model.plan(cfg.init_from, tok)
+        init = base_model.plan(cfg.init_from, tok, cfg.new_rows_init)
         # (a preset's or [model]'s max_seq_len: checked with the config, trainer/config.py)
         if cfg.resolved_seq_len > model_cfg.max_seq_len:
             raise TrainingError(

@@ -55,6 +55,7 @@ def eval_cmd(**kw) -> None:
             max_docs=opts.max_docs,
             corpus_options=dataclasses.replace(opts, max_docs=None),
             progress=status.update,
+            base=o.base,
         )
     finally:
         status.close()

@@ -13,81 +13,14 @@ import torch
 import transformers
 from tokenizers import Tokenizer
 
-from fertility.eval.export import export_hf
-from fertility.extend import extend
-from fertility.trainer.options import PretrainOptions
-from fertility.trainer.run import pretrain
 from tests.bpe import byte_level_bpe
-
-ROOT = Path(__file__).resolve().parents[2] / "examples"
-EOT = "<|endoftext|>"
-ENGLISH = (
-    "The river is wide and the boat is slow, so we reach the market after noon. "
-    "Prices of rice and fish went up this week."
-)
-TINY = {"preset": "tiny", "steps": 20, "device": "cpu", "force": True, "quiet": True}
-OVER = {
-    "seq_len": 64,
-    "micro_batch": 4,
-    "warmup_steps": 5,
-    "lr": 3e-3,
-    "checkpoint_every": 1000,
-    "heldout_fraction": 0.1,
-}
+from tests.trainer import extended
+from tests.trainer.extended import ENGLISH, EOT, ROOT, lines
 
 
-def _lines(*files: Path) -> list[str]:
-    return [x for f in files for x in f.read_text(encoding="utf-8").splitlines() if x]
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def world(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("init_from")
-    en = _lines(ROOT / "corpus" / "en.txt", ROOT / "bangla_trap" / "extra" / "en.txt")
-    bn = _lines(ROOT / "corpus" / "bn.txt", ROOT / "bangla_trap" / "extra" / "bn.txt")
-    (tmp / "en").mkdir()
-    (tmp / "en" / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
-    (tmp / "mix").mkdir()
-    (tmp / "mix" / "en.txt").write_text("\n".join(en) + "\n", encoding="utf-8")
-    (tmp / "mix" / "bn.txt").write_text("\n".join(bn) + "\n", encoding="utf-8")
-    byte_level_bpe(en, 512, specials=[EOT], path=tmp / "base-tok" / "tokenizer.json")
-    pretrain(
-        PretrainOptions(
-            [tmp / "en"],
-            str(tmp / "base-tok" / "tokenizer.json"),
-            tmp / "run-base",
-            settings=OVER,
-            **TINY,
-        )
-    )
-    export_hf(tmp / "run-base", tmp / "base-model")
-    extend(str(tmp / "base-model"), [str(tmp / "mix")], tmp / "ext", 200, langs=["bn"])
-    seen = {}
-
-    class Capture:
-        def on_step_start(self, step, model):
-            if not seen:  # before the first update
-                ids = (
-                    Tokenizer.from_file(str(tmp / "ext" / "tokenizer.json"))
-                    .encode(ENGLISH, add_special_tokens=False)
-                    .ids
-                )
-                with torch.no_grad():
-                    seen["logits"] = model(torch.tensor([ids])).double()
-                seen["ids"] = ids
-
-    summary = pretrain(
-        PretrainOptions(
-            [tmp / "mix"],
-            str(tmp / "ext" / "tokenizer.json"),
-            tmp / "run-ext",
-            settings={**OVER, "init_from": str(tmp / "base-model")},
-            **TINY,
-        ),
-        callbacks=Capture(),
-    )
-    export_hf(tmp / "run-ext", tmp / "ext-model")
-    return tmp, seen, summary
+    return extended.world(tmp_path_factory)
 
 
 def _hf(folder: Path):
@@ -140,7 +73,7 @@ def test_new_rows_are_the_mean_of_the_base_rows_that_spell_them(world):
 
     tok = load_tokenizer(str(tmp / "ext" / "tokenizer.json"))
     model = Transformer(model_config(tmp / "base-model", tok.vocab_size))
-    load_into(model, plan(tmp / "base-model", tok))
+    load_into(model, plan(tmp / "base-model", tok, "mean"))
     emb = model.tok_embeddings.weight.detach()
     assert torch.equal(emb[: base.shape[0]], base)
     for e in ids_map["new"][:50]:  # exact: trainer.init computes the same double mean, cast
@@ -206,7 +139,7 @@ def test_a_tokenizer_that_is_not_the_models_is_refused(world, tmp_path):
 
     tmp, _, _ = world
     other = byte_level_bpe(
-        _lines(ROOT / "corpus" / "es.txt"),
+        lines(ROOT / "corpus" / "es.txt"),
         900,
         specials=[EOT],
         path=tmp_path / "other" / "tokenizer.json",
