@@ -91,6 +91,8 @@ def _two_processes(tmp_path: Path, tok: str, out: Path, settings: dict) -> dict:
         str(config),
         "--force",  # the trainer's test, not the gate's (the one process: PassingGate)
         "--quiet",
+        "--format",
+        "json",
     ]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
