@@ -27,6 +27,7 @@ ReportFormat = Literal["table", "json", "csv", "html", "leaderboard", "leaderboa
 GateFormat = Literal["text", "json"]
 EvalFormat = Literal["table", "json"]
 PretrainFormat = Literal["text", "json"]  # the summary at the end of a run
+Executor = Literal["local", "slurm", "ray"]  # datatrove executors of --tasks (fertility.engine)
 ExportTarget = Literal["hf"]
 FixModel = Literal["bpe", "unigram"]
 FixBackend = Literal["tokenizers", "sentencepiece"]
@@ -135,7 +136,18 @@ class CorpusOptions:
         help="Keep N documents (of those --sample keeps) drawn across every file: each "
         "language gets its share within one document (the corpus is read once more first).",
     )
-    seed: int = option(0, show_default=True, help="Seed of --sample and --max-docs.")
+    seed: int = option(0, show_default=True, help="Seed of --sample, --max-docs and --precision.")
+    precision: float | None = option(
+        None,
+        min=0,
+        max=1,
+        min_open=True,
+        max_open=True,
+        metavar="REL",
+        help="report and gate: read random blocks of every file until each language's and "
+        "judged script's chars/token 95% interval is within REL of its value (relative "
+        "half-width), or the corpus ends (docs/METRICS.md, Samples).",
+    )
     strict: bool = option(False, help="Fail on invalid UTF-8 instead of replacing and counting it.")
     max_doc_chars: int = option(
         MAX_DOC_CHARS,
@@ -250,6 +262,31 @@ class ReportOptions:
         "with its evidence, cause and fix (default: one line per rule and tokenizer).",
     )
     workers: int | None = _workers()
+    # --tasks: measuring split into datatrove tasks (fertility.engine, README "Past one machine")
+    tasks: int | None = option(
+        None,
+        min=1,
+        help="Split the measuring into N datatrove tasks (the counts do not depend on N); "
+        "a relaunch with the same --work-dir runs only the unfinished ones.",
+    )
+    executor: Executor = option(
+        "local", show_default=True, help="Where --tasks run: local processes, Slurm or Ray."
+    )
+    work_dir: str | None = option(
+        None,
+        metavar="DIR",
+        help="--tasks: the folder of the tasks' counts, logs and completion markers "
+        "(default: fertility-tasks; shared by all nodes for slurm and ray).",
+    )
+    slurm_partition: str | None = option(None, help="--executor slurm: the partition.")
+    slurm_time: str = option(
+        "04:00:00", show_default=True, help="--executor slurm: each job's time limit."
+    )
+    slurm_env: str | None = option(
+        None,
+        metavar="COMMAND",
+        help="--executor slurm: the command each job runs first (e.g. 'source .venv/bin/activate').",
+    )
     # the corpus options and the two every corpus command shares (fertility.cli.options)
     corpus: CorpusOptions = field(default_factory=CorpusOptions)
     quiet: bool = False
@@ -433,6 +470,12 @@ class EvalOptions:
         min=0,
         show_default=True,
         help="Bootstrap replicates of each interval over documents (below 10: no interval).",
+    )
+    base: str | None = option(
+        None,
+        metavar="MODEL_DIR",
+        help="Also score this Hugging Face model folder and print each language's bits per "
+        "byte against it (default: a continued run's --init-from folder).",
     )
     # `--corpus` is the held-out paths: the corpus options are this field
     corpus_options: CorpusOptions = field(default_factory=CorpusOptions)

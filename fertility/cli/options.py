@@ -17,7 +17,7 @@ from typing import Any, Literal, cast
 
 import click
 
-from fertility.errors import FertilityError, visible
+from fertility.errors import CorpusError, FertilityError, visible
 from fertility.options import CorpusOptions, Flag, flags
 
 
@@ -155,7 +155,20 @@ def corpus_settings(kw: dict) -> CorpusOptions:
     """The corpus options out of a command's keyword arguments, as one CorpusOptions (its
     `seed` also seeds the bootstrap). Warnings about the data go to stderr even with
     --quiet, which silences progress only."""
-    return from_params(CorpusOptions, kw, on_warning=_warn)
+    opts = from_params(CorpusOptions, kw, on_warning=_warn)
+    ctx = click.get_current_context(silent=True)
+    name = ctx.info_name if ctx is not None else None
+    if opts.precision is not None and name not in PRECISION_COMMANDS:
+        raise CorpusError(
+            f"--precision: only fertility report and gate measure a sample at a stated "
+            f"precision; {name} reads every document it is given (--sample, --max-docs)"
+        )
+    return opts
+
+
+# The commands whose verdict may come from a sample read to a stated precision; fix, extend,
+# eval and pretrain split, score or train on every document they read.
+PRECISION_COMMANDS = ("report", "gate")
 
 
 def _warn(message: str) -> None:

@@ -14,6 +14,7 @@ from fertility.cli.options import (
     parse_detail,
     write_output,
 )
+from fertility.errors import CorpusError
 from fertility.options import ReportOptions
 
 
@@ -42,18 +43,23 @@ def report(**kw) -> None:
     families = (
         [p.strip() for p in o.pretokenizers.split(",") if p.strip()] if o.pretokenizers else None
     )
-    progress = Progress.for_corpus("measuring", o.paths, o.corpus, quiet=o.quiet)
-    rep = analyze(
-        o.paths,
-        specs,
-        pretokenizers=families,
-        corpus_options=o.corpus,
-        detail_docs=parse_detail(o.detail),
-        seed=o.corpus.seed,
-        progress=progress,
-        workers=o.workers,
-    )
-    progress.done()
+    if o.tasks is not None:
+        rep = _in_tasks(o, specs, families)
+        if rep is None:  # handed to Slurm: the same command merges once the jobs are done
+            return
+    else:
+        progress = Progress.for_corpus("measuring", o.paths, o.corpus, quiet=o.quiet)
+        rep = analyze(
+            o.paths,
+            specs,
+            pretokenizers=families,
+            corpus_options=o.corpus,
+            detail_docs=parse_detail(o.detail),
+            seed=o.corpus.seed,
+            progress=progress,
+            workers=o.workers,
+        )
+        progress.done()
     pol = _policy(o.policy, o.reference)
     rep.policy = pol  # the JSON's per-tokenizer verdict is the gate's under it
     if not o.no_diagnose:
@@ -94,6 +100,61 @@ def report(**kw) -> None:
         from fertility.report.images import write_plots
 
         write_plots(rep, o.plots, _inputs(o, specs), allow_in_corpus=o.allow_output_in_corpus)
+
+
+def _in_tasks(o: ReportOptions, specs, families):
+    """--tasks N: measured by fertility.engine on datatrove's executor --executor."""
+    # deferred: datatrove (the datatrove extra) only for --tasks
+    try:
+        from fertility.engine import measure
+        from fertility.engine.step import tokenizer_keys
+    except ImportError:
+        raise click.UsageError(
+            "--tasks: needs datatrove (pip install 'fertility[datatrove]')"
+        ) from None
+    if o.executor == "slurm" and not o.slurm_partition:
+        raise click.UsageError("--executor slurm: give --slurm-partition")
+    if families is None:
+        families = [] if specs else ["gpt2", "cl100k", "o200k", "whitespace"]
+    work_dir = o.work_dir or "fertility-tasks"
+    assert o.tasks is not None, "called for --tasks only"
+    if o.corpus.precision is not None:
+        raise CorpusError(
+            "--precision with --tasks: a sample at stated precision is one process's "
+            "(it stops when the intervals are narrow enough); --tasks measures every document"
+        )
+    # deferred: the library loads when a command runs (fast --help)
+    from fertility.outputs import claim_folder
+
+    # WORK is an output folder like any other (fertility.outputs): new, empty or one an earlier
+    # --tasks run made; never an input, never inside the corpus unless allowed; the walker
+    # skips it. datatrove writes the task counts and its logs (completion markers) there.
+    claim_folder(
+        work_dir,
+        "report --tasks",
+        ["fertility-run.json", "counts/", "logs/"],
+        _inputs(o, specs),
+        allow_in_corpus=o.allow_output_in_corpus,
+    )
+    rep = measure(
+        o.paths,
+        tokenizer_keys(specs, families),
+        work_dir=work_dir,
+        tasks=o.tasks,
+        executor=o.executor,
+        corpus_options=o.corpus,
+        detail_docs=parse_detail(o.detail),
+        seed=o.corpus.seed,
+        workers=o.workers,
+        slurm={"partition": o.slurm_partition, "time": o.slurm_time, "env_command": o.slurm_env},
+    )
+    if rep is None:
+        click.echo(
+            f"tasks handed to Slurm; when they finish, run the same command again to merge "
+            f"their counts ({work_dir}/logs/completions lists the finished ones)",
+            err=True,
+        )
+    return rep
 
 
 def _inputs(o: ReportOptions, specs):

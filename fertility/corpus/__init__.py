@@ -6,7 +6,8 @@ the same reader, which does its bookkeeping (sampling, max_docs, summary counts)
 records at a time.
 
 What is read
-    Arguments are files or folders, mixed freely (the walk is fertility/corpus/walk.py).
+    Arguments are files or folders, mixed freely (the walk is fertility/corpus/walk.py), or
+    `hf://datasets/ORG/NAME/PATH` (fertility/corpus/remote.py: fetched, then read locally).
     Folders are walked recursively in sorted name order, so two runs read the same
     documents in the same order. Formats: `.txt`, `.jsonl`, `.parquet`, each optionally
     compressed `.gz`, `.zst`, `.xz` or `.bz2` (a compressed parquet file is decompressed to

@@ -7,7 +7,8 @@ and link loops, a second name for a file or folder already met (told apart by de
 inode), a file that appeared after the corpus was opened, and what a manifest of fertility's
 outputs lists (fertility.outputs: a manifest above a named path is not read, so an output
 named itself is read). A file's language comes from its name, else from the nearest folder
-whose name is a known ISO 639 code (iso639.txt beside this file).
+whose name is a known ISO 639 code (iso639.txt beside this file). An `hf://datasets/...`
+path is read as fetched into the Hugging Face cache (fertility/corpus/remote.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import PurePath
 
 from fertility import outputs
 from fertility.corpus import formats as fmt
+from fertility.corpus import remote
 from fertility.errors import CorpusError, visible
 
 
@@ -56,6 +58,8 @@ class Walk:
 
     def resolve(self, path: str) -> None:
         """Add the files `path` names (a file, or a folder walked), or record why not."""
+        if remote.is_remote(path):  # hf://datasets/...: read as fetched into the HF cache
+            path = remote.fetch(path)
         if os.path.isdir(path):
             before = len(self.skipped)
             self._walk(path, [os.path.basename(os.path.abspath(path))])

@@ -21,7 +21,7 @@ from fertility import unicode as U
 from fertility.corpus import Corpus, CorpusOptions, warn
 from fertility.errors import TokenizerError
 from fertility.files import json_safe
-from fertility.measure import card, parallel
+from fertility.measure import card, parallel, precision
 from fertility.measure.counters import COUNTS, NS, TokenizerAccumulator
 from fertility.measure.frame import build_frame, docs_frame
 from fertility.measure.passes import PassState, run_pass
@@ -143,9 +143,13 @@ def analyze(
     options = corpus_options or CorpusOptions()
     # workers repeat the corpus's warnings
     options = dataclasses.replace(options, on_warning=_once(options.on_warning))
-    n_workers = parallel.choose_workers(workers, paths, toks)
+    # --precision measures in one process: it stops between batches (fertility.measure.precision)
+    precise = options.precision is not None
+    n_workers = 1 if precise else parallel.choose_workers(workers, paths, toks)
     switch = None
-    if n_workers > 1:
+    if precise:
+        accs, summary = precision.run(paths, options, toks, state, batch_size, progress)
+    elif n_workers > 1:
         accs, state, summary = parallel.run(
             paths, options, toks, state, n_workers, batch_size, progress
         )
@@ -173,6 +177,19 @@ def analyze(
                 accs=accs,
                 sizes=corpus.sizes(),
             )
+    settings = {
+        "detail_docs": detail_docs,
+        "seed": seed,
+        "keep_docs": keep_docs,
+        "workers": n_workers,
+        "switch": switch.decided if switch else None,
+    }
+    return build_report(accs, state, summary, toks, settings)
+
+
+def build_report(accs, state: PassState, summary: dict, toks, settings: dict) -> Report:
+    """The Report of measured accumulators (one per tokenizer of `toks`, same order) and the
+    pass's bookkeeping: analyze's end, and fertility.engine's merge of its tasks' counts."""
     summary["docs_table_full"] = state.docs_table_full
     lang_names = {i: name for name, i in state.langs.items()}
     return Report(
@@ -210,13 +227,7 @@ def analyze(
             for a in accs
             if a.track_vocab
         },
-        settings={
-            "detail_docs": detail_docs,
-            "seed": seed,
-            "keep_docs": keep_docs,
-            "workers": n_workers,
-            "switch": switch.decided if switch else None,
-        },
+        settings=settings,
     )
 
 

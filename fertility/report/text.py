@@ -72,7 +72,7 @@ def corpus_lines(corpus: dict) -> list[str]:
             f"{corpus['bytes']:,} bytes from {len(corpus['files'])} files"
         )
     ]
-    if corpus.get("sample") is not None or corpus.get("max_docs") is not None:
+    if any(corpus.get(k) is not None for k in ("sample", "max_docs", "precision")):
         subset = corpus.get("subset") or {}
         out.append(
             f"  subset: {subset['statement']}"

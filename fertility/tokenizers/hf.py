@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import cached_property
 from itertools import chain
 from operator import attrgetter
@@ -27,6 +25,7 @@ from typing import Literal, TypeVar, cast, get_args
 import numpy as np
 
 from fertility.errors import TokenizerError, one_line
+from fertility.hub import HUB_ANSWER_S, hub_offline, hub_unreachable, within
 from fertility.tokenizers.base import (
     ByteTable,
     Converted,
@@ -376,18 +375,12 @@ _REPO_RE = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+|[A-Za-z0-9][\w.-]*")
 # Without this, a resolver that did not answer cost 21 s (getaddrinfo has no timeout) and a
 # hub that accepted the connection and never answered was still retrying at 300 s
 # (huggingface_hub waits 10 s for each answer, then retries five times with 60 s each).
-HUB_ANSWER_S = 3.0
 # A hub that answered then has until HUB_TOTAL_S from the start to deliver the file, its
 # client's retries and back-off included: 60 s carries a 33 MB tokenizer.json (Gemma 3's, the
 # largest we know of) at about 0.6 MB/s. Past it a cached copy is used, else one line says
 # what to do (`hf download` once; the cache is read from then on). The download thread is
 # left behind; the command ends without waiting for it.
 HUB_TOTAL_S = 60.0
-
-
-def _offline() -> bool:
-    flags = (os.environ.get("HF_HUB_OFFLINE"), os.environ.get("TRANSFORMERS_OFFLINE"))
-    return any((v or "").strip().upper() in {"1", "ON", "YES", "TRUE"} for v in flags)
 
 
 def download(spec: str) -> Path:
@@ -407,12 +400,12 @@ def download(spec: str) -> Path:
         ) from None
 
     t0 = time.monotonic()
-    offline = _offline()
+    offline = hub_offline()
     # Without a hub that answers, the library retries each request with back-off (47 s and 23
     # log lines before its error, or minutes when the connection opens and nothing comes):
     # ask the hub once, quickly, and otherwise read only the cache.
     endpoint = hub_constants.ENDPOINT
-    unreachable = None if offline else _hub_unreachable(endpoint, HUB_ANSWER_S)
+    unreachable = None if offline else hub_unreachable(endpoint, HUB_ANSWER_S)
     if offline or unreachable:
         # the cache on disk alone: hf_hub_download(local_files_only=True) still builds its
         # request headers, which (huggingface_hub 2.x) fetch a registry from the hub first
@@ -429,7 +422,7 @@ def download(spec: str) -> Path:
     quiet.setLevel(logging.ERROR)  # its retry warnings; what failed is our one line
     finished = False
     try:
-        finished, found = _within(
+        finished, found = within(
             t0 + HUB_TOTAL_S - time.monotonic(),
             lambda: _fetch(huggingface_hub, hub_errors, repo, revision, endpoint),
         )
@@ -489,71 +482,11 @@ def _cached(hub, repo: str, revision: str) -> Path | None:
 _T = TypeVar("_T")
 
 
-def _within(seconds: float, fn: Callable[[], _T]) -> tuple[bool, _T | None]:
-    """(True, fn()'s result) when it returns within `seconds` (its exception is raised
-    here); (False, None) when it is still running (a daemon thread, left to finish on its
-    own)."""
-    box: dict = {}
-
-    def work() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as e:  # raised in the caller's thread
-            box["error"] = e
-
-    thread = threading.Thread(target=work, name="fertility-hub", daemon=True)
-    thread.start()
-    thread.join(max(seconds, 0.0))
-    if thread.is_alive():
-        return False, None
-    if "error" in box:
-        raise box["error"]
-    return True, box["result"]
-
-
 def _no_progress_bars(hub) -> None:
     try:
         hub.utils.disable_progress_bars()
     except Exception:  # an older huggingface_hub without it: a bar may still be drawn
         pass
-
-
-def _hub_unreachable(endpoint: str, timeout_s: float) -> str | None:
-    """None when the hub at `endpoint` (HF_ENDPOINT) answers one HEAD request within
-    `timeout_s`, name resolution included (any HTTP status, or a TLS error, counts as an
-    answer: the hub client decides what it means); else why not, for the error line. urllib,
-    like the hub client, goes through the proxies the environment names."""
-
-    # deferred: huggingface_hub, and urllib's HTTP and TLS, only for hf: specs
-    import http.client
-    import ssl
-    import urllib.error
-    import urllib.request
-
-    url = endpoint.rstrip("/") + "/"
-
-    def ask() -> str | None:
-        try:
-            request = urllib.request.Request(url, method="HEAD")
-            with urllib.request.urlopen(request, timeout=timeout_s):
-                return None
-        except urllib.error.HTTPError:
-            return None  # an answer
-        except urllib.error.URLError as e:
-            if isinstance(e.reason, ssl.SSLError):
-                return None  # it spoke TLS
-            if isinstance(e.reason, TimeoutError):
-                return f"the Hugging Face hub ({url}) did not answer within {timeout_s:g} s"
-            return "cannot reach the Hugging Face hub"
-        except TimeoutError:
-            return f"the Hugging Face hub ({url}) did not answer within {timeout_s:g} s"
-        except (OSError, ValueError, http.client.HTTPException):
-            return "cannot reach the Hugging Face hub"
-
-    finished, why = _within(timeout_s, ask)
-    if not finished:  # name resolution, which has no timeout of its own, or a slow answer
-        return f"the Hugging Face hub ({url}) did not answer within {timeout_s:g} s"
-    return why
 
 
 def _hub_reason(e: Exception | None, where: str, E) -> str:

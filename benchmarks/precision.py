@@ -1,0 +1,111 @@
+"""`fertility report --precision REL` against a full pass, both timed as whole processes.
+
+    python benchmarks/precision.py                   # 200 MB of real text, REL 0.01
+    python benchmarks/precision.py --mb 2000 --rel 0.01
+
+Corpus: the fixtures' ROOT/text/<lang>.txt (tests/realworld/build.py; ROOT is
+$FERTILITY_REALWORLD or ~/.cache/fertility/realworld), each language written as shuffled
+copies (a fresh shuffle of its lines per copy) to LANG.txt until the corpus holds --mb MB,
+every language its share. Tokenizer: the fixtures' bpe-gpt2 tokenizer.json.
+  (a) full:      `fertility report DIR -t tok --format json -o full.json -q`
+  (b) precision: `fertility report DIR -t tok --precision REL --seed S --format json -o p.json -q`
+One run each, side by side (a then b); wall time from the process. Printed: both times, the
+ratio b/a, the blocks read, and per language the sampled chars/token, its stated interval,
+the full pass's value and whether it lies inside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PY = sys.executable
+FERTILITY = str(Path(PY).with_name("fertility"))
+REALWORLD = Path(os.environ.get("FERTILITY_REALWORLD", Path.home() / ".cache/fertility/realworld"))
+
+
+def build(folder: Path, mb: float, seed: int) -> int:
+    """Shuffled copies of each language's real text, `mb` MB in all; its size in bytes."""
+    texts = sorted((REALWORLD / "text").glob("*.txt"))
+    share = mb * 1e6 / len(texts)
+    rng = random.Random(seed)
+    total = 0
+    for path in texts:
+        lines = [x for x in path.read_text("utf-8").splitlines() if x.strip()]
+        size = sum(len(x.encode()) + 1 for x in lines)
+        with open(folder / path.name, "w", encoding="utf-8") as out:
+            written = 0
+            while written < share:
+                rng.shuffle(lines)
+                out.write("\n".join(lines) + "\n")
+                written += size
+        total += written
+    return total
+
+
+def timed(argv: list[str]) -> float:
+    t = time.monotonic()
+    subprocess.run(argv, check=True)
+    return time.monotonic() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mb", type=float, default=200)
+    ap.add_argument("--rel", type=float, default=0.01)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep", help="build (or reuse) the corpus in this folder")
+    args = ap.parse_args()
+    tok = str(REALWORLD / "tokenizers" / "bpe-gpt2")
+    with tempfile.TemporaryDirectory(prefix="fertility-precision-") as tmp:
+        corpus = Path(args.keep or tmp) / "corpus"
+        if not corpus.is_dir():
+            corpus.mkdir(parents=True)
+            t = time.monotonic()
+            size = build(corpus, args.mb, args.seed)
+            print(f"built {size / 1e6:,.0f} MB in {time.monotonic() - t:.0f} s: {corpus}")
+        size = sum(p.stat().st_size for p in corpus.iterdir())
+        out = Path(tmp)
+        report = [FERTILITY, "report", str(corpus), "-t", tok, "--format", "json", "-q"]
+        full_s = timed(report + ["-o", str(out / "full.json")])
+        prec_s = timed(
+            report
+            + ["--precision", str(args.rel), "--seed", str(args.seed), "-o", str(out / "p.json")]
+        )
+        full, prec = (json.loads((out / n).read_text()) for n in ("full.json", "p.json"))
+    p = prec["corpus"]["precision"]
+    print(f"corpus {size / 1e6:,.0f} MB, {len(p['languages'])} languages, REL {args.rel}")
+    print(f"full pass   {full_s:8.1f} s")
+    print(
+        f"--precision {prec_s:8.1f} s   ratio {prec_s / full_s:.3f}   blocks read "
+        f"{p['blocks_read']:,} of {p['blocks']:,}   not reached: {p['not_reached'] or 'none'}"
+    )
+
+    def rows(r: dict) -> dict:
+        return {x["key"]: x for x in r["tokenizers"][0]["rows"] if x["group"] == "language"}
+
+    f, s = rows(full), rows(prec)
+    inside = 0
+    print("lang   full     sampled  [95% interval]       half-width  docs     inside")
+    for lang in sorted(f):
+        a, b = f[lang], s[lang]
+        ok = b["chars_per_token_lo"] <= a["chars_per_token"] <= b["chars_per_token_hi"]
+        inside += ok
+        g = p["languages"][lang]
+        print(
+            f"{lang:6} {a['chars_per_token']:.4f}   {b['chars_per_token']:.4f}   "
+            f"[{b['chars_per_token_lo']:.4f}, {b['chars_per_token_hi']:.4f}]   "
+            f"{g['half_width']:.4f}      {g['documents']:<8,} {'yes' if ok else 'NO'}"
+        )
+    print(f"inside its interval: {inside} of {len(f)}")
+
+
+if __name__ == "__main__":
+    main()

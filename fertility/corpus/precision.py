@@ -1,0 +1,229 @@
+"""A corpus read in a seeded random order of blocks, for `--precision` (issue #22).
+
+`BlockOrder(corpus, seed)` reads the same files as `corpus` but cuts them into units and
+reads the units in a random order drawn from the seed, so a pass stopped at any point has
+read a random sample of blocks from every file and language: never a prefix.
+
+Units
+    an uncompressed `.txt` or `.jsonl` file: blocks of BLOCK_BYTES bytes; a block holds the
+    lines whose first byte lies in it (a line crossing its end is read whole, by this
+    block; the next block starts after it), so every line is read exactly once. Lines are
+    found by `\\n`: a file whose lines end with a lone `\\r` is one block.
+    an uncompressed `.parquet` file: its row groups.
+    anything else (a compressed file, `whole_files`): the whole file, one unit.
+
+Each unit is given out as its own batches (`doc_batches`): a batch never mixes units, so
+fertility.measure.precision can sum each block as one cluster of the sample. A document's
+`line` is its line number within its block for text and jsonl blocks (the block's place in
+the file is not counted, so no read of what comes before is needed), its row number in the
+file for parquet. `summary()` is the corpus's, with the files and counts of what was read.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import closing
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fertility.corpus import Corpus, DocBatch
+from fertility.corpus import formats as fmt
+from fertility.corpus.walk import CorpusFile
+from fertility.errors import CorpusError, one_line
+
+BLOCK_BYTES = 1 << 16  # 64 KB: hundreds of documents of real text, thousands of blocks per GB
+
+
+class Unit(NamedTuple):
+    file: int  # index in corpus.files
+    start: int  # byte offset (txt, jsonl), row group (parquet); 0 for a whole file
+    end: int  # byte offset; -1: a row group or a whole file
+
+
+class BlockOrder:
+    """`corpus` read a unit at a time in a seeded random order (see the top)."""
+
+    def __init__(self, corpus: Corpus, seed: int):
+        self.corpus = corpus
+        self.units = [u for i, cf in enumerate(corpus.files) for u in units_of(corpus, i, cf)]
+        random.Random(seed).shuffle(self.units)
+        # per file label, the index in `units` of its last unit: once that unit is read, the
+        # language is exhausted (None: labels come from records, unknown before reading)
+        self.last_unit: dict[str, int] = {}
+        if not corpus.lang_field:
+            for k, u in enumerate(self.units):
+                self.last_unit[corpus.files[u.file].lang or "und"] = k
+        self.units_read = 0
+        self.batch_unit: list[int] = []  # batch number -> the unit it came from
+
+    def sizes(self) -> dict[str, int]:
+        return self.corpus.sizes()
+
+    def summary(self) -> dict:
+        return self.corpus.summary()
+
+    def doc_batches(self, size: int, max_chars: int) -> Iterator[DocBatch]:
+        """Each unit's documents, in batches of at most `size` documents and about
+        `max_chars` characters, never mixing two units."""
+        corpus = self.corpus
+        run = corpus._pass = type(corpus._pass)()  # a fresh pass's counters, as summary() reads
+        entries: dict[int, Any] = {}  # file -> its summary()["files"] entry
+        for k, unit in enumerate(self.units):
+            cf = corpus.files[unit.file]
+            if unit.file not in entries:
+                entries[unit.file] = {
+                    "path": cf.path,
+                    "format": cf.format,
+                    "compression": cf.compression,
+                    "lang": cf.lang,
+                    "documents": 0,
+                    "langs": {},
+                }
+                run.files.append(entries[unit.file])
+            stats = fmt.FileStats()
+            try:
+                for block in _read(corpus, cf, unit, stats):
+                    numbers, texts, record_langs = block
+                    langs = corpus._labels(cf, record_langs, len(texts))
+                    run.seen += len(numbers)
+                    if not texts:
+                        continue
+                    kept = DocBatch(texts, langs, [cf.path] * len(texts), list(numbers))
+                    ends = Corpus._count(kept, entries[unit.file], run)
+                    start = 0
+                    while start < len(kept):
+                        end = start + 1
+                        while (
+                            end < min(len(kept), start + size)
+                            and ends[end] - ends[start] < max_chars
+                        ):
+                            end += 1
+                        self.batch_unit.append(k)
+                        yield kept.cut(start, end)
+                        start = end
+            except fmt.BinaryFile as binary:
+                run.binary_files.append(
+                    {"path": cf.path, "offset": binary.offset, "why": binary.why}
+                )
+                corpus.warn(
+                    f"{cf.path}: a block at byte {unit.start} skipped (binary: {binary.why})"
+                )
+            if stats.invalid_utf8:
+                run.invalid_utf8[cf.path] = run.invalid_utf8.get(cf.path, 0) + stats.invalid_utf8
+            run.empty_records += stats.empty_records
+            self.units_read = k + 1
+        run.complete = True
+        if run.documents == 0:
+            raise CorpusError(corpus._why_empty(run))
+
+
+def units_of(corpus: Corpus, index: int, cf: CorpusFile) -> list[Unit]:
+    """The units of one file (see the top)."""
+    if cf.compression or corpus.whole_files:
+        return [Unit(index, 0, -1)]
+    if cf.format == "parquet":
+        try:
+            groups = pq.ParquetFile(cf.fs_path or cf.path).metadata.num_row_groups
+        except (pa.ArrowException, OSError) as e:
+            raise CorpusError(f"{cf.path}: not a readable parquet file ({one_line(e)})") from None
+        return [Unit(index, g, -1) for g in range(groups)]
+    return [Unit(index, a, min(a + BLOCK_BYTES, cf.size)) for a in range(0, cf.size, BLOCK_BYTES)]
+
+
+def _read(corpus: Corpus, cf: CorpusFile, unit: Unit, stats: fmt.FileStats) -> Iterator[fmt.Block]:
+    if unit.end == -1 and cf.format != "parquet" or cf.compression or corpus.whole_files:
+        with closing(corpus._blocks(cf, stats, quiet=True)) as blocks:
+            yield from blocks
+        return
+    path = cf.fs_path or cf.path
+    if cf.format == "parquet":
+        yield _row_group(corpus, cf, path, unit.start, stats)
+        return
+    with open(path, "rb") as raw:
+        data = _lines_from(raw, unit.start, unit.end, cf.size)
+    if cf.format == "txt":
+        yield from fmt.read_txt(io.BytesIO(data), cf.path, corpus.strict, stats, corpus.limits)
+    else:
+        records = fmt.read_jsonl(
+            io.BytesIO(data),
+            cf.path,
+            corpus.text_field,
+            corpus.lang_field,
+            corpus.strict,
+            stats,
+            corpus.limits,
+        )
+        yield from fmt.gather(records)
+
+
+def _lines_from(raw, start: int, end: int, size: int) -> bytes:
+    """The bytes of the lines whose first byte lies in [start, end) of a file of `size`."""
+    first = 0 if start == 0 else _after_newline(raw, start - 1, size)
+    if first >= end:
+        return b""
+    last = _after_newline(raw, end - 1, size)
+    raw.seek(first)
+    return raw.read(last - first)
+
+
+def _after_newline(raw, at: int, size: int) -> int:
+    """The offset just past the first \\n at or after `at` (`size` when there is none)."""
+    raw.seek(at)
+    pos = at
+    while pos < size:
+        chunk = raw.read(min(1 << 16, size - pos))
+        if not chunk:
+            break
+        i = chunk.find(b"\n")
+        if i >= 0:
+            return pos + i + 1
+        pos += len(chunk)
+    return size
+
+
+def _row_group(
+    corpus: Corpus, cf: CorpusFile, path: str, group: int, stats: fmt.FileStats
+) -> fmt.Block:
+    """Row group `group` of a parquet file as one block, numbered by row in the file."""
+    text_field, lang_field = corpus.text_field, corpus.lang_field
+    try:
+        parquet = pq.ParquetFile(path)
+        names = parquet.schema_arrow.names
+        if text_field not in names:
+            raise CorpusError(f"{cf.path}: no column '{text_field}' (columns: {', '.join(names)})")
+        columns = [text_field] + ([lang_field] if lang_field and lang_field in names else [])
+        table = parquet.read_row_group(group, columns=columns)
+        before = sum(parquet.metadata.row_group(g).num_rows for g in range(group))
+    except (pa.ArrowException, OSError) as e:
+        raise CorpusError(f"{cf.path}: corrupt parquet row group {group} ({one_line(e)})") from None
+    texts = table.column(0).to_pylist()
+    langs = table.column(1).to_pylist() if len(columns) > 1 else [None] * len(texts)
+    numbers, kept, kept_langs = [], [], []
+    for j, (text, lang) in enumerate(zip(texts, langs)):
+        if not isinstance(text, str):
+            if text is not None:
+                raise CorpusError(f"{cf.path}: column '{text_field}' is not a string column")
+            stats.empty_records += 1
+            continue
+        if not text.strip():
+            stats.empty_records += 1
+            continue
+        if len(text) > corpus.limits.max_doc_chars:
+            raise fmt.too_long(cf.path, f"row {before + j + 1}", corpus.limits)
+        numbers.append(before + j + 1)
+        kept.append(text)
+        kept_langs.append(lang if isinstance(lang, str) and lang else None)
+    return fmt.Block(numbers, kept, kept_langs if len(columns) > 1 else None)
+
+
+def read_counts(order: BlockOrder) -> Counter:
+    """Units per file label: the corpus's blocks, for the statement of the sample."""
+    return Counter(order.corpus.files[u.file].lang or "und" for u in order.units)
+
+
+__all__ = ["BLOCK_BYTES", "BlockOrder", "Unit", "units_of", "read_counts"]

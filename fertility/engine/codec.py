@@ -1,0 +1,98 @@
+"""A task's measured state on disk without pickle: numpy arrays in one .npz (loaded with
+allow_pickle=False) and everything else in one JSON file that refers to them.
+
+pickle would run code from a file; these files sit in a shared work folder other jobs and
+users can write, so a merge reads only data: JSON values, arrays of plain dtypes, and the
+counter classes named in CLASSES rebuilt from their attributes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from fertility.errors import FertilityError
+from fertility.measure.counters import Bootstrap, GroupCounts
+
+# the objects a TokenizerAccumulator's export holds besides plain data (rebuilt attribute by
+# attribute, their __init__ not called)
+CLASSES = {"GroupCounts": GroupCounts, "Bootstrap": Bootstrap}
+
+
+def _encode(obj: Any, arrays: list[np.ndarray]) -> Any:
+    """obj -> JSON value; arrays (and numpy scalars, as 0-d arrays) go to `arrays`."""
+    if isinstance(obj, (np.ndarray, np.generic)):
+        if np.asarray(obj).dtype.hasobject:  # np.savez would pickle it
+            raise TypeError("cannot store an object array in a task's counts")
+        arrays.append(np.asarray(obj))
+        return {"nd": len(arrays) - 1, "scalar": isinstance(obj, np.generic)}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, Counter):  # before dict: keys may be any value, order kept
+        return {"counter": [[_encode(k, arrays), v] for k, v in obj.items()]}
+    if isinstance(obj, dict):  # keys may be ints (language and script ids) or tuples
+        return {"dict": [[_encode(k, arrays), _encode(v, arrays)] for k, v in obj.items()]}
+    if isinstance(obj, tuple):
+        return {"tuple": [_encode(x, arrays) for x in obj]}
+    if isinstance(obj, list):
+        return [_encode(x, arrays) for x in obj]
+    name = type(obj).__name__
+    if CLASSES.get(name) is type(obj):
+        return {"object": name, "attrs": _encode(vars(obj), arrays)}
+    raise TypeError(f"cannot store a {name} in a task's counts")
+
+
+def _decode(value: Any, arrays) -> Any:
+    if isinstance(value, list):
+        return [_decode(x, arrays) for x in value]
+    if not isinstance(value, dict):
+        return value
+    if "nd" in value:
+        a = arrays[f"a{value['nd']}"]
+        return a[()] if value["scalar"] else a
+    if "counter" in value:
+        return Counter({_decode(k, arrays): v for k, v in value["counter"]})
+    if "dict" in value:
+        return {_hashable(_decode(k, arrays)): _decode(v, arrays) for k, v in value["dict"]}
+    if "tuple" in value:
+        return tuple(_decode(x, arrays) for x in value["tuple"])
+    cls = CLASSES[value["object"]]
+    obj = cls.__new__(cls)
+    vars(obj).update(_decode(value["attrs"], arrays))
+    return obj
+
+
+def _hashable(key: Any) -> Any:
+    return key.item() if isinstance(key, np.generic) else key
+
+
+def save(fs: Any, name: str, state: dict) -> None:
+    """Write `state` as NAME.npz and NAME.json in `fs`, a datatrove DataFolder (its open()
+    reaches local disks and remote stores alike). The JSON goes last, so
+    a task that died between the two leaves no JSON and its part is not read."""
+    arrays: list[np.ndarray] = []
+    doc = _encode(state, arrays)
+    buf = io.BytesIO()
+    named: dict[str, Any] = {f"a{i}": a for i, a in enumerate(arrays)}
+    np.savez(buf, **named)
+    with fs.open(f"{name}.npz", "wb") as fh:
+        fh.write(buf.getvalue())
+    with fs.open(f"{name}.json", "w") as fh:
+        fh.write(json.dumps(doc, allow_nan=True))
+
+
+def load(opener, name: str) -> dict:
+    """Read what `save` wrote as NAME (opener: (path, mode) -> file)."""
+    try:
+        with opener(f"{name}.json", "r") as fh:
+            doc = json.loads(fh.read())
+        with opener(f"{name}.npz", "rb") as fh:
+            data = fh.read()
+        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+            return _decode(doc, {k: arrays[k] for k in arrays.files})
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise FertilityError(f"{name}: unreadable task counts ({exc})") from None
