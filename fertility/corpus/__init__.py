@@ -193,6 +193,19 @@ class _FileEntry(TypedDict):
     langs: dict[str, int]  # {label: documents}
 
 
+def file_entry(cf: CorpusFile) -> _FileEntry:
+    """A file's entry of summary()["files"], before any of its documents is counted (the
+    one shape a pass and a --precision pass both fill)."""
+    return {
+        "path": cf.path,
+        "format": cf.format,
+        "compression": cf.compression,
+        "lang": cf.lang,
+        "documents": 0,
+        "langs": {},
+    }
+
+
 @dataclass
 class _Pass:
     """Counters of one pass over the corpus: what summary() reports."""
@@ -319,14 +332,7 @@ class Corpus:
             )
         run = self._pass = _Pass()
         for file_index, cf in enumerate(self.files):
-            entry: _FileEntry = {
-                "path": cf.path,
-                "format": cf.format,
-                "compression": cf.compression,
-                "lang": cf.lang,
-                "documents": 0,
-                "langs": {},
-            }
+            entry = file_entry(cf)
             run.files.append(entry)
             stats = fmt.FileStats()
             unlabelled = 0  # documents labelled und for want of a lang_field value

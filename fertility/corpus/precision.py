@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fertility.corpus import Corpus, DocBatch
+from fertility.corpus import Corpus, DocBatch, file_entry
 from fertility.corpus import formats as fmt
 from fertility.corpus.walk import CorpusFile
 from fertility.errors import CorpusError, one_line
@@ -76,14 +76,7 @@ class BlockOrder:
         for k, unit in enumerate(self.units):
             cf = corpus.files[unit.file]
             if unit.file not in entries:
-                entries[unit.file] = {
-                    "path": cf.path,
-                    "format": cf.format,
-                    "compression": cf.compression,
-                    "lang": cf.lang,
-                    "documents": 0,
-                    "langs": {},
-                }
+                entries[unit.file] = file_entry(cf)
                 run.files.append(entries[unit.file])
             stats = fmt.FileStats()
             try:
