@@ -131,3 +131,14 @@ def test_mark_or_joiner_of_a_batch_matches_the_code_points():
     tb = U.analyze_texts(["া\u200ca\u0301b", "x\u200d"])
     pos = np.arange(len(tb.cps))
     assert tb.mark_or_joiner(pos).tolist() == [True, True, False, True, False, False, True]
+
+
+def test_a_token_of_two_scripts_counts_in_the_one_with_most_characters(tmp_path):
+    """Counted by hand: the whitespace pre-tokenizer's pieces ` aবববb` (Latin 2, Bengali 3:
+    Bengali, though it starts and ends in Latin), ` abবc` (Latin 3: Latin), ` aব` (a tie:
+    the script met first, Latin) and ` ক` (Bengali); `x` opens the document (Latin)."""
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(json.dumps({"text": "x aবববb abবc aব ক"}) + "\n", encoding="utf-8")
+    f = analyze([path], pretokenizers=["whitespace"], workers=1).frame
+    tokens = dict(zip(f.loc[f.group == "script", "key"], f.loc[f.group == "script", "tokens"]))
+    assert tokens == {"Latn": 3, "Beng": 2}
