@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
 # rules: imported for its @rule declarations, which fill REGISTRY
@@ -100,5 +99,5 @@ def premiums(report: Report, t: Thresholds | None = None, *, reference: str = "e
         min_lines=t.parity_min_lines,
         min_overlap=t.parity_min_overlap,
         reps=t.bootstrap,
-        rng=np.random.default_rng(t.seed),
+        seed=t.seed,
     )

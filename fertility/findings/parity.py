@@ -13,6 +13,7 @@ lines (sum then divide), with a 95% percentile bootstrap interval over lines.
 from __future__ import annotations
 
 import os
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -28,6 +29,14 @@ EMPTY = pd.DataFrame(
         "hi": pd.Series(dtype=float),
     }
 )
+
+
+def pair_rng(seed: int, tokenizer: str, lang: str) -> np.random.Generator:
+    """The bootstrap's draws for one (tokenizer, language): a stream of its own, so a
+    tokenizer's interval is the same whether it is gated alone or beside others (one shared
+    generator made the report's bounds depend on which tokenizers came before it)."""
+    key = [zlib.crc32(tokenizer.encode("utf-8")), zlib.crc32(lang.encode("utf-8"))]
+    return np.random.default_rng([seed, *key])
 
 
 def bootstrap_ratio(
@@ -79,7 +88,7 @@ def premiums(
     min_lines: int,
     min_overlap: float,
     reps: int,
-    rng: np.random.Generator,
+    seed: int,
 ) -> pd.DataFrame:
     # a vectorised comparison: set() of an Arrow string column builds a Python str per row
     if docs.empty or not (docs["lang"] == reference).any():
@@ -106,7 +115,7 @@ def premiums(
         for lang, parts in by_lang.items():
             num = np.concatenate([p[0] for p in parts])
             den = np.concatenate([p[1] for p in parts])
-            lo, hi = bootstrap_ratio(num, den, reps, rng)
+            lo, hi = bootstrap_ratio(num, den, reps, pair_rng(seed, str(label), lang))
             rows.append(
                 {
                     "tokenizer": str(label),
