@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fertility.errors import TrainingError
+
 # Fixed sets of values, one declaration each (the command line offers exactly these).
 Device = Literal["auto", "cpu", "cuda"]  # the trainer's; eval also takes cuda:N
 ReportFormat = Literal["table", "json", "csv", "html", "leaderboard", "leaderboard-csv"]
@@ -72,6 +74,9 @@ class Flag:
     max_open: bool = False
     show_default: bool = False
     argument: bool = False  # a positional argument (a tuple field: one or more)
+    # an argument that may be left out though the Python API requires it (pretrain's PATHS,
+    # which --shards stands in for: the options object checks which was given)
+    optional: bool = False
     parse: Callable[[str], Any] | None = None  # the text given -> the field's value
     # a Literal field given by one flag per value (e.g. --nfc, --nfkc) instead of a --name
     switches: tuple[Switch, ...] = ()
@@ -95,11 +100,23 @@ def option(
     parse: Callable[[str], Any] | None = None,
     switches: tuple[Switch, ...] = (),
     config: bool = False,
+    optional: bool = False,
 ) -> Any:
     """A dataclass field that is also a command-line option. No default: a required one.
     `config=True`: the field is also a key of the trainer's TrainConfig (trainer.options)."""
     flag = Flag(
-        help, decls, metavar, min, max, min_open, max_open, show_default, argument, parse, switches
+        help,
+        decls,
+        metavar,
+        min,
+        max,
+        min_open,
+        max_open,
+        show_default,
+        argument,
+        optional,
+        parse,
+        switches,
     )
     return field(default=default, metadata={FLAG: flag, "config": config})
 
@@ -197,6 +214,28 @@ def _heldout() -> Any:
     )
 
 
+def _executor() -> Any:
+    return option(
+        "local", show_default=True, help="Where --tasks run: local processes, Slurm or Ray."
+    )
+
+
+def _slurm_partition() -> Any:
+    return option(None, help="--executor slurm: the partition.")
+
+
+def _slurm_time() -> Any:
+    return option("04:00:00", show_default=True, help="--executor slurm: each job's time limit.")
+
+
+def _slurm_env() -> Any:
+    return option(
+        None,
+        metavar="COMMAND",
+        help="--executor slurm: the command each job runs first (e.g. 'source .venv/bin/activate').",
+    )
+
+
 # fix and extend hold out runs of this many consecutive lines (fertility.corpus.sampling says
 # why; docs/FIX.md measures it)
 HELDOUT_BLOCK = 100
@@ -269,25 +308,96 @@ class ReportOptions:
         help="Split the measuring into N datatrove tasks (the counts do not depend on N); "
         "a relaunch with the same --work-dir runs only the unfinished ones.",
     )
-    executor: Executor = option(
-        "local", show_default=True, help="Where --tasks run: local processes, Slurm or Ray."
-    )
+    executor: Executor = _executor()
     work_dir: str | None = option(
         None,
         metavar="DIR",
         help="--tasks: the folder of the tasks' counts, logs and completion markers "
         "(default: fertility-tasks; shared by all nodes for slurm and ray).",
     )
-    slurm_partition: str | None = option(None, help="--executor slurm: the partition.")
-    slurm_time: str = option(
-        "04:00:00", show_default=True, help="--executor slurm: each job's time limit."
-    )
-    slurm_env: str | None = option(
-        None,
-        metavar="COMMAND",
-        help="--executor slurm: the command each job runs first (e.g. 'source .venv/bin/activate').",
-    )
+    slurm_partition: str | None = _slurm_partition()
+    slurm_time: str = _slurm_time()
+    slurm_env: str | None = _slurm_env()
     # the corpus options and the two every corpus command shares (fertility.cli.options)
+    corpus: CorpusOptions = field(default_factory=CorpusOptions)
+    quiet: bool = False
+    allow_output_in_corpus: bool = False
+
+
+# The shards' defaults, `fertility tokenize`'s and the trainer's (trainer/config.py)
+HELDOUT_FRACTION = 0.01
+SEPARATOR = "auto"  # the tokenizer's end-of-text token, else a reserved id past the vocabulary
+SHARD_TOKENS = 1 << 28  # a shard is closed once it holds this many tokens
+
+
+def _separator(text: str) -> int | str:
+    if text in ("auto", "none"):
+        return text
+    if text.isascii() and text.isdigit():
+        return int(text)
+    raise TrainingError(f"--separator: {text!r} is not auto, none or a token id (an integer)")
+
+
+@dataclass(frozen=True)
+class TokenizeOptions:
+    """Everything `tokenize` is told (its command-line options are these fields)."""
+
+    paths: tuple[str, ...] = _paths()
+    tokenizer: str = option(
+        decls=("-t", "--tokenizer"),
+        metavar=TOKENIZER_SPEC,
+        help="The tokenizer to train with (same SPEC forms as `report`).",
+    )
+    out: str = option(
+        help="The shards' folder (new, empty or an earlier run of the same inputs, which a "
+        "relaunch finishes)."
+    )
+    tasks: int = option(
+        1,
+        min=1,
+        show_default=True,
+        help="datatrove tasks; a relaunch runs only the unfinished ones (each task reads the "
+        "whole corpus and encodes every N-th batch).",
+    )
+    executor: Executor = _executor()
+    heldout_fraction: float = option(
+        HELDOUT_FRACTION,
+        min=0,
+        max=1,
+        max_open=True,
+        show_default=True,
+        help="Share of documents held out for evaluation (a hash of file and line picks them).",
+    )
+    separator: int | str = option(
+        SEPARATOR,
+        parse=_separator,
+        show_default=True,
+        metavar="auto|none|ID",
+        help="The id after every document: auto is the tokenizer's end-of-text token, else a "
+        "new id past its vocabulary.",
+    )
+    shard_tokens: int = option(
+        SHARD_TOKENS, min=1, show_default=True, help="A shard is closed once it holds this many."
+    )
+    batch_docs: int = option(
+        4096,
+        min=1,
+        show_default=True,
+        help="Documents per batch (fewer where 262,144 characters come first): one encode call, "
+        "and the unit the tasks share out.",
+    )
+    policy: str | None = option(
+        None, metavar="FILE", help="Gate policy TOML of the verdict printed at the end."
+    )
+    fmt: GateFormat = option(
+        "text",
+        decls=("--format",),
+        show_default=True,
+        help="text: a summary for a person; json: the shards' index and the gate's verdict.",
+    )
+    slurm_partition: str | None = _slurm_partition()
+    slurm_time: str = _slurm_time()
+    slurm_env: str | None = _slurm_env()
     corpus: CorpusOptions = field(default_factory=CorpusOptions)
     quiet: bool = False
     allow_output_in_corpus: bool = False

@@ -25,6 +25,7 @@ from typing import Any
 
 from fertility.config import read_toml
 from fertility.errors import TrainingError
+from fertility.options import HELDOUT_FRACTION, SEPARATOR, SHARD_TOKENS
 from fertility.trainer.mix import check_mix
 from fertility.trainer.model import PRESETS, SIZE_FIELDS, ModelConfig
 from fertility.trainer.options import config_fields, option_names
@@ -122,9 +123,9 @@ class TrainConfig:
     max_bad_steps: int = 3  # non-finite steps in a row before rolling back
     max_rollbacks: int = 5  # rollbacks in one run before giving up
     # data
-    heldout_fraction: float = 0.01
-    separator: int | str = "auto"  # "auto" (the tokenizer's EOS if any) | "none" | token id
-    shard_tokens: int = 1 << 28  # a shard is closed once it holds this many tokens
+    heldout_fraction: float = HELDOUT_FRACTION
+    separator: int | str = SEPARATOR  # "auto" (the tokenizer's EOS if any) | "none" | token id
+    shard_tokens: int = SHARD_TOKENS  # a shard is closed once it holds this many tokens
     tokenize_batch: int = 512  # documents per encode_batch call
     tokenize_workers: int = 0  # 0: the tokenizer's own threads (hf) or one per CPU core
     # mixture (trainer/mix.py): each language's share of the training stream in characters;

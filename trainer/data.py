@@ -1,16 +1,17 @@
 """Token shards: the corpus tokenized once into memory-mapped files, then read in a seeded order.
 
-The shard file format is in trainer/shards.py. A data folder holds `train-00000.bin ...`,
+The shard file format is in trainer/shards.py; trainer/parts.py writes the folder. A data
+folder holds `train-00000.bin ...`,
 `heldout-00000.bin ...`, `heldout.jsonl` (the held-out documents, so evaluation can score each
 language), `train-docs.bin` (per training document: where it lies, its language, characters
 and bytes; trainer/mix.py samples and counts by it) and `index.json`, written last. The
 folder is built under `<name>.partial` and renamed, so a half-built one is never mistaken for a
-whole one.
+whole one. A folder `fertility tokenize` wrote holds its shards in `parts/NNNNN/` (one folder
+per task), listed in index.json by their paths; it is read the same way.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing
 import os
@@ -22,55 +23,25 @@ from typing import Any
 
 import numpy as np
 
-from fertility.corpus import batched
+from fertility.corpus import DocBatch, batched
 from fertility.errors import TrainingError
 from fertility.outputs import remove
 from fertility.progress import StatusLine
 from fertility.tokenizers import reload_key, reload_tokenizer
 from fertility.tokenizers.kinds import capabilities
-from fertility.trainer.shards import (
-    DocTableWriter,
-    ShardWriter,
-    dtype_for_vocab,
-    open_doc_table,
-    open_shard,
+from fertility.trainer.parts import (
+    DOC_TABLE,
+    PART_JSON,
+    PartWriter,
+    choose_separator,
+    is_heldout,
+    shard_meta,
 )
+from fertility.trainer.shards import dtype_for_vocab, open_doc_table, open_shard
 
 INDEX_SCHEMA = "fertility.shards/1"
-DOC_TABLE = "train-docs.bin"
-# Names under which tokenizers spell "end of document", most specific first.
-_EOS_NAMES = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "[EOS]", "<|im_end|>")
-
-
-def choose_separator(
-    special_tokens: dict[str, int], setting: int | str, vocab_size: int | None = None
-) -> int | None:
-    """The id put between documents: the tokenizer's end-of-text token when it has one.
-
-    With "auto" and no such token (any tiktoken rank file, say) the id just past the
-    tokenizer's vocabulary, `vocab_size`, is reserved for it: documents glued together would
-    teach the model to continue one text with another. Only an explicit "none" concatenates.
-    """
-    if isinstance(setting, int) and not isinstance(setting, bool):
-        return setting
-    if setting == "none":
-        return None
-    for name in _EOS_NAMES:
-        if name in special_tokens:
-            return int(special_tokens[name])
-    for name, idx in sorted(special_tokens.items()):
-        if "eos" in name.lower() or "endoftext" in name.lower():
-            return int(idx)
-    return vocab_size
-
-
-def is_heldout(seed: int, source: str, line: int, fraction: float) -> bool:
-    """Deterministic split by document: a hash of (seed, source, line), not of the order read."""
-    if fraction <= 0:
-        return False
-    digest = hashlib.blake2b(f"{seed}\0{source}\0{line}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") < fraction * 2.0**64
-
+# (choose_separator and is_heldout are trainer.parts'; imported from here by the run too)
+__all__ = ["build_shards", "choose_separator", "is_heldout", "read_index", "TokenData"]
 
 _worker_tok: Any = None
 _worker_err: str | None = None
@@ -86,44 +57,11 @@ def _worker_init(key: tuple) -> None:
         _worker_err = f"{key[2]}: cannot load the tokenizer in a worker process ({e})"
 
 
-def _worker_encode(texts: list[str]) -> list[np.ndarray]:
+def _worker_encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     if _worker_err is not None:
         raise TrainingError(_worker_err)
-    return [np.asarray(e.ids) for e in _worker_tok.encode_batch(texts)]
-
-
-class _Split:
-    """Writers for one split, opening a new shard whenever the current one is full."""
-
-    def __init__(self, out: Path, name: str, meta: dict[str, Any], shard_tokens: int) -> None:
-        self.out, self.name, self.meta, self.shard_tokens = out, name, meta, shard_tokens
-        self.done: list[dict[str, Any]] = []
-        self.cur: ShardWriter | None = None
-
-    def add(self, tokens: np.ndarray, n_docs: int) -> None:
-        if self.cur is None:
-            path = self.out / f"{self.name}-{len(self.done):05d}.bin"
-            self.cur = ShardWriter(path, **self.meta)
-        self.cur.append(tokens, n_docs)
-        if self.cur.n_tokens >= self.shard_tokens:
-            self.done.append(self.cur.close())
-            self.cur = None
-
-    def doc_rows(self, rows: list[tuple[int, int, int, int]]) -> np.ndarray:
-        """Document-table rows (trainer/shards.py) for documents about to be added as one array:
-        they land in the current shard (a shard closes only after an add)."""
-        table = np.zeros((len(rows), 6), dtype=np.int64)
-        table[:, 2:] = np.array(rows, dtype=np.int64).reshape(-1, 4)
-        table[:, 0] = len(self.done)
-        offset = 0 if self.cur is None else self.cur.n_tokens
-        table[:, 1] = offset + np.concatenate([[0], np.cumsum(table[:-1, 2])])[: len(rows)]
-        return table
-
-    def close(self) -> list[dict[str, Any]]:
-        if self.cur is not None:
-            self.done.append(self.cur.close())
-            self.cur = None
-        return self.done
+    ids, _, _, per_doc = _worker_tok.encode_flat(texts)
+    return ids, per_doc
 
 
 def build_shards(
@@ -140,7 +78,8 @@ def build_shards(
     quiet: bool = False,
     summary: Any = None,
 ) -> dict[str, Any]:
-    """Tokenize `documents` (objects with text, lang, source, line) into `data_dir`.
+    """Tokenize `documents` (objects with text, lang, source, line) into `data_dir`, one part
+    (trainer/parts.py) at its root.
 
     Streams: documents are encoded `batch_size` at a time, in order, so the shards are the
     same whatever `workers` is. `workers` 0 uses the tokenizer's own threads where its kind
@@ -152,22 +91,24 @@ def build_shards(
     data_dir = Path(data_dir)
     part = data_dir.with_name(data_dir.name + ".partial")
     _remove_ours(part)
-    part.mkdir(parents=True)
-    vocab = int(tokenizer.vocab_size)
-    sep = choose_separator(dict(tokenizer.special_tokens), separator, vocab)
-    if sep is not None and not 0 <= sep <= vocab:
-        raise TrainingError(
-            f"separator id {sep} is outside the tokenizer's vocabulary "
-            f"(size {vocab}; {vocab} itself reserves a new id)"
-        )
-    vocab += sep == vocab  # a reserved separator: the shards hold one id more
-    meta = {"vocab_size": vocab, "fingerprint": tokenizer.fingerprint, "separator": sep}
-    splits = {name: _Split(part, name, meta, shard_tokens) for name in ("train", "heldout")}
-    sep_arr = np.array([] if sep is None else [sep], dtype=np.int64)
+    meta = shard_meta(tokenizer, separator)
+    writer = PartWriter(
+        part,
+        meta,
+        seed=seed,
+        heldout_fraction=heldout_fraction,
+        shard_tokens=shard_tokens,
+        spec=tokenizer.spec,
+    )
 
     if workers == 0:
         workers = 1 if capabilities(tokenizer).batch_threads else (os.cpu_count() or 1)
-    batches = batched(documents, batch_size)
+    batches = (
+        DocBatch(
+            [d.text for d in b], [d.lang for d in b], [d.source for d in b], [d.line for d in b]
+        )
+        for b in batched(documents, batch_size)
+    )
     pool = None
     if workers > 1:
         # spawn, not fork: forked HF tokenizers deadlock, and workers reload from the spec
@@ -176,100 +117,39 @@ def build_shards(
         encoded = _parallel_encode(pool, batches, in_flight=2 * workers)
     else:
         encoded = (
-            (b, [np.asarray(e.ids) for e in tokenizer.encode_batch([d.text for d in b])])
-            for b in batches
+            (b, (flat[0], flat[3])) for b in batches for flat in (tokenizer.encode_flat(b.texts),)
         )
 
-    doc_table = DocTableWriter(part / DOC_TABLE, tokenizer.fingerprint)
-    langs: dict[str, dict[str, int]] = {}  # per language of the training split, first seen first
     status = StatusLine(quiet)
-    n_docs = n_tokens = 0
     t0 = time.monotonic()
     try:
-        with open(part / "heldout.jsonl", "w", encoding="utf-8") as held_f:
-            for docs, ids_list in encoded:
-                parts: dict[str, list[np.ndarray]] = {"train": [], "heldout": []}
-                counts = {"train": 0, "heldout": 0}
-                rows: list[tuple[int, int, int, int]] = []  # (tokens, lang, chars, bytes)
-                for doc, ids in zip(docs, ids_list):
-                    if len(ids) == 0:
-                        continue  # an empty line adds nothing but a separator
-                    split = (
-                        "heldout"
-                        if is_heldout(seed, doc.source, doc.line, heldout_fraction)
-                        else "train"
-                    )
-                    parts[split] += [ids, sep_arr]
-                    counts[split] += 1
-                    if split == "train":
-                        lang = langs.setdefault(
-                            doc.lang,
-                            {"lang": doc.lang, "docs": 0, "chars": 0, "bytes": 0, "tokens": 0},
-                        )
-                        row = (
-                            len(ids) + len(sep_arr),
-                            list(langs).index(doc.lang),
-                            len(doc.text),
-                            len(doc.text.encode("utf-8")),
-                        )
-                        rows.append(row)
-                        for key, value in zip(
-                            ("docs", "tokens", "chars", "bytes"), (1, row[0], row[2], row[3])
-                        ):
-                            lang[key] += value
-                    if split == "heldout":
-                        held_f.write(
-                            json.dumps(
-                                {
-                                    "text": doc.text,
-                                    "lang": doc.lang,
-                                    "source": doc.source,
-                                    "line": doc.line,
-                                },
-                                ensure_ascii=False,
-                            )
-                            + "\n"
-                        )
-                for name, arrays in parts.items():
-                    if arrays:
-                        tokens = np.concatenate(arrays)
-                        # An id past the vocabulary would wrap silently in a uint16 shard.
-                        if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
-                            raise TrainingError(
-                                f"{tokenizer.spec}: produced token id "
-                                f"{int(tokens.max())} outside its vocabulary "
-                                f"(size {vocab})"
-                            )
-                        if name == "train":
-                            doc_table.append(splits["train"].doc_rows(rows))
-                        splits[name].add(tokens, counts[name])
-                        n_tokens += len(tokens)
-                n_docs += len(docs)
-                rate = n_tokens / max(time.monotonic() - t0, 1e-9)
-                status.update(
-                    f"tokenizing: {n_docs:,} documents, {n_tokens:,} tokens, {rate:,.0f} tokens/s"
-                )
+        for batch, (ids, per_doc) in encoded:
+            writer.add(batch, ids, per_doc)
+            rate = writer.n_tokens / max(time.monotonic() - t0, 1e-9)
+            status.update(
+                f"tokenizing: {writer.n_docs:,} documents, {writer.n_tokens:,} tokens, "
+                f"{rate:,.0f} tokens/s"
+            )
+    except BaseException:
+        writer.abort()
+        raise
     finally:
         if pool is not None:
             pool.terminate()
         status.close()
-        doc_table.close()
-
+    done = writer.close()
     index = {
         "schema": INDEX_SCHEMA,
-        "fingerprint": tokenizer.fingerprint,
-        "vocab_size": vocab,
-        "dtype": str(dtype_for_vocab(vocab).name),
-        "separator": sep,
+        **{k: done[k] for k in ("fingerprint", "vocab_size", "separator")},
+        "dtype": str(dtype_for_vocab(meta["vocab_size"]).name),
         "seed": seed,
         "heldout_fraction": heldout_fraction,
-        "train": splits["train"].close(),
-        "heldout": splits["heldout"].close(),
-        "languages": list(langs.values()),
+        **{k: done[k] for k in ("train", "heldout", "languages")},
         "corpus": summary() if callable(summary) else summary,
     }
     if not index["train"]:
         raise TrainingError(f"{data_dir}: the corpus produced no training tokens")
+    (part / PART_JSON).unlink()  # the folder's index.json is its own
     (part / "index.json").write_text(json.dumps(index, indent=1, ensure_ascii=False))
     _remove_ours(data_dir)
     os.replace(part, data_dir)
@@ -277,8 +157,8 @@ def build_shards(
 
 
 def _parallel_encode(
-    pool: Any, batches: Iterator[list[Any]], in_flight: int
-) -> Iterator[tuple[list[Any], list[np.ndarray]]]:
+    pool: Any, batches: Iterator[Any], in_flight: int
+) -> Iterator[tuple[Any, tuple[np.ndarray, np.ndarray]]]:
     """Encode batches in worker processes, in order, with at most `in_flight` outstanding.
 
     (Pool.imap would read the whole corpus ahead into memory; this keeps streaming.)
@@ -286,7 +166,7 @@ def _parallel_encode(
 
     pending: deque = deque()
     for batch in batches:
-        pending.append((batch, pool.apply_async(_worker_encode, ([d.text for d in batch],))))
+        pending.append((batch, pool.apply_async(_worker_encode, (batch.texts,))))
         if len(pending) >= in_flight:
             done, result = pending.popleft()
             yield done, result.get()

@@ -34,13 +34,21 @@ NewRowsInit = Literal["mean", "mean_norm", "random"]  # trainer/init.py
 class PretrainOptions:
     """Everything `pretrain` is told: what to train on, with what, into where, and how."""
 
-    paths: tuple[str, ...] = option(argument=True, help="Corpus files and folders.")
+    paths: tuple[str, ...] = option(
+        argument=True, optional=True, help="Corpus files and folders (or --shards)."
+    )
     tokenizer: str = option(
         decls=("-t", "--tokenizer"),
         metavar="[LABEL=]SPEC",
         help="Tokenizer to train with (tokenizer.json, .model, rank file, ...).",
     )
     out: str = option(help="Run folder (created).")
+    shards: str | None = option(
+        None,
+        metavar="DIR",
+        help="Train on the shards `fertility tokenize` wrote into DIR instead of PATHS: no "
+        "tokenizing here, and the gate reads the counts measured in the same pass.",
+    )
     preset: str | None = option(
         None,
         config=True,
@@ -126,8 +134,12 @@ class PretrainOptions:
         for f in dataclasses.fields(self):  # a Path given for a file or folder: its text
             if isinstance(getattr(self, f.name), os.PathLike):
                 object.__setattr__(self, f.name, os.fspath(getattr(self, f.name)))
-        if not self.paths:
-            raise TrainingError("pretrain: no corpus paths")
+        if not self.paths and not self.shards:
+            raise TrainingError("pretrain: no corpus paths (give PATHS or --shards DIR)")
+        if self.paths and self.shards:
+            raise TrainingError(
+                "pretrain: give PATHS or --shards DIR, not both (the shards hold the corpus)"
+            )
         for one, other in (("steps", "tokens"), ("mix", "mix_temperature")):
             if getattr(self, one) is not None and getattr(self, other) is not None:
                 names = option_names()

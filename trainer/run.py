@@ -99,7 +99,7 @@ def _claim(run_dir: Path, opts: PretrainOptions, init_from: str | None) -> None:
         corpus=list(opts.paths),
         tokenizers=[opts.tokenizer],
         files=[opts.config, opts.policy if isinstance(opts.policy, (str, os.PathLike)) else None],
-        folders=[init_from],
+        folders=[init_from, opts.shards],
     )
     claim_folder(
         run_dir,
@@ -112,7 +112,12 @@ def _claim(run_dir: Path, opts: PretrainOptions, init_from: str | None) -> None:
 
 
 def _check_resume(
-    run_json: dict, run_json_path: Path, run_dir: Path, paths: list[str], tok: Any
+    run_json: dict,
+    run_json_path: Path,
+    run_dir: Path,
+    paths: list[str],
+    tok: Any,
+    shards: str | None,
 ) -> None:
     """A resume continues the same run: the same tokenizer (given and the run's copy, which
     eval and export load) and the same corpus arguments as run.json records."""
@@ -132,6 +137,17 @@ def _check_resume(
                 f"{copy}: not the tokenizer file {run_json_path.name} records "
                 "(replaced after the run started)"
             )
+    recorded_shards = (run_json.get("data") or {}).get("shards")
+    if recorded_shards != _shards_path(shards):
+        raise TrainingError(
+            f"{run_json_path}: the run was made from "
+            + (f"--shards {recorded_shards}" if recorded_shards else "a corpus")
+            + ", not "
+            + (f"--shards {_shards_path(shards)}" if shards else "a corpus")
+            + "; give the same to --resume or choose another --out"
+        )
+    if shards:
+        return
     corpus = run_json.get("corpus_paths")  # absolute: a resume may start in another folder
     given = _corpus_paths(paths)
     if corpus is not None and given != corpus:
@@ -144,6 +160,42 @@ def _check_resume(
 
 def _corpus_paths(paths: list[str]) -> list[str]:
     return [shown(os.path.abspath(p)) for p in paths]
+
+
+def _shards_path(shards: str | None) -> str | None:
+    return shown(os.path.abspath(shards)) if shards else None
+
+
+def _read_shards(folder: str, tok: Any) -> dict[str, Any]:
+    """The index of the finished shards in `folder`, made by `tok` (fingerprint checked)."""
+    index = read_index(folder)
+    if index is None:
+        raise TrainingError(
+            f"{folder}: no finished shards (index.json missing); run or relaunch "
+            "`fertility tokenize` into it first"
+        )
+    if index["fingerprint"] != tok.fingerprint:
+        raise TrainingError(
+            f"{folder}: the shards were made by tokenizer {index['fingerprint'][:12]}, "
+            f"{tok.spec} is {tok.fingerprint[:12]}; tokenize again with this tokenizer"
+        )
+    return index
+
+
+def _shards_gate(folder: str, index: dict, policy: Any) -> Callable:
+    """The gate on the counts `fertility tokenize` measured in the pass that wrote the
+    shards: no second pass over the corpus."""
+
+    def gate(paths: list[str], tokenizer: Any) -> Any:
+        # deferred: datatrove (the datatrove extra) only for --shards
+        from fertility.engine.tokenize import shards_report
+        from fertility.gate import evaluate
+        from fertility.policy import Policy, load_policy
+
+        pol = policy if isinstance(policy, Policy) else load_policy(policy)
+        return evaluate(shards_report(folder, tokenizer, index), pol, label=tokenizer.label)
+
+    return gate
 
 
 def _default_gate(policy: Any, corpus_options: CorpusOptions, quiet: bool) -> Callable:
@@ -212,9 +264,13 @@ def pretrain(
     cfg = _resolve_config(run_json, opts, D.DistEnv(rank=int(os.environ.get("RANK", 0))))
 
     tok = load_tokenizer_arg(opts.tokenizer)
+    shards = _read_shards(opts.shards, tok) if opts.shards else None
     # The model config before anything is written: a config that cannot run stops here.
-    separator = choose_separator(dict(tok.special_tokens), cfg.separator, int(tok.vocab_size))
-    n_ids = int(tok.vocab_size) + (separator == int(tok.vocab_size))
+    if shards is not None:  # what the shards hold: their separator, their ids
+        separator, n_ids = shards["separator"], int(shards["vocab_size"])
+    else:
+        separator = choose_separator(dict(tok.special_tokens), cfg.separator, int(tok.vocab_size))
+        n_ids = int(tok.vocab_size) + (separator == int(tok.vocab_size))
     model_cfg = config_from_preset(cfg.preset, n_ids, cfg.model)
     init = None
     if cfg.init_from:  # continued pretraining: the base model's shapes and weights
@@ -231,21 +287,24 @@ def pretrain(
     env = D.init_distributed(cfg.device)
     try:
         if run_json is not None:
-            _check_resume(run_json, run_json_path, run_dir, paths, tok)
+            _check_resume(run_json, run_json_path, run_dir, paths, tok, opts.shards)
         gate_dict, forced = (run_json or {}).get("gate"), bool((run_json or {}).get("forced"))
         if run_json is None:
-            gate_dict, forced = _run_gate(
-                gate or _default_gate(opts.policy, opts.corpus, quiet),
-                paths,
-                tok,
-                tok.spec,
-                opts.force,
-                quiet,
-                env,
+            default = (
+                _shards_gate(opts.shards, shards, opts.policy)
+                if opts.shards and shards is not None
+                else _default_gate(opts.policy, opts.corpus, quiet)
             )
-        index = _prepare_data(
-            paths, tok, run_dir, cfg, opts.corpus, quiet, env, separator, fresh=run_json is None
-        )
+            gate_dict, forced = _run_gate(
+                gate or default, paths, tok, tok.spec, opts.force, quiet, env
+            )
+        if opts.shards and shards is not None:
+            index, data_dir = shards, Path(opts.shards)
+        else:
+            index = _prepare_data(
+                paths, tok, run_dir, cfg, opts.corpus, quiet, env, separator, fresh=run_json is None
+            )
+            data_dir = layout.data
         mix_plan = plan_for_run(
             index,
             cfg,
@@ -266,8 +325,9 @@ def pretrain(
                 "gate": gate_dict,
                 "forced": forced,
                 "corpus": index.get("corpus"),
-                "corpus_paths": _corpus_paths(paths),
+                "corpus_paths": _corpus_paths(paths) if shards is None else None,
                 "data": {
+                    "shards": _shards_path(opts.shards),
                     "separator": index["separator"],
                     "separator_reserved": index["separator"] == int(tok.vocab_size),
                     "dtype": index["dtype"],
@@ -283,11 +343,11 @@ def pretrain(
             layout.write_run_json(record, TrainingError)
         D.barrier(env)
         data = TokenData.from_dir(
-            layout.data, "train", fingerprint=tok.fingerprint, vocab_size=model_cfg.vocab_size
+            data_dir, "train", fingerprint=tok.fingerprint, vocab_size=model_cfg.vocab_size
         )
         heldout = (
             TokenData.from_dir(
-                layout.data,
+                data_dir,
                 "heldout",
                 fingerprint=tok.fingerprint,
                 vocab_size=model_cfg.vocab_size,

@@ -2,7 +2,9 @@
 
     RUN_DIR/run.json            what was trained with what (schema fertility.run/1)
     RUN_DIR/tokenizer/<file>    a copy of the tokenizer file
-    RUN_DIR/data/               token shards, heldout.jsonl, index.json (trainer.data)
+    RUN_DIR/data/               token shards, heldout.jsonl, index.json (trainer.data); a
+                                run of `pretrain --shards DIR` has none: run.json's
+                                data.shards names DIR, the folder `fertility tokenize` wrote
     RUN_DIR/checkpoints/        step-NNNNNNNN folders (trainer.checkpoint)
     RUN_DIR/metrics.jsonl       one line per step (trainer.loop)
 
@@ -79,7 +81,15 @@ class RunDir:
 
     @property
     def heldout(self) -> Path:
-        return self.data / HELDOUT
+        """The held-out documents: in the run's data folder, or in the shards' folder that
+        run.json names (`pretrain --shards`)."""
+        shards = None
+        if self.run_json.is_file():
+            try:
+                shards = (self.read_run_json().get("data") or {}).get("shards")
+            except (OSError, ValueError, AttributeError, FertilityError):
+                shards = None
+        return (Path(shards) if shards else self.data) / HELDOUT
 
     @property
     def checkpoints(self) -> Path:

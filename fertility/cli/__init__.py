@@ -15,7 +15,7 @@ import traceback
 import click
 
 from fertility.cli import eval as eval_verb
-from fertility.cli import export, extend, fix, gate, pretrain, report
+from fertility.cli import export, extend, fix, gate, pretrain, report, tokenize
 from fertility.cli.options import silence_stdout
 from fertility.errors import FertilityError, Terminated, visible
 
@@ -45,6 +45,7 @@ for _command in (
     gate.gate,
     fix.fix,
     extend.extend,
+    tokenize.tokenize,
     pretrain.pretrain,
     eval_verb.eval_cmd,
     export.export,

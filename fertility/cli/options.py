@@ -67,7 +67,7 @@ def click_decorator(f: dataclasses.Field, flag: Flag, tp: Any):
     default and help from the declaration (fertility.options.option)."""
     kind = _without_none(tp)
     default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-    required = default is dataclasses.MISSING
+    required = default is dataclasses.MISSING and not flag.optional
     if flag.argument:
         many = typing.get_origin(kind) is tuple
         return click.argument(f.name, nargs=-1 if many else 1, required=required)

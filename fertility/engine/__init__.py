@@ -69,7 +69,7 @@ def measure(
         "batch_size": batch_size,
         "tasks": tasks,
     }
-    _check_manifest(work_dir, manifest)
+    check_manifest(work_dir, manifest)
     step = MeasureCorpus(
         work_dir,
         paths,
@@ -120,7 +120,7 @@ def make_executor(kind: str, pipeline, tasks: int, work_dir: str, workers, slurm
     raise FertilityError(f"--executor: {kind!r} is not one of {', '.join(EXECUTORS)}")
 
 
-def _check_manifest(work_dir: str, manifest: dict) -> None:
+def check_manifest(work_dir: str, manifest: dict) -> None:
     """Write WORK's manifest, or check that the one there is this run's: counts of other
     inputs (a changed file, other tokenizers, another number of tasks) must not be merged."""
     path = os.path.join(work_dir, MANIFEST)
@@ -138,10 +138,19 @@ def _check_manifest(work_dir: str, manifest: dict) -> None:
         fh.write(text)
 
 
-def merge(output, keys, *, tasks: int | None = None, settings: dict | None = None) -> Report:
-    """The Report of the counts the tasks of a MeasureCorpus or MeasureDocuments step wrote
-    into `output` (every task's, in task order; `tasks`: how many there must be). Languages
-    are numbered in order of first appearance, task by task."""
+def merge(
+    output,
+    keys=None,
+    *,
+    toks=None,
+    tasks: int | None = None,
+    settings: dict | None = None,
+) -> Report:
+    """The Report of the counts the tasks of a MeasureCorpus, MeasureDocuments or
+    TokenizeCorpus step wrote into `output` (every task's, in task order; `tasks`: how many
+    there must be), for the tokenizers of `keys` (reloaded here) or `toks` (loaded already).
+    Counts of other tokenizers are refused: by fingerprint (by label in counts written before
+    fingerprints were). Languages are numbered in order of first appearance, task by task."""
     from datatrove.io import get_datafolder
 
     folder = get_datafolder(output)
@@ -155,7 +164,7 @@ def merge(output, keys, *, tasks: int | None = None, settings: dict | None = Non
         )
     from fertility.engine import codec
 
-    toks = load_keys(keys)
+    toks = toks if toks is not None else load_keys(keys)
     accs = [TokenizerAccumulator(t) for t in toks]
     settings = settings or {}
     state = PassState(
@@ -164,8 +173,13 @@ def merge(output, keys, *, tasks: int | None = None, settings: dict | None = Non
     summary: dict | None = None
     for rank, name in enumerate(names):
         part = codec.load(folder.open, name)
-        if part["labels"] != [t.label for t in toks]:
-            raise FertilityError(f"{name}: counts of tokenizers {part['labels']}, not these")
+        theirs = part.get("fingerprints", part["labels"])
+        ours = [t.fingerprint if "fingerprints" in part else t.label for t in toks]
+        if theirs != ours:
+            raise FertilityError(
+                f"{output}/{COUNTS_FOLDER}/{name}: counts of tokenizers {part['labels']}, "
+                f"not of {[t.label for t in toks]} (another tokenizer file)"
+            )
         ids = [
             state.langs.setdefault(lang, len(state.langs))
             for lang in sorted(part["langs"], key=part["langs"].get)

@@ -88,6 +88,7 @@ class _Measure(PipelineStep):
 
         part = {
             "labels": [a.tok.label for a in accs],
+            "fingerprints": [a.tok.fingerprint for a in accs],
             "accs": [a.export() for a in accs],
             "langs": state.langs,
             "doc_rows": state.doc_rows,

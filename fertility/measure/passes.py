@@ -19,13 +19,24 @@ BATCH_CHARS = 1 << 18
 
 
 def run_pass(
-    corpus, toks, accs, state, batch_size: int, *, owned=None, progress=None, until=None
+    corpus,
+    toks,
+    accs,
+    state,
+    batch_size: int,
+    *,
+    owned=None,
+    progress=None,
+    until=None,
+    sink=None,
 ) -> int | None:
     """One pass over the corpus; with `owned` (batch number -> bool) only those batches are
     encoded and measured, the others only advance the order-dependent bookkeeping. With
     `until` ((batch number, bytes measured) -> bool, a fertility.measure.parallel.Switch, told
     the reading thread's CPU seconds in its read_seconds) the pass stops after the first batch
-    it says True for and returns the next batch's number; None when the pass went to the end."""
+    it says True for and returns the next batch's number; None when the pass went to the end.
+    `sink(batch, encoded)` sees every measured batch with its encodings (one per tokenizer,
+    encode_flat's form): `fertility tokenize` writes its shards from the ids measured here."""
 
     def encoded(batches):
         for index, batch in enumerate(batches):
@@ -44,6 +55,8 @@ def run_pass(
     with closing(reading), closing(_ahead(encoded(reading), name="fertility-encode")) as batches:
         for index, (batch, enc) in enumerate(batches):
             measure_batch(batch, enc, accs, state, index)
+            if sink is not None and enc is not None:
+                sink(batch, enc)
             if progress and enc is not None:
                 progress(state.docs_measured, state.bytes_measured)
             if until is not None and until(index, state.bytes_measured):

@@ -115,6 +115,11 @@ class ByteTok:
             SimpleNamespace(ids=np.frombuffer(t.encode(), np.uint8).astype(np.int64)) for t in texts
         ]
 
+    def encode_flat(self, texts):  # encode_batch end to end (fertility.tokenizers.base)
+        ids = [e.ids for e in self.encode_batch(texts)]
+        per_doc = np.array([len(i) for i in ids], np.int64)
+        return np.concatenate([np.zeros(0, np.int64), *ids]), None, None, per_doc
+
 
 def _docs(n=300):
     rng = random.Random(7)

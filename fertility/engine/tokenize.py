@@ -1,0 +1,243 @@
+"""`fertility tokenize`: the trainer's token shards written by datatrove tasks, measured in the
+same pass, so `pretrain --shards` neither tokenizes nor reads the corpus again for its gate.
+
+    OUT/parts/NNNNN/       task NNNNN's shards, document table, held-out JSONL, part.json
+                           (trainer/parts.py)
+    OUT/counts/NNNNN.*     task NNNNN's counts (fertility.engine.codec): the gate's evidence
+    OUT/logs/              datatrove's logs and completion markers
+    OUT/train-docs.bin, OUT/heldout.jsonl, OUT/index.json
+                           the folder's own, over the parts (trainer.parts.merge_parts);
+                           index.json is written last: a folder without it is unfinished
+    OUT/fertility-run.json the inputs: a relaunch must tokenize the same ones
+
+Task r encodes every N-th batch of the corpus read by fertility.corpus (as MeasureCorpus
+measures it), writes the ids into its part and measures them; a relaunch runs only the tasks
+datatrove has no completion marker for, each from an empty part, so a killed run finishes
+with the same files as one that was never killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from datatrove.io import get_datafolder
+
+from fertility.engine import codec
+from fertility.engine.step import MeasureCorpus
+from fertility.errors import FertilityError, OutputError
+from fertility.measure.passes import run_pass
+from fertility.progress import Progress
+from fertility.trainer.parts import PartWriter, merge_parts, shard_meta
+
+PARTS = "parts"
+# what `fertility tokenize` writes into OUT (fertility.outputs: only these may be replaced)
+OUTPUTS = [
+    "fertility-run.json",
+    "counts/",
+    "logs/",
+    f"{PARTS}/",
+    "train-docs.bin",
+    "heldout.jsonl",
+    "index.json",
+]
+
+
+class TokenizeCorpus(MeasureCorpus):
+    """Tokenize a corpus read by fertility.corpus into the trainer's shards, every
+    `world_size`-th batch in this task, and measure the same ids (what `fertility tokenize`
+    runs; its counts are MeasureCorpus's). `output` must be a local folder: the trainer
+    memory-maps the shards."""
+
+    name = "fertility: tokenize corpus"
+    type = "🔢 - TOKENIZE"
+
+    def __init__(
+        self,
+        output: str,
+        paths: Sequence[str],
+        tokenizer,
+        *,
+        heldout_fraction: float = 0.01,
+        separator: int | str = "auto",
+        shard_tokens: int = 1 << 28,
+        quiet: bool = True,
+        **kw,
+    ) -> None:
+        super().__init__(output, paths, [tokenizer], **kw)
+        self.root, self.quiet = str(output), quiet
+        self.heldout_fraction, self.separator = heldout_fraction, separator
+        self.shard_tokens = shard_tokens
+
+    def run(self, data=None, rank: int = 0, world_size: int = 1):
+        # deferred: the corpus reader with the step (a task process imports this module)
+        from fertility.corpus import Corpus
+
+        toks, accs, state = self._start()
+        tok = toks[0]
+        folder = Path(self.root) / PARTS / f"{rank:05d}"
+        if folder.exists():  # an unfinished earlier attempt of this task: ours, in OUT
+            shutil.rmtree(folder)
+        writer = PartWriter(
+            folder,
+            shard_meta(tok, self.separator),
+            seed=self.settings[0],
+            heldout_fraction=self.heldout_fraction,
+            shard_tokens=self.shard_tokens,
+            spec=tok.spec,
+        )
+        quiet = None if rank == 0 else (lambda message: None)
+        corpus = Corpus(self.paths, self.options, sizes=self.sizes, on_warning=quiet)
+        # Task 0 shows progress on stderr: its own share of the corpus times the tasks (the
+        # tasks take every N-th batch, so the shares are about equal).
+        progress = Progress.for_corpus(
+            "tokenizing", self.paths, self.options, quiet=self.quiet or rank != 0
+        )
+        try:
+            run_pass(
+                corpus,
+                toks,
+                accs,
+                state,
+                self.batch_size,
+                owned=lambda i: i % world_size == rank,
+                sink=lambda batch, enc: writer.add(batch, enc[0][0], enc[0][3]),
+                progress=lambda docs, nbytes: progress(docs * world_size, nbytes * world_size),
+            )
+        except BaseException:
+            writer.abort()
+            progress.close()
+            raise
+        writer.close()
+        progress.done()
+        self.stat_update("documents", value=state.docs_measured)
+        self._save(rank, accs, state, corpus.summary())
+        if data:
+            yield from data
+
+
+def tokenize(
+    paths: Sequence[str],
+    tokenizer,
+    out: str,
+    *,
+    tasks: int = 1,
+    executor: str = "local",
+    corpus_options=None,
+    seed: int = 0,
+    heldout_fraction: float = 0.01,
+    separator: int | str = "auto",
+    shard_tokens: int = 1 << 28,
+    batch_size: int = 4096,
+    detail_docs: int | None = 200,
+    workers: int | None = None,
+    quiet: bool = True,
+    slurm: dict | None = None,
+    ray: dict | None = None,
+) -> dict[str, Any] | None:
+    """Tokenize `paths` with `tokenizer` (a spec or a loaded tokenizer that can be reloaded)
+    into `out` (module doc) in `tasks` datatrove tasks; the index (index.json's content), or
+    None when the tasks were handed to Slurm and are not all finished (run the same call
+    again once they are). `out` must be new, empty or an earlier run of the same inputs: the
+    caller claims it (fertility.outputs.claim_folder, as the CLI does)."""
+    # deferred: the executors and the corpus reader when a run starts
+    from fertility.corpus import Corpus, CorpusOptions
+    from fertility.engine import check_manifest, make_executor
+    from fertility.trainer.data import INDEX_SCHEMA, read_index
+
+    options = corpus_options or CorpusOptions()
+    if options.precision is not None:
+        raise FertilityError(
+            "--precision: tokenize writes every document it reads into the shards; "
+            "a sample at stated precision is report's and gate's"
+        )
+    step = TokenizeCorpus(
+        out,
+        paths,
+        tokenizer,
+        corpus_options=options,
+        detail_docs=detail_docs,
+        keep_docs=200_000,
+        batch_size=batch_size,
+        seed=seed,
+        heldout_fraction=heldout_fraction,
+        separator=separator,
+        shard_tokens=shard_tokens,
+        quiet=quiet,
+    )
+    keys = step.keys
+    silent = options.__class__(**{**vars(options), "on_warning": lambda m: None})
+    sizes = Corpus([str(p) for p in paths], silent).sizes()
+    settings = {"detail_docs": detail_docs, "seed": seed, "keep_docs": step.settings[2]}
+    shards = {
+        "heldout_fraction": heldout_fraction,
+        "separator": separator,
+        "shard_tokens": shard_tokens,
+    }
+    manifest = {
+        "paths": [str(p) for p in paths],
+        "sizes": {str(k): v for k, v in sizes.items()},
+        "tokenizers": [list(k) for k in keys],
+        "corpus_options": {k: v for k, v in vars(options).items() if k != "on_warning"},
+        "settings": settings,
+        "shards": shards,
+        "batch_size": batch_size,
+        "tasks": tasks,
+    }
+    check_manifest(out, manifest)
+    done = read_index(out)
+    if done is not None:  # finished before: nothing to run again
+        return done
+    step.sizes = sizes  # every task reads the bytes the files had at launch
+    run = make_executor(executor, [step], tasks, out, workers, slurm or {}, ray or {})
+    run.run()
+    if run.get_incomplete_ranks(skip_completed=True):
+        return None
+    root = Path(out)
+    merged = merge_parts(root, [root / PARTS / f"{r:05d}" for r in range(tasks)])
+    if not merged["train"]:
+        raise FertilityError(f"{out}: the corpus produced no training tokens")
+    summary = codec.load(get_datafolder(out).open, "counts/00000")["summary"]
+    index = {
+        "schema": INDEX_SCHEMA,
+        **merged,
+        "seed": seed,
+        "heldout_fraction": heldout_fraction,
+        "corpus": summary,
+        "counts": {"folder": "counts", "tasks": tasks, "settings": settings},
+    }
+    tmp = root / "index.json.tmp"
+    tmp.write_text(json.dumps(index, indent=1, ensure_ascii=False))
+    os.replace(tmp, root / "index.json")
+    return index
+
+
+def shards_report(out: str | os.PathLike, tokenizer, index: dict | None = None):
+    """The Report of the counts a `fertility tokenize` run measured in `out` for `tokenizer`
+    (loaded; its fingerprint must be the one that made the shards): the gate's evidence
+    without a second pass over the corpus."""
+    from fertility.engine import merge
+    from fertility.trainer.data import read_index
+
+    index = index or read_index(os.fspath(out))
+    if index is None:
+        raise OutputError(f"{out}: no finished shards (index.json missing)")
+    counts = index.get("counts")
+    if counts is None:
+        raise FertilityError(
+            f"{out}: shards without their counts (built by pretrain, not `fertility tokenize`)"
+        )
+    settings = {**counts["settings"], "tasks": counts["tasks"], "executor": "shards"}
+    return merge(
+        str(out),
+        toks=[tokenizer],
+        tasks=counts["tasks"],
+        settings=settings,
+    )
+
+
+__all__ = ["OUTPUTS", "TokenizeCorpus", "shards_report", "tokenize"]
