@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from fertility.corpus.sampling import mix64
 from fertility.errors import TrainingError
 from fertility.trainer.shards import (
     DocTableWriter,
@@ -77,24 +78,31 @@ def shard_meta(tokenizer: Any, separator: int | str) -> dict[str, Any]:
     return {"vocab_size": vocab, "fingerprint": tokenizer.fingerprint, "separator": sep}
 
 
-def is_heldout(seed: int, source: str, line: int, fraction: float) -> bool:
-    """Deterministic split by document: a hash of (seed, source, line), not of the order read."""
-    if fraction <= 0:
-        return False
-    digest = hashlib.blake2b(f"{seed}\0{source}\0{line}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") < fraction * 2.0**64
-
-
 def heldout_mask(
     seed: int, sources: Sequence[str], lines: Sequence[int], fraction: float
 ) -> np.ndarray:
-    """Which documents are held out (is_heldout of each), so the split does not depend on
-    the order documents are read in or on how they are batched."""
-    if fraction <= 0:
-        return np.zeros(len(sources), bool)
-    return np.fromiter(
-        (is_heldout(seed, s, n, fraction) for s, n in zip(sources, lines)), bool, len(sources)
-    )
+    """Which documents are held out: a hash of (seed, source, line) per document under
+    `fraction` of its range, so the split depends neither on the order documents are read in
+    nor on how they are batched. blake2b of (seed, source) once per distinct source, mixed
+    with the line number by splitmix64 (vectorised: a hash call per document cost a tenth of
+    the tokenizing time)."""
+    n = len(sources)
+    if fraction <= 0 or n == 0:
+        return np.zeros(n, bool)
+    salts = {
+        src: int.from_bytes(
+            hashlib.blake2b(f"{seed}\0{src}".encode(), digest_size=8).digest(), "little"
+        )
+        for src in set(sources)
+    }
+    salt = np.fromiter(map(salts.__getitem__, sources), np.uint64, n)
+    key = mix64(salt ^ mix64(np.asarray(lines, np.uint64)))
+    return key < np.uint64(min(int(fraction * 2.0**64), 2**64 - 1))
+
+
+def is_heldout(seed: int, source: str, line: int, fraction: float) -> bool:
+    """heldout_mask of one document."""
+    return bool(heldout_mask(seed, [source], [line], fraction)[0])
 
 
 class _Split:
@@ -204,15 +212,16 @@ class PartWriter:
     def _table(self, batch: Any, sel: np.ndarray, lens: np.ndarray) -> None:
         """Document-table rows (trainer/shards.py) and the language totals of the training
         documents `sel` of `batch`, `lens` tokens each."""
-        lang = np.fromiter(
-            (self.langs.setdefault(batch.langs[i], len(self.langs)) for i in sel), np.int64
-        )
-        chars = np.fromiter((len(batch.texts[i]) for i in sel), np.int64, len(sel))
-        nbytes = np.fromiter(
-            (len(batch.texts[i].encode("utf-8")) for i in sel),
-            np.int64,
-            len(sel),
-        )
+        # per document: C-level map()s, no Python frame per document
+        n, texts = len(batch.texts), batch.texts
+        # first seen first (dict.fromkeys keeps order; a set's would vary from run to run)
+        codes = {
+            lang: self.langs.setdefault(lang, len(self.langs))
+            for lang in dict.fromkeys(batch.langs)
+        }
+        lang = np.fromiter(map(codes.__getitem__, batch.langs), np.int64, n)[sel]
+        chars = np.fromiter(map(len, texts), np.int64, n)[sel]
+        nbytes = np.fromiter(map(len, map(str.encode, texts)), np.int64, n)[sel]
         shard, start = self.splits["train"].starts(lens)
         self.docs.append(np.stack([np.full(len(sel), shard), start, lens, lang, chars, nbytes], 1))
         if len(self.langs) > len(self.totals):

@@ -21,6 +21,7 @@ from fertility.measure.counters import Bootstrap, GroupCounts
 # the objects a TokenizerAccumulator's export holds besides plain data (rebuilt attribute by
 # attribute, their __init__ not called)
 CLASSES = {"GroupCounts": GroupCounts, "Bootstrap": Bootstrap}
+_PLAIN = {str, int, float, bool, type(None)}
 
 
 def _encode(obj: Any, arrays: list[np.ndarray]) -> Any:
@@ -39,6 +40,10 @@ def _encode(obj: Any, arrays: list[np.ndarray]) -> Any:
     if isinstance(obj, tuple):
         return {"tuple": [_encode(x, arrays) for x in obj]}
     if isinstance(obj, list):
+        # a list of plain values (a batch's sources, lines, language ids: one per document)
+        # is stored as it is, without a call per element
+        if set(map(type, obj)) <= _PLAIN:
+            return {"plain": obj}
         return [_encode(x, arrays) for x in obj]
     name = type(obj).__name__
     if CLASSES.get(name) is type(obj):
@@ -51,6 +56,8 @@ def _decode(value: Any, arrays) -> Any:
         return [_decode(x, arrays) for x in value]
     if not isinstance(value, dict):
         return value
+    if "plain" in value:
+        return value["plain"]
     if "nd" in value:
         a = arrays[f"a{value['nd']}"]
         return a[()] if value["scalar"] else a

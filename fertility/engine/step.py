@@ -74,11 +74,15 @@ class _Measure(PipelineStep):
         self.settings = (seed, detail_docs, keep_docs)
         self.batch_size = batch_size
 
-    def _start(self):
-        # the tasks are the parallelism: one tokenizer thread each (as in
-        # fertility.measure.parallel's workers)
-        os.environ["RAYON_NUM_THREADS"] = "1"
-        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    def _start(self, world_size: int):
+        # The tasks are the parallelism: the cores shared out among them, the tokenizer's
+        # threads (HF's rayon pool) one task's share (one thread each where tasks outnumber
+        # cores, as in fertility.measure.parallel's workers; all of them for a single task).
+        # A setting of the user's is kept.
+        share = max(1, (os.cpu_count() or 1) // max(1, world_size))
+        os.environ.setdefault("RAYON_NUM_THREADS", str(share))
+        if share == 1:
+            os.environ["TOKENIZERS_PARALLELISM"] = "false"
         toks = load_keys(self.keys)
         return toks, [TokenizerAccumulator(t) for t in toks], PassState(*self.settings)
 
@@ -123,7 +127,7 @@ class MeasureCorpus(_Measure):
         self.sizes = sizes
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1):
-        toks, accs, state = self._start()
+        toks, accs, state = self._start(world_size)
         # the corpus's warnings once, from task 0 (every task reads the same files)
         quiet = None if rank == 0 else (lambda message: None)
         corpus = Corpus(self.paths, self.options, sizes=self.sizes, on_warning=quiet)
@@ -163,7 +167,7 @@ class MeasureDocuments(_Measure):
         self.language_key = language_key
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1):
-        toks, accs, state = self._start()
+        toks, accs, state = self._start(world_size)
         docs: list[Document] = []
         chars = 0
         index = 0
