@@ -360,6 +360,9 @@ class TokenizeOptions:
         "whole corpus and encodes every N-th batch).",
     )
     executor: Executor = _executor()
+    workers: int | None = option(
+        None, min=1, help="--executor local: tasks run at once (default: all of them)."
+    )
     heldout_fraction: float = option(
         HELDOUT_FRACTION,
         min=0,

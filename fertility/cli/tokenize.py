@@ -45,6 +45,7 @@ def tokenize(**kw) -> None:
         o.out,
         tasks=o.tasks,
         executor=o.executor,
+        workers=o.workers,
         corpus_options=o.corpus,
         seed=o.corpus.seed,
         heldout_fraction=o.heldout_fraction,

@@ -1,0 +1,75 @@
+"""`fertility tokenize` (shards + the gate's counts, datatrove tasks) against the raw tokenizer
+writing its ids, both timed as whole processes as a user runs them, by farm-bench.
+
+    python benchmarks/tokenize_throughput.py                 # 100 MB of real text, 3 runs
+    python benchmarks/tokenize_throughput.py --mb 50 --runs 5 --tasks 1,2,4
+
+Text and tokenizer are analyze_throughput.py's: the fixtures' real text of 13 languages
+repeated to the size asked (one document per line) and a 32,000-token byte-level BPE with
+the o200k split trained on it. Sides, each a fresh process over the same lines:
+  raw:  `python` reading every file line by line, `tokenizers.Tokenizer.encode_batch` on
+        batches of 1,000 (its own threads), every id appended to one uint16 file with the
+        separator after each document: the least a shard writer does.
+  ours: `fertility tokenize DIR -t tok.json --out OUT -q --tasks N` (into a new OUT each run):
+        the shards, the held-out split, the document table and the counts its gate reads.
+farm-bench pairs each `--tasks N` with raw (A B A B ...; the ratio is taken pair by pair) and
+prints min / median / max; quote the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from analyze_throughput import CACHE, FERTILITY, PY, real_corpus, trained_bpe  # noqa: E402
+
+RAW = r"""
+import sys
+import numpy as np
+from pathlib import Path
+from tokenizers import Tokenizer
+tok = Tokenizer.from_file(sys.argv[2])
+sep = np.array([tok.get_vocab_size()], np.uint16)
+with open(sys.argv[3], "wb") as out:
+    for path in sorted(Path(sys.argv[1]).glob("*.txt")):
+        with open(path, encoding="utf-8") as fh:
+            buf = []
+            for line in fh:
+                buf.append(line[:-1])
+                if len(buf) == 1000:
+                    for e in tok.encode_batch(buf, add_special_tokens=False):
+                        out.write(np.asarray(e.ids, np.uint16).tobytes() + sep.tobytes())
+                    buf = []
+            for e in tok.encode_batch(buf, add_special_tokens=False):
+                out.write(np.asarray(e.ids, np.uint16).tobytes() + sep.tobytes())
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mb", type=float, default=100.0)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--tasks", default="1,2", help="comma-separated task counts to pair with raw")
+    args = ap.parse_args()
+    corpus = CACHE / f"tokenize-real-{args.mb:g}mb"
+    if not corpus.exists():
+        real_corpus(corpus, args.mb)
+    tok = trained_bpe(32000, "o200k", synthetic=False)
+    raw_py = CACHE / "raw_tokenize.py"
+    raw_py.write_text(RAW, encoding="utf-8")
+    out = CACHE / "tokenize-out"
+    raw = f"{PY} {raw_py} {corpus} {tok} {CACHE / 'raw-ids.bin'}"
+    print(f"corpus {corpus} ({args.mb:g} MB), tokenizer {tok}, {os.cpu_count()} cores", flush=True)
+    for n in [int(x) for x in args.tasks.split(",")]:
+        ours = f"rm -rf {out} && exec {FERTILITY} tokenize {corpus} -t {tok} --out {out} -q --tasks {n}"
+        cmd = ["farm-bench", "-n", str(args.runs), "--timeout", "3600", "--vs", raw]
+        print(f"\n== fertility tokenize --tasks {n}  vs  raw encode_batch + write ids", flush=True)
+        subprocess.run([*cmd, "--", "sh", "-c", ours], check=True)
+
+
+if __name__ == "__main__":
+    main()
