@@ -77,7 +77,7 @@ class TokenizeCorpus(MeasureCorpus):
         # deferred: the corpus reader with the step (a task process imports this module)
         from fertility.corpus import Corpus
 
-        toks, accs, state = self._start()
+        toks, accs, state = self._start(world_size)
         tok = toks[0]
         folder = Path(self.root) / PARTS / f"{rank:05d}"
         if folder.exists():  # an unfinished earlier attempt of this task: ours, in OUT
