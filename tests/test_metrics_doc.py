@@ -66,4 +66,4 @@ def test_the_counts_table_lists_exactly_the_frames_counts():
         for row in re.findall(r"(?m)^\| (`[^|]+) \|", counts)
         for name in re.findall(r"`(\w+)`", row)
     }
-    assert names == set(COUNTS) | {"vocab_used"}
+    assert names == set(COUNTS)

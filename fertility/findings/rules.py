@@ -335,9 +335,9 @@ def merge_starvation(x: Inputs) -> Iterator[Finding]:
             "lo": number(r["chars_per_token_lo"]),
             "hi": number(r["chars_per_token_hi"]),
             "chars_per_pretoken": ceiling,
-            "vocab_used": number(r.get("vocab_used")),
+            "unique_tokens": number(r.get("unique_tokens")),
             "vocab_size": size,
-            "vocab_share": number(r.get("vocab_used") / size) if size else None,
+            "vocab_share": number(r.get("unique_tokens") / size) if size else None,
         }
         unit = f"{bpt:.2f} bytes" if near_bytes else f"{gpt:.2f} graphemes"
         yield x.finding(

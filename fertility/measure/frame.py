@@ -33,7 +33,7 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
     frames = []
     for acc in accs:
         t = acc.tok
-        rows, keys, groups, lo, hi, used, dist = [], [], [], [], [], [], []
+        rows, keys, groups, lo, hi, dist = [], [], [], [], [], []
         n = len(lang_names)
         size = len(acc.vocab_all)
         none = np.zeros(size, np.int64)
@@ -48,7 +48,6 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
             a, z = Bootstrap.interval(sums)
             lo.append(a)
             hi.append(z)
-            used.append(int(np.count_nonzero(vocab)) if vocab is not None else np.nan)
             dist.append(card.distribution_values(vocab, size, DISTRIBUTION_NAMES))
 
         every = sum(acc.vocab_lang.values(), none) if acc.track_vocab else None
@@ -85,9 +84,8 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
             totals=dict(zip(COUNTS, total)),
             has_vocab=acc.track_vocab,
             delta=(lo, hi),
-            distributions=False,  # computed below, after vocab_used, from the histograms
+            distributions=False,  # computed below, from the histograms
         )
-        f["vocab_used"] = pd.array(used, dtype="Int64") if acc.track_vocab else pd.NA
         # the registry's DISTRIBUTIONS, from each row's token-id histogram (null without one)
         values = np.array(dist, dtype=float).reshape(-1, len(DISTRIBUTION_NAMES))
         for j, m in enumerate(DISTRIBUTIONS):

@@ -15,7 +15,7 @@ Adding a metric: declare it in METRICS below; a count it needs goes into COUNTS 
 in fertility/measure/batch.py; define it in docs/METRICS.md; test it in tests/measure/.
 
 DISTRIBUTIONS are the other kind: a function of the row's token-id histogram (not a ratio of
-counts), computed by fertility.measure.card; their columns follow `vocab_used` in the frame,
+counts), computed by fertility.measure.card; their columns follow the ratios in the frame,
 and docs/METRICS.md defines them under "Token distributions" (tests/measure/test_card.py).
 """
 

@@ -119,7 +119,7 @@ def _folded(frame: pd.DataFrame, label: str, small: list[str]) -> dict:
     ]
     allrow = frame[(frame["tokenizer"] == label) & (frame["group"] == "all")]
     row = pd.DataFrame([sub.reindex(columns=list(COUNTS), fill_value=0).sum()])
-    has_vocab = "vocab_used" in sub and bool(sub["vocab_used"].notna().any())
+    has_vocab = "unique_tokens" in sub and bool(sub["unique_tokens"].notna().any())
     add_metrics(row, totals=allrow.iloc[0] if len(allrow) else {}, has_vocab=has_vocab)
     return row.iloc[0].to_dict()
 

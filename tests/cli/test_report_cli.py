@@ -50,7 +50,7 @@ def test_table_json_and_csv(run, corpus, tok_path):
         "byte_fallback_rate",
         "token_share",
         "byte_share",
-        "vocab_used",
+        "unique_tokens",
         "chars_per_token_lo",
         "chars_per_token_hi",
         "roundtrip_failure_rate",
