@@ -65,8 +65,11 @@ def _one_process(tok: str, out: Path, settings: dict) -> None:
         torch.set_num_threads(before)
 
 
-def _two_processes(tmp_path: Path, tok: str, out: Path, settings: dict) -> dict:
-    """Runs the job; returns the summary rank 0 printed."""
+def _two_processes(
+    tmp_path: Path, tok: str, out: Path, settings: dict, shards: Path | None = None
+) -> dict:
+    """Runs the job (on `shards`, `fertility tokenize`'s folder, when given; else on CORPUS);
+    returns the summary rank 0 printed."""
     config = tmp_path / "job.toml"
     config.write_text(_toml(settings))
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
@@ -82,7 +85,7 @@ def _two_processes(tmp_path: Path, tok: str, out: Path, settings: dict) -> dict:
         "-m",
         "fertility",
         "pretrain",
-        *CORPUS,
+        *(["--shards", str(shards)] if shards else CORPUS),
         "-t",
         tok,
         "--out",
@@ -149,14 +152,27 @@ def test_fsdp2_under_two_processes_matches_one_in_corpus_order(tmp_path, tok):
     assert any(s.startswith("optimizer step: FSDP") for s in arbiter["skipped"])
 
 
-def test_ddp_with_a_mix_under_two_processes_matches_one(tmp_path, tok):
+def test_ddp_with_a_mix_on_tokenized_shards_under_two_processes_matches_one(tmp_path, tok):
     """DDP (all-reduce on the last micro-batch) on MixBatches' windows: the same windows of
-    each language, counted once (rank 0 counts the global batch); and the entry point itself
-    trains with --force, saying so in its summary (test_run refuses without it)."""
+    each language, counted once (rank 0 counts the global batch); the two processes train on
+    the shards `fertility tokenize` wrote beforehand (`pretrain --shards`: no rank tokenizes,
+    the gate reads the tokenize pass's counts), the one process on the corpus it tokenizes
+    itself, and both read the same windows; the entry point trains with --force, saying so
+    in its summary (test_run refuses without it)."""
     steps = 6
     settings = {**SETTINGS, "steps": steps, "checkpoint_every": 100, "mix": {"bn": 0.6, "en": 0.4}}
     _one_process(tok, tmp_path / "one", settings)
-    summary = _two_processes(tmp_path, tok, tmp_path / "two", {**settings, "fsdp": False})
+    shards = tmp_path / "shards"
+    made = subprocess.run(
+        [sys.executable, "-m", "fertility", "tokenize", *CORPUS, "-t", tok, "--out", str(shards)]
+        + ["--heldout-fraction", str(SETTINGS["heldout_fraction"]), "-q"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    summary = _two_processes(tmp_path, tok, tmp_path / "two", {**settings, "fsdp": False}, shards)
+    assert not (tmp_path / "two" / "data").exists()  # nothing tokenized in the run
     assert summary["steps"] == steps and summary["forced"] is True  # the real gate refuses
     _assert_same_run(tmp_path / "two", tmp_path / "one", steps)  # final weights: step 6
     # the arbiter checked the step through DDP's own reduction (2 micro-batches per rank)
