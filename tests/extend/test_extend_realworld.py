@@ -5,6 +5,7 @@ tokenizer.json), characters per token from counting the library's ids, and the f
 reference from a byte-level BPE trained here on the same text with the same split.
 """
 
+import functools
 import json
 from pathlib import Path
 
@@ -50,14 +51,21 @@ def extended(request, rw, tmp_path_factory):
     return request.param, base, corpus, tmp / "out", result
 
 
+@functools.cache
+def _ranks(path: Path) -> dict[bytes, int]:
+    """tiktoken's reading of a rank file, once: several tests read the same one."""
+    return load_tiktoken_bpe(str(path))
+
+
+@functools.cache
 def _base_encoder(name: str, base: Path):
-    """The base's ids from its own library."""
+    """The base's ids from its own library (built once for the tests of each base)."""
     if name == "cl100k":
         enc = tiktoken.Encoding(
             "cl100k",
             pat_str=FAMILIES["cl100k"],
             special_tokens={},
-            mergeable_ranks=load_tiktoken_bpe(str(base)),
+            mergeable_ranks=_ranks(base),
         )
         return lambda texts: enc.encode_ordinary_batch(texts)
     tok = Tokenizer.from_file(str(base))
@@ -96,7 +104,7 @@ def test_base_languages_keep_their_ids(extended):
             "ext",
             pat_str=pattern,
             special_tokens={},
-            mergeable_ranks=load_tiktoken_bpe(str(out / "tokenizer.tiktoken")),
+            mergeable_ranks=_ranks(out / "tokenizer.tiktoken"),
         )
         assert enc.encode_ordinary_batch(plain) == want
 
@@ -107,12 +115,12 @@ def test_old_ids_keep_their_bytes_and_new_ids_follow(extended):
     ids_map = json.loads((out / "ids-map.json").read_text(encoding="utf-8"))
     first = ids_map["unchanged_ids"][1]
     if name == "cl100k":
-        ranks = load_tiktoken_bpe(str(base))
+        ranks = _ranks(base)
         assert first == 100277  # after cl100k's published special tokens
         old = {i: b for b, i in ranks.items()}
 
         # tiktoken reads the extended rank file: every old rank is the same token
-        ext_ranks = load_tiktoken_bpe(str(out / "tokenizer.tiktoken"))
+        ext_ranks = _ranks(out / "tokenizer.tiktoken")
         assert all(ext_ranks[b] == i for i, b in old.items())
         assert tok.token_to_id("<|endoftext|>") == 100257
     else:
@@ -233,7 +241,7 @@ def test_sentencepiece_keeps_every_piece_and_every_plain_document(extended_sp):
 def test_tekken_keeps_mistral_commons_ids_and_writes_its_own_format(rw, tmp_path):
     from mistral_common.tokens.tokenizers.tekken import Tekkenizer
 
-    base_path = rw / "tokenizers" / "tekken" / "tekken_240911.json"
+    base_path = rw / "tokenizers" / "tekken" / "tekken_240911.json"  # the file as shipped
     corpus = _corpus(rw, tmp_path / "corpus")
     result = extend(str(base_path), [str(corpus)], tmp_path / "out", ADD, langs=[TARGET])
     base = Tekkenizer.from_file(str(base_path))

@@ -110,10 +110,12 @@ def test_o200k_passes_a_real_bengali_file_whose_latin_is_placeholders(rw):
     path = rw / "shipped" / "bn.txt"
     text = path.read_text(encoding="utf-8")
     latin = sum(1 for c in text if _family(c) == "Latn")
-    running = sum(
-        sum(reference_running(x)[j] for j, c in enumerate(x) if _family(c) == "Latn")
-        for x in text.splitlines()
-    )
+    running = 0
+    for x in text.splitlines():
+        latn = [j for j, c in enumerate(x) if _family(c) == "Latn"]
+        if latn:  # the reference once a line (it was run again for each Latin letter)
+            ref = reference_running(x)
+            running += sum(ref[j] for j in latn)
     # the Latin letters are many (placeholders, markup), their running text is not
     assert latin / len(text) > 0.05 and running / len(text) < 0.005
     rep = analyze([str(path)], [str(rw / O200K)], workers=1)
