@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from fertility import unicode as U
+from fertility.corpus.sampling import mix64
 from fertility.measure import roundtrip
 from fertility.measure.counters import (
     COUNTS,
@@ -200,7 +201,7 @@ def _measure_tokenizer(acc, enc, texts, tb, keys: _Keys, doc_lang, detail, index
     # A token that covers no text (at a document's end) belongs to the last character.
     pos = np.minimum(gs, np.repeat(off[1:] - 1, per_doc))
     partial = acc.partial[ids] if acc.track_vocab else None
-    at = _attributed(tb, keys, pos, gs, ge, partial)
+    at = _attributed(tb, keys, pos, gs, ge, partial, (starts, ids, tok_doc))
     key = keys.char.take(at)
     tokens = keys.count(key)
     counts = {"tokens": tokens, "word_tokens": tokens * keys.spaced}
@@ -250,14 +251,15 @@ def _measure_tokenizer(acc, enc, texts, tb, keys: _Keys, doc_lang, detail, index
     return tokens
 
 
-def _attributed(tb, keys: _Keys, pos, gs, ge, partial) -> np.ndarray:
+def _attributed(tb, keys: _Keys, pos, gs, ge, partial, who) -> np.ndarray:
     """The character each token counts at (its script and running flag), docs/METRICS.md
     "Which script a token belongs to": a piece of a character's bytes (`partial`) at that
     character, its last one (the first may be a whole leading space); any other token at
     the first character of its span with a script of its own (a leading space or
     punctuation carries no script), or at `pos` when it has none (all Common: ", "); a token
-    holding characters of several scripts at the first character of the script holding most
-    of them (ties: the first)."""
+    holding characters of several scripts at the first character of one of them, drawn with
+    probability its share of the token's characters (`who`: the tokens' starts in their
+    document, ids and documents, which the draw is a hash of)."""
     first = keys.first_own.take(pos)
     at = np.where(first < ge, first, pos)
     if partial is not None:
@@ -272,7 +274,7 @@ def _attributed(tb, keys: _Keys, pos, gs, ge, partial) -> np.ndarray:
     if partial is not None:
         mixed &= ~partial
     maybe = np.flatnonzero(mixed)
-    if maybe.size:  # 0.1-0.3% of the tokens of real text that holds Latin (docs/METRICS.md)
+    if maybe.size:  # Japanese: 1-2% of tokens (kanji and kana); others: none (METRICS.md)
         # every character of those tokens, token by token, in order
         lengths = ge[maybe] - gs[maybe]
         starts = np.cumsum(lengths) - lengths
@@ -284,12 +286,39 @@ def _attributed(tb, keys: _Keys, pos, gs, ge, partial) -> np.ndarray:
         pairs, first, counts = np.unique(
             which * 256 + script[keep], return_index=True, return_counts=True
         )
-        # per token: the script with most characters, ties to the one met first
-        order = np.lexsort((first, -counts, pairs // 256))
-        tok = pairs[order] // 256
-        best = order[np.append(True, tok[1:] != tok[:-1])]
-        at[maybe[pairs[best] // 256]] = pos[first[best]]
+        at[maybe] = pos[first[_drawn(pairs // 256, first, counts, maybe, tb, who)]]
     return at
+
+
+def _drawn(tok: np.ndarray, first: np.ndarray, counts: np.ndarray, maybe, tb, who) -> np.ndarray:
+    """For each mixed token (`tok`: its number among them, per (token, script) pair sorted by
+    token; `first`: where the pair's script first occurs in the token; `counts`: its
+    characters), the pair of the script it counts in: script s with probability
+    counts(s) / the token's characters of a script of its own, so that a script's count is
+    in expectation the token split in fractions by characters, and every count an integer
+    (exact sums across batches, processes and tasks). The draw is a hash of the token's start
+    in its document, its id and its document's length: the same token of the same document
+    draws the same script whatever the batch, order or process."""
+    order = np.lexsort((first, tok))  # each token's scripts in the order they occur
+    tok, counts = tok[order], counts[order]
+    group = np.flatnonzero(np.diff(tok, prepend=-1))  # where each token's pairs begin
+    sizes = np.diff(group, append=len(tok))
+    cum = np.cumsum(counts)
+    before = np.repeat(cum[group] - counts[group], sizes)
+    within = cum - before  # the token's characters up to and including this script
+    total = within[group + sizes - 1]
+    starts, ids, tok_doc = who
+    doc = tok_doc[maybe]
+    length = np.diff(tb.doc_offsets)[doc]
+    key = mix64(
+        mix64(np.asarray(starts[maybe], np.uint64))
+        ^ mix64(np.asarray(ids[maybe], np.uint64) + np.uint64(1 << 40))
+        ^ np.asarray(length, np.uint64)
+    )
+    r = (key % np.asarray(total, np.uint64)).astype(np.int64)  # uniform in [0, total)
+    hit = np.flatnonzero(within > np.repeat(r, sizes))
+    chosen = hit[np.unique(tok[hit], return_index=True)[1]]
+    return order[chosen]
 
 
 def _mark_vocab(acc, keys: _Keys, tokens, ids, doc_lang, tok_doc, t_script) -> None:

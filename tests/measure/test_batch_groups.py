@@ -19,6 +19,7 @@ from fertility.corpus import CorpusOptions
 from fertility.measure import analyze
 from fertility.measure.batch import _overlapped_twice
 from fertility.measure.counters import Bootstrap
+from fertility.tokenizers.patterns import FAMILIES
 from tests.unicode.test_unicode import _reference_scripts
 
 WORDS = {
@@ -133,12 +134,57 @@ def test_mark_or_joiner_of_a_batch_matches_the_code_points():
     assert tb.mark_or_joiner(pos).tolist() == [True, True, False, True, False, False, True]
 
 
-def test_a_token_of_two_scripts_counts_in_the_one_with_most_characters(tmp_path):
-    """Counted by hand: the whitespace pre-tokenizer's pieces ` aবববb` (Latin 2, Bengali 3:
-    Bengali, though it starts and ends in Latin), ` abবc` (Latin 3: Latin), ` aব` (a tie:
-    the script met first, Latin) and ` ক` (Bengali); `x` opens the document (Latin)."""
+def _splitmix(x: int) -> int:
+    """splitmix64's finaliser on Python integers."""
+    m = (1 << 64) - 1
+    z = (x + 0x9E3779B97F4A7C15) & m
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+    return z ^ (z >> 31)
+
+
+def _drawn(start: int, token_id: int, doc_len: int, scripts: list[str]) -> str:
+    """docs/METRICS.md's draw, written plainly: r uniform in [0, letters), the script whose
+    letters (in order of first occurrence) cover r."""
+    r = _splitmix(_splitmix(start) ^ _splitmix(token_id + (1 << 40)) ^ doc_len) % len(scripts)
+    for script in dict.fromkeys(scripts):
+        if r < scripts.count(script):
+            return script
+        r -= scripts.count(script)
+    raise AssertionError
+
+
+def test_a_token_of_two_scripts_counts_in_one_drawn_by_its_letters(tmp_path):
+    """The whitespace pre-tokenizer's pieces of "x aবববb abবc aব ক": `x` (Latin), ` aবববb`
+    (Latin 2, Bengali 3: drawn, Bengali with probability 3/5), ` abবc` (3 and 1), ` aব` (1
+    and 1) and ` ক` (Bengali). The pieces from `regex`, the draw from _drawn (a pre-token's
+    id is 0)."""
+    text = "x aবববb abবc aব ক"
     path = tmp_path / "mixed.jsonl"
-    path.write_text(json.dumps({"text": "x aবববb abবc aব ক"}) + "\n", encoding="utf-8")
+    path.write_text(json.dumps({"text": text}) + "\n", encoding="utf-8")
     f = analyze([path], pretokenizers=["whitespace"], workers=1).frame
     tokens = dict(zip(f.loc[f.group == "script", "key"], f.loc[f.group == "script", "tokens"]))
-    assert tokens == {"Latn": 3, "Beng": 2}
+    want = {"Latn": 1, "Beng": 1}  # x, ক
+    for m in regex.finditer(FAMILIES["whitespace"], text):
+        letters = ["Latn" if c.isascii() else "Beng" for c in m.group() if not c.isspace()]
+        if len(set(letters)) > 1:
+            script = _drawn(m.start(), 0, len(text), letters)
+            want[script] += 1
+    assert sum(want.values()) == 5 and tokens == want
+
+
+def test_drawn_tokens_split_in_proportion_to_their_letters(tmp_path):
+    """2,000 documents each holding one piece of Latin 2, Bengali 3 at another place: Bengali
+    gets 3/5 of them within binomial noise (sd sqrt(0.24 / 2000) = 1.1%; 4.5 sd allowed)."""
+    rng = random.Random(3)
+    # (the draw is a hash of the piece's start, id and the document's length: vary both)
+    docs = [
+        " ".join(["x" * rng.randint(1, 300), "aবববb", "y" * rng.randint(1, 300)])
+        for _ in range(2000)
+    ]
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps({"text": d}) + "\n" for d in docs), encoding="utf-8")
+    f = analyze([path], pretokenizers=["whitespace"], workers=1).frame
+    tokens = dict(zip(f.loc[f.group == "script", "key"], f.loc[f.group == "script", "tokens"]))
+    beng = tokens["Beng"] / 2000
+    assert abs(beng - 0.6) < 0.05, beng
