@@ -2,6 +2,7 @@
 
     python benchmarks/precision.py                   # 200 MB of real text, REL 0.01
     python benchmarks/precision.py --mb 2000 --rel 0.01
+    python benchmarks/precision.py --mb 10000 --no-full --keep /tmp/p10g   # (b) alone
 
 Corpus: the fixtures' ROOT/text/<lang>.txt (tests/realworld/build.py; ROOT is
 $FERTILITY_REALWORLD or ~/.cache/fertility/realworld), each language written as shuffled
@@ -9,7 +10,8 @@ copies (a fresh shuffle of its lines per copy) to LANG.txt until the corpus hold
 every language its share. Tokenizer: the fixtures' bpe-gpt2 tokenizer.json.
   (a) full:      `fertility report DIR -t tok --format json -o full.json -q`
   (b) precision: `fertility report DIR -t tok --precision REL --seed S --format json -o p.json -q`
-One run each, side by side (a then b); wall time from the process. Printed: both times, the
+One run each, side by side (a then b); wall time from the process. `--no-full` runs (b)
+alone, twice: whether its time grows with the corpus, where (a) would take hours. Printed: both times, the
 ratio b/a, the blocks read, and per language the sampled chars/token, its stated interval,
 the full pass's value and whether it lies inside.
 """
@@ -62,6 +64,7 @@ def main() -> None:
     ap.add_argument("--rel", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", help="build (or reuse) the corpus in this folder")
+    ap.add_argument("--no-full", action="store_true", help="time --precision alone, twice")
     args = ap.parse_args()
     tok = str(REALWORLD / "tokenizers" / "bpe-gpt2")
     with tempfile.TemporaryDirectory(prefix="fertility-precision-") as tmp:
@@ -74,6 +77,16 @@ def main() -> None:
         size = sum(p.stat().st_size for p in corpus.iterdir())
         out = Path(tmp)
         report = [FERTILITY, "report", str(corpus), "-t", tok, "--format", "json", "-q"]
+        if args.no_full:
+            sample = ["--precision", str(args.rel), "--seed", str(args.seed)]
+            times = [timed(report + sample + ["-o", str(out / "p.json")]) for _ in range(2)]
+            p = json.loads((out / "p.json").read_text())["corpus"]["precision"]
+            print(
+                f"corpus {size / 1e6:,.0f} MB: --precision {args.rel} took "
+                + ", ".join(f"{t:.1f} s" for t in times)
+                + f"; blocks read {p['blocks_read']:,} of {p['blocks']:,}"
+            )
+            return
         full_s = timed(report + ["-o", str(out / "full.json")])
         prec_s = timed(
             report
