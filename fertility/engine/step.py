@@ -70,9 +70,19 @@ class _Measure(PipelineStep):
     ) -> None:
         super().__init__()
         self.output = get_datafolder(output)
-        self.keys = tokenizer_keys(tokenizers, pretokenizers)
+        loaded = [load_tokenizer_arg(t) if isinstance(t, str) else t for t in tokenizers]
+        loaded += [PretokenizerFamily(name) for name in pretokenizers]
+        self.keys = tokenizer_keys(loaded)
+        # A task run in this process (one local task) uses these instead of loading them
+        # again (a second of a short run); a task elsewhere reloads from the keys.
+        self._loaded = loaded
         self.settings = (seed, detail_docs, keep_docs)
         self.batch_size = batch_size
+
+    def __getstate__(self):  # sent to a task process: the keys, not loaded tokenizers
+        state = dict(self.__dict__)
+        state["_loaded"] = []
+        return state
 
     def _start(self, world_size: int):
         # The tasks are the parallelism: the cores shared out among them, the tokenizer's
@@ -83,7 +93,8 @@ class _Measure(PipelineStep):
         os.environ.setdefault("RAYON_NUM_THREADS", str(share))
         if share == 1:
             os.environ["TOKENIZERS_PARALLELISM"] = "false"
-        toks = load_keys(self.keys)
+        # (keys set after __init__, as fertility.engine.measure does, are loaded here)
+        toks = self._loaded if len(self._loaded) == len(self.keys) else load_keys(self.keys)
         return toks, [TokenizerAccumulator(t) for t in toks], PassState(*self.settings)
 
     def _save(self, rank: int, accs, state: PassState, summary: dict) -> None:
