@@ -3,6 +3,7 @@ writing its ids, both timed as whole processes as a user runs them, by farm-benc
 
     python benchmarks/tokenize_throughput.py                 # 100 MB of real text, 3 runs
     python benchmarks/tokenize_throughput.py --mb 50 --runs 5 --tasks 1,2,4
+    python benchmarks/tokenize_throughput.py --tasks 1 --no-counts  # the shards alone
 
 Text and tokenizer are analyze_throughput.py's: the fixtures' real text of 13 languages
 repeated to the size asked (one document per line) and a 32,000-token byte-level BPE with
@@ -11,7 +12,8 @@ the o200k split trained on it. Sides, each a fresh process over the same lines:
         batches of 1,000 (its own threads), every id appended to one uint16 file with the
         separator after each document: the least a shard writer does.
   ours: `fertility tokenize DIR -t tok.json --out OUT -q --tasks N` (into a new OUT each run):
-        the shards, the held-out split, the document table and the counts its gate reads.
+        the shards, the held-out split, the document table and the counts its gate reads
+        (with --no-counts: all but the counts).
 farm-bench pairs each `--tasks N` with raw (A B A B ...; the ratio is taken pair by pair) and
 prints min / median / max; quote the median.
 """
@@ -54,6 +56,7 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=100.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tasks", default="1,2", help="comma-separated task counts to pair with raw")
+    ap.add_argument("--no-counts", action="store_true", help="tokenize --no-counts")
     args = ap.parse_args()
     corpus = CACHE / f"tokenize-real-{args.mb:g}mb"
     if not corpus.exists():
@@ -65,9 +68,13 @@ def main() -> None:
     raw = f"{PY} {raw_py} {corpus} {tok} {CACHE / 'raw-ids.bin'}"
     print(f"corpus {corpus} ({args.mb:g} MB), tokenizer {tok}, {os.cpu_count()} cores", flush=True)
     for n in [int(x) for x in args.tasks.split(",")]:
-        ours = f"rm -rf {out} && exec {FERTILITY} tokenize {corpus} -t {tok} --out {out} -q --tasks {n}"
+        flag = " --no-counts" if args.no_counts else ""
+        ours = (
+            f"rm -rf {out} && exec {FERTILITY} tokenize {corpus} -t {tok} --out {out} -q "
+            f"--tasks {n}{flag}"
+        )
         cmd = ["farm-bench", "-n", str(args.runs), "--timeout", "3600", "--vs", raw]
-        print(f"\n== fertility tokenize --tasks {n}  vs  raw encode_batch + write ids", flush=True)
+        print(f"\n== tokenize --tasks {n}{flag}  vs  raw encode_batch + write ids", flush=True)
         subprocess.run([*cmd, "--", "sh", "-c", ours], check=True)
 
 

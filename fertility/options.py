@@ -389,6 +389,11 @@ class TokenizeOptions:
         help="Documents per batch (fewer where 262,144 characters come first): one encode call, "
         "and the unit the tasks share out.",
     )
+    no_counts: bool = option(
+        False,
+        help="Write the shards alone, without the counts the gate reads (about a fifth less "
+        "CPU); `pretrain --shards` then trains on them only with --force.",
+    )
     policy: str | None = option(
         None, metavar="FILE", help="Gate policy TOML of the verdict printed at the end."
     )

@@ -265,6 +265,13 @@ def pretrain(
 
     tok = load_tokenizer_arg(opts.tokenizer)
     shards = _read_shards(opts.shards, tok) if opts.shards else None
+    unjudged = shards is not None and shards.get("counts") is None and gate is None
+    if unjudged and not opts.force and run_json is None:  # before anything is written
+        raise TrainingError(
+            f"{opts.shards}: shards without the gate's counts (`fertility tokenize "
+            "--no-counts`); tokenize again without it, or pass --force to train on an "
+            "ungated tokenizer (recorded in run.json)"
+        )
     # The model config before anything is written: a config that cannot run stops here.
     if shards is not None:  # what the shards hold: their separator, their ids
         separator, n_ids = shards["separator"], int(shards["vocab_size"])
@@ -289,7 +296,10 @@ def pretrain(
         if run_json is not None:
             _check_resume(run_json, run_json_path, run_dir, paths, tok, opts.shards)
         gate_dict, forced = (run_json or {}).get("gate"), bool((run_json or {}).get("forced"))
-        if run_json is None:
+        if run_json is None and unjudged:  # `tokenize --no-counts`: nothing to gate on
+            D.log(env, f"warning: {opts.shards}: no counts to gate on; training (--force)")
+            gate_dict, forced = None, True
+        elif run_json is None:
             default = (
                 _shards_gate(opts.shards, shards, opts.policy)
                 if opts.shards and shards is not None

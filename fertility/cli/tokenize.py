@@ -53,6 +53,7 @@ def tokenize(**kw) -> None:
         shard_tokens=o.shard_tokens,
         batch_size=o.batch_docs,
         quiet=o.quiet,
+        counts=not o.no_counts,
         slurm={"partition": o.slurm_partition, "time": o.slurm_time, "env_command": o.slurm_env},
     )
     if index is None:
@@ -62,11 +63,20 @@ def tokenize(**kw) -> None:
             err=True,
         )
         return
-    result = evaluate(shards_report(o.out, tok, index), policy, label=tok.label)
+    result = None
+    if index["counts"] is not None:
+        result = evaluate(shards_report(o.out, tok, index), policy, label=tok.label)
     if o.fmt == "json":
-        click.echo(json.dumps({"index": index, "gate": result.to_dict()}, indent=1))
+        gate = result.to_dict() if result is not None else None
+        click.echo(json.dumps({"index": index, "gate": gate}, indent=1))
         return
     click.echo(summary_text(index, o.out))
+    if result is None:
+        click.echo(
+            "no gate: --no-counts measured nothing; `pretrain --shards` trains on these "
+            "shards only with --force"
+        )
+        return
     click.echo(f"gate, on this pass's counts: {verdict_line(result)}")
     if not result.passed:
         click.echo(

@@ -30,7 +30,7 @@ from datatrove.io import get_datafolder
 from fertility.engine import codec
 from fertility.engine.step import MeasureCorpus
 from fertility.errors import FertilityError, OutputError
-from fertility.measure.passes import run_pass
+from fertility.measure.passes import encode_pass, run_pass
 from fertility.progress import Progress
 from fertility.trainer.parts import PartWriter, merge_parts, shard_meta
 
@@ -66,10 +66,11 @@ class TokenizeCorpus(MeasureCorpus):
         separator: int | str = "auto",
         shard_tokens: int = 1 << 28,
         quiet: bool = True,
+        counts: bool = True,
         **kw,
     ) -> None:
         super().__init__(output, paths, [tokenizer], **kw)
-        self.root, self.quiet = str(output), quiet
+        self.root, self.quiet, self.counts = str(output), quiet, counts
         self.heldout_fraction, self.separator = heldout_fraction, separator
         self.shard_tokens = shard_tokens
 
@@ -97,17 +98,18 @@ class TokenizeCorpus(MeasureCorpus):
         progress = Progress.for_corpus(
             "tokenizing", self.paths, self.options, quiet=self.quiet or rank != 0
         )
+        mine = lambda i: i % world_size == rank  # noqa: E731 (the task's batches)
+        sink = lambda batch, enc: writer.add(batch, enc[0][0], enc[0][3])  # noqa: E731
+        scaled = lambda docs, nbytes: progress(docs * world_size, nbytes * world_size)  # noqa: E731
         try:
-            run_pass(
-                corpus,
-                toks,
-                accs,
-                state,
-                self.batch_size,
-                owned=lambda i: i % world_size == rank,
-                sink=lambda batch, enc: writer.add(batch, enc[0][0], enc[0][3]),
-                progress=lambda docs, nbytes: progress(docs * world_size, nbytes * world_size),
-            )
+            if self.counts:
+                run_pass(
+                    corpus, toks, accs, state, self.batch_size, owned=mine, sink=sink,
+                    progress=scaled,
+                )  # fmt: skip
+            else:  # the shards alone; the task still saves the corpus summary (no counts)
+                accs = []
+                encode_pass(corpus, tok, self.batch_size, owned=mine, sink=sink, progress=scaled)
         except BaseException:
             writer.abort()
             progress.close()
@@ -136,6 +138,7 @@ def tokenize(
     detail_docs: int | None = 200,
     workers: int | None = None,
     quiet: bool = True,
+    counts: bool = True,
     slurm: dict | None = None,
     ray: dict | None = None,
 ) -> dict[str, Any] | None:
@@ -143,7 +146,9 @@ def tokenize(
     into `out` (module doc) in `tasks` datatrove tasks; the index (index.json's content), or
     None when the tasks were handed to Slurm and are not all finished (run the same call
     again once they are). `out` must be new, empty or an earlier run of the same inputs: the
-    caller claims it (fertility.outputs.claim_folder, as the CLI does)."""
+    caller claims it (fertility.outputs.claim_folder, as the CLI does). `counts=False`: the
+    shards alone, without the counts the gate reads (about a fifth less CPU; `pretrain
+    --shards` then trains on them only with --force)."""
     # deferred: the executors and the corpus reader when a run starts
     from fertility.corpus import Corpus, CorpusOptions
     from fertility.engine import check_manifest, make_executor
@@ -168,6 +173,7 @@ def tokenize(
         separator=separator,
         shard_tokens=shard_tokens,
         quiet=quiet,
+        counts=counts,
     )
     keys = step.keys
     silent = options.__class__(**{**vars(options), "on_warning": lambda m: None})
@@ -185,6 +191,7 @@ def tokenize(
         "corpus_options": {k: v for k, v in vars(options).items() if k != "on_warning"},
         "settings": settings,
         "shards": shards,
+        "counts": counts,
         "batch_size": batch_size,
         "tasks": tasks,
     }
@@ -208,7 +215,7 @@ def tokenize(
         "seed": seed,
         "heldout_fraction": heldout_fraction,
         "corpus": summary,
-        "counts": {"folder": "counts", "tasks": tasks, "settings": settings},
+        "counts": {"folder": "counts", "tasks": tasks, "settings": settings} if counts else None,
     }
     tmp = root / "index.json.tmp"
     tmp.write_text(json.dumps(index, indent=1, ensure_ascii=False))
@@ -229,7 +236,8 @@ def shards_report(out: str | os.PathLike, tokenizer, index: dict | None = None):
     counts = index.get("counts")
     if counts is None:
         raise FertilityError(
-            f"{out}: shards without their counts (built by pretrain, not `fertility tokenize`)"
+            f"{out}: shards without the gate's counts (`fertility tokenize --no-counts`, or "
+            "built by pretrain); tokenize again without --no-counts"
         )
     settings = {**counts["settings"], "tasks": counts["tasks"], "executor": "shards"}
     return merge(

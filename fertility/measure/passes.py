@@ -64,6 +64,27 @@ def run_pass(
     return None
 
 
+def encode_pass(corpus, tok, batch_size: int, *, owned, sink, progress=None) -> None:
+    """run_pass without the measuring (`fertility tokenize --no-counts`): every batch `owned`
+    (batch number -> bool) says is this task's is encoded (encode_flat's form) and handed to
+    `sink(batch, [encoded])`; the same reading and encoding threads, the same batches."""
+
+    def encoded(batches):
+        for index, batch in enumerate(batches):
+            if owned(index):
+                yield batch, encode_flat(tok, batch.texts)
+
+    reading = _ahead(corpus.doc_batches(batch_size, BATCH_CHARS), depth=4, name="fertility-read")
+    docs = nbytes = 0
+    with closing(reading), closing(_ahead(encoded(reading), name="fertility-encode")) as batches:
+        for batch, enc in batches:
+            sink(batch, [enc])
+            if progress:
+                docs += len(batch)
+                nbytes += sum(map(len, map(str.encode, batch.texts)))
+                progress(docs, nbytes)
+
+
 def _reading_time(items, into):
     """`items`, adding the CPU seconds of the thread that produces them to into.read_seconds."""
     with closing(iter(items)) as it:

@@ -225,3 +225,22 @@ def test_pretrain_trains_on_the_shards_and_refuses_another_tokenizers(setup, rw,
         "pretrain", corpus, "--out", tmp_path / "both", "--shards", shards, "-t", spec
     )
     assert code == 2 and "not both" in err
+
+
+def test_no_counts_writes_the_same_shards_and_pretrain_wants_force(setup, run, tmp_path):
+    """--no-counts: the same part files as the counted run (the same batches, the same
+    writer), no counts in the index, no verdict; `pretrain --shards` on them refuses before
+    it writes anything unless --force."""
+    corpus, spec, _, common, one, _ = setup
+    bare = tmp_path / "bare"
+    code, out, err = run("tokenize", corpus, "--out", bare, *common, "--no-counts")
+    assert code == 0, err
+    assert "no gate" in out and "verdict" not in out
+    index = read_index(bare)
+    assert index["counts"] is None
+    for name in ["parts/00000/train-00000.bin", "parts/00000/heldout.jsonl", *FILES[1:]]:
+        assert (bare / name).read_bytes() == (one / name).read_bytes(), name
+    pytest.importorskip("torch")
+    code, _, err = run("pretrain", "--shards", bare, "-t", spec, "--out", tmp_path / "run")
+    assert code == 2 and "--no-counts" in err and "--force" in err
+    assert not (tmp_path / "run").exists()
