@@ -4,7 +4,9 @@
                                 resume must match its tokenizer fingerprint, its copy's
                                 sha256 and its absolute corpus paths (`corpus_paths`)
     RUN_DIR/tokenizer/<file>    a copy of the tokenizer file
-    RUN_DIR/data/               token shards, heldout.jsonl, index.json (trainer.data)
+    RUN_DIR/data/               token shards, heldout.jsonl, index.json (trainer.data); with
+                                --shards SHARDS none: the folder `fertility tokenize` wrote is
+                                read in place, and the gate reads its counts
     RUN_DIR/checkpoints/        step-NNNNNNNN folders (trainer.checkpoint)
     RUN_DIR/metrics.jsonl       one line per step (trainer.loop)
 

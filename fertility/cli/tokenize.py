@@ -68,7 +68,8 @@ def tokenize(**kw) -> None:
         result = evaluate(shards_report(o.out, tok, index), policy, label=tok.label)
     if o.fmt == "json":
         gate = result.to_dict() if result is not None else None
-        click.echo(json.dumps({"index": index, "gate": gate}, indent=1))
+        doc = {"schema": "fertility.tokenize/1", "index": index, "gate": gate}
+        click.echo(json.dumps(doc, indent=1))
         return
     click.echo(summary_text(index, o.out))
     if result is None:

@@ -244,3 +244,27 @@ def test_no_counts_writes_the_same_shards_and_pretrain_wants_force(setup, run, t
     code, _, err = run("pretrain", "--shards", bare, "-t", spec, "--out", tmp_path / "run")
     assert code == 2 and "--no-counts" in err and "--force" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_json_and_the_index_follow_their_schemas(setup, run, tmp_path):
+    """`tokenize --format json` (fertility.tokenize/1) and the index.json it writes
+    (fertility.shards/1), against fertility/schemas/, with the gate inside its own; and the
+    same with --no-counts (no gate, no counts)."""
+    from tests.test_schemas import check
+
+    corpus, _, _, common, one, _ = setup
+    check(read_index(one))
+    for extra in ([], ["--no-counts"]):
+        out = tmp_path / f"json{len(extra)}"
+        code, stdout, err = run(
+            "tokenize", corpus, "--out", out, *common, "--format", "json", *extra
+        )
+        assert code == 0, err
+        doc = json.loads(stdout)
+        check(doc)
+        check(doc["index"])
+        assert doc["index"] == read_index(out)
+        if extra:
+            assert doc["gate"] is None and doc["index"]["counts"] is None
+        else:
+            check(doc["gate"])
