@@ -204,6 +204,15 @@ def _paths() -> Any:
     return option(argument=True)
 
 
+def _one_tokenizer(what: str) -> Any:
+    """A command's one required -t (report's is repeatable and declared there)."""
+    return option(
+        decls=("-t", "--tokenizer"),
+        metavar=TOKENIZER_SPEC,
+        help=f"{what} (same SPEC forms as `report`).",
+    )
+
+
 def _workers() -> Any:
     return option(None, min=1, help=WORKERS_HELP)
 
@@ -343,11 +352,7 @@ class TokenizeOptions:
     """Everything `tokenize` is told (its command-line options are these fields)."""
 
     paths: tuple[str, ...] = _paths()
-    tokenizer: str = option(
-        decls=("-t", "--tokenizer"),
-        metavar=TOKENIZER_SPEC,
-        help="The tokenizer to train with (same SPEC forms as `report`).",
-    )
+    tokenizer: str = _one_tokenizer("The tokenizer to train with")
     out: str = option(
         help="The shards' folder (new, empty or an earlier run of the same inputs, which a "
         "relaunch finishes)."
@@ -416,11 +421,7 @@ class GateOptions:
     """Everything `gate` is told (its command-line options are these fields)."""
 
     paths: tuple[str, ...] = _paths()
-    tokenizer: str = option(
-        decls=("-t", "--tokenizer"),
-        metavar=TOKENIZER_SPEC,
-        help="The candidate tokenizer (same SPEC forms as `report`).",
-    )
+    tokenizer: str = _one_tokenizer("The candidate tokenizer")
     baseline: str | None = option(
         None,
         metavar=TOKENIZER_SPEC,

@@ -171,6 +171,15 @@ def corpus_settings(kw: dict) -> CorpusOptions:
 PRECISION_COMMANDS = ("report", "gate")
 
 
+def slurm_pending(work_dir: str) -> None:
+    """What `--executor slurm` prints when it has submitted the tasks and returns."""
+    click.echo(
+        f"tasks handed to Slurm; when they finish, run the same command again to merge "
+        f"their results ({work_dir}/logs/completions lists the finished ones)",
+        err=True,
+    )
+
+
 def _warn(message: str) -> None:
     click.echo(f"warning: {visible(message)}", err=True)
 

@@ -12,6 +12,7 @@ from fertility.cli.options import (
     corpus_options,
     options_of,
     parse_detail,
+    slurm_pending,
     write_output,
 )
 from fertility.errors import CorpusError
@@ -149,11 +150,7 @@ def _in_tasks(o: ReportOptions, specs, families):
         slurm={"partition": o.slurm_partition, "time": o.slurm_time, "env_command": o.slurm_env},
     )
     if rep is None:
-        click.echo(
-            f"tasks handed to Slurm; when they finish, run the same command again to merge "
-            f"their counts ({work_dir}/logs/completions lists the finished ones)",
-            err=True,
-        )
+        slurm_pending(work_dir)
     return rep
 
 

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from fertility.cli.options import command_options, corpus_options, options_of
+from fertility.cli.options import command_options, corpus_options, options_of, slurm_pending
 from fertility.options import TokenizeOptions
 
 
@@ -57,11 +57,7 @@ def tokenize(**kw) -> None:
         slurm={"partition": o.slurm_partition, "time": o.slurm_time, "env_command": o.slurm_env},
     )
     if index is None:
-        click.echo(
-            f"tasks handed to Slurm; when they finish, run the same command again to merge "
-            f"them ({o.out}/logs/completions lists the finished ones)",
-            err=True,
-        )
+        slurm_pending(o.out)
         return
     result = None
     if index["counts"] is not None:

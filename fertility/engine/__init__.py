@@ -53,23 +53,12 @@ def measure(
     in `tasks` datatrove tasks whose files go to `work_dir`; the Report, or None when the
     tasks were handed to Slurm and are not all finished (run the same call again once they
     are: it launches only the unfinished ones, and merges when none is left)."""
-    # deferred: the corpus reads sizes only when a run starts
-    from fertility.corpus import Corpus, CorpusOptions
+    # deferred: the corpus options' module with the corpus
+    from fertility.corpus import CorpusOptions
 
     options = corpus_options or CorpusOptions()
-    quiet = options.__class__(**{**vars(options), "on_warning": lambda m: None})
-    sizes = Corpus([str(p) for p in paths], quiet).sizes()
     settings = {"detail_docs": detail_docs, "seed": seed, "keep_docs": keep_docs}
-    manifest = {
-        "paths": [str(p) for p in paths],
-        "sizes": {str(k): v for k, v in sizes.items()},
-        "tokenizers": [list(k) for k in keys],
-        "corpus_options": {k: v for k, v in vars(options).items() if k != "on_warning"},
-        "settings": settings,
-        "batch_size": batch_size,
-        "tasks": tasks,
-    }
-    check_manifest(work_dir, manifest)
+    sizes = check_inputs(work_dir, paths, keys, options, settings, batch_size, tasks)
     step = MeasureCorpus(
         work_dir,
         paths,
@@ -118,6 +107,31 @@ def make_executor(kind: str, pipeline, tasks: int, work_dir: str, workers, slurm
             ray_lib.init(log_to_driver=False)  # RAY_ADDRESS, else a local instance
         return RayPipelineExecutor(pipeline, tasks=tasks, workers=n, logging_dir=logs, **ray)
     raise FertilityError(f"--executor: {kind!r} is not one of {', '.join(EXECUTORS)}")
+
+
+def check_inputs(
+    work_dir: str, paths, keys, options, settings: dict, batch_size: int, tasks: int, **more
+) -> dict:
+    """The corpus files' sizes now, after checking that WORK holds no run of other inputs
+    (check_manifest): the paths and their sizes, the tokenizers, the corpus options, the
+    settings, the batch size, the number of tasks and `more` (what a step adds)."""
+    # deferred: the corpus reads sizes only when a run starts
+    from fertility.corpus import Corpus
+
+    quiet = options.__class__(**{**vars(options), "on_warning": lambda m: None})
+    sizes = Corpus([str(p) for p in paths], quiet).sizes()
+    manifest = {
+        "paths": [str(p) for p in paths],
+        "sizes": {str(k): v for k, v in sizes.items()},
+        "tokenizers": [list(k) for k in keys],
+        "corpus_options": {k: v for k, v in vars(options).items() if k != "on_warning"},
+        "settings": settings,
+        **more,
+        "batch_size": batch_size,
+        "tasks": tasks,
+    }
+    check_manifest(work_dir, manifest)
+    return sizes
 
 
 def check_manifest(work_dir: str, manifest: dict) -> None:

@@ -150,8 +150,8 @@ def tokenize(
     shards alone, without the counts the gate reads (about a fifth less CPU; `pretrain
     --shards` then trains on them only with --force)."""
     # deferred: the executors and the corpus reader when a run starts
-    from fertility.corpus import Corpus, CorpusOptions
-    from fertility.engine import check_manifest, make_executor
+    from fertility.corpus import CorpusOptions
+    from fertility.engine import check_inputs, make_executor
     from fertility.trainer.data import INDEX_SCHEMA, read_index
 
     options = corpus_options or CorpusOptions()
@@ -176,26 +176,15 @@ def tokenize(
         counts=counts,
     )
     keys = step.keys
-    silent = options.__class__(**{**vars(options), "on_warning": lambda m: None})
-    sizes = Corpus([str(p) for p in paths], silent).sizes()
     settings = {"detail_docs": detail_docs, "seed": seed, "keep_docs": step.settings[2]}
     shards = {
         "heldout_fraction": heldout_fraction,
         "separator": separator,
         "shard_tokens": shard_tokens,
     }
-    manifest = {
-        "paths": [str(p) for p in paths],
-        "sizes": {str(k): v for k, v in sizes.items()},
-        "tokenizers": [list(k) for k in keys],
-        "corpus_options": {k: v for k, v in vars(options).items() if k != "on_warning"},
-        "settings": settings,
-        "shards": shards,
-        "counts": counts,
-        "batch_size": batch_size,
-        "tasks": tasks,
-    }
-    check_manifest(out, manifest)
+    sizes = check_inputs(
+        out, paths, keys, options, settings, batch_size, tasks, shards=shards, counts=counts
+    )
     done = read_index(out)
     if done is not None:  # finished before: nothing to run again
         return done

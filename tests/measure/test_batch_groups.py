@@ -134,8 +134,9 @@ def test_mark_or_joiner_of_a_batch_matches_the_code_points():
     assert tb.mark_or_joiner(pos).tolist() == [True, True, False, True, False, False, True]
 
 
-def _splitmix(x: int) -> int:
-    """splitmix64's finaliser on Python integers."""
+def splitmix(x: int) -> int:
+    """splitmix64's finaliser on Python integers (fertility.corpus.sampling.mix64's, written
+    plainly: the second method of the draw's tests here and in tests/realworld)."""
     m = (1 << 64) - 1
     z = (x + 0x9E3779B97F4A7C15) & m
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
@@ -146,7 +147,7 @@ def _splitmix(x: int) -> int:
 def _drawn(start: int, token_id: int, doc_len: int, scripts: list[str]) -> str:
     """docs/METRICS.md's draw, written plainly: r uniform in [0, letters), the script whose
     letters (in order of first occurrence) cover r."""
-    r = _splitmix(_splitmix(start) ^ _splitmix(token_id + (1 << 40)) ^ doc_len) % len(scripts)
+    r = splitmix(splitmix(start) ^ splitmix(token_id + (1 << 40)) ^ doc_len) % len(scripts)
     for script in dict.fromkeys(scripts):
         if r < scripts.count(script):
             return script

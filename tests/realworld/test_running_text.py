@@ -25,6 +25,7 @@ from fertility.policy import default_policy
 from fertility.tokenizers.patterns import FAMILIES
 from fertility.unicode.running import CJK, RUN_LETTERS, RUN_WORDS
 from tests.bpe import byte_level_bpe
+from tests.measure.test_batch_groups import splitmix
 from tests.unicode.test_unicode import _reference_scripts
 
 pytestmark = pytest.mark.realworld
@@ -210,7 +211,7 @@ def test_tokens_per_script_agree_with_the_library_offsets(rw):
                 want[resolved[s]] += 1
                 continue
             counts = Counter(own)  # in the order the scripts occur
-            r = _splitmix(_splitmix(start) ^ _splitmix(tid + (1 << 40)) ^ len(text)) % len(own)
+            r = splitmix(splitmix(start) ^ splitmix(tid + (1 << 40)) ^ len(text)) % len(own)
             for script, k in counts.items():
                 if r < k:
                     want[script] += 1
@@ -221,15 +222,6 @@ def test_tokens_per_script_agree_with_the_library_offsets(rw):
     f = rep.frame
     got = dict(zip(f.loc[f.group == "script", "key"], f.loc[f.group == "script", "tokens"]))
     assert got == dict(want)
-
-
-def _splitmix(x: int) -> int:
-    """splitmix64's finaliser on Python integers (fertility.corpus.sampling.mix64's)."""
-    m = (1 << 64) - 1
-    z = (x + 0x9E3779B97F4A7C15) & m
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & m
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
-    return z ^ (z >> 31)
 
 
 def test_a_token_of_two_scripts_is_split_in_expectation(rw):
