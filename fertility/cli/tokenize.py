@@ -18,13 +18,13 @@ def tokenize(**kw) -> None:
     """Tokenize PATHS into --out: shards `fertility pretrain --shards OUT` trains on, with the
     counts its gate reads (no second pass over the corpus)."""
     # deferred: the library loads when a command runs (fast --help)
-    from fertility.outputs import Inputs, claim_folder
+    from fertility.outputs import Inputs
 
     o: TokenizeOptions = command_options(TokenizeOptions, kw)
     if o.executor == "slurm" and not o.slurm_partition:
         raise click.UsageError("--executor slurm: give --slurm-partition")
     try:
-        from fertility.engine.tokenize import OUTPUTS, shards_report
+        from fertility.engine.tokenize import shards_report
         from fertility.engine.tokenize import tokenize as run_tokenize
     except ImportError:
         raise click.UsageError(
@@ -37,8 +37,6 @@ def tokenize(**kw) -> None:
 
     policy = load_policy(o.policy)  # a bad policy fails before any task runs
     tok = load_tokenizer_arg(o.tokenizer)
-    inputs = Inputs.of(corpus=o.paths, tokenizers=[o.tokenizer], files=[o.policy])
-    claim_folder(o.out, "tokenize", OUTPUTS, inputs, allow_in_corpus=o.allow_output_in_corpus)
     index = run_tokenize(
         o.paths,
         tok,
@@ -54,6 +52,8 @@ def tokenize(**kw) -> None:
         batch_size=o.batch_docs,
         quiet=o.quiet,
         counts=not o.no_counts,
+        inputs=Inputs.of(corpus=o.paths, tokenizers=[o.tokenizer], files=[o.policy]),
+        allow_in_corpus=o.allow_output_in_corpus,
         slurm={"partition": o.slurm_partition, "time": o.slurm_time, "env_command": o.slurm_env},
     )
     if index is None:

@@ -139,22 +139,31 @@ def tokenize(
     workers: int | None = None,
     quiet: bool = True,
     counts: bool = True,
+    inputs=None,
+    allow_in_corpus: bool = False,
     slurm: dict | None = None,
     ray: dict | None = None,
 ) -> dict[str, Any] | None:
     """Tokenize `paths` with `tokenizer` (a spec or a loaded tokenizer that can be reloaded)
     into `out` (module doc) in `tasks` datatrove tasks; the index (index.json's content), or
     None when the tasks were handed to Slurm and are not all finished (run the same call
-    again once they are). `out` must be new, empty or an earlier run of the same inputs: the
-    caller claims it (fertility.outputs.claim_folder, as the CLI does). `counts=False`: the
+    again once they are). `out` is claimed first (fertility.outputs.claim_folder): new, empty
+    or an earlier run of the same inputs, never inside the corpus unless `allow_in_corpus`;
+    `inputs` (fertility.outputs.Inputs): every input of the run, default the corpus and the
+    tokenizer. `counts=False`: the
     shards alone, without the counts the gate reads (about a fifth less CPU; `pretrain
     --shards` then trains on them only with --force)."""
     # deferred: the executors and the corpus reader when a run starts
     from fertility.corpus import CorpusOptions
     from fertility.engine import check_inputs, make_executor
+    from fertility.outputs import Inputs, claim_folder
     from fertility.trainer.data import INDEX_SCHEMA, read_index
 
     options = corpus_options or CorpusOptions()
+    spec = tokenizer if isinstance(tokenizer, str) else tokenizer.spec
+    inputs = inputs or Inputs.of(corpus=[str(p) for p in paths], tokenizers=[spec])
+    # before anything is written, parts/ above all: a task empties its own part folder
+    claim_folder(out, "tokenize", OUTPUTS, inputs, allow_in_corpus=allow_in_corpus)
     if options.precision is not None:
         raise FertilityError(
             "--precision: tokenize writes every document it reads into the shards; "

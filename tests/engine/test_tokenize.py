@@ -167,7 +167,7 @@ def test_a_killed_run_relaunched_writes_what_an_unkilled_one_does(setup, three, 
 
 
 def test_a_folder_of_other_inputs_is_refused(setup, tmp_path):
-    corpus, _, _, common, one, _ = setup
+    corpus, spec, _, common, one, _ = setup
     other = cli("tokenize", corpus, "--out", one, *common, "--tasks", "2")
     assert other.returncode == 2 and "Traceback" not in other.stderr
     assert "other inputs" in other.stderr.strip().splitlines()[-1]
@@ -177,6 +177,15 @@ def test_a_folder_of_other_inputs_is_refused(setup, tmp_path):
     refused = cli("tokenize", corpus, "--out", mine, *common)
     assert refused.returncode == 2 and str(mine) in refused.stderr
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+    # the Python API claims the folder too: a user's parts/00000 is never emptied
+    from fertility.engine.tokenize import tokenize
+    from fertility.errors import OutputError
+
+    (mine / "parts" / "00000").mkdir(parents=True)
+    (mine / "parts" / "00000" / "keep.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(OutputError, match=str(mine)):
+        tokenize([str(corpus)], spec, str(mine))
+    assert (mine / "parts" / "00000" / "keep.txt").read_text(encoding="utf-8") == "mine"
 
 
 def test_the_counts_give_the_verdict_gate_gives_on_the_corpus(setup):
