@@ -374,7 +374,8 @@ class TokenizeOptions:
         max=1,
         max_open=True,
         show_default=True,
-        help="Share of documents held out for evaluation (a hash of file and line picks them).",
+        help="Share of documents held out for evaluation (a hash of --seed, file and line "
+        "picks them).",
     )
     separator: int | str = option(
         SEPARATOR,
