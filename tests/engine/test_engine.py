@@ -76,8 +76,14 @@ def test_local_tasks_give_the_report_of_one_process(setup, tmp_path):
 
 
 def test_ray_executor_on_a_local_instance(setup, tmp_path):
+    """report's measuring and tokenize's shards on a local Ray instance (one start of Ray for
+    both): the report of one process, and the shard files of the local executor."""
     ray = pytest.importorskip("ray")
+    from fertility.engine.tokenize import tokenize
+
     corpus, specs, one = setup
+    kw = dict(tasks=2, batch_size=32, shard_tokens=3000)
+    tokenize([corpus], specs[0], str(tmp_path / "local"), workers=1, **kw)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         got = measure(
@@ -89,9 +95,19 @@ def test_ray_executor_on_a_local_instance(setup, tmp_path):
             ray={"mem_per_cpu_gb": 0.5},  # this machine's Ray offers little object memory
             **KW,
         )
+        on_ray = tmp_path / "ray"
+        tokenize([corpus], specs[0], str(on_ray), executor="ray", ray={"mem_per_cpu_gb": 0.5}, **kw)
     finally:
         ray.shutdown()
     same(one, got)
+    local = tmp_path / "local"
+    files = sorted(p.relative_to(local) for p in local.rglob("*") if p.is_file())
+    shards = [
+        f for f in files if f.parts[0] == "parts" or f.name in ("index.json", "train-docs.bin")
+    ]
+    assert len([f for f in shards if f.suffix == ".bin"]) > 3  # parts of both tasks, several shards
+    for name in shards:
+        assert (local / name).read_bytes() == (on_ray / name).read_bytes(), name
 
 
 def test_slurm_job_script(setup, tmp_path, monkeypatch):
