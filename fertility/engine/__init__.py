@@ -27,7 +27,7 @@ from fertility.engine.step import COUNTS_FOLDER, MeasureCorpus, MeasureDocuments
 from fertility.errors import FertilityError, OutputError
 from fertility.measure import Report, build_report
 from fertility.measure.counters import TokenizerAccumulator
-from fertility.measure.passes import PassState
+from fertility.measure.passes import KEEP_DOCS, PassState
 
 EXECUTORS = ("local", "slurm", "ray")
 MANIFEST = "fertility-run.json"  # WORK's inputs: a relaunch must measure the same ones
@@ -42,7 +42,7 @@ def measure(
     executor: str = "local",
     corpus_options=None,
     detail_docs: int | None = 200,
-    keep_docs: int = 200_000,
+    keep_docs: int = KEEP_DOCS,
     batch_size: int = 4096,
     seed: int = 0,
     workers: int | None = None,

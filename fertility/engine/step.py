@@ -23,7 +23,7 @@ from fertility.corpus import Corpus, CorpusOptions, DocBatch
 from fertility.errors import TokenizerError
 from fertility.measure.batch import encode_flat, measure_batch
 from fertility.measure.counters import TokenizerAccumulator
-from fertility.measure.passes import BATCH_CHARS, PassState, run_pass
+from fertility.measure.passes import BATCH_CHARS, KEEP_DOCS, PassState, run_pass
 from fertility.tokenizers import load_tokenizer_arg, reload_key, reload_tokenizer
 from fertility.tokenizers.kinds import can_reload
 from fertility.tokenizers.pretokenizer import PretokenizerFamily
@@ -64,7 +64,7 @@ class _Measure(PipelineStep):
         pretokenizers: Sequence[str] = (),
         *,
         detail_docs: int | None = 200,
-        keep_docs: int = 200_000,
+        keep_docs: int = KEEP_DOCS,
         batch_size: int = 4096,
         seed: int = 0,
     ) -> None:
@@ -85,14 +85,16 @@ class _Measure(PipelineStep):
         return state
 
     def _start(self, world_size: int):
-        # The tasks are the parallelism: the cores shared out among them, the tokenizer's
-        # threads (HF's rayon pool) one task's share (one thread each where tasks outnumber
-        # cores, as in fertility.measure.parallel's workers; all of them for a single task).
-        # A setting of the user's is kept.
-        share = max(1, (os.cpu_count() or 1) // max(1, world_size))
-        os.environ.setdefault("RAYON_NUM_THREADS", str(share))
-        if share == 1:
-            os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        # The tasks are the parallelism: with several, the tokenizer's threads (HF's rayon
+        # pool) are one task's share of the cores (one thread each where tasks outnumber
+        # cores, as in fertility.measure.parallel's workers), a setting of the user's kept;
+        # a single task keeps the tokenizer's own default, every core, and the environment
+        # of the process it runs in untouched.
+        if world_size > 1:
+            share = max(1, (os.cpu_count() or 1) // world_size)
+            os.environ.setdefault("RAYON_NUM_THREADS", str(share))
+            if share == 1:
+                os.environ["TOKENIZERS_PARALLELISM"] = "false"
         # (keys set after __init__, as fertility.engine.measure does, are loaded here)
         toks = self._loaded if len(self._loaded) == len(self.keys) else load_keys(self.keys)
         return toks, [TokenizerAccumulator(t) for t in toks], PassState(*self.settings)

@@ -24,7 +24,7 @@ from fertility.files import json_safe
 from fertility.measure import card, parallel, precision
 from fertility.measure.counters import COUNTS, NS, TokenizerAccumulator
 from fertility.measure.frame import build_frame, docs_frame
-from fertility.measure.passes import PassState, run_pass
+from fertility.measure.passes import KEEP_DOCS, PassState, run_pass
 from fertility.tokenizers import load_tokenizer_arg
 from fertility.tokenizers.pretokenizer import PRETOKENIZER, PretokenizerFamily
 
@@ -113,7 +113,7 @@ def analyze(
     pretokenizers: Iterable[str] | None = None,
     corpus_options: CorpusOptions | None = None,
     detail_docs: int | None = 200,
-    keep_docs: int = 200_000,
+    keep_docs: int = KEEP_DOCS,
     batch_size: int = 4096,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,

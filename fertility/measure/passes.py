@@ -16,6 +16,8 @@ _END = object()
 # text measure in about two thirds of the main-thread time of 512), small enough that the
 # per-character arrays of one batch (about 100 bytes a character) stay near 25 MB.
 BATCH_CHARS = 1 << 18
+# rows kept in the per-document table (the parity premium and the baseline check read it)
+KEEP_DOCS = 200_000
 
 
 def run_pass(
