@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,10 @@ from datatrove.io import get_datafolder
 from fertility.engine import codec
 from fertility.engine.step import MeasureCorpus
 from fertility.errors import FertilityError, OutputError
-from fertility.measure.passes import encode_pass, run_pass
+from fertility.files import write_text_atomic
+from fertility.measure.passes import KEEP_DOCS, encode_pass, run_pass
+from fertility.options import HELDOUT_FRACTION, SEPARATOR, SHARD_TOKENS
+from fertility.outputs import remove
 from fertility.progress import Progress
 from fertility.trainer.parts import PartWriter, merge_parts, shard_meta
 
@@ -62,9 +64,9 @@ class TokenizeCorpus(MeasureCorpus):
         paths: Sequence[str],
         tokenizer,
         *,
-        heldout_fraction: float = 0.01,
-        separator: int | str = "auto",
-        shard_tokens: int = 1 << 28,
+        heldout_fraction: float = HELDOUT_FRACTION,
+        separator: int | str = SEPARATOR,
+        shard_tokens: int = SHARD_TOKENS,
         quiet: bool = True,
         counts: bool = True,
         **kw,
@@ -80,9 +82,16 @@ class TokenizeCorpus(MeasureCorpus):
 
         toks, accs, state = self._start(world_size)
         tok = toks[0]
-        folder = Path(self.root) / PARTS / f"{rank:05d}"
-        if folder.exists():  # an unfinished earlier attempt of this task: ours, in OUT
-            shutil.rmtree(folder)
+        rel = f"{PARTS}/{rank:05d}"
+        folder = Path(self.root) / rel
+        # an unfinished earlier attempt of this task, removed only where OUT's manifest lists
+        # parts/ (tokenize() claims OUT first); anything else there is not ours to replace
+        remove(Path(self.root), rel)
+        if folder.exists():
+            raise OutputError(
+                f"{folder}: exists and was not written by fertility tokenize; not replaced "
+                "(run tokenize(), which claims the folder, or choose another output)"
+            )
         writer = PartWriter(
             folder,
             shard_meta(tok, self.separator),
@@ -105,11 +114,12 @@ class TokenizeCorpus(MeasureCorpus):
             if self.counts:
                 run_pass(
                     corpus, toks, accs, state, self.batch_size, owned=mine, sink=sink,
-                    progress=scaled,
+                    progress=scaled if progress.enabled else None,
                 )  # fmt: skip
             else:  # the shards alone; the task still saves the corpus summary (no counts)
                 accs = []
-                encode_pass(corpus, tok, self.batch_size, owned=mine, sink=sink, progress=scaled)
+                shown = scaled if progress.enabled else None
+                encode_pass(corpus, tok, self.batch_size, owned=mine, sink=sink, progress=shown)
         except BaseException:
             writer.abort()
             progress.close()
@@ -131,9 +141,9 @@ def tokenize(
     executor: str = "local",
     corpus_options=None,
     seed: int = 0,
-    heldout_fraction: float = 0.01,
-    separator: int | str = "auto",
-    shard_tokens: int = 1 << 28,
+    heldout_fraction: float = HELDOUT_FRACTION,
+    separator: int | str = SEPARATOR,
+    shard_tokens: int = SHARD_TOKENS,
     batch_size: int = 4096,
     detail_docs: int | None = 200,
     workers: int | None = None,
@@ -175,7 +185,7 @@ def tokenize(
         tokenizer,
         corpus_options=options,
         detail_docs=detail_docs,
-        keep_docs=200_000,
+        keep_docs=KEEP_DOCS,
         batch_size=batch_size,
         seed=seed,
         heldout_fraction=heldout_fraction,
@@ -215,9 +225,7 @@ def tokenize(
         "corpus": summary,
         "counts": {"folder": "counts", "tasks": tasks, "settings": settings} if counts else None,
     }
-    tmp = root / "index.json.tmp"
-    tmp.write_text(json.dumps(index, indent=1, ensure_ascii=False))
-    os.replace(tmp, root / "index.json")
+    write_text_atomic(root / "index.json", json.dumps(index, indent=1, ensure_ascii=False))
     return index
 
 

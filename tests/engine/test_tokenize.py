@@ -186,6 +186,14 @@ def test_a_folder_of_other_inputs_is_refused(setup, tmp_path):
     with pytest.raises(OutputError, match=str(mine)):
         tokenize([str(corpus)], spec, str(mine))
     assert (mine / "parts" / "00000" / "keep.txt").read_text(encoding="utf-8") == "mine"
+    # and the step alone, in a pipeline of the user's that never claimed the folder: a part
+    # folder the manifest does not list is refused, not emptied
+    from fertility.engine.tokenize import TokenizeCorpus
+
+    step = TokenizeCorpus(str(mine), [str(corpus)], spec)
+    with pytest.raises(OutputError, match="not written by fertility tokenize"):
+        list(step.run())
+    assert (mine / "parts" / "00000" / "keep.txt").read_text(encoding="utf-8") == "mine"
 
 
 def test_the_counts_give_the_verdict_gate_gives_on_the_corpus(setup):
