@@ -18,8 +18,8 @@ from fertility.errors import EvalError, FertilityError
 from fertility.eval import nll
 from fertility.tokenizers import load_tokenizer
 from fertility.trainer import init as base_model
-from fertility.trainer.data import choose_separator
 from fertility.trainer.model import Transformer
+from fertility.trainer.parts import choose_separator
 
 
 def open_base(model_dir: str | Path, device: Any) -> tuple[Transformer, Any, int | None]:

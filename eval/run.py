@@ -23,9 +23,9 @@ from fertility.eval import base as base_compare
 from fertility.eval import choice, nll
 from fertility.tokenizers import load_tokenizer
 from fertility.trainer.checkpoint import load_model
-from fertility.trainer.data import choose_separator
 from fertility.trainer.distributed import resolve_device
 from fertility.trainer.model import Transformer
+from fertility.trainer.parts import choose_separator
 from fertility.trainer.rundir import RUN_SCHEMA, RunDir
 
 SCHEMA = "fertility.eval/1"

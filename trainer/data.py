@@ -33,15 +33,11 @@ from fertility.trainer.parts import (
     DOC_TABLE,
     PART_JSON,
     PartWriter,
-    choose_separator,
-    is_heldout,
     shard_meta,
 )
 from fertility.trainer.shards import dtype_for_vocab, open_doc_table, open_shard
 
 INDEX_SCHEMA = "fertility.shards/1"
-# (choose_separator and is_heldout are trainer.parts'; imported from here by the run too)
-__all__ = ["build_shards", "choose_separator", "is_heldout", "read_index", "TokenData"]
 
 _worker_tok: Any = None
 _worker_err: str | None = None

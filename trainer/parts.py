@@ -100,11 +100,6 @@ def heldout_mask(
     return key < np.uint64(min(int(fraction * 2.0**64), 2**64 - 1))
 
 
-def is_heldout(seed: int, source: str, line: int, fraction: float) -> bool:
-    """heldout_mask of one document."""
-    return bool(heldout_mask(seed, [source], [line], fraction)[0])
-
-
 class _Split:
     """Writers for one split, opening a new shard whenever the current one is full."""
 
@@ -252,9 +247,9 @@ class PartWriter:
         """Close the files after an error (the part stays without part.json: unfinished)."""
         for split in self.splits.values():
             if split.cur is not None:
-                split.cur._f.close()
+                split.cur.abandon()
         self.held.close()
-        self.docs._f.close()
+        self.docs.abandon()
 
 
 def read_part(folder: Path) -> dict[str, Any] | None:

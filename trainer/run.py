@@ -36,10 +36,11 @@ from fertility.trainer import distributed as D
 from fertility.trainer import init as base_model
 from fertility.trainer.checkpoint import list_checkpoints, sha256
 from fertility.trainer.config import TrainConfig, load_config, resumed_config
-from fertility.trainer.data import TokenData, build_shards, choose_separator, read_index
+from fertility.trainer.data import TokenData, build_shards, read_index
 from fertility.trainer.mix import plan_for_run, record_consumed
 from fertility.trainer.model import config_from_preset
 from fertility.trainer.options import PretrainOptions
+from fertility.trainer.parts import shard_meta
 from fertility.trainer.rundir import OUTPUTS, RUN_SCHEMA, RunDir
 
 
@@ -275,11 +276,9 @@ def pretrain(
             "ungated tokenizer (recorded in run.json)"
         )
     # The model config before anything is written: a config that cannot run stops here.
-    if shards is not None:  # what the shards hold: their separator, their ids
-        separator, n_ids = shards["separator"], int(shards["vocab_size"])
-    else:
-        separator = choose_separator(dict(tok.special_tokens), cfg.separator, int(tok.vocab_size))
-        n_ids = int(tok.vocab_size) + (separator == int(tok.vocab_size))
+    # the ids the shards hold (theirs with --shards; else the separator setting's, checked)
+    meta = shards if shards is not None else shard_meta(tok, cfg.separator)
+    separator, n_ids = meta["separator"], int(meta["vocab_size"])
     model_cfg = config_from_preset(cfg.preset, n_ids, cfg.model)
     init = None
     if cfg.init_from:  # continued pretraining: the base model's shapes and weights

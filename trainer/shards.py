@@ -120,6 +120,11 @@ class ShardWriter:
         self._f.close()
         return {"file": self.path.name, "tokens": self.n_tokens, "docs": self.n_docs}
 
+    def abandon(self) -> None:
+        """Close after an error without a header: its zeros are no magic, so the file is
+        never read as a shard (a relaunch writes its part again)."""
+        self._f.close()
+
 
 def write_shard(
     path: str | Path,
@@ -190,6 +195,10 @@ class DocTableWriter:
         )
         self._f.flush()
         os.fsync(self._f.fileno())
+        self._f.close()
+
+    def abandon(self) -> None:
+        """Close after an error without a header (never read as a table: no magic)."""
         self._f.close()
 
 

@@ -15,10 +15,10 @@ from fertility.trainer.data import (
     Batches,
     TokenData,
     build_shards,
-    choose_separator,
     grid_offsets,
     read_index,
 )
+from fertility.trainer.parts import choose_separator
 from fertility.trainer.shards import HEADER_BYTES, open_shard, read_header, write_shard
 from tests.bpe import byte_level_bpe
 
