@@ -569,19 +569,34 @@ def read_jsonl(
             )
         if len(text) > limits.max_doc_chars:
             raise too_long(path, f"line {number}", limits)
-        # A \ud800-style escape decodes to a lone surrogate, which no UTF-8 text can hold.
-        if "\\u" in line and _SURROGATE.search(text):
-            if strict:
-                raise CorpusError(f"{path}: line {number}: lone surrogate escape in '{text_field}'")
-            text, count = _SURROGATE.subn("\ufffd", text)
-            stats.invalid_utf8 += count
-            if stats.first_bad_offset is None:
-                stats.first_bad_offset = start
+        if "\\u" in line:  # only an escape can make a lone surrogate
+            text = _no_surrogates(text, text_field, path, number, start, strict, stats)
         if not text.strip():
             stats.empty_records += 1
             continue
         lang = record.get(lang_field) if lang_field else None
-        yield record_no, text, lang if isinstance(lang, str) and lang else None
+        if not (isinstance(lang, str) and lang):
+            lang = None
+        elif "\\u" in line:  # the label is printed, hashed and written as UTF-8 too
+            lang = _no_surrogates(lang, lang_field, path, number, start, strict, stats)
+        yield record_no, text, lang
+
+
+def _no_surrogates(
+    value: str, field: str | None, path: str, number: int, start: int, strict: bool, stats
+) -> str:
+    """`value` (a JSON string field) with each lone surrogate (a `\\ud800`-style escape,
+    which no UTF-8 text can hold) replaced by U+FFFD and counted as invalid UTF-8; with
+    `strict`, the first one raises."""
+    if not _SURROGATE.search(value):
+        return value
+    if strict:
+        raise CorpusError(f"{path}: line {number}: lone surrogate escape in '{field}'")
+    value, count = _SURROGATE.subn("\ufffd", value)
+    stats.invalid_utf8 += count
+    if stats.first_bad_offset is None:
+        stats.first_bad_offset = start
+    return value
 
 
 # A compressed parquet file is decompressed to a temporary file (parquet needs to seek), of

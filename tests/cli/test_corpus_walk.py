@@ -8,12 +8,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 LINES = [f"line number {i} of the good part" for i in range(40)]
 GOOD = "".join(line + "\n" for line in LINES).encode()
 MANIFEST = ".fertility-manifest.json"
+CORPUS = Path(__file__).resolve().parents[2] / "examples" / "corpus"
 
 
 def report(run, *args):
@@ -267,3 +269,39 @@ def test_a_label_with_control_or_bidi_characters_is_escaped_in_the_table(run, tm
     rows = [line.split()[0] for line in out.splitlines() if line.startswith("language:")]
     assert rows[:3] == ["language:\\x1b[2Jfr", "language:en\\u202e", "language:x\\ny"]
     assert len(out.splitlines()) == len(out.split("\n")) - 1  # no line broken in two
+
+
+def test_a_lone_surrogate_in_a_lang_field_is_replaced_and_counted(run, tmp_path):
+    # `"lang": "\udcff"` is valid JSON that no UTF-8 output can hold (before: `unexpected
+    # UnicodeEncodeError` in report's JSON and HTML, gate and fix, which left its folder
+    # without fix-report.json). Replaced by U+FFFD and counted, as in the text field.
+    from tests.bpe import byte_level_bpe
+
+    english = (CORPUS / "en.txt").read_text().splitlines()
+    labels = ["\udcff" if i % 6 == 0 else "en" for i in range(len(english))]
+    data = tmp_path / "corpus" / "data.jsonl"
+    data.parent.mkdir()
+    data.write_text(
+        "".join(json.dumps({"text": t, "lang": lang}) + "\n" for t, lang in zip(english, labels))
+    )
+    assert "\\udcff" in data.read_text()  # the escape json.dumps writes for a lone surrogate
+    bad = labels.count("\udcff")
+    expected = {"en": len(english) - bad, "\ufffd": bad}
+    warning = f"warning: {data}: {bad} invalid UTF-8 sequence(s) replaced with U+FFFD"
+    code, rep, err = report(run, data, "--lang-field", "lang")
+    assert code == 0 and rep["corpus"]["files"][0]["langs"] == expected, err
+    assert rep["corpus"]["invalid_utf8"] == {str(data): bad} and warning in err
+    page = tmp_path / "r.html"
+    code, _, err = run("report", data, "--lang-field", "lang", "-q", "--format", "html", "-o", page)
+    assert code == 0 and page.stat().st_size > 0, err
+    tok = tmp_path / "tok.json"
+    byte_level_bpe(english, 400, path=tok)
+    code, _, err = run("gate", data, "--lang-field", "lang", "-q", "-t", tok)
+    assert code in (0, 1) and warning in err, err
+    out = tmp_path / "fixed"
+    code, _, err = run("fix", data, "--lang-field", "lang", "-q", "--vocab-size", 300, "--out", out)
+    assert code in (0, 1), err
+    fixed = json.loads((out / "fix-report.json").read_text())
+    assert fixed["corpus"]["files"][0]["langs"] == expected
+    code, _, err = run("report", data, "--lang-field", "lang", "-q", "--strict")
+    assert code == 2 and err == f"error: {data}: line 1: lone surrogate escape in 'lang'\n"
