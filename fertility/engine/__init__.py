@@ -23,10 +23,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fertility.corpus import warn as corpus_warning
 from fertility.engine.step import COUNTS_FOLDER, MeasureCorpus, MeasureDocuments, load_keys
 from fertility.errors import FertilityError, OutputError
 from fertility.measure import Report, build_report
 from fertility.measure.counters import TokenizerAccumulator
+from fertility.measure.parallel import cap_workers, usable_cores
 from fertility.measure.passes import KEEP_DOCS, PassState
 
 EXECUTORS = ("local", "slurm", "ray")
@@ -71,7 +73,9 @@ def measure(
         seed=seed,
     )
     step.keys = keys
-    run = make_executor(executor, [step], tasks, work_dir, workers, slurm or {}, ray or {})
+    run = make_executor(
+        executor, [step], tasks, work_dir, workers, slurm or {}, ray or {}, options.on_warning
+    )
     run.run()
     if run.get_incomplete_ranks(skip_completed=True):
         return None
@@ -80,15 +84,22 @@ def measure(
     )
 
 
-def make_executor(kind: str, pipeline, tasks: int, work_dir: str, workers, slurm: dict, ray: dict):
+def make_executor(
+    kind: str, pipeline, tasks: int, work_dir: str, workers, slurm: dict, ray: dict, warn=None
+):
     """The datatrove executor of `kind` for `pipeline`, logging (and its completion markers)
     under WORK/logs. slurm: SlurmPipelineExecutor's options (time and partition at least);
-    ray: RayPipelineExecutor's; the cluster is the one ray.init() reaches (RAY_ADDRESS)."""
+    ray: RayPipelineExecutor's; the cluster is the one ray.init() reaches (RAY_ADDRESS).
+    local: `workers` tasks at once (default all), at most one per core (a `workers` over
+    the cores is said through `warn`, fertility.measure.parallel.cap_workers)."""
     logs = os.path.join(work_dir, "logs")
     n = workers or -1
     if kind == "local":
         from datatrove.executor import LocalPipelineExecutor
 
+        # datatrove starts a pool of `workers` processes (-1: one per task), however many
+        # tasks are left: more than the cores would only share them
+        n = cap_workers(workers, warn or corpus_warning) if workers else min(tasks, usable_cores())
         return LocalPipelineExecutor(pipeline, tasks=tasks, workers=n, logging_dir=logs)
     if kind == "slurm":
         from datatrove.executor import SlurmPipelineExecutor

@@ -208,7 +208,9 @@ def tokenize(
     if done is not None:  # finished before: nothing to run again
         return done
     step.sizes = sizes  # every task reads the bytes the files had at launch
-    run = make_executor(executor, [step], tasks, out, workers, slurm or {}, ray or {})
+    run = make_executor(
+        executor, [step], tasks, out, workers, slurm or {}, ray or {}, options.on_warning
+    )
     run.run()
     if run.get_incomplete_ranks(skip_completed=True):
         return None

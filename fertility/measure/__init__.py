@@ -145,7 +145,9 @@ def analyze(
     options = dataclasses.replace(options, on_warning=_once(options.on_warning))
     # --precision measures in one process: it stops between batches (fertility.measure.precision)
     precise = options.precision is not None
-    n_workers = 1 if precise else parallel.choose_workers(workers, paths, toks)
+    n_workers = (
+        1 if precise else parallel.choose_workers(workers, paths, toks, options.on_warning or warn)
+    )
     switch = None
     if precise:
         accs, summary = precision.run(paths, options, toks, state, batch_size, progress)

@@ -40,12 +40,32 @@ PROBE_SECONDS = 4.0
 MARGIN = 0.75
 
 
-def choose_workers(workers: int | None, paths, toks) -> int:
+def choose_workers(workers: int | None, paths, toks, warn=warn) -> int:
     """Processes to start with: `workers` when given (1 if the run cannot be rebuilt in a
-    worker), else 1, and a Switch may hand the rest to workers once it has measured."""
+    worker; at most the cores, see cap_workers), else 1, and a Switch may hand the rest to
+    workers once it has measured."""
     if workers is not None:
-        return max(1, int(workers)) if reloadable(paths, toks) else 1
+        return cap_workers(max(1, int(workers)), warn) if reloadable(paths, toks) else 1
     return 1
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the system says), at least 1."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def cap_workers(workers: int, warn, option: str = "--workers") -> int:
+    """`workers` processes, or the usable cores when that is fewer, said in one warning:
+    each worker keeps a core busy, so more only share the cores and cost their start-up
+    (`--workers 100000` was still starting processes after 120 s; the run takes 1.2 s)."""
+    cores = usable_cores()
+    if workers <= cores:
+        return workers
+    warn(f"{option} {workers:,}: more than the {cores} core(s) this process may use; using {cores}")
+    return cores
 
 
 def reloadable(paths, toks) -> bool:

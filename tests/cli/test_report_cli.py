@@ -127,3 +127,19 @@ def test_bad_tokenizer_file_is_one_line_exit_2(run, corpus, tmp_path_factory):
     bad.write_text('{"truncated": ')
     code, _, err = run("report", str(corpus), "-t", str(bad), "-q")
     assert code == 2 and "tokenizer.json" in err and len(err.strip().splitlines()) == 1
+
+
+def test_workers_beyond_the_cores_are_capped_and_said(run, corpus, tok_path, monkeypatch):
+    # `--workers 100000` was still starting processes after 120 s (the run takes 1.2 s).
+    # On a machine of one usable core it measures in this one process, and says so.
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    args = ("report", corpus, "-t", tok_path, "--format", "json", "-q")
+    code, out, err = run(*args, "--workers", 100000)
+    assert code == 0 and json.loads(out)["settings"]["workers"] == 1, err
+    assert err.splitlines() == [
+        "warning: --workers 100,000: more than the 1 core(s) this process may use; using 1"
+    ]
+    code, out, err = run(*args, "--workers", 1)  # within the cores: as asked, nothing said
+    assert code == 0 and json.loads(out)["settings"]["workers"] == 1 and err == ""
