@@ -115,6 +115,13 @@ class HFTokenizer(ByteTable):
             raise
         except Exception as e:  # the binding raises plain Exception
             raise TokenizerError(f"{path}: not a usable tokenizer.json ({one_line(e)})") from None
+        if tok.get_vocab_size(with_added_tokens=False) == 0:
+            # every text would encode to nothing or to ids that are not there (measured
+            # anyway, exit 0, or a TypeError)
+            raise TokenizerError(
+                f"{path}: has no vocabulary (its {obj['model'].get('type') or 'model'} "
+                "vocab is empty): a tokenizer that cannot encode any text"
+            )
         tok.no_truncation()
         tok.no_padding()
         if hasattr(tok, "encode_special_tokens"):

@@ -76,9 +76,8 @@ def looks_like_tekken(obj) -> bool:
         isinstance(config, dict)
         and "pattern" in config
         and isinstance(vocab, list)
-        and bool(vocab)
-        and isinstance(vocab[0], dict)
-        and "token_bytes" in vocab[0]
+        # an empty vocab is still a Tekken file: from_json refuses it by name
+        and (not vocab or (isinstance(vocab[0], dict) and "token_bytes" in vocab[0]))
     )
 
 
@@ -106,6 +105,8 @@ def from_json(path: Path, obj: dict, spec: str, label: str) -> TekkenTokenizer:
         )
     # tiktoken's engine panics on an empty piece: refused here, before any text
     check_split_pattern(path, pattern, "Tekken config.pattern", empty_ok=False)
+    if not obj["vocab"]:  # (a vocab shorter than the config's is _ranks' to refuse)
+        raise TokenizerError(f"{path}: has no vocabulary (Tekken 'vocab' is empty)")
     specials = _specials(path, obj.get("special_tokens"), n_special)
     ranks = _ranks(path, obj["vocab"], size - n_special, n_special)
     try:

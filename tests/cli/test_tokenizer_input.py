@@ -364,3 +364,42 @@ def test_hf_hub_that_never_answers_is_one_line_within_the_bound(corpus, tmp_path
     )
     # the bound, plus starting Python and the imports; it was still retrying at 300 s
     assert elapsed < HUB_ANSWER_S + 10
+
+
+# -- issue #35: a tokenizer with nothing to encode with ------------------------------------
+
+
+def _empty_bpe(path):
+    """A byte-level BPE with an empty vocabulary and no merges, one special token added."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE(vocab={}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.add_special_tokens(["<|endoftext|>"])
+    tok.save(str(path))
+    return path
+
+
+def _empty_tekken(path):
+    """A Tekken file whose config is a real one's and whose vocab list is empty."""
+    _tekken(path)
+    obj = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**obj, "vocab": []}), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "make, what",
+    [
+        (_empty_bpe, "has no vocabulary (its BPE vocab is empty)"),
+        (_empty_tekken, "has no vocabulary (Tekken 'vocab' is empty)"),
+    ],
+    ids=["bpe", "tekken"],
+)
+def test_a_tokenizer_without_a_vocabulary_is_refused(run, corpus, tmp_path, make, what):
+    # (before: an empty BPE was measured anyway, exit 0, or died with a TypeError)
+    path = tmp_path / "tokenizer.json"
+    make(path)
+    out = tmp_path / "report.txt"
+    code, _, err = run("report", corpus, "-t", path, "-q", "-o", out)
+    assert code == 2 and _one_error_line(err).startswith(f"error: {path}: {what}")
+    assert not out.exists()
