@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
 import click
 
@@ -171,6 +173,18 @@ def _check_plots(folder: str, o: ReportOptions, specs) -> None:
 
     if not folder.strip():
         raise OutputError("--plots: empty folder name")
+    # one path for two outputs (fertility.outputs refuses it among the -o-style files): the
+    # report was written, then the plots refused, or the folder then held the report
+    if o.output not in (None, "-"):
+        report, plots = Path(os.path.realpath(o.output)), Path(os.path.realpath(folder))
+        if report == plots:
+            raise OutputError(
+                f"{folder}: named as both -o/--output and --plots; give each output its own place"
+            )
+        if plots in report.parents:
+            raise OutputError(
+                f"{o.output}: lies inside the --plots folder {folder}; write the report elsewhere"
+            )
     check_folder(folder, MADE_BY, [], _inputs(o, specs), allow_in_corpus=o.allow_output_in_corpus)
 
 

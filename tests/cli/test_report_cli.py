@@ -143,3 +143,23 @@ def test_workers_beyond_the_cores_are_capped_and_said(run, corpus, tok_path, mon
     ]
     code, out, err = run(*args, "--workers", 1)  # within the cores: as asked, nothing said
     assert code == 0 and json.loads(out)["settings"]["workers"] == 1 and err == ""
+
+
+def test_one_path_for_the_report_and_the_plots_is_refused_before_any_work(
+    run, corpus, tmp_path_factory
+):
+    # (before: the report was written, then the plots refused: `same.html` left behind)
+    out = tmp_path_factory.mktemp("out")  # beside the corpus, not inside it
+    same = out / "same.html"
+    code, _, err = run("report", corpus, "--format", "html", "-o", same, "--plots", same, "-q")
+    assert code == 2 and err.splitlines() == [
+        f"error: {same}: named as both -o/--output and --plots; give each output its own place"
+    ]
+    inside = out / "plots" / "r.html"
+    inside.parent.mkdir()
+    code, _, err = run("report", corpus, "-o", inside, "--plots", inside.parent, "-q")
+    assert code == 2 and err.splitlines() == [
+        f"error: {inside}: lies inside the --plots folder {inside.parent}; write the report "
+        "elsewhere"
+    ]
+    assert [p.name for p in out.rglob("*")] == ["plots"]  # nothing written
