@@ -324,8 +324,28 @@ def claim_folder(
             real.mkdir(parents=True)
         except OSError as e:
             raise err(f"{path}: cannot create the output folder ({e.strerror or e})") from None
+    _check_writable(real, path, entries, err)
     record(real, list(entries), made_by=made_by, error=err)
     return real
+
+
+def _check_writable(real: Path, given, entries: Iterable[str], err) -> None:
+    """A file can be made in the folder and in each subfolder of `entries` it holds already,
+    tried by making one (permissions, ACLs, a read-only mount or an immutable folder: no
+    `os.access` knows them all). Before: a rerun into a read-only folder failed after the
+    whole training pass, as `unexpected Exception: Permission denied (os error 13)`."""
+    subs = [_clean(e).rstrip("/") for e in entries if e.endswith("/")]
+    for rel in ["", *(s for s in subs if s and (real / s).is_dir())]:
+        probe = (real / rel if rel else real) / f".write-check{PARTIAL}{os.getpid()}"
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.unlink(probe)
+        except OSError as e:
+            shown = Path(given) / rel if rel else given
+            raise err(
+                f"{shown}: cannot write into this output folder ({e.strerror or e}); make it "
+                "writable or choose another folder"
+            ) from None
 
 
 def check_folder(

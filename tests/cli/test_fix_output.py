@@ -1,6 +1,7 @@
 """`fertility fix --out DIR`: one run at a time writes DIR, and what a killed run left there
 (its temporary `.NAME.fertility-partial-PID` files) is removed by the next run, which ends consistent."""
 
+import contextlib
 import json
 import os
 import signal
@@ -109,3 +110,43 @@ def test_folder_of_a_run_killed_between_tokenizer_and_report_is_refused(run, cor
     measured = json.loads(text)["tokenizers"][0]
     report = json.loads((out / "fix-report.json").read_text())
     assert measured["fingerprint"] == report["tokenizer"]["fingerprint"]
+
+
+@contextlib.contextmanager
+def read_only(folder):
+    """`folder` made unwritable: mode 0555, or for root (whom modes do not stop) immutable
+    (`chattr +i`, which binds root too)."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            yield
+        finally:
+            folder.chmod(0o755)
+        return
+    if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
+        pytest.skip("running as root on a file system without chattr +i: cannot stop a write")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
+def _files(folder):
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_read_only_output_folder_is_refused_before_training(run, tmp_path):
+    # (before: a rerun into its own folder, made read-only, trained on the whole corpus and
+    # then died with `unexpected Exception: Permission denied (os error 13)`)
+    corpus = write_corpus(tmp_path / "corpus", lines=60)
+    out = tmp_path / "out"
+    code, _, err = run("fix", corpus, "--vocab-size", "300", "--out", out, "-q")
+    assert code in (0, 1), err
+    before = _files(out)
+    for folder in (out, out / "heldout"):  # the folder, or the subfolder it writes
+        with read_only(folder):
+            code, _, err = run("fix", corpus, "--vocab-size", "300", "--out", out, "-q")
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1, err
+        assert lines[0].startswith(f"error: {folder}: cannot write into this output folder (")
+        assert _files(out) == before
