@@ -53,6 +53,7 @@ from fertility.progress import StatusLine, meter_text
 from fertility.trainer import checkpoint as ck
 from fertility.trainer import distributed as D
 from fertility.trainer.config import TrainConfig
+from fertility.trainer.contract import check_contract
 from fertility.trainer.data import TokenData, heldout_windows
 from fertility.trainer.mix import make_batches, record_consumed
 from fertility.trainer.model import ModelConfig, Transformer
@@ -321,6 +322,8 @@ class Trainer:
             self.env,
         )
         x, y = self.batches.peek()
+        # what the config trains, the run trains (trainer/contract.py): before the gradients
+        check_contract(self.raw, self.optimizer, self.model_cfg, (x, y), self.env)
         rng = torch.get_rng_state()
         ok, message = True, ""
         try:

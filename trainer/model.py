@@ -298,7 +298,14 @@ def _widen(logits: torch.Tensor) -> torch.Tensor:
     return logits.float() if logits.dtype in (torch.bfloat16, torch.float16) else logits
 
 
-def lm_loss(logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = -100) -> torch.Tensor:
+# The target that marks a position not scored (a held-out window's padding and skipped
+# predictions): torch's cross_entropy default, left out of the loss's sum and of its count.
+IGNORE_INDEX = -100
+
+
+def lm_loss(
+    logits: torch.Tensor, targets: torch.Tensor, ignore_index: int = IGNORE_INDEX
+) -> torch.Tensor:
     """Mean next-token cross-entropy in nats over the targets that are not ignore_index."""
     return F.cross_entropy(
         _widen(logits).reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=ignore_index
@@ -322,7 +329,7 @@ def chunked_lm_loss(
     weight: torch.Tensor,
     targets: torch.Tensor,
     vocab_size: int,
-    ignore_index: int = -100,
+    ignore_index: int = IGNORE_INDEX,
     chunk: int = CE_CHUNK_TOKENS,
 ) -> torch.Tensor:
     """lm_loss(h @ weight[:vocab_size].T, targets) without the whole batch's logits: each
