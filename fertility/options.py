@@ -40,10 +40,15 @@ Group = Literal[
 ]  # what a report row is about (fertility.measure)
 Uncertain = Literal["fail", "pass"]  # the gate's verdict when a check is uncertain
 
-# Measuring a document costs about 75-115 bytes per character (the tokenizer's offsets, the
-# per-character arrays; a 50M-character line: 3.7 GB), so one longer than this is refused:
-# a 1M-character one stays near 120 MB. --max-doc-chars raises it.
+# Measuring a document holds the tokenizers' offsets and the per-character arrays at once:
+# 78-212 bytes per character with the four standard pre-tokenizers, 230-934 with a byte-level
+# BPE (the most where each character is several tokens: Bengali, Chinese), measured as the
+# peak RSS between a 2M- and a 4M-character line (docs/RELIABILITY.md, "Corpus input"). So
+# one longer than this is refused (--max-doc-chars raises it), and a limit whose document
+# needs more than the memory left, at MIN_BYTES_PER_CHAR (under every measurement), is
+# refused before anything is read (fertility.corpus.memory).
 MAX_DOC_CHARS = 1_000_000
+MIN_BYTES_PER_CHAR = 75
 # A file whose first 8 KB are more than this share invalid UTF-8 is not text (random bytes:
 # about 47%; Latin-1 French or German: 1-3%); --max-invalid-utf8 raises it.
 MAX_INVALID_SHARE = 0.25
@@ -170,8 +175,8 @@ class CorpusOptions:
         MAX_DOC_CHARS,
         min=1,
         show_default=True,
-        help="Refuse a longer document (measuring one costs "
-        "about 75-115 bytes of memory per character).",
+        help="Refuse a longer document (measuring one holds about 80-930 bytes of memory "
+        "per character; a limit this machine cannot hold is refused).",
     )
     max_invalid_utf8: float = option(
         MAX_INVALID_SHARE,

@@ -156,6 +156,10 @@ def corpus_settings(kw: dict) -> CorpusOptions:
     `seed` also seeds the bootstrap). Warnings about the data go to stderr even with
     --quiet, which silences progress only."""
     opts = from_params(CorpusOptions, kw, on_warning=_warn)
+    # deferred: the library loads when a command runs (fast --help)
+    from fertility.corpus.memory import check_document_limit
+
+    check_document_limit(opts.max_doc_chars)  # before anything is read
     ctx = click.get_current_context(silent=True)
     name = ctx.info_name if ctx is not None else None
     if opts.precision is not None and name not in PRECISION_COMMANDS:

@@ -231,3 +231,61 @@ def test_a_stream_that_needs_too_much_memory_to_decompress_is_refused(
     )
     code, rep, _ = report(run, path)
     assert code == 0 and rep["corpus"]["documents"] == 40
+
+
+# -- --max-doc-chars against the memory this process may take -------------------------------
+
+
+def report_capped(tmp_path, address_space: int, *args):
+    """(exit code, stderr lines) of `fertility report ARGS -q --workers 1 -o r.json` in a child
+    whose address space is capped (RLIMIT_AS, what `ulimit -v` sets)."""
+    import resource
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "fertility.cli", "report", *map(str, args)]
+        + ["-q", "--workers", "1", "-o", tmp_path / "r.json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+        preexec_fn=cap,
+    )
+    return proc.returncode, proc.stderr.splitlines()
+
+
+def test_a_document_limit_the_memory_cannot_hold_is_refused_before_reading(run, tmp_path):
+    # (before: `--max-doc-chars 2000000000` on a 300 MB line was read and measured until the
+    # out-of-memory killer ended it at 23.4 GB, or, under a 6 GiB address space, the
+    # interpreter aborted after 15 s). A document needs at least MIN_BYTES_PER_CHAR bytes a
+    # character while it is measured: 50M characters at least 3.5 GiB.
+    from fertility.options import MIN_BYTES_PER_CHAR
+
+    path = tmp_path / "en.txt"
+    path.write_bytes(b"x" * 200_000 + b"\n")  # what the line holds does not matter: unread
+    out = tmp_path / "r.json"
+    for limit, bound in [
+        (50_000_000, "the address-space limit (ulimit -v) leaves"),  # capped at 3 GiB below
+        (10**13, ""),  # 700 TiB: more than any machine has, without an address-space limit
+    ]:
+        if bound:
+            code, err = report_capped(tmp_path, 3 << 30, path, "--max-doc-chars", limit)
+        else:
+            code, _, text = run("report", path, "--max-doc-chars", limit, "-q", "-o", out)
+            err = text.splitlines()
+        need = limit * MIN_BYTES_PER_CHAR / (1 << 30)
+        assert code == 2 and len(err) == 1, err
+        assert err[0].startswith(
+            f"error: --max-doc-chars {limit:,}: measuring a document that long needs at least "
+            f"{need:,.1f} GiB ({MIN_BYTES_PER_CHAR} bytes a character, several times more "
+            "with most text and tokenizers), more than the "
+        ), err
+        assert err[0].endswith(f"{bound}; lower the limit or split the documents"), err
+        assert not out.exists()
