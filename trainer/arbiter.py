@@ -616,10 +616,13 @@ def compare_paths(
     loss_fn: Callable | None = None,
     amp_dtype: torch.dtype | None = None,
     tol: float | None = None,
+    noise_on: nn.Module | None = None,
 ) -> dict[str, tuple[float, float]]:
     """{name: (difference, tolerance)} per trainable parameter: the relative norm between
     the `fast` attention backend's gradient and the `reference` one's, on the same inputs,
-    each with fresh gradients; the tolerance from path_tolerances (or `tol` for all). With
+    each with fresh gradients; the tolerance from path_tolerances (or `tol` for all), run on
+    `noise_on` when given (an identical copy: a DDP module's parameters must keep their dtype,
+    or its gradient hooks detach and the run stops all-reducing). With
     `compiled` (True: torch.compile(model); or an already compiled module wrapping the same
     parameters, to reuse its compilation) also compiled-vs-eager on the fast backend, under
     keys "compiled:<name>". On CPU "auto" may pick the same kernel as "math"; the comparison
@@ -630,7 +633,13 @@ def compare_paths(
         fast_g = _gradients(model, ids, targets, loss_fn, amp_dtype)
     tols = (
         path_tolerances(
-            model, ids, targets, ref, reference=reference, loss_fn=loss_fn, amp_dtype=amp_dtype
+            model if noise_on is None else noise_on,
+            ids,
+            targets,
+            ref,
+            reference=reference,
+            loss_fn=loss_fn,
+            amp_dtype=amp_dtype,
         )
         if tol is None
         else dict.fromkeys(ref, tol)
@@ -727,6 +736,7 @@ def run_arbiter(
     parameter instead of the measured ones. `exact_on`: a copy of `model` to run the
     float64 check on, for a model inside DistributedDataParallel, whose gradient hooks a
     parameter's change of dtype would detach (the run would then stop all-reducing).
+    The copy also measures the path tolerances' noise one precision up.
     `step`: runs check_step on the run's own step (the Trainer binds it); a string: why it
     cannot run, put in `skipped`, as None is ("no training step given").
 
@@ -759,7 +769,9 @@ def run_arbiter(
             report.step = step()
         except Exception as e:  # noqa: BLE001
             report.notes.append(f"optimizer step check failed: {one_line(e)}")
-    _compare(report, model, ids, targets, compiled, tol, loss_fn, amp_dtype, reference, fast)
+    _compare(
+        report, model, ids, targets, compiled, tol, loss_fn, amp_dtype, reference, fast, exact_on
+    )
     if not sharded:
         try:
             report.kernels = check_attention_kernels(
@@ -798,6 +810,7 @@ def _compare(
     amp_dtype: torch.dtype | None,
     reference: str,
     fast: str,
+    noise_on: nn.Module | None,
 ) -> None:
     """The whole-model comparisons into report.path_diffs: fast vs math on one sequence (the
     math kernel keeps every layer's T x T matrices, 0.4b at 2048: ~13 GB per sequence, so not
@@ -818,6 +831,7 @@ def _compare(
             loss_fn=loss_fn,
             amp_dtype=amp_dtype,
             tol=tol,
+            noise_on=noise_on,
         )
         if compiled is not False:
             tols = {n: t for n, (_, t) in report.path_diffs.items()}
