@@ -35,6 +35,7 @@ from itertools import compress, count
 from typing import BinaryIO, NamedTuple, cast
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import zstandard
 
@@ -658,6 +659,54 @@ def spool(stream: BinaryIO, path: str, limit: int) -> BinaryIO:
         raise
 
 
+def check_row_groups(
+    parquet: pq.ParquetFile, path: str, columns: Sequence[str], limits: Limits
+) -> None:
+    """Refuse, from the footer alone, a row group whose column (text, or lang) holds more
+    bytes a row than a value within --max-doc-chars can (4 bytes a character, its 4-byte
+    length, PAGE_SLACK a row for levels and page headers): one of its values is longer, and
+    decoding it would hold it whole (a 400 MB cell, 18 MB on disk, peaked at 1.72 GB)."""
+    meta = parquet.metadata
+    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    first = 1
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        rows = max(group.num_rows, 1)
+        for name in columns:
+            if name not in names:
+                continue
+            size = group.column(names.index(name)).total_uncompressed_size
+            if size > rows * (4 * limits.max_doc_chars + 4 + PAGE_SLACK) + PAGE_SLACK:
+                raise CorpusError(
+                    f"{path}: row group {g} (rows {first:,}-{first + group.num_rows - 1:,}) "
+                    f"holds {size:,} bytes of column '{name}', so one of its rows is longer "
+                    f"than --max-doc-chars ({limits.max_doc_chars} characters); raise it or "
+                    "split the document"
+                )
+        first += group.num_rows
+
+
+# What a row group's column holds besides its values' bytes and lengths, at most, a row (the
+# repetition and definition levels, a page header per row at worst, with statistics of up to
+# 4,096 bytes each for min and max) and once (the dictionary page's header): so a footer's
+# size proves a long value.
+PAGE_SLACK = 16384
+
+
+def check_lengths(column: pa.Array, path: str, first: int, limits: Limits) -> None:
+    """Refuse a value of a decoded parquet text column over --max-doc-chars before it becomes
+    a Python string (`to_pylist` held it twice more); `first` is its first row's number."""
+    if column.nbytes <= limits.max_doc_chars:  # fewer bytes than the limit has characters
+        return
+    if pa.types.is_dictionary(column.type):  # the longest of the values that are used
+        lengths = pc.take(pc.utf8_length(column.dictionary), column.indices)
+    else:
+        lengths = pc.utf8_length(column)
+    over = pc.greater(lengths, limits.max_doc_chars)
+    if pc.any(over).as_py():
+        raise too_long(path, f"row {first + pc.index(over, True).as_py()}", limits)
+
+
 def read_parquet(
     stream: BinaryIO,
     compressed_size: int | None,
@@ -685,9 +734,11 @@ def read_parquet(
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         raise CorpusError(f"{path}: column '{text_field}' is {kind}, not a string column")
     columns = [text_field] + ([lang_field] if lang_field and lang_field in schema.names else [])
+    check_row_groups(parquet, path, columns, limits)
     number = 0
     try:
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH, columns=columns):
+            check_lengths(batch.column(0), path, number + 1, limits)
             texts = batch.column(0).to_pylist()
             langs = batch.column(1).to_pylist() if len(columns) > 1 else [None] * len(texts)
             for text, lang in zip(texts, langs):

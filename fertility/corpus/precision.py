@@ -190,6 +190,7 @@ def _row_group(
         if text_field not in names:
             raise CorpusError(f"{cf.path}: no column '{text_field}' (columns: {', '.join(names)})")
         columns = [text_field] + ([lang_field] if lang_field and lang_field in names else [])
+        fmt.check_row_groups(parquet, cf.path, columns, corpus.limits)  # before decoding
         table = parquet.read_row_group(group, columns=columns)
         before = sum(parquet.metadata.row_group(g).num_rows for g in range(group))
     except (pa.ArrowException, OSError) as e:

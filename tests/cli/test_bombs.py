@@ -289,3 +289,26 @@ def test_a_document_limit_the_memory_cannot_hold_is_refused_before_reading(run, 
         ), err
         assert err[0].endswith(f"{bound}; lower the limit or split the documents"), err
         assert not out.exists()
+
+
+def test_a_huge_parquet_cell_is_refused_from_the_footer_in_bounded_memory(tmp_path):
+    # (before: a 400 MB cell, 18 MB on disk, was decoded and made a Python string before the
+    # length check: 1.72 GB peak). The row group's column holds 64 MB for 3 rows, more than 3
+    # values within --max-doc-chars can: refused from the footer, nothing decoded.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "en.parquet"
+    cells = ["hello", "abcdefgh" * (8 * MB), "bye"]
+    pq.write_table(pa.table({"text": cells}), path, compression="zstd")
+    assert path.stat().st_size < MB  # a few KB: the cell is compressed away
+    # its values, their 4-byte lengths and the page headers: the footer's figure
+    size = pq.ParquetFile(path).metadata.row_group(0).column(0).total_uncompressed_size
+    assert sum(map(len, cells)) < size < sum(map(len, cells)) + MB
+    code, err, peak = report_peak(tmp_path, path)
+    assert code == 2 and err == [
+        f"error: {path}: row group 0 (rows 1-3) holds {size:,} "
+        "bytes of column 'text', so one of its rows is longer than --max-doc-chars (1000000 "
+        "characters); raise it or split the document"
+    ], err
+    assert peak < 200, f"peak {peak:.0f} MB"  # measured: 91 MB; before, 64 MB more 4 times over
