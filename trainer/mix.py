@@ -278,7 +278,7 @@ class MixBatches(BatchSource):
         self.doc_ids: dict[int, np.ndarray] = {}
         self.vstarts: dict[int, np.ndarray] = {}  # each language's documents end to end
         self.lang_windows = np.zeros(len(self.share), dtype=np.int64)
-        for g in np.flatnonzero(self.share > 0):
+        for g in np.flatnonzero(self.share > 0).tolist():  # int keys, as the dicts declare
             ids = np.flatnonzero(docs[:, 3] == g)
             self.doc_ids[g] = ids
             self.vstarts[g] = np.concatenate([[0], np.cumsum(docs[ids, 2])])
@@ -334,7 +334,7 @@ class MixBatches(BatchSource):
         docs = np.asarray(self.data.docs)
         doc = np.empty((len(langs), self.seq_len + 1), dtype=np.int64)
         offset = np.empty_like(doc)
-        for g in np.unique(langs):
+        for g in np.unique(langs).tolist():
             rows = langs == g
             v = starts[rows, None] + np.arange(self.seq_len + 1)
             local = np.searchsorted(self.vstarts[g], v, side="right") - 1
