@@ -10,7 +10,7 @@ PIP := $(PY) -m pip
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: demo test setup setup-test fixtures typecheck clean
+.PHONY: demo test setup setup-test fixtures typecheck docs clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ demo: $(VENV)/.core
 # FERTILITY_REALWORLD (default ~/.cache/fertility/realworld); a no-op once built.
 fixtures: $(VENV)/.core
 	$(PY) tests/realworld/build.py
+
+# The generated reference docs (tests check that the committed ones are current).
+docs: $(VENV)/.core
+	$(PY) -m fertility.cli.reference > docs/CLI.md
 
 # pytest on two worker processes (pytest-xdist): the suite's CPU time on both cores of the
 # 2-core machines it is sized for (README.md).
