@@ -46,7 +46,7 @@ from typing import Any
 from fertility.errors import EvalError, one_line
 from fertility.eval.run import heldout_documents, open_run
 from fertility.files import PARTIAL
-from fertility.outputs import Inputs, check_folder, read_manifest, record, remove
+from fertility.outputs import Inputs, check_folder, read_manifest, record, remove, replace_inside
 from fertility.tokenizers import convert
 from fertility.trainer.model import hf_llama_config, hf_llama_state_dict
 
@@ -207,9 +207,9 @@ def _replace_export(tmp: Path, out: Path) -> None:
     its old one, the marker last, so a folder interrupted midway is still an export."""
     new = {p.name for p in tmp.iterdir()}
     for name in EXPORT_FILES - new:
-        remove(out, name)  # fertility.outputs: only what the export's manifest lists
+        remove(out, name, EvalError)  # fertility.outputs: only what the manifest lists
     for name in sorted(new - {MARKER}) + [MARKER]:
-        (tmp / name).replace(out / name)
+        replace_inside(tmp / name, out, name, EvalError)  # onto the entry, no link followed
     tmp.rmdir()
 
 

@@ -52,15 +52,16 @@ def write_text_atomic(
     remove_stale_partials(path)
     tmp = path.with_name(f".{path.name}{PARTIAL}{os.getpid()}")
     try:
-        if isinstance(text, bytes):
-            tmp.write_bytes(text)
-        else:
-            tmp.write_text(text, encoding="utf-8")
+        # O_NOFOLLOW: the temporary name is ours alone; a link planted there is not written
+        # through (the write fails, naming the file)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        with open(os.open(tmp, flags, 0o666), "wb") as fb:
+            fb.write(text if isinstance(text, bytes) else text.encode("utf-8"))
         os.replace(tmp, path)
     except OSError as e:
         raise error(f"{path}: cannot write ({e.strerror or e})") from None
     finally:
-        if tmp.exists():
+        if tmp.exists() and not tmp.is_symlink():
             tmp.unlink()
 
 
@@ -94,6 +95,8 @@ def remove_stale_partials(path: Path) -> None:
         return
     for tmp in leftovers:
         pid = tmp.name.rsplit("-", 1)[-1]
+        if tmp.is_symlink():
+            continue  # not a file of ours: fertility makes no links
         if pid.isdigit() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
 
@@ -136,7 +139,10 @@ UNFINISHED = ".unfinished"
 
 
 def mark_unfinished(folder: Path) -> None:
-    (folder / UNFINISHED).write_text(f"{os.getpid()}\n")
+    # O_NOFOLLOW: a link planted at the marker's name is refused, not written through
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    with open(os.open(folder / UNFINISHED, flags, 0o666), "w", encoding="utf-8") as f:
+        f.write(f"{os.getpid()}\n")
 
 
 def mark_finished(folder: Path) -> None:

@@ -18,6 +18,10 @@ The user's files are sacred. Three rules, checked here and nowhere else:
 3. **Outputs stay out of the corpus.** An output inside a corpus folder the command reads
    is refused unless the user forces it (`--allow-output-in-corpus`); the corpus walker
    skips every file a manifest lists (`listed_outputs`) and says so in its summary.
+4. **Inside its own folder, nothing is followed.** The folder the user names is resolved as
+   named; below it, every write, replace and delete goes through the `inside` family
+   (`inside`, `make_inside`, `write_inside`, `open_inside`, `replace_inside`, `remove`),
+   which refuses a symbolic link at any part of the path (fertility makes none).
 
 Refusals are `OutputError`: one line naming the path and how to proceed, exit 2.
 """
@@ -46,7 +50,9 @@ def read_manifest(folder: str | os.PathLike) -> dict | None:
     folder has none. A manifest that cannot be read or parsed is treated as absent: the folder
     is then not known to be ours, which is the safe side."""
     try:
-        with open(Path(folder) / MANIFEST, encoding="utf-8") as f:
+        # O_NOFOLLOW: a manifest that is a symbolic link is not this folder's own record
+        fd = os.open(Path(folder) / MANIFEST, os.O_RDONLY | _NOFOLLOW)
+        with open(fd, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
         return None
@@ -362,7 +368,9 @@ def check_folder(
     (its manifest says `made_by` made it: only listed files are replaced, anything else in it
     is the user's and is kept). Refused (one line, `error` or OutputError): a file; a folder
     that is not empty and was not made by `fertility <made_by>`; one of `entries` that exists
-    and the manifest does not list; a folder that is, holds or lies inside an input."""
+    and the manifest does not list; one of `entries` that is a symbolic link (`inside`: even
+    a listed name; fertility wrote no link there); a folder that is, holds or lies inside an
+    input."""
     err = error or OutputError
     given = Path(path)
     real = _real(given)
@@ -390,7 +398,10 @@ def check_folder(
     listed = listed_outputs(real)
     for entry in entries:
         rel = _clean(entry).rstrip("/")
-        if rel and (real / rel).exists() and not is_listed(rel, listed):
+        if not rel:
+            continue
+        inside(real, rel, err)  # a link where the verb writes: refused before any write
+        if (real / rel).exists() and not is_listed(rel, listed):
             raise err(
                 f"{given / rel}: exists and was not written by fertility; move it away or "
                 "choose another folder"
@@ -416,16 +427,117 @@ def record(
     if made_by is not None:
         data["made_by"] = made_by
     text = json.dumps(data, ensure_ascii=False, indent=1) + "\n"
-    write_text_atomic(folder / MANIFEST, text, error or OutputError)
+    write_inside(folder, MANIFEST, text, error)
 
 
-def remove(folder: Path, rel: str) -> None:
+def remove(folder: Path, rel: str, error: type[FertilityError] | None = None) -> None:
     """Delete `folder/rel` (a file, or a subfolder whole) only when its manifest lists it:
-    what this project did not write is never deleted, whatever the caller believes."""
+    what this project did not write is never deleted, whatever the caller believes. A
+    symbolic link on the way (`inside`) is refused, never followed nor deleted."""
     if not is_listed(rel, listed_outputs(folder)):
         return
-    target = folder / rel
-    if target.is_dir() and not target.is_symlink():
-        shutil.rmtree(target)
+    target = inside(folder, rel, error)
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(target)  # removes links inside as links (never follows them)
     else:
         target.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- inside an output folder
+#
+# Inside a folder fertility writes, nothing is ever followed (issue #35). fertility makes no
+# symbolic links, so one found there was put by someone else, and following it wrote and
+# deleted in the user's own folder (`OUT/heldout -> ../mine` lost `mine/*.jsonl`). The folder
+# itself is resolved as the user named it (`--out LINK`); below it, every write, replace and
+# delete goes through `inside`, which refuses a link at any part of the path: one line
+# naming the link, exit 2; the link and what it points to are left as they are.
+
+# O_NOFOLLOW where the platform has it (not Windows, where a file open follows no link)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _link_refused(link: Path, error: type[FertilityError] | None = None) -> FertilityError:
+    try:
+        to = os.readlink(link)
+    except OSError:
+        to = "?"
+    return (error or OutputError)(
+        f"{link}: is a symbolic link (to {to}) inside fertility's output folder, where "
+        "fertility writes its own; a link there is never followed, replaced or deleted: "
+        "remove the link (what it points to stays) or choose another folder"
+    )
+
+
+def inside(folder: Path, rel: str, error: type[FertilityError] | None = None) -> Path:
+    """`folder/rel` for a write, replace or delete, refused (`error`, OutputError by default)
+    when any part of it below `folder` is a symbolic link (checked with lstat, part by part:
+    `heldout` in `heldout/en.jsonl`, then `en.jsonl`). Parts that do not exist yet are
+    fine: they are made by `make_inside` or the write."""
+    path = Path(folder)
+    for part in PurePosixPath(_clean(rel)).parts:
+        path = path / part
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            break
+        except OSError:
+            break  # not a folder on the way, or unreadable: the write itself says so
+        if stat.S_ISLNK(mode):
+            raise _link_refused(path, error)
+    return Path(folder) / rel
+
+
+def make_inside(folder: Path, rel: str, error: type[FertilityError] | None = None) -> Path:
+    """The subfolder `folder/rel`, made part by part where missing (`mkdir -p` that never
+    goes through a link: each part is checked after it exists)."""
+    path = Path(folder)
+    for part in PurePosixPath(_clean(rel)).parts:
+        path = path / part
+        try:
+            path.mkdir()
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise (error or OutputError)(
+                f"{path}: cannot create the folder ({e.strerror or e})"
+            ) from None
+        inside(folder, os.path.relpath(path, folder), error)
+    return path
+
+
+def write_inside(
+    folder: Path, rel: str, text: str | bytes, error: type[FertilityError] | None = None
+) -> Path:
+    """Write the file `folder/rel` whole (files.write_text_atomic: a temporary name, then a
+    rename) after `inside` found no link on the way: the rename replaces the entry itself."""
+    path = inside(folder, rel, error)
+    write_text_atomic(path, text, error or OutputError)
+    return path
+
+
+def open_inside(folder: Path, rel: str, binary: bool = False, error=None):
+    """`folder/rel` opened for writing (created or truncated) as a stream, refused through a
+    link (`inside`, then O_NOFOLLOW on the file itself: a link planted meanwhile fails)."""
+    path = inside(folder, rel, error)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as e:
+        if os.path.islink(path):
+            raise _link_refused(path, error) from None
+        raise (error or OutputError)(f"{path}: cannot write ({e.strerror or e})") from None
+    return open(fd, "wb") if binary else open(fd, "w", encoding="utf-8")
+
+
+def replace_inside(
+    src: Path, folder: Path, rel: str, error: type[FertilityError] | None = None
+) -> Path:
+    """Rename `src` (a finished temporary file or folder) onto `folder/rel` after `inside`
+    found no link on the way."""
+    path = inside(folder, rel, error)
+    os.replace(src, path)
+    return path

@@ -38,8 +38,9 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from fertility.errors import EvalError, TrainingError, one_line
+from fertility.outputs import inside, make_inside
 from fertility.trainer.model import ModelConfig, Transformer
-from fertility.trainer.rundir import RunDir
+from fertility.trainer.rundir import CHECKPOINTS, RunDir
 
 SCHEMA = "fertility.checkpoint/1"
 WEIGHTS, TRAIN_STATE, MANIFEST = "model.safetensors", "optimizer.pt", "state.json"
@@ -158,7 +159,12 @@ def save_checkpoint(
     root = final.parent
     tmp = root / f".tmp-{final.name}-{os.getpid()}"
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        # below the run folder nothing is followed: a link at checkpoints/ or at one of its
+        # entries is refused (fertility.outputs), its target never written or deleted
+        make_inside(Path(run_dir), CHECKPOINTS, TrainingError)
+        inside(Path(run_dir), f"{CHECKPOINTS}/{tmp.name}", TrainingError)
+        inside(Path(run_dir), f"{CHECKPOINTS}/{final.name}", TrainingError)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         _write_folder(tmp, step, weights, train_state, manifest)
@@ -214,11 +220,13 @@ def _write_folder(
 
 
 def remove_partial(run_dir: str | Path) -> None:
-    """Remove temporary folders left by a process killed while writing a checkpoint."""
-    root = RunDir(run_dir).checkpoints
+    """Remove temporary folders left by a process killed while writing a checkpoint (never
+    through a symbolic link: fertility.outputs.inside refuses one on the way)."""
+    root = inside(Path(run_dir), CHECKPOINTS, TrainingError)
     if root.is_dir():
         for p in root.glob(".tmp-*"):
-            shutil.rmtree(p, ignore_errors=True)
+            path = inside(Path(run_dir), f"{CHECKPOINTS}/{p.name}", TrainingError)
+            shutil.rmtree(path, ignore_errors=True)
 
 
 # -- reading -------------------------------------------------------------------------------

@@ -27,7 +27,15 @@ from typing import Any
 from fertility.corpus import Corpus, CorpusOptions, shown
 from fertility.errors import FertilityError, TrainingError
 from fertility.gate import gate_corpus
-from fertility.outputs import Inputs, claim_folder, read_manifest, record
+from fertility.outputs import (
+    Inputs,
+    claim_folder,
+    inside,
+    make_inside,
+    open_inside,
+    read_manifest,
+    record,
+)
 from fertility.report.gate import gate_text
 from fertility.report.summary import verdict_line
 from fertility.tokenizers import load_tokenizer_arg
@@ -41,7 +49,7 @@ from fertility.trainer.mix import plan_for_run, record_consumed
 from fertility.trainer.model import config_from_preset
 from fertility.trainer.options import PretrainOptions
 from fertility.trainer.parts import shard_meta
-from fertility.trainer.rundir import OUTPUTS, RUN_SCHEMA, RunDir
+from fertility.trainer.rundir import CHECKPOINTS, OUTPUTS, RUN_SCHEMA, TOKENIZER_DIR, RunDir
 
 
 def _now() -> str:
@@ -81,8 +89,9 @@ def _copy_tokenizer(tok: Any, run_dir: Path) -> dict[str, Any]:
     src = _tokenizer_file(tok)
     if src is not None:
         dest, info["path"] = RunDir(run_dir).tokenizer_copy(src.name)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
+        make_inside(run_dir, TOKENIZER_DIR, TrainingError)  # no link followed (outputs)
+        with open(src, "rb") as f, open_inside(run_dir, info["path"], True, TrainingError) as d:
+            shutil.copyfileobj(f, d)
         info["sha256"] = sha256(dest)
     return info
 
@@ -425,6 +434,8 @@ def _run_gate(
 
 
 def _has_checkpoint(run_dir: Path) -> bool:
+    # a link at checkpoints/ is refused (the claim would refuse it) before it is read
+    inside(run_dir, CHECKPOINTS, TrainingError)
     return bool(list_checkpoints(run_dir))
 
 

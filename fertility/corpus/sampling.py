@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +65,7 @@ import numpy as np
 from fertility.corpus import Corpus
 from fertility.errors import CorpusError
 from fertility.files import partial_path
+from fertility.outputs import make_inside, open_inside, remove, replace_inside
 
 KEEP_CHARS = 1 << 28  # a corpus up to 256 M characters is read once, then served from memory
 
@@ -460,7 +460,9 @@ class HeldoutWriter:
     """
 
     def __init__(self, folder: Path, names: list[str], temps: list[Path]):
-        folder.mkdir(parents=True, exist_ok=True)
+        # every write below the output folder through fertility.outputs: no link followed
+        self.root, self.rel = folder.parent, folder.name
+        make_inside(self.root, self.rel)
         self.folder, self.names, self.temps = folder, names, temps
         self.handles: dict[str, tuple[Any, Path, Path]] = {}
 
@@ -469,12 +471,9 @@ class HeldoutWriter:
             plain = lang.isascii() and lang.replace("-", "").replace("_", "").isalnum()
             stem = lang if plain else f"_lang{self.names.index(lang)}"
             tmp = partial_path(self.folder / f"{stem}.jsonl")
-            self.temps.append(tmp)
-            self.handles[lang] = (
-                open(tmp, "w", encoding="utf-8"),
-                tmp,
-                self.folder / f"{stem}.jsonl",
-            )
+            handle = open_inside(self.root, f"{self.rel}/{tmp.name}")
+            self.temps.append(tmp)  # (after the open: a refused link is not ours to delete)
+            self.handles[lang] = (handle, tmp, self.folder / f"{stem}.jsonl")
         return self.handles[lang][0]
 
     def write(self, doc) -> None:
@@ -490,9 +489,9 @@ class HeldoutWriter:
         finals = {final for _, _, final in self.handles.values()}
         for old in self.folder.glob("*.jsonl"):  # an earlier run's split must not mix in
             if old not in finals:
-                old.unlink()
+                remove(self.root, f"{self.rel}/{old.name}")
         for _, tmp, final in self.handles.values():
-            os.replace(tmp, final)
+            replace_inside(tmp, self.root, f"{self.rel}/{final.name}")
         return sorted(str(f) for f in finals)
 
 

@@ -35,10 +35,10 @@ from fertility.extend import report as rep
 from fertility.extend import sentencepiece as sp
 from fertility.extend.bpe import from_tokenizer, hf_json, learn, rank_file, tekken_json
 from fertility.extend.pattern import widen_letters
-from fertility.files import partial_path, report_json, write_text_atomic
+from fertility.files import report_json
 from fertility.gate import evaluate
 from fertility.options import HELDOUT_BLOCK
-from fertility.outputs import Inputs, claim_folder, remove
+from fertility.outputs import Inputs, claim_folder, remove, write_inside
 from fertility.progress import Stages, reading
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 from fertility.tokenizers.kinds import extension
@@ -215,8 +215,8 @@ def extend(
     timings = {"scan_s": t1 - t0, "learn_s": time.perf_counter() - t1}
     ext = load_tokenizer(paths["tokenizer"], label=EXTENDED)
     ids_map = rep.ids_map(made["first_new_id"], made["special_tokens"], made["spelling"], base, ext)
-    write_text_atomic(
-        out / "ids-map.json", json.dumps(ids_map, ensure_ascii=False, indent=1) + "\n", ExtendError
+    write_inside(
+        out, "ids-map.json", json.dumps(ids_map, ensure_ascii=False, indent=1) + "\n", ExtendError
     )
 
     say("extend: measuring base and extended on the held-out documents")
@@ -262,7 +262,7 @@ def extend(
         timings=timings,
         report=report,
     )
-    write_text_atomic(out / "extend-report.json", report_json(result.to_dict()), ExtendError)
+    write_inside(out, "extend-report.json", report_json(result.to_dict()), ExtendError)
     return result
 
 
@@ -284,24 +284,23 @@ def _byte_level(
     learned = learn(bpe, base_ids, counts, add)
     paths["tokenizer"] = str(out / "tokenizer.json")
     obj = hf_json(bpe, regex, learned.new, learned.merges)
-    write_text_atomic(
-        out / "tokenizer.json", json.dumps(obj, ensure_ascii=False) + "\n", ExtendError
-    )
-    remove(out, "tokenizer.model")  # an earlier run's: not this tokenizer
+    write_inside(out, "tokenizer.json", json.dumps(obj, ensure_ascii=False) + "\n", ExtendError)
+    remove(out, "tokenizer.model", ExtendError)  # an earlier run's: not this tokenizer
     how = extension(base)  # the base's own format is written too
     also = how.also_writes if how is not None else None
     if also == "tekken.json":
         paths["tekken"] = str(out / "tekken.json")
-        write_text_atomic(
-            out / "tekken.json",
+        write_inside(
+            out,
+            "tekken.json",
             json.dumps(tekken_json(base.path, bpe, learned.new), ensure_ascii=False) + "\n",
             ExtendError,
         )
     if also == "tokenizer.tiktoken":
         paths["tiktoken"] = str(out / "tokenizer.tiktoken")
         paths["pattern"] = str(out / "tokenizer.pattern.txt")
-        write_text_atomic(out / "tokenizer.tiktoken", rank_file(bpe, learned.new), ExtendError)
-        write_text_atomic(out / "tokenizer.pattern.txt", regex + "\n", ExtendError)
+        write_inside(out, "tokenizer.tiktoken", rank_file(bpe, learned.new), ExtendError)
+        write_inside(out, "tokenizer.pattern.txt", regex + "\n", ExtendError)
     return {
         "first_new_id": bpe.end,
         "special_tokens": bpe.specials,
@@ -320,11 +319,9 @@ def _sentencepiece(
     """Learn and write a SentencePiece extension (fertility.extend.sentencepiece)."""
 
     learned = sp.learn(base, train, add, scripts)
-    final = out / "tokenizer.model"
-    tmp = partial_path(final)
-    tmp.write_bytes(learned.model)
-    os.replace(tmp, final)
-    remove(out, "tokenizer.json")  # an earlier run's: a folder spec would load it first
+    final = write_inside(out, "tokenizer.model", learned.model, ExtendError)
+    # an earlier run's: a folder spec would load it first
+    remove(out, "tokenizer.json", ExtendError)
     paths["tokenizer"] = str(final)
     return {
         "first_new_id": int(base.vocab_size),

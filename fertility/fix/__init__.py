@@ -68,7 +68,6 @@ from fertility.files import (
     mark_finished,
     mark_unfinished,
     report_json,
-    write_text_atomic,
 )
 from fertility.findings import diagnose
 from fertility.fix import normalize
@@ -76,7 +75,7 @@ from fertility.fix.config import FixConfig
 from fertility.fix.train import BYTES, train
 from fertility.gate import evaluate
 from fertility.options import HELDOUT_BLOCK
-from fertility.outputs import Inputs, claim_folder, remove
+from fertility.outputs import Inputs, claim_folder, remove, write_inside
 from fertility.policy import Policy, load_policy
 from fertility.progress import Stages
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
@@ -315,7 +314,7 @@ def _fix(
         heldout_files = writer.commit()
         trained.commit()
         for stale in ("fix-report.json", "report.html"):
-            remove(out, stale)  # an earlier run's: they describe another tokenizer
+            remove(out, stale, FixError)  # an earlier run's: they describe another tokenizer
     finally:
         writer.close()
         for tmp in temps:
@@ -338,7 +337,7 @@ def _fix(
     # deferred: plotly only when HTML is written
     from fertility.report.html import render_html
 
-    write_text_atomic(out / "report.html", render_html(report, report.findings, gate), FixError)
+    write_inside(out, "report.html", render_html(report, report.findings, gate), FixError)
     timings["measure_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0
     rows = _rows(report, old is not None)
@@ -371,7 +370,7 @@ def _fix(
         roundtrip=roundtrip,
         tradeoffs=tradeoffs(rows, sampling),
     )
-    write_text_atomic(out / "fix-report.json", report_json(result.to_dict()), FixError)
+    write_inside(out, "fix-report.json", report_json(result.to_dict()), FixError)
     mark_finished(out)
     return result
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from fertility.errors import FertilityError, FixError, one_line
 from fertility.files import partial_path
-from fertility.outputs import remove
+from fertility.outputs import inside, open_inside, remove, replace_inside
 
 if TYPE_CHECKING:
     from fertility.fix.config import FixConfig
@@ -32,10 +32,11 @@ class Trained:
     trainer_s: float  # seconds inside the trainer call (it also pulls the stream)
 
     def commit(self) -> None:
-        os.replace(self.staged, self.path)
+        # renamed onto the entry itself; a symbolic link there is refused (fertility.outputs)
+        replace_inside(self.staged, self.path.parent, self.path.name, FixError)
         # a folder spec loads tokenizer.json before tokenizer.model: an earlier run's other
         # artifact goes (outputs.remove: only when the folder's manifest lists it)
-        remove(self.stale.parent, self.stale.name)
+        remove(self.stale.parent, self.stale.name, FixError)
 
 
 def train(
@@ -56,7 +57,8 @@ def train(
         data, secs = _train_sp(config, specials, unk, stream, max_doc_bytes, show_progress)
         final = out / "tokenizer.model"
         tmp = _stage(final, temps)
-        tmp.write_bytes(data)
+        with open_inside(out, tmp.name, binary=True, error=FixError) as f:
+            f.write(data)
         return Trained(final, tmp, out / "tokenizer.json", True, secs)
     # deferred: the Rust tokenizers library only when used
     from tokenizers import Tokenizer
@@ -71,7 +73,7 @@ def train(
             _add_byte_pieces(obj, len(specials))
         _pin_ids(obj, wanted)
         tok = Tokenizer.from_str(json.dumps(obj))
-    tok.save(str(tmp))
+    tok.save(str(inside(out, tmp.name, FixError)))
     return Trained(final, tmp, out / "tokenizer.model", False, secs)
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fertility.errors import OutputError, one_line
-from fertility.files import write_text_atomic
-from fertility.outputs import Inputs, check_folder, claim_folder
+from fertility.outputs import Inputs, check_folder, claim_folder, write_inside
 from fertility.report.html import charts
 
 FORMATS = ("png", "svg")
@@ -38,10 +37,7 @@ def write_plots(
     check_folder(folder, MADE_BY, names, inputs or Inputs.of(), **claim)
     images = _render([fig for _, _, fig in figs])  # before the folder: a failed export makes none
     out = claim_folder(folder, MADE_BY, names, inputs or Inputs.of(), **claim)
-    paths = [out / n for n in names]
-    for path, data in zip(paths, images):
-        write_text_atomic(path, data, OutputError)
-    return paths
+    return [write_inside(out, n, data, OutputError) for n, data in zip(names, images)]
 
 
 def _render(figs: list) -> list[bytes]:
