@@ -115,13 +115,16 @@ def made(tmp_path_factory, one_thread):
     return {verb: (folders[verb], commands[verb]) for verb in commands}
 
 
-def _again(run, made, verb: str, place: str, target: str, tmp_path: Path, monkeypatch):
+def _again(run, made, verb: str, place: str, target: str, tmp_path: Path, monkeypatch, unfinish=()):
     """Copy `verb`'s folder to tmp_path/OUT, put `OUT/place -> target` (target relative to
     the link, into tmp_path/mine), run the command again. Returns (exit, stdout, stderr),
-    the link and mine's snapshot before."""
+    the link and mine's snapshot before. `unfinish`: entries of OUT removed first (a run
+    that was interrupted)."""
     folder, argv = made[verb]
     out = tmp_path / "OUT"
     shutil.copytree(folder, out, symlinks=True)
+    for rel in unfinish:
+        shutil.rmtree(out / rel) if (out / rel).is_dir() else (out / rel).unlink()
     mine = tmp_path / "mine"
     (mine / "00000").mkdir(parents=True)
     (mine / ".tmp-mine").mkdir()
@@ -192,6 +195,23 @@ def test_a_link_where_a_verb_writes_is_refused_and_mine_is_untouched(
     refused_naming(got, link, LINK, f"(to {target})", "remove the link")
     assert snapshot(tmp_path / "mine") == before
     assert link.is_symlink() and os.readlink(link) == target  # the link itself is kept too
+
+
+def test_a_tokenize_task_never_empties_its_part_folder_through_a_link(
+    run, made, tmp_path, monkeypatch
+):
+    """An interrupted `tokenize` (no index.json, no task marked complete) whose
+    `OUT/parts/00000` is a link: the task that empties its part folder before writing it
+    refuses the link, which stays (before: the link was deleted as the task's own folder; a
+    link one level up, `OUT/parts -> ../mine`, had `mine/00000/` removed whole)."""
+    got, link, before = _again(
+        run, made, "tokenize", "parts/00000", "../../mine", tmp_path, monkeypatch,
+        unfinish=("index.json", "logs/completions"),
+    )  # fmt: skip
+    code, out, err = got
+    assert code == 2, err
+    assert f"error: {link}: is a symbolic link (to ../../mine)" in err
+    assert snapshot(tmp_path / "mine") == before and link.is_symlink()
 
 
 def test_the_plots_listed_are_the_ones_the_test_plants(made):
