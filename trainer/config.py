@@ -29,6 +29,7 @@ from fertility.options import HELDOUT_FRACTION, SEPARATOR, SHARD_TOKENS
 from fertility.trainer.mix import check_mix
 from fertility.trainer.model import PRESETS, SIZE_FIELDS, ModelConfig
 from fertility.trainer.options import config_fields, option_names
+from fertility.trainer.sinks import SINKS, missing
 
 # torch.manual_seed takes at most a uint64; numpy's generators take any non-negative integer.
 SEED_MAX = 2**64 - 1
@@ -136,6 +137,8 @@ class TrainConfig:
     log_every: int = 10  # progress line, and loss/grad norm read from the device (a sync)
     eval_every: int = 100  # held-out loss every N steps in metrics.jsonl (0: never)
     eval_windows: int = 64  # held-out windows of seq_len tokens scored each time
+    # metrics.jsonl's lines also drawn in these tools (trainer/sinks.py): tensorboard, wandb
+    log_to: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if isinstance(self.betas, list):  # TOML gives a list
@@ -388,6 +391,8 @@ def _check_field(key: str, value: Any, where: _Where) -> Any:
             return _check_int(key, value, 0, None, where)
         if value not in ("auto", "none") or not isinstance(value, str):
             raise where.bad(key, '"auto", "none" or a token id (an integer >= 0)', value)
+    elif key == "log_to":
+        return _check_log_to(value, where)
     elif key == "mix":
         if not isinstance(value, dict):
             raise where.bad(key, "a table of LANG = SHARE", value)
@@ -396,6 +401,21 @@ def _check_field(key: str, value: Any, where: _Where) -> Any:
                 raise where.bad(f"mix.{lang}", "a share in (0, 1]", share)
         return {str(k): float(v) for k, v in value.items()}
     return value
+
+
+def _check_log_to(value: Any, where: _Where) -> list[str]:
+    """Sink names, each once, whose package is installed: a missing one is refused here,
+    before anything is tokenized, naming the extra that installs it."""
+    names = ", ".join(SINKS)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise where.bad("log_to", f"a list of {names}", value)
+    for name in value:
+        if name not in SINKS or value.count(name) > 1:
+            raise where.bad("log_to", f"{names}, each at most once", list(value))
+        why = missing(name)
+        if why:
+            raise TrainingError(f"{where('log_to')}: {why}")
+    return list(value)
 
 
 def _check_model(value: Any, where: _Where) -> dict[str, Any]:

@@ -58,6 +58,7 @@ from fertility.trainer.data import TokenData, heldout_windows
 from fertility.trainer.mix import make_batches, record_consumed
 from fertility.trainer.model import ModelConfig, Transformer
 from fertility.trainer.rundir import RunDir, read_run_json, write_run_json
+from fertility.trainer.sinks import Sinks, open_sinks
 from fertility.trainer.throughput import ThroughputMeter
 
 
@@ -170,6 +171,7 @@ class Trainer:
         self.sync_every = 1 if self.device.type == "cpu" else cfg.log_every
         self._pending: list[dict[str, Any]] = []  # steps whose loss is still on the device
         self._sigterm = False  # set by the handler of _stop_on_sigterm, read at step ends
+        self.sinks = Sinks([])  # TensorBoard, W&B (cfg.log_to): opened by run()
 
     # -- callbacks, logging ---------------------------------------------------------------
     def _call(self, name: str, *args: Any) -> None:
@@ -182,6 +184,7 @@ class Trainer:
             with open(self.metrics_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
                 f.flush()
+            self.sinks.write(record)  # the same line, in the user's tools
 
     def _warn(self, message: str) -> None:
         D.log(self.env, f"warning: {message}")
@@ -636,8 +639,13 @@ class Trainer:
         t0 = time.monotonic()
         self._clock = (t0, self.step)  # the ETA's rate: this process's steps so far
         path = None
-        with self._stop_on_sigterm():
-            path = self._train(meter, local_tokens, status)
+        if self.env.is_main and self.cfg.log_to:
+            self.sinks = open_sinks(self.cfg.log_to, self.run_dir, self.step, self.cfg.to_dict())
+        try:
+            with self._stop_on_sigterm():
+                path = self._train(meter, local_tokens, status)
+        finally:
+            self.sinks.close()
         return {
             "run_dir": str(self.run_dir),
             "steps": self.step,

@@ -27,6 +27,11 @@ def _mix(text: str) -> dict[str, float]:
     return parse_mix(text, "--mix")
 
 
+def _log_to(text: str) -> list[str]:
+    # the names are checked with the config (trainer/config.py), which names --log-to
+    return [name.strip() for name in text.split(",")]
+
+
 NewRowsInit = Literal["mean", "mean_norm", "random"]  # trainer/init.py
 
 
@@ -110,6 +115,15 @@ class PretrainOptions:
         metavar="LR",
         help="Peak learning rate of the embeddings and output head, on lr's schedule "
         "(default: lr); continued pretraining runs it above lr (docs/EXTEND.md).",
+    )
+    log_to: list[str] | None = option(
+        None,
+        config=True,
+        parse=_log_to,
+        metavar="SINK,...",
+        help="Also draw metrics.jsonl's numbers in tensorboard (RUN_DIR/tensorboard) and/or "
+        "wandb (your own W&B settings); each needs its extra, e.g. "
+        "pip install 'fertility[tensorboard]' (docs/TRAIN.md).",
     )
     fmt: PretrainFormat = option(
         "text",
