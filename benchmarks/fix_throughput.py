@@ -31,8 +31,10 @@ from pathlib import Path
 import numpy as np
 import regex
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: checkout.py
+from checkout import use_checkout  # noqa: E402
+
+ROOT = use_checkout()  # fertility (trainer/, eval/ included) from this checkout
 
 from fertility.corpus import Corpus  # noqa: E402
 from fertility.corpus import sampling as _sampling  # noqa: E402

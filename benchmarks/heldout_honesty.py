@@ -25,8 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: checkout.py
+from checkout import use_checkout  # noqa: E402
+
+ROOT = use_checkout()  # fertility (trainer/, eval/ included) from this checkout
 
 from fertility.corpus import sampling  # noqa: E402
 from fertility.corpus.neardup import HeldoutShingles  # noqa: E402

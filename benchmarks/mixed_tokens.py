@@ -19,8 +19,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: checkout.py
+from checkout import use_checkout  # noqa: E402
+
+ROOT = use_checkout()  # fertility (trainer/, eval/ included) from this checkout
 
 import regex  # noqa: E402
 from analyze_throughput import realworld_root  # noqa: E402

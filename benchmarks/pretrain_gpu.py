@@ -26,8 +26,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run from a plain checkout
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/: checkout.py
+from checkout import use_checkout  # noqa: E402
+
+ROOT = use_checkout()  # runs from a plain checkout: fertility.trainer is ./trainer
 
 from fertility.errors import FertilityError, TrainingError  # noqa: E402
 from fertility.trainer.config import TrainConfig  # noqa: E402

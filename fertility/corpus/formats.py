@@ -37,7 +37,11 @@ from typing import BinaryIO, NamedTuple, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import zstandard
+
+try:  # only .zst files need it: pretrain and eval run where it is not installed (#37)
+    import zstandard
+except ImportError:
+    zstandard = None  # type: ignore[assignment]
 
 from fertility.errors import CorpusError, one_line
 from fertility.options import MAX_DOC_CHARS, MAX_INVALID_SHARE
@@ -57,8 +61,14 @@ _FOREIGN_BOMS = (
     (b"\xfe\xff", "UTF-16BE"),
 )
 
+
+class _NoZstandard(Exception):
+    """Never raised: stands for zstandard.ZstdError where zstandard is not installed."""
+
+
 # What a broken stream raises while we decompress or read it.
-STREAM_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, zstandard.ZstdError)
+ZSTD_ERROR: type[Exception] = zstandard.ZstdError if zstandard is not None else _NoZstandard
+STREAM_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error, ZSTD_ERROR)
 
 Record = tuple[int, str, "str | None"]  # (1-based line/record number, text, lang from record)
 
@@ -261,6 +271,8 @@ class _StreamsReader(io.RawIOBase):
         self._zstd = compression == "zstd"
         self._read_size = ZSTD_SLICE if self._zstd else DECOMPRESS_READ
         if self._zstd:
+            if zstandard is None:
+                raise CorpusError(f"{path}: a .zst file needs zstandard (pip install zstandard)")
             self._dctx = zstandard.ZstdDecompressor(max_window_size=MAX_DECOMPRESSOR_MEMORY)
         # the current stream's decompressor; None before the first
         self._obj: _Decompressor | zstandard.ZstdDecompressionObj | None = None
@@ -306,7 +318,7 @@ class _StreamsReader(io.RawIOBase):
                 else:  # zstd: at most ZSTD_SLICE bytes: see there
                     out = obj.decompress(self._in)
                 self._in = b""  # taken: what a stream does not use is its unused_data
-            except (lzma.LZMAError, zstandard.ZstdError) as e:
+            except (lzma.LZMAError, ZSTD_ERROR) as e:
                 if (refused := self._too_big(e)) is not None:
                     raise refused from None
                 raise
