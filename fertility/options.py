@@ -326,8 +326,10 @@ class ReportOptions:
     work_dir: str | None = option(
         None,
         metavar="DIR",
-        help="--tasks: the folder of the tasks' counts, logs and completion markers "
-        "(default: fertility-tasks; shared by all nodes for slurm and ray).",
+        help="--tasks: the folder of the tasks' counts, logs and completion markers, kept "
+        "(default: a folder of these inputs' own, said on stderr and removed once the report "
+        "is made: in the temporary folder for local, in the current one for slurm and ray, "
+        "which every node must see).",
     )
     slurm_partition: str | None = _slurm_partition()
     slurm_time: str = _slurm_time()
@@ -371,7 +373,9 @@ class TokenizeOptions:
     )
     executor: Executor = _executor()
     workers: int | None = option(
-        None, min=1, help="--executor local: tasks run at once (default: all of them)."
+        None,
+        min=1,
+        help="--executor local: tasks run at once (default: all of them; at most one per core).",
     )
     heldout_fraction: float = option(
         HELDOUT_FRACTION,

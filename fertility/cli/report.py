@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
+import tempfile
 from pathlib import Path
 
 import click
@@ -119,29 +122,37 @@ def _in_tasks(o: ReportOptions, specs, families):
         raise click.UsageError("--executor slurm: give --slurm-partition")
     if families is None:
         families = [] if specs else ["gpt2", "cl100k", "o200k", "whitespace"]
-    work_dir = o.work_dir or "fertility-tasks"
     assert o.tasks is not None, "called for --tasks only"
     if o.corpus.precision is not None:
         raise CorpusError(
             "--precision with --tasks: a sample at stated precision is one process's "
             "(it stops when the intervals are narrow enough); --tasks measures every document"
         )
+    keys = tokenizer_keys(specs, families)  # a tokenizer that fails to load: no folder made
+    work_dir = o.work_dir or _default_work_dir(o, keys)
+    if o.work_dir is None and not o.quiet:
+        click.echo(
+            f"report --tasks: the tasks' state is in {work_dir} (removed once the report is "
+            "made; the same command relaunched resumes from it)",
+            err=True,
+        )
     # deferred: the library loads when a command runs (fast --help)
-    from fertility.outputs import claim_folder
+    from fertility.outputs import MANIFEST, claim_folder, remove
 
     # WORK is an output folder like any other (fertility.outputs): new, empty or one an earlier
     # --tasks run made; never an input, never inside the corpus unless allowed; the walker
     # skips it. datatrove writes the task counts and its logs (completion markers) there.
-    claim_folder(
+    entries = ["fertility-run.json", "counts/", "logs/"]
+    folder = claim_folder(
         work_dir,
         "report --tasks",
-        ["fertility-run.json", "counts/", "logs/"],
+        entries,
         _inputs(o, specs),
         allow_in_corpus=o.allow_output_in_corpus,
     )
     rep = measure(
         o.paths,
-        tokenizer_keys(specs, families),
+        keys,
         work_dir=work_dir,
         tasks=o.tasks,
         executor=o.executor,
@@ -150,10 +161,35 @@ def _in_tasks(o: ReportOptions, specs, families):
         seed=o.corpus.seed,
         workers=o.workers,
         slurm={"partition": o.slurm_partition, "time": o.slurm_time, "env_command": o.slurm_env},
+        quiet=o.quiet,
     )
+    if rep is not None and o.work_dir is None:  # ours alone: nothing of it is needed now
+        for entry in entries:
+            remove(folder, entry.rstrip("/"))
+        if os.listdir(folder) == [MANIFEST]:  # nothing else there: the folder goes too
+            os.unlink(folder / MANIFEST)
+            folder.rmdir()
     if rep is None:
         slurm_pending(work_dir)
     return rep
+
+
+def _default_work_dir(o: ReportOptions, keys) -> str:
+    """--tasks without --work-dir: a folder of its own for each set of inputs (the corpus
+    paths, the tokenizers' files by fingerprint, the options that change the counts), so a
+    relaunch of the same command finds and resumes it and a run of other inputs never meets
+    it: in the temporary folder for the local executor, in the current one for Slurm and Ray
+    (every node must see it). (Before: `fertility-tasks/` here, which the next run on another
+    corpus refused.)"""
+    corpus = {k: v for k, v in vars(o.corpus).items() if k != "on_warning"}
+    inputs = [[os.path.abspath(p) for p in o.paths], keys, corpus, o.detail, o.tasks]
+    key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+    name = f"fertility-tasks-{key[:16]}"
+    if o.executor != "local":
+        return name
+    return os.path.join(
+        tempfile.gettempdir(), f"{name}-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    )
 
 
 def _inputs(o: ReportOptions, specs):

@@ -20,12 +20,20 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from fertility.corpus import warn as corpus_warning
-from fertility.engine.step import COUNTS_FOLDER, MeasureCorpus, MeasureDocuments, load_keys
+from fertility.engine.step import (
+    COUNTS_FOLDER,
+    MeasureCorpus,
+    MeasureDocuments,
+    load_keys,
+    quiet_logs,
+)
 from fertility.errors import FertilityError, OutputError
+from fertility.files import locked_folder
 from fertility.measure import Report, build_report
 from fertility.measure.counters import TokenizerAccumulator
 from fertility.measure.parallel import cap_workers, usable_cores
@@ -50,35 +58,42 @@ def measure(
     workers: int | None = None,
     slurm: dict | None = None,
     ray: dict | None = None,
+    quiet: bool = False,
 ) -> Report | None:
     """Measure `paths` with the tokenizers of `keys` (fertility.engine.step.tokenizer_keys)
     in `tasks` datatrove tasks whose files go to `work_dir`; the Report, or None when the
     tasks were handed to Slurm and are not all finished (run the same call again once they
-    are: it launches only the unfinished ones, and merges when none is left)."""
+    are: it launches only the unfinished ones, and merges when none is left). `quiet`:
+    datatrove's log lines and statistics kept off stderr."""
     # deferred: the corpus options' module with the corpus
     from fertility.corpus import CorpusOptions
 
     options = corpus_options or CorpusOptions()
     settings = {"detail_docs": detail_docs, "seed": seed, "keep_docs": keep_docs}
-    sizes = check_inputs(work_dir, paths, keys, options, settings, batch_size, tasks)
-    step = MeasureCorpus(
-        work_dir,
-        paths,
-        [],
-        corpus_options=options,
-        sizes=sizes,
-        detail_docs=detail_docs,
-        keep_docs=keep_docs,
-        batch_size=batch_size,
-        seed=seed,
-    )
-    step.keys = keys
-    run = make_executor(
-        executor, [step], tasks, work_dir, workers, slurm or {}, ray or {}, options.on_warning
-    )
-    run.run()
-    if run.get_incomplete_ranks(skip_completed=True):
-        return None
+    os.makedirs(work_dir, exist_ok=True)
+    # one launch at a time: a second would run the same tasks into the same counts
+    with locked_folder(Path(work_dir), OutputError, "`fertility report --tasks`"):
+        sizes = check_inputs(work_dir, paths, keys, options, settings, batch_size, tasks)
+        step = MeasureCorpus(
+            work_dir,
+            paths,
+            [],
+            corpus_options=options,
+            sizes=sizes,
+            detail_docs=detail_docs,
+            keep_docs=keep_docs,
+            batch_size=batch_size,
+            seed=seed,
+            quiet=quiet,
+        )
+        step.keys = keys
+        run = make_executor(
+            executor, [step], tasks, work_dir, workers, slurm or {}, ray or {}, options.on_warning
+        )
+        with quiet_logs(quiet):
+            run.run()
+        if run.get_incomplete_ranks(skip_completed=True):
+            return None
     return merge(
         work_dir, keys, tasks=tasks, settings={**settings, "tasks": tasks, "executor": executor}
     )
@@ -121,11 +136,20 @@ def make_executor(
 
 
 def check_inputs(
-    work_dir: str, paths, keys, options, settings: dict, batch_size: int, tasks: int, **more
+    work_dir: str,
+    paths,
+    keys,
+    options,
+    settings: dict,
+    batch_size: int,
+    tasks: int,
+    option: str = "--work-dir",
+    **more,
 ) -> dict:
     """The corpus files' sizes now, after checking that WORK holds no run of other inputs
     (check_manifest): the paths and their sizes, the tokenizers, the corpus options, the
-    settings, the batch size, the number of tasks and `more` (what a step adds)."""
+    settings, the batch size, the number of tasks and `more` (what a step adds). `option`:
+    how the user named WORK (`fertility tokenize`'s is --out)."""
     # deferred: the corpus reads sizes only when a run starts
     from fertility.corpus import Corpus
 
@@ -141,11 +165,11 @@ def check_inputs(
         "batch_size": batch_size,
         "tasks": tasks,
     }
-    check_manifest(work_dir, manifest)
+    check_manifest(work_dir, manifest, option)
     return sizes
 
 
-def check_manifest(work_dir: str, manifest: dict) -> None:
+def check_manifest(work_dir: str, manifest: dict, option: str = "--work-dir") -> None:
     """Write WORK's manifest, or check that the one there is this run's: counts of other
     inputs (a changed file, other tokenizers, another number of tasks) must not be merged."""
     path = os.path.join(work_dir, MANIFEST)
@@ -154,7 +178,7 @@ def check_manifest(work_dir: str, manifest: dict) -> None:
         with open(path, encoding="utf-8") as fh:
             if fh.read() != text:
                 raise OutputError(
-                    f"--work-dir {work_dir}: holds a run of other inputs (corpus, tokenizers, "
+                    f"{option} {work_dir}: holds a run of other inputs (corpus, tokenizers, "
                     "options or --tasks differ); remove it or choose another folder"
                 )
         return

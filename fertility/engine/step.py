@@ -12,12 +12,14 @@ is given, grouped by their language label, and passes them on.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.io import DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
+from loguru import logger
 
 from fertility.corpus import Corpus, CorpusOptions, DocBatch
 from fertility.errors import TokenizerError
@@ -29,6 +31,21 @@ from fertility.tokenizers.kinds import can_reload
 from fertility.tokenizers.pretokenizer import PretokenizerFamily
 
 COUNTS_FOLDER = "counts"  # under `output`: one NAME.npz + NAME.json per task, NAME = rank
+
+
+@contextlib.contextmanager
+def quiet_logs(quiet: bool) -> Iterator[None]:
+    """datatrove's log lines (INFO lines of every task, the pipeline, the statistics) kept
+    off stderr, and out of its log files, while the block runs, when `quiet`; a task process
+    is silenced by its step (`quiet` set on it: _Measure.__setstate__)."""
+    if not quiet:
+        yield
+        return
+    logger.disable("datatrove")
+    try:
+        yield
+    finally:
+        logger.enable("datatrove")
 
 
 def tokenizer_keys(tokenizers: Iterable, pretokenizers: Iterable[str] = ()) -> list[tuple]:
@@ -84,6 +101,13 @@ class _Measure(PipelineStep):
         state["_loaded"] = []
         return state
 
+    def __setstate__(self, state):
+        # A task process unpickles its steps before datatrove sets up its logging: `quiet`
+        # (-q) silences it there, as quiet_logs does in the launching process.
+        self.__dict__.update(state)
+        if getattr(self, "quiet", False):
+            logger.disable("datatrove")
+
     def _start(self, world_size: int):
         # The tasks are the parallelism: with several, the tokenizer's threads (HF's rayon
         # pool) are one task's share of the cores (one thread each where tasks outnumber
@@ -131,9 +155,11 @@ class MeasureCorpus(_Measure):
         *,
         corpus_options: CorpusOptions | None = None,
         sizes: dict | None = None,
+        quiet: bool = False,
         **kw,
     ) -> None:
         super().__init__(output, tokenizers, pretokenizers, **kw)
+        self.quiet = quiet  # datatrove's log lines off stderr in the tasks (quiet_logs)
         self.paths = [str(p) for p in paths]
         options = corpus_options or CorpusOptions()
         self.options = options.__class__(**{**vars(options), "on_warning": None})

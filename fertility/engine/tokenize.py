@@ -27,9 +27,9 @@ from typing import Any
 from datatrove.io import get_datafolder
 
 from fertility.engine import codec
-from fertility.engine.step import MeasureCorpus
+from fertility.engine.step import MeasureCorpus, quiet_logs
 from fertility.errors import FertilityError, OutputError
-from fertility.files import write_text_atomic
+from fertility.files import locked_folder, write_text_atomic
 from fertility.measure.passes import KEEP_DOCS, encode_pass, run_pass
 from fertility.options import HELDOUT_FRACTION, SEPARATOR, SHARD_TOKENS
 from fertility.outputs import remove
@@ -167,7 +167,7 @@ def tokenize(
     from fertility.corpus import CorpusOptions
     from fertility.engine import check_inputs, make_executor
     from fertility.outputs import Inputs, claim_folder
-    from fertility.trainer.data import INDEX_SCHEMA, read_index
+    from fertility.trainer.data import read_index
 
     options = corpus_options or CorpusOptions()
     spec = tokenizer if isinstance(tokenizer, str) else tokenizer.spec
@@ -201,31 +201,45 @@ def tokenize(
         "separator": separator,
         "shard_tokens": shard_tokens,
     }
-    sizes = check_inputs(
-        out, paths, keys, options, settings, batch_size, tasks, shards=shards, counts=counts
-    )
-    done = read_index(out)
-    if done is not None:  # finished before: nothing to run again
-        return done
-    step.sizes = sizes  # every task reads the bytes the files had at launch
-    run = make_executor(
-        executor, [step], tasks, out, workers, slurm or {}, ray or {}, options.on_warning
-    )
-    run.run()
-    if run.get_incomplete_ranks(skip_completed=True):
-        return None
-    root = Path(out)
+    # one run at a time: a second one (same inputs) would empty the first's part folders
+    with locked_folder(Path(out), OutputError, "`fertility tokenize`"):
+        sizes = check_inputs(
+            out, paths, keys, options, settings, batch_size, tasks, "--out", shards=shards,
+            counts=counts,
+        )  # fmt: skip
+        done = read_index(out)
+        if done is not None:  # finished before: nothing to run again
+            return done
+        step.sizes = sizes  # every task reads the bytes the files had at launch
+        run = make_executor(
+            executor, [step], tasks, out, workers, slurm or {}, ray or {}, options.on_warning
+        )
+        with quiet_logs(quiet):
+            run.run()
+        if run.get_incomplete_ranks(skip_completed=True):
+            return None
+        return _write_index(Path(out), tasks, seed, heldout_fraction, settings if counts else None)
+
+
+def _write_index(root: Path, tasks: int, seed: int, heldout_fraction, settings) -> dict:
+    """index.json over the finished parts (written last: a folder without it is unfinished);
+    `settings`: the counts' settings, None when the run measured none (--no-counts)."""
+    # deferred: the trainer's index schema with the shards
+    from fertility.trainer.data import INDEX_SCHEMA
+
     merged = merge_parts(root, [root / PARTS / f"{r:05d}" for r in range(tasks)])
     if not merged["train"]:
-        raise FertilityError(f"{out}: the corpus produced no training tokens")
-    summary = codec.load(get_datafolder(out).open, "counts/00000")["summary"]
+        raise FertilityError(f"{root}: the corpus produced no training tokens")
+    summary = codec.load(get_datafolder(str(root)).open, "counts/00000")["summary"]
     index = {
         "schema": INDEX_SCHEMA,
         **merged,
         "seed": seed,
         "heldout_fraction": heldout_fraction,
         "corpus": summary,
-        "counts": {"folder": "counts", "tasks": tasks, "settings": settings} if counts else None,
+        "counts": None
+        if settings is None
+        else {"folder": "counts", "tasks": tasks, "settings": settings},
     }
     write_text_atomic(root / "index.json", json.dumps(index, indent=1, ensure_ascii=False))
     return index

@@ -1,0 +1,114 @@
+"""The state `report --tasks` and `tokenize` keep between launches, and what they print
+(issue #35): `-q` keeps datatrove's log lines and statistics off stderr, in the launching
+process and in the task processes; without --work-dir, `report --tasks` keeps its tasks'
+state in a folder of those inputs' own, says where, and removes it once the report is made,
+so the next run on another corpus from the same folder does not meet it; a second `tokenize`
+into a folder being written is refused, naming --out as the user gave it. Small inputs: the
+example corpus and a BPE trained here, two tasks (a pool of task processes)."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("datatrove")
+
+from fertility.cli import main  # noqa: E402
+from fertility.errors import OutputError  # noqa: E402
+from fertility.files import locked_folder  # noqa: E402
+from tests.bpe import byte_level_bpe  # noqa: E402
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "corpus"
+
+
+@pytest.fixture()
+def cli(capfd):
+    """`fertility ARGS` in this process: (exit code, stdout, stderr), read at the descriptors
+    so the task processes' writes are caught too."""
+
+    def invoke(*argv):
+        with pytest.raises(SystemExit) as exc:
+            main([str(a) for a in argv])
+            raise SystemExit(0)
+        out, err = capfd.readouterr()
+        return exc.value.code or 0, out, err
+
+    return invoke
+
+
+def ours(folder):
+    """What fertility left in `folder` (multiprocessing keeps a `pymp-*` folder of its own)."""
+    return [name for name in os.listdir(folder) if not name.startswith("pymp-")]
+
+
+@pytest.fixture()
+def setup(tmp_path, monkeypatch):
+    """Two corpora, a tokenizer; the current folder and the temporary folder both tmp_path's."""
+    corpora = []
+    for name, langs in (("one", ("en", "bn")), ("two", ("ja", "th"))):
+        folder = tmp_path / name
+        folder.mkdir()
+        for lang in langs:
+            (folder / f"{lang}.txt").write_text((EXAMPLES / f"{lang}.txt").read_text("utf-8"))
+        corpora.append(folder)
+    lines = [line for c in corpora for p in c.iterdir() for line in p.read_text().splitlines()]
+    tok = tmp_path / "tok.json"
+    byte_level_bpe(lines, 400, path=tok)
+    here, temp = tmp_path / "here", tmp_path / "temp"
+    here.mkdir(), temp.mkdir()
+    monkeypatch.chdir(here)
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    return corpora, tok, here, temp
+
+
+def test_report_tasks_keeps_its_state_apart_says_where_and_removes_it(cli, setup):
+    (one, two), tok, here, temp = setup
+    args = ("-t", tok, "--tasks", 2, "--format", "json")
+    # (before: `fertility-tasks/` left here; the run on the second corpus then failed with
+    # `--work-dir fertility-tasks: holds a run of other inputs ...`). --workers 1: the two
+    # tasks one after the other in this process.
+    said = []
+    for corpus in (one, two):
+        code, out, err = cli("report", corpus, *args, "--workers", 1)
+        assert code == 0, err
+        assert json.loads(out)["settings"]["tasks"] == 2
+        said += [line for line in err.splitlines() if line.startswith("report --tasks:")]
+        assert os.listdir(here) == [] and ours(temp) == []  # removed once made
+    # one line each, naming a folder of the inputs' own (the same command finds it again)
+    assert len(said) == 2 and said[0] != said[1]
+    for line in said:
+        assert line.startswith(f"report --tasks: the tasks' state is in {temp}/fertility-tasks-")
+    # -q: nothing on stderr, from this process or the two task processes (before: datatrove's
+    # INFO lines and statistics)
+    code, _, err = cli("report", one, *args, "-q")
+    assert code == 0 and err == ""
+    # a tokenizer that does not load: no folder made (before: made, then the error)
+    missing = tok.parent / "missing.json"
+    code, _, err = cli("report", one, "-t", missing, "--tasks", 2)
+    assert code == 2 and err.splitlines() == [f"error: {missing}: no such file or folder"]
+    assert os.listdir(here) == [] and ours(temp) == []
+
+
+def test_tokenize_quiet_and_a_second_run_named_by_out(cli, setup):
+    (one, two), tok, here, _ = setup
+    out = here / "shards"
+    code, text, err = cli(
+        "tokenize", one, "-t", tok, "--out", out, "--tasks", 2, "-q", "--workers", 1
+    )
+    assert code == 0 and err == "" and "tokenized into" in text  # (before: datatrove's lines)
+    # another run's inputs in that folder: named as the user named it, --out
+    code, _, err = cli("tokenize", two, "-t", tok, "--out", out, "-q")
+    assert code == 2 and err.splitlines() == [
+        f"error: --out {out}: holds a run of other inputs (corpus, tokenizers, options or "
+        "--tasks differ); remove it or choose another folder"
+    ]
+    # a run still writing the folder (its lock held): the second is refused at once
+    fresh = here / "fresh"
+    fresh.mkdir()
+    with locked_folder(fresh, OutputError, "`fertility tokenize`"):
+        code, _, err = cli("tokenize", one, "-t", tok, "--out", fresh, "-q")
+    assert code == 2 and err.splitlines() == [
+        f"error: {fresh}: another `fertility tokenize` is writing this folder; wait for it to "
+        "end or choose another one"
+    ]
