@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import stat
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import numpy as np
@@ -191,7 +192,48 @@ def read_index(data_dir: str | Path) -> dict[str, Any] | None:
         raise TrainingError(f"{path}: unreadable shard index ({e})") from None
     if index.get("schema") != INDEX_SCHEMA:
         raise TrainingError(f"{path}: unknown shard index schema {index.get('schema')!r}")
+    check_entries(path, index)
     return index
+
+
+def check_entries(path: Path, index: dict) -> None:
+    """Every shard the index lists is a regular file inside its folder, said by name before
+    any is opened: an entry edited to `../corpus/en.txt` or `/dev/zero` was opened (read
+    whole, or forever) before it was refused."""
+    folder = path.parent
+    for split in ("train", "heldout"):
+        entries = index.get(split)
+        if not isinstance(entries, list):
+            raise TrainingError(f"{path}: '{split}' is not a list of shards")
+        for entry in entries:
+            name = entry.get("file") if isinstance(entry, dict) else None
+            if not isinstance(name, str) or not _inside_name(name):
+                raise TrainingError(
+                    f"{path}: the {split} shard {name!r} is not a file inside {folder}; the "
+                    "index was edited or damaged: tokenize again"
+                )
+            try:
+                mode = os.lstat(folder / name).st_mode
+            except OSError as e:
+                raise TrainingError(
+                    f"{folder / name}: {split} shard listed in {path} ({e.strerror})"
+                ) from None
+            if not stat.S_ISREG(mode):
+                raise TrainingError(
+                    f"{folder / name}: {split} shard listed in {path} is not a regular file "
+                    "(a link, a device or a folder); tokenize again"
+                )
+
+
+def _inside_name(name: str) -> bool:
+    """A relative name that stays inside its folder (no `..`, not absolute, no backslash)."""
+    parts = PurePosixPath(name).parts
+    return (
+        bool(parts)
+        and not PurePosixPath(name).is_absolute()
+        and ".." not in parts
+        and ("\\" not in name)
+    )
 
 
 # -- reading -----------------------------------------------------------------------------

@@ -191,6 +191,12 @@ def _read_shards(folder: str, tok: Any) -> dict[str, Any]:
             f"{folder}: the shards were made by tokenizer {index['fingerprint'][:12]}, "
             f"{tok.spec} is {tok.fingerprint[:12]}; tokenize again with this tokenizer"
         )
+    # every shard opened and checked now, before the gate (a minute on a large corpus) and
+    # before the run folder is made: bad shards used to fail only when training began
+    for split in ("train", "heldout"):
+        TokenData.from_dir(
+            folder, split, fingerprint=tok.fingerprint, vocab_size=int(index["vocab_size"])
+        )
     return index
 
 

@@ -112,3 +112,34 @@ def test_tokenize_quiet_and_a_second_run_named_by_out(cli, setup):
         f"error: {fresh}: another `fertility tokenize` is writing this folder; wait for it to "
         "end or choose another one"
     ]
+
+
+def test_shards_that_are_not_the_folders_own_are_refused_before_the_gate(cli, setup):
+    # index.json edited to point outside its folder (before: opened, read whole or forever,
+    # then refused), or a shard damaged (before: refused only after the gate, about 80 s on a
+    # real corpus, leaving a half-made run folder): one line naming it, no run folder.
+    pytest.importorskip("torch")
+    (one, _), tok, here, _ = setup
+    shards = here / "shards"
+    code, _, err = cli("tokenize", one, "-t", tok, "--out", shards, "-q", "--workers", 1)
+    assert code == 0, err
+    index_path = shards / "index.json"
+    good = index_path.read_text()
+    index = json.loads(good)
+    (one / "en.txt").rename(one / "en.bin")  # a file outside the shards, not a shard
+    for name in ["../../one/en.bin", "/dev/zero"]:
+        index["train"][0]["file"] = name
+        index_path.write_text(json.dumps(index))
+        run = here / "run"
+        code, _, err = cli("pretrain", "--shards", shards, "-t", tok, "--out", run, "--force")
+        assert code == 2 and err.splitlines() == [
+            f"error: {index_path}: the train shard {name!r} is not a file inside {shards}; "
+            "the index was edited or damaged: tokenize again"
+        ]
+        assert not run.exists()
+    index_path.write_text(good)
+    shard = shards / json.loads(good)["train"][0]["file"]
+    shard.write_bytes(shard.read_bytes()[:-3])  # a truncated shard
+    code, _, err = cli("pretrain", "--shards", shards, "-t", tok, "--out", here / "run")
+    assert code == 2 and len(err.splitlines()) == 1 and str(shard) in err, err
+    assert not (here / "run").exists()
