@@ -24,7 +24,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
     set_state_dict,
 )
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from fertility.errors import TrainingError
@@ -150,15 +150,28 @@ def use_fsdp(setting: bool | str, n_params: int, env: DistEnv) -> bool:
     return estimated_train_bytes(n_params) > total // 2
 
 
-def wrap_model(model: nn.Module, env: DistEnv, fsdp: bool) -> nn.Module:
+def wrap_model(
+    model: nn.Module, env: DistEnv, fsdp: bool, param_dtype: torch.dtype | None = None
+) -> nn.Module:
     """The module to call for training. With FSDP `model` itself is sharded in place (so it
-    stays the one to pass to the optimizer and state-dict helpers); DDP returns a wrapper."""
+    stays the one to pass to the optimizer and state-dict helpers); DDP returns a wrapper.
+
+    `param_dtype` (the run's autocast dtype, bf16 on CUDA): FSDP2 gathers the parameters in
+    that dtype for forward and backward, half the all-gather traffic and memory of float32,
+    and reduce-scatters the gradients in float32, so the sharded float32 master weights and
+    AdamW see gradients summed at full precision. Under autocast the matmuls run in bf16
+    either way; without a policy FSDP2 would gather and reduce float32."""
     if not env.enabled:
         return model
     if fsdp:
+        mp = (
+            MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+            if param_dtype is not None
+            else MixedPrecisionPolicy()
+        )
         for block in getattr(model, "layers", []):
-            fully_shard(block)
-        fully_shard(model)
+            fully_shard(block, mp_policy=mp)
+        fully_shard(model, mp_policy=mp)
         return model
 
     ids = [env.device.index] if env.device.type == "cuda" else None

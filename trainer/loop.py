@@ -11,9 +11,16 @@ Every step appends one JSON line to RUN_DIR/metrics.jsonl: step, loss, lr, grad_
 tokens consumed so far; trainer/mix.py), tokens_per_s (all ranks), mfu (per device; null
 on the CPU), skipped, and on a skipped step nonfinite ("loss" or "grad_norm"; loss and
 grad_norm are then null). Events (resume, rollback, heldout, terminated) are lines with an
-"event" key; {"event": "heldout", "step", "loss", "tokens", "documents"} is the held-out
-loss every eval_every steps, per document as `fertility eval` scores it (separator targets
-not counted; trainer.data.heldout_windows).
+"event" key; {"event": "heldout", "step", "loss", "tokens", "documents", "train_loss",
+"overfitting"} is the held-out loss every eval_every steps, per document as `fertility eval`
+scores it (separator targets not counted; trainer.data.heldout_windows), beside the mean
+training loss of the steps since the previous one; `overfitting` is true when the held-out
+loss is above its lowest so far while the training loss is below what it was then
+(`overfitting()`: a one-line warning the first time, and run.json's `overfitting`).
+
+Timing (#37): how long the checks before step 1 took (the arbiter, which on CUDA also
+compiles the model for its compiled-vs-eager check) and how long the first step took (with
+torch.compile, its compilation), each one line on stderr and in run.json's `timing`.
 
 SIGTERM (a preemptible machine going away) stops the run at the end of the current step: it
 is noted by a handler installed while training (the CLI's own raises at once, which could
@@ -144,7 +151,7 @@ class Trainer:
         if init is not None:  # --init-from (trainer/init.py); a resume then loads its checkpoint
             init(self.raw)
         self.fsdp = D.use_fsdp(cfg.fsdp, self.raw.num_params(), self.env)
-        wrapped = D.wrap_model(self.raw, self.env, self.fsdp)
+        wrapped = D.wrap_model(self.raw, self.env, self.fsdp, amp_dtype(cfg, self.device))
         self.ddp = wrapped if isinstance(wrapped, DDP) else None  # FSDP shards raw in place
         self.compiled = cfg.use_compile(self.device.type)
         self.model = torch.compile(wrapped) if self.compiled else wrapped
@@ -164,6 +171,10 @@ class Trainer:
         self.skipped = 0
         self.rollbacks = 0
         self.last_loss: float | None = None
+        self._train_losses: list[float] = []  # the finite losses since the last held-out pass
+        self.heldout_history: list[dict[str, Any]] = []  # {step, heldout, train} per pass
+        self.overfitting: dict[str, Any] | None = None  # the first pass overfitting() flagged
+        self.timing: dict[str, float] = {}  # preflight_s, first_step_s (this process's run)
         self.metrics_path = RunDir(self.run_dir).metrics
         self.heldout = heldout
         self._heldout_windows: tuple[list, list[int], int, int] | None = None  # built once
@@ -556,6 +567,7 @@ class Trainer:
                 continue
             self.bad_in_row = 0
             self.last_loss = record["loss"]
+            self._train_losses.append(record["loss"])
         last = pending[-1]
         if not last["skipped"] and (
             self.step % self.cfg.log_every == 0 or self.step == self.total_steps
@@ -572,6 +584,53 @@ class Trainer:
                 force=True,
             )
         return False
+
+    # -- timing, held-out passes ----------------------------------------------------------
+    def _first_step_done(self, t_step: float) -> None:
+        """The first step's time, read once the device has finished it (one sync, once)."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.timing["first_step_s"] = time.monotonic() - t_step
+        what = "torch.compile's compilation included" if self.compiled else "eager"
+        if not self.quiet:
+            D.log(
+                self.env,
+                f"timing: checks before step 1 (arbiter) {self.timing['preflight_s']:.1f} s",
+            )
+            D.log(self.env, f"timing: first step {self.timing['first_step_s']:.1f} s ({what})")
+        self._update_run_json("timing", dict(self.timing))
+
+    def _update_run_json(self, key: str, value: Any) -> None:
+        run_json = RunDir(self.run_dir).run_json
+        if self.env.is_main and run_json.exists():
+            record = read_run_json(run_json)
+            record[key] = value
+            write_run_json(run_json, record, TrainingError)
+
+    def _heldout_event(self) -> None:
+        """The held-out loss beside the training loss since the last pass; overfitting noted."""
+        held = self.heldout_loss()
+        if held is None:
+            return
+        losses, self._train_losses = self._train_losses, []
+        train = sum(losses) / len(losses) if losses else None
+        self.heldout_history.append({"step": self.step, "heldout": held[0], "train": train})
+        warning = overfitting(self.heldout_history)
+        if warning is not None and self.overfitting is None:
+            self._warn(warning)
+            self.overfitting = {"step": self.step, "message": warning}
+            self._update_run_json("overfitting", self.overfitting)
+        self._write(
+            {
+                "event": "heldout",
+                "step": self.step,
+                "loss": held[0],
+                "tokens": held[1],
+                "documents": held[2],
+                "train_loss": train,
+                "overfitting": warning is not None,
+            }
+        )
 
     # -- SIGTERM: stop at a step boundary with a checkpoint -------------------------------
     @contextmanager
@@ -627,7 +686,9 @@ class Trainer:
                 f"warmup_steps {self.cfg.warmup_steps} >= the run's {self.total_steps} "
                 "steps: the learning rate never reaches lr"
             )
+        t_checks = time.monotonic()
         self.preflight()
+        self.timing["preflight_s"] = time.monotonic() - t_checks
         local_tokens = self.step_tokens // self.env.world_size
         meter = ThroughputMeter(
             self.model_cfg,
@@ -657,6 +718,8 @@ class Trainer:
             "checkpoint": str(path) if path else None,
             "languages": self.batches.consumed(),
             "params": self.raw.num_params(),
+            "timing": dict(self.timing),
+            "overfitting": self.overfitting,
         }
 
     def _train(self, meter: Any, local_tokens: int, status: StatusLine) -> Path | None:
@@ -664,7 +727,10 @@ class Trainer:
         path = None
         try:
             while self.step < self.total_steps:
+                t_step = time.monotonic()
                 self._pending.append(self.train_step())
+                if "first_step_s" not in self.timing:
+                    self._first_step_done(t_step)
                 due = (
                     self.step % self.sync_every == 0
                     or self.step == self.total_steps
@@ -673,17 +739,10 @@ class Trainer:
                 if due and self._flush(meter, local_tokens, status):
                     continue  # rolled back: the run goes on from the checkpoint's step
                 if self.cfg.eval_every and self.step % self.cfg.eval_every == 0:
-                    held = self.heldout_loss()
-                    if held is not None:
-                        self._write(
-                            {
-                                "event": "heldout",
-                                "step": self.step,
-                                "loss": held[0],
-                                "tokens": held[1],
-                                "documents": held[2],
-                            }
-                        )
+                    # the held-out pass reads the device anyway: read the steps before it
+                    if self._pending and self._flush(meter, local_tokens, status):
+                        continue
+                    self._heldout_event()
                 if self.step % self.cfg.checkpoint_every == 0:
                     path = self.save()
                 if self._stop_agreed(due):
@@ -697,6 +756,29 @@ class Trainer:
         finally:
             status.close()
         return path
+
+
+def overfitting(history: list[dict[str, Any]]) -> str | None:
+    """The warning when the latest held-out pass overfits, else None. `history`: one dict per
+    pass, {"step", "heldout", "train"} (held-out loss; mean training loss of the steps since
+    the pass before, None when none was finite).
+
+    Overfitting: the held-out loss is above its lowest earlier value while the training loss
+    is below its value at that lowest pass. Both losses are means over many tokens (the same
+    held-out windows at every pass), so a rise is the model's, not the sample's; a held-out
+    loss that rises with the training loss is a learning rate problem, not overfitting."""
+    if len(history) < 2:
+        return None
+    last, best = history[-1], min(history[:-1], key=lambda h: h["heldout"])
+    if last["train"] is None or best["train"] is None:
+        return None
+    if last["heldout"] > best["heldout"] and last["train"] < best["train"]:
+        return (
+            f"overfitting: at step {last['step']} the held-out loss {last['heldout']:.4f} is "
+            f"above its lowest, {best['heldout']:.4f} at step {best['step']}, while the "
+            f"training loss fell from {best['train']:.4f} to {last['train']:.4f}"
+        )
+    return None
 
 
 def train(

@@ -186,3 +186,31 @@ def test_ddp_with_a_mix_on_tokenized_shards_under_two_processes_matches_one(tmp_
         assert r["languages"]["bn"]["tokens"] + r["languages"]["en"]["tokens"] == r["step"] * 512
     mix = [json.loads((tmp_path / d / "run.json").read_text())["mix"] for d in ("one", "two")]
     assert mix[1]["consumed"] == mix[0]["consumed"] == one[-1]["languages"]
+
+
+def test_fsdp2_gathers_bf16_parameters_and_keeps_float32_weights_and_gradients(tmp_path):
+    """A bf16 run's FSDP2 policy (#37): forward and backward see bf16 parameters, the sharded
+    weights the optimizer steps and their gradients stay float32. One gloo process (world
+    size 1): fully_shard's hooks and casts are the same as with more ranks."""
+    import torch.distributed as dist
+
+    from fertility.trainer.distributed import DistEnv, wrap_model
+    from fertility.trainer.model import Transformer, config_from_preset
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1
+    )
+    try:
+        model = Transformer(config_from_preset("tiny", 64, {"max_seq_len": 16}))
+        seen = []
+        model.layers[0].attn.q_proj.register_forward_pre_hook(
+            lambda mod, args: seen.append(mod.weight.dtype)
+        )
+        wrap_model(model, DistEnv(backend="gloo"), fsdp=True, param_dtype=torch.bfloat16)
+        ids = torch.randint(0, 64, (2, 16))
+        model(ids, ids).float().backward()
+        assert seen == [torch.bfloat16]
+        for name, p in model.named_parameters():
+            assert p.dtype == torch.float32 and p.grad.dtype == torch.float32, name
+    finally:
+        dist.destroy_process_group()

@@ -318,6 +318,13 @@ def test_heldout_loss_every_eval_every_steps(tmp_path, data):
     # of both for another CPU's order, and 60x below the bug: scoring the next four windows
     # instead of the first four moves the loss by 5.9e-3 relative.
     assert held[-1]["loss"] == pytest.approx(want, rel=1e-4)
+    # beside it, the mean training loss of the steps since the pass before (steps 1-3, 4-6)
+    steps = {r["step"]: r["loss"] for r in _metrics(tmp_path) if "event" not in r}
+    assert held[0]["train_loss"] == pytest.approx(sum(steps[s] for s in (1, 2, 3)) / 3)
+    assert held[1]["train_loss"] == pytest.approx(sum(steps[s] for s in (4, 5, 6)) / 3)
+    # the overfitting flag follows the rule on these very figures (test_overfit.py tests it)
+    over = held[1]["loss"] > held[0]["loss"] and held[1]["train_loss"] < held[0]["train_loss"]
+    assert [r["overfitting"] for r in held] == [False, over]
 
 
 def test_one_compilation_for_the_arbiter_and_the_run(tmp_path, data, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -284,7 +285,17 @@ def test_tiny_preset_runs_with_its_own_defaults(tmp_path, capsys):
     run = json.loads((tmp_path / "run/run.json").read_text())
     assert summary["steps"] == 2 and run["train"]["seq_len"] == 128 == run["model"]["max_seq_len"]
     # the arbiter's verdict: one line on stderr, and its record in run.json (#24, #25)
-    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("arbiter:")]
+    err = capsys.readouterr().err.splitlines()
+    (line,) = [x for x in err if x.startswith("arbiter:")]
+    # how long the checks before step 1 and the first step took: one line each, and run.json
+    timing = [x for x in err if x.startswith("timing:")]
+    assert [re.sub(r" [0-9.]+ s\b.*", "", x) for x in timing] == [
+        "timing: checks before step 1 (arbiter)",
+        "timing: first step",
+    ]
+    assert set(run["timing"]) == {"preflight_s", "first_step_s"}
+    assert 0 < run["timing"]["first_step_s"] < summary["elapsed_s"]
+    assert summary["timing"] == run["timing"]
     arbiter = run["arbiter"]
     assert line.startswith("arbiter: ok: 20 parameters;") and "optimizer step" in line
     assert arbiter["ok"] and arbiter["parameters"] == 20 and arbiter["skipped"] == []
