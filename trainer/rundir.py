@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fertility.errors import FertilityError, TrainingError
-from fertility.files import write_text_atomic
+from fertility.outputs import write_inside
 
 RUN_SCHEMA = "fertility.run/1"
 RUN_JSON = "run.json"
@@ -54,7 +54,8 @@ def write_run_json(
     path: str | os.PathLike, record: dict[str, Any], error: type[FertilityError] = TrainingError
 ) -> None:
     """run.json in one piece: a reader, or a run killed midway, sees the old or the new one."""
-    write_text_atomic(path, json.dumps(record, indent=1, ensure_ascii=False), error)
+    file = Path(path)  # through fertility.outputs: a link at run.json is refused, not followed
+    write_inside(file.parent, file.name, json.dumps(record, indent=1, ensure_ascii=False), error)
 
 
 class RunDir:
