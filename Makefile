@@ -46,6 +46,19 @@ fixtures: $(VENV)/.core
 docs: $(VENV)/.core
 	$(PY) -m fertility.cli.reference > docs/CLI.md
 
+# docs/RESULTS.md: every real tokenizer file of the fixtures measured on their real text
+# (tests/realworld/results.py; about two minutes on two cores)
+results: fixtures
+	$(PY) tests/realworld/results.py docs/RESULTS.md
+
+# What benchmarks/gpu_check.sh reads on a machine without network: the real-world text (13
+# languages, ~10 MiB) and GPT-2's tokenizer.json, copied into gpu-corpus/ (git-ignored), which
+# the device run carries (its header has the invocation).
+gpu-corpus: fixtures
+	rm -rf gpu-corpus && mkdir -p gpu-corpus/tokenizers
+	cp -r "$${FERTILITY_REALWORLD:-$$HOME/.cache/fertility/realworld}/text" gpu-corpus/text
+	cp -r "$${FERTILITY_REALWORLD:-$$HOME/.cache/fertility/realworld}/tokenizers/bpe-gpt2" gpu-corpus/tokenizers/
+
 # pytest on two worker processes (pytest-xdist): the suite's CPU time on both cores of the
 # 2-core machines it is sized for (README.md).
 test: $(VENV)/.test fixtures

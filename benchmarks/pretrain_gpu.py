@@ -43,6 +43,10 @@ from fertility.trainer.throughput import detect_peak_flops, flops_per_token, mea
 FP = "b" * 64  # the shard's tokenizer fingerprint: any fixed string will do here
 
 
+def _secs(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f} s"
+
+
 def tflops(x: float | None) -> str:
     if x is None:
         return "n/a"
@@ -196,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     ref = flops_per_token(config_from_preset("0.4b", args.vocab), 2048) * args.project_tokens
     hours = ref / achieved / 3600 if achieved else float("inf")
     first = f"{printer.first:.1f} s" if printer.first is not None else "n/a"
+    timing = t.timing  # the trainer's own clock of the arbiter and the first step
     block = "\n".join(
         [
             f"### pretrain_gpu.py --preset {args.preset} --steps {args.steps}, "
@@ -206,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
             f"- run: trainer.loop.Trainer, preset {args.preset}, vocab {args.vocab}, seq {seq}, "
             f"batch {batch}, torch.compile {'on' if cfg.use_compile(device.type) else 'off'}; "
             f"{source}",
-            f"- arbiter: {arbiter}; first step's line after {first} (arbiter + compilation)",
+            f"- arbiter: {arbiter}; first step's line after {first}: checks before step 1 "
+            f"(arbiter) {_secs(timing.get('preflight_s'))}, first step "
+            f"{_secs(timing.get('first_step_s'))} (compilation included when on)",
             f"- throughput: {tps:,.0f} tokens/s over the steps after the first 10; MFU "
             f"{mfu_table} of the datasheet peak, {achieved / measured:.1%} of the measured peak; "
             f"peak memory {mem}",
