@@ -401,6 +401,8 @@ def check_folder(
         if not rel:
             continue
         inside(real, rel, err)  # a link where the verb writes: refused before any write
+        if entry.endswith("/") and (link := _link_within(real / rel)) is not None:
+            raise _link_refused(link, err)  # a subfolder's files are written by libraries too
         if (real / rel).exists() and not is_listed(rel, listed):
             raise err(
                 f"{given / rel}: exists and was not written by fertility; move it away or "
@@ -470,6 +472,21 @@ def _link_refused(link: Path, error: type[FertilityError] | None = None) -> Fert
         "fertility writes its own; a link there is never followed, replaced or deleted: "
         "remove the link (what it points to stays) or choose another folder"
     )
+
+
+def _link_within(folder: Path) -> Path | None:
+    """The first symbolic link anywhere below `folder` (a subfolder the verb owns whole:
+    datatrove writes `logs/` and `counts/`, not this module), or None; links not followed."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return None  # absent, or not a folder: the write itself says so
+    for entry in entries:
+        if entry.is_symlink():
+            return Path(entry.path)
+        if entry.is_dir(follow_symlinks=False) and (link := _link_within(Path(entry.path))):
+            return link
+    return None
 
 
 def inside(folder: Path, rel: str, error: type[FertilityError] | None = None) -> Path:

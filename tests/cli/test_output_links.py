@@ -184,6 +184,11 @@ CASES = [
     ("export", "config.json", "../mine/t.json"),
     ("export", "tokenizer.json", "../mine/t.json"),
     ("report", "plots/cpt.png", "../../mine/t.json"),
+    # deeper, inside a subfolder the verb owns whole (datatrove writes logs/ itself)
+    ("fix", "heldout/en.jsonl", "../../mine/en.jsonl"),
+    ("tokenize", "logs/stats.json", "../../mine/t.json"),
+    ("pretrain", "checkpoints/step-00000001", "../../mine"),
+    ("pretrain", "tokenizer/tokenizer.json", "../../mine/t.json"),
 ]
 
 
