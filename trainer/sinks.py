@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,7 @@ class _WandB:
         id_file = run_dir / WANDB_ID
         run_id = id_file.read_text("utf-8").strip() if step and id_file.exists() else None
         if not run_id:
-            run_id = wandb.util.generate_id()
+            run_id = secrets.token_hex(8)  # W&B's ids: letters and digits
             id_file.write_text(run_id + "\n", encoding="utf-8")
         self.run = wandb.init(
             project=os.environ.get("WANDB_PROJECT", "fertility"),
