@@ -62,23 +62,43 @@ def setup(tmp_path, monkeypatch):
     return corpora, tok, here, temp
 
 
-def test_report_tasks_keeps_its_state_apart_says_where_and_removes_it(cli, setup):
+def test_report_tasks_keeps_its_state_apart_says_where_and_removes_it(cli, setup, monkeypatch):
     (one, two), tok, here, temp = setup
-    args = ("-t", tok, "--tasks", 2, "--format", "json")
-    # (before: `fertility-tasks/` left here; the run on the second corpus then failed with
-    # `--work-dir fertility-tasks: holds a run of other inputs ...`). --workers 1: the two
-    # tasks one after the other in this process.
+    args = ("-t", tok, "--tasks", 2, "--format", "json", "--workers", 1)  # in this process
     said = []
-    for corpus in (one, two):
-        code, out, err = cli("report", corpus, *args, "--workers", 1)
-        assert code == 0, err
-        assert json.loads(out)["settings"]["tasks"] == 2
-        said += [line for line in err.splitlines() if line.startswith("report --tasks:")]
-        assert os.listdir(here) == [] and ours(temp) == []  # removed once made
-    # one line each, naming a folder of the inputs' own (the same command finds it again)
-    assert len(said) == 2 and said[0] != said[1]
-    for line in said:
-        assert line.startswith(f"report --tasks: the tasks' state is in {temp}/fertility-tasks-")
+
+    def state(err):
+        said.extend(line for line in err.splitlines() if line.startswith("report --tasks:"))
+        return said[-1].split(" is in ", 1)[1].split(" (removed", 1)[0]
+
+    # A run that fails after its tasks are done keeps their state where it said ...
+    import fertility.engine
+    from fertility.engine.step import MeasureCorpus
+
+    ran, task = [], MeasureCorpus.run
+
+    def counted(self, *a, **k):
+        ran.append(self)
+        yield from task(self, *a, **k)
+
+    monkeypatch.setattr(MeasureCorpus, "run", counted)
+    merge = fertility.engine.merge
+    monkeypatch.setattr(fertility.engine, "merge", lambda *a, **k: 1 / 0)
+    code, _, err = cli("report", one, *args)
+    kept = Path(state(err))
+    assert code == 2 and len(ran) == 2 and kept.parent == temp
+    assert kept.name.startswith("fertility-tasks-") and (kept / "logs" / "completions").is_dir()
+    # ... the same command relaunched resumes from it (no task runs again), then removes it
+    monkeypatch.setattr(fertility.engine, "merge", merge)
+    code, out, err = cli("report", one, *args)
+    assert code == 0 and json.loads(out)["settings"]["tasks"] == 2 and len(ran) == 2, err
+    assert Path(state(err)) == kept and ours(temp) == [] and os.listdir(here) == []
+    # another corpus from the same folder (before: `fertility-tasks/` was left here, and this
+    # run failed with `--work-dir fertility-tasks: holds a run of other inputs ...`)
+    code, out, err = cli("report", two, *args)
+    assert code == 0 and Path(state(err)) != kept, err
+    assert ours(temp) == [] and os.listdir(here) == []
+    assert len(said) == 3  # one line a run
     # -q: nothing on stderr, from this process or the two task processes (before: datatrove's
     # INFO lines and statistics)
     code, _, err = cli("report", one, *args, "-q")
