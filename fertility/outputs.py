@@ -536,11 +536,13 @@ def write_inside(
     return path
 
 
-def open_inside(folder: Path, rel: str, binary: bool = False, error=None):
-    """`folder/rel` opened for writing (created or truncated) as a stream, refused through a
-    link (`inside`, then O_NOFOLLOW on the file itself: a link planted meanwhile fails)."""
+def open_inside(folder: Path, rel: str, binary: bool = False, error=None, append: bool = False):
+    """`folder/rel` opened for writing (created, and truncated or with `append` added to) as a
+    stream, refused through a link (`inside`, then O_NOFOLLOW on the file itself: a link
+    planted meanwhile fails)."""
     path = inside(folder, rel, error)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    flags |= os.O_APPEND if append else os.O_TRUNC
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as e:

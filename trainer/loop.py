@@ -55,7 +55,7 @@ from torch.distributed.fsdp import FSDPModule
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from fertility.errors import Terminated, TrainingError
-from fertility.files import write_text_atomic
+from fertility.outputs import inside, open_inside, write_inside
 from fertility.progress import StatusLine, meter_text
 from fertility.trainer import checkpoint as ck
 from fertility.trainer import distributed as D
@@ -64,7 +64,7 @@ from fertility.trainer.contract import check_contract
 from fertility.trainer.data import TokenData, heldout_windows
 from fertility.trainer.mix import make_batches, record_consumed
 from fertility.trainer.model import ModelConfig, Transformer
-from fertility.trainer.rundir import RunDir, read_run_json, write_run_json
+from fertility.trainer.rundir import METRICS, RunDir, read_run_json, write_run_json
 from fertility.trainer.sinks import Sinks, open_sinks
 from fertility.trainer.throughput import ThroughputMeter
 
@@ -192,7 +192,8 @@ class Trainer:
 
     def _write(self, record: dict[str, Any]) -> None:
         if self.env.is_main:
-            with open(self.metrics_path, "a", encoding="utf-8") as f:
+            # through fertility.outputs: a link at metrics.jsonl is refused, not followed
+            with open_inside(self.run_dir, METRICS, error=TrainingError, append=True) as f:
                 f.write(json.dumps(record) + "\n")
                 f.flush()
             self.sinks.write(record)  # the same line, in the user's tools
@@ -278,7 +279,7 @@ class Trainer:
             keep = [l for l in lines if _step_of(l) <= self.step]
             losses = [json.loads(l).get("loss") for l in keep]
             self.last_loss = next((x for x in reversed(losses) if x is not None), None)
-            write_text_atomic(self.metrics_path, "".join(keep), TrainingError)
+            write_inside(self.run_dir, METRICS, "".join(keep), TrainingError)
         self._write({"event": "resume", "step": self.step, "checkpoint": path.name})
         D.log(self.env, f"resuming from {path} (step {self.step})")
         return True
@@ -680,7 +681,7 @@ class Trainer:
         if resume:
             self.resume()
         elif self.env.is_main:
-            self.metrics_path.unlink(missing_ok=True)
+            inside(self.run_dir, METRICS, TrainingError).unlink(missing_ok=True)
         if self.cfg.warmup_steps >= self.total_steps:
             self._warn(
                 f"warmup_steps {self.cfg.warmup_steps} >= the run's {self.total_steps} "

@@ -274,6 +274,7 @@ def test_each_write_replace_and_delete_refuses_a_link_on_the_way(planted, tmp_pa
             lambda rel: remove(out, rel),
             lambda rel: write_inside(out, rel, "new\n"),
             lambda rel: open_inside(out, rel),
+            lambda rel: open_inside(out, rel, append=True),  # the trainer's metrics.jsonl
             lambda rel: replace_inside(staged, out, rel),
         ],
         "sub": [lambda rel: remove(out, rel), lambda rel: make_inside(out, rel)],
