@@ -16,6 +16,7 @@ import json
 import multiprocessing
 import os
 import stat
+import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from fertility.corpus import DocBatch, batched
-from fertility.errors import TrainingError
+from fertility.errors import TrainingError, visible
+from fertility.measure.parallel import cap_workers, usable_cores
 from fertility.outputs import remove
 from fertility.progress import StatusLine
 from fertility.tokenizers import reload_key, reload_tokenizer
@@ -59,6 +61,10 @@ def _worker_encode(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         raise TrainingError(_worker_err)
     ids, _, _, per_doc = _worker_tok.encode_flat(texts)
     return ids, per_doc
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {visible(message)}", file=sys.stderr)
 
 
 def build_shards(
@@ -99,7 +105,9 @@ def build_shards(
     )
 
     if workers == 0:
-        workers = 1 if capabilities(tokenizer).batch_threads else (os.cpu_count() or 1)
+        workers = 1 if capabilities(tokenizer).batch_threads else usable_cores()
+    elif workers > 1:  # a pool of more processes than cores would only share them
+        workers = cap_workers(workers, _warn, "tokenize_workers")
     batches = (
         DocBatch(
             [d.text for d in b], [d.lang for d in b], [d.source for d in b], [d.line for d in b]

@@ -368,3 +368,24 @@ def test_window_grid_moves_from_pass_to_pass(tmp_path):
 
 def torch_rows(x, y):
     return [rx + [ry[-1]] for rx, ry in zip(x.tolist(), y.tolist())]
+
+
+def test_tokenize_workers_beyond_the_cores_are_capped_and_said(tmp_path, monkeypatch, capsys):
+    """`tokenize_workers = 100000` started a pool of 100,000 processes: capped at the cores
+    (one here), said in one warning, and the shards are those of one process."""
+    import os
+
+    from fertility.tokenizers import load_tokenizer
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    docs = _docs(100)
+    byte_level_bpe([d.text for d in docs], 300, path=tmp_path / "tokenizer.json")
+    tok = load_tokenizer(str(tmp_path / "tokenizer.json"))
+    build_shards(docs, tok, tmp_path / "one", workers=1, batch_size=50, quiet=True)
+    assert capsys.readouterr().err == ""
+    build_shards(docs, tok, tmp_path / "many", workers=100_000, batch_size=50, quiet=True)
+    assert capsys.readouterr().err == (
+        "warning: tokenize_workers 100,000: more than the 1 core(s) this process may use; using 1\n"
+    )
+    for split in ("train", "heldout"):
+        assert np.array_equal(_concat(tmp_path / "one", split), _concat(tmp_path / "many", split))
