@@ -93,8 +93,11 @@ if [ -f "$ROOT/benchmarks/arbiter_check.py" ]; then
     stage arbiter 120 "$PY" "$ROOT/benchmarks/arbiter_check.py" --device cpu --presets tiny --seq 64
   else
     stage arbiter 120 "$PY" "$ROOT/benchmarks/arbiter_check.py"
+    # does a fused kernel read dO through another layout's plan? (a reproduction to report)
+    stage "attention kernels vs dO layout" 30 "$PY" "$ROOT/benchmarks/sdpa_dout_layout.py"
+    grep -E "^B=[12] " "$LOG" | sed 's/^/  /' >>"$FIG"
   fi
-  grep -E "^(ok|FAIL|preset|fault|caught|missed)" "$LOG" | tail -20 | sed 's/^/  /' >>"$FIG"
+  grep -E " (honest|fault) |^arbiter check:" "$LOG" | tail -20 | sed 's/^/  /' >>"$FIG"
 fi
 
 # 3. the 0.4b throughput (CPU: tiny, 3 steps)
