@@ -28,7 +28,7 @@ import numpy as np
 from fertility.corpus import DocBatch, batched
 from fertility.errors import TrainingError, visible
 from fertility.measure.parallel import cap_workers, usable_cores
-from fertility.outputs import remove
+from fertility.outputs import remove, replace_inside
 from fertility.progress import StatusLine
 from fertility.tokenizers import reload_key, reload_tokenizer
 from fertility.tokenizers.kinds import capabilities
@@ -157,7 +157,7 @@ def build_shards(
     (part / PART_JSON).unlink()  # the folder's index.json is its own
     (part / "index.json").write_text(json.dumps(index, indent=1, ensure_ascii=False))
     _remove_ours(data_dir)
-    os.replace(part, data_dir)
+    replace_inside(part, data_dir.parent, data_dir.name, TrainingError)  # no link followed
     return index
 
 

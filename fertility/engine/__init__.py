@@ -38,6 +38,7 @@ from fertility.measure import Report, build_report
 from fertility.measure.counters import TokenizerAccumulator
 from fertility.measure.parallel import cap_workers, usable_cores
 from fertility.measure.passes import KEEP_DOCS, PassState
+from fertility.outputs import open_inside
 
 EXECUTORS = ("local", "slurm", "ray")
 MANIFEST = "fertility-run.json"  # WORK's inputs: a relaunch must measure the same ones
@@ -183,7 +184,7 @@ def check_manifest(work_dir: str, manifest: dict, option: str = "--work-dir") ->
                 )
         return
     os.makedirs(work_dir, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
+    with open_inside(Path(work_dir), MANIFEST) as fh:  # fertility.outputs: no link followed
         fh.write(text)
 
 

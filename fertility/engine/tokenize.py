@@ -29,10 +29,10 @@ from datatrove.io import get_datafolder
 from fertility.engine import codec
 from fertility.engine.step import MeasureCorpus, quiet_logs
 from fertility.errors import FertilityError, OutputError
-from fertility.files import locked_folder, write_text_atomic
+from fertility.files import locked_folder
 from fertility.measure.passes import KEEP_DOCS, encode_pass, run_pass
 from fertility.options import HELDOUT_FRACTION, SEPARATOR, SHARD_TOKENS
-from fertility.outputs import remove
+from fertility.outputs import remove, write_inside
 from fertility.progress import Progress
 from fertility.trainer.parts import PartWriter, merge_parts, shard_meta
 
@@ -241,7 +241,7 @@ def _write_index(root: Path, tasks: int, seed: int, heldout_fraction, settings) 
         if settings is None
         else {"folder": "counts", "tasks": tasks, "settings": settings},
     }
-    write_text_atomic(root / "index.json", json.dumps(index, indent=1, ensure_ascii=False))
+    write_inside(root, "index.json", json.dumps(index, indent=1, ensure_ascii=False))
     return index
 
 
