@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from fertility.corpus.sampling import mix64
 from fertility.errors import TrainingError
+from fertility.hashing import mix64
 from fertility.trainer.shards import (
     DocTableWriter,
     ShardWriter,

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 import numpy as np
 import regex
 
-from fertility.corpus.sampling import mix64
+from fertility.hashing import mix64
 
 WORDS = 8
 CHARS = 20

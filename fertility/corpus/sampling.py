@@ -63,22 +63,13 @@ from typing import Any
 import numpy as np
 
 from fertility.corpus import Corpus
+from fertility.corpus.neardup import BATCH_CHARS, HeldoutShingles
 from fertility.errors import CorpusError
 from fertility.files import partial_path
+from fertility.hashing import mix64
 from fertility.outputs import make_inside, open_inside, remove, replace_inside
 
 KEEP_CHARS = 1 << 28  # a corpus up to 256 M characters is read once, then served from memory
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a fast, well-mixed 64-bit hash of each element (vectorised)."""
-    z = np.asarray(x, dtype=np.uint64) + _GOLDEN
-    with np.errstate(over="ignore"):
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 def split_keys(lines: np.ndarray, seed: int, block: Any = 1) -> np.ndarray:
@@ -326,9 +317,6 @@ def split_corpus(
 ) -> Split:
     """The held-out documents (written to `writer`) and the training documents dropped as
     their near-duplicates: two more reads of `scan`'s documents (module docstring)."""
-    # deferred: neardup takes mix64 from this module
-    from fertility.corpus.neardup import BATCH_CHARS, HeldoutShingles
-
     held = heldout_mask(scan.groups, scan.lines, scan.files, fraction, seed, max_docs, block)
     k = heldout_counts(np.bincount(scan.groups, minlength=len(scan.names)), fraction, max_docs)
     runs = run_lengths(k, block)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from fertility import unicode as U
-from fertility.corpus.sampling import mix64
+from fertility.hashing import mix64
 from fertility.measure import roundtrip
 from fertility.measure.counters import (
     COUNTS,
