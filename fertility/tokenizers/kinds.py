@@ -282,6 +282,8 @@ def sniff(data: bytes, path: Path) -> tuple[Format, dict | None]:
             f"{path}: neither a Hugging Face tokenizer.json (no 'model' object) nor a Mistral "
             f"Tekken file (no 'config.pattern' and 'vocab' list)"
         )
+    if sentencepiece.model_without_pieces(data):
+        raise TokenizerError(f"{path}: has no vocabulary (a SentencePiece model with no pieces)")
     raise TokenizerError(
         f"{path}: not a tokenizer.json, Tekken JSON, SentencePiece model or tiktoken rank file"
     )

@@ -106,6 +106,20 @@ def looks_like_model_proto(data: bytes) -> bool:
         return False
 
 
+def model_without_pieces(data: bytes) -> bool:
+    """True when `data` parses whole as a ModelProto that holds a trainer_spec (field 2) and
+    no piece (field 1): a SentencePiece model with no vocabulary, which looks_like_model_proto
+    cannot tell from any other binary file."""
+    try:
+        fields = list(_fields(data))
+        if not fields or any(f not in (2, 3, 4, 5) or w != 2 for f, w, _ in fields):
+            return False
+        spec = next((v for f, _, v in fields if f == 2), None)
+        return isinstance(spec, bytes) and bool(list(_fields(spec)))
+    except (ValueError, IndexError):
+        return False
+
+
 def model_settings(data: bytes) -> tuple[dict, dict]:
     """(trainer_spec, normalizer_spec) scalar fields by number, from the ModelProto."""
     trainer: dict[int, int | bytes] = {}

@@ -387,13 +387,25 @@ def _empty_tekken(path):
     path.write_text(json.dumps({**obj, "vocab": []}), encoding="utf-8")
 
 
+def _empty_sentencepiece(path):
+    """A SentencePiece ModelProto with its trainer and normaliser settings and no piece."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    model = pb.ModelProto()
+    model.trainer_spec.model_type = pb.TrainerSpec.BPE
+    model.trainer_spec.vocab_size = 8
+    model.normalizer_spec.name = "identity"
+    path.write_bytes(model.SerializeToString())
+
+
 @pytest.mark.parametrize(
     "make, what",
     [
         (_empty_bpe, "has no vocabulary (its BPE vocab is empty)"),
         (_empty_tekken, "has no vocabulary (Tekken 'vocab' is empty)"),
+        (_empty_sentencepiece, "has no vocabulary (a SentencePiece model with no pieces)"),
     ],
-    ids=["bpe", "tekken"],
+    ids=["bpe", "tekken", "sentencepiece"],
 )
 def test_a_tokenizer_without_a_vocabulary_is_refused(run, corpus, tmp_path, make, what):
     # (before: an empty BPE was measured anyway, exit 0, or died with a TypeError)
