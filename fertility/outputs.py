@@ -35,6 +35,7 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from fertility.errors import FertilityError, OutputError
 from fertility.files import PARTIAL, write_text_atomic
@@ -458,7 +459,7 @@ def remove(folder: Path, rel: str, error: type[FertilityError] | None = None) ->
 # delete goes through `inside`, which refuses a link at any part of the path: one line
 # naming the link, exit 2; the link and what it points to are left as they are.
 
-# O_NOFOLLOW where the platform has it (not Windows, where a file open follows no link)
+# O_NOFOLLOW where the platform has it (not Windows: there `inside`'s lstat check stands alone)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
@@ -536,7 +537,13 @@ def write_inside(
     return path
 
 
-def open_inside(folder: Path, rel: str, binary: bool = False, error=None, append: bool = False):
+def open_inside(
+    folder: Path,
+    rel: str,
+    binary: bool = False,
+    error: type[FertilityError] | None = None,
+    append: bool = False,
+) -> IO:
     """`folder/rel` opened for writing (created, and truncated or with `append` added to) as a
     stream, refused through a link (`inside`, then O_NOFOLLOW on the file itself: a link
     planted meanwhile fails)."""
