@@ -95,7 +95,7 @@ class Switch:
     def __init__(self, total_bytes: int, startup: float, cores: int | None = None, clock=None):
         self.total = total_bytes
         self.startup = startup
-        self.cores = cores or os.cpu_count() or 1
+        self.cores = cores or usable_cores()
         self.workers = min(self.cores, MAX_WORKERS)
         self.clock = clock or _clock
         self.read_seconds = 0.0  # CPU of the reading thread so far (fertility.measure.passes)
