@@ -229,7 +229,7 @@ def _fix(
     old = _load_from(from_tokenizer)
     specials = _plan_specials(old, config)
     unk = None
-    if config.model == "unigram" or config.backend == "sentencepiece":  # they need an UNK id
+    if config.model == "unigram" or config.trainer.needs_unk:
         unk = _old_unk(old) or UNK
         if unk not in dict(specials):
             specials.append((unk, None))
@@ -251,7 +251,7 @@ def _fix(
     pass_line = stages.corpus("fix: reading", corpus.paths, corpus_options) if stages else None
     scan = _sampling.scan_corpus(
         corpus,
-        want_bytes=config.backend == "sentencepiece",
+        want_bytes=config.trainer.byte_documents,
         inspect=_progress.reading(pass_line, inspect) if pass_line else inspect,
     )
     if pass_line:
@@ -378,7 +378,7 @@ def _fix(
 def _split_settings(config: FixConfig, name: str, regex: str) -> dict:
     """The split the new vocabulary was trained with: SentencePiece takes no regex (it splits on
     whitespace and script changes), so its runs record none rather than an unused one."""
-    if config.backend == "sentencepiece":
+    if not config.trainer.split_regex:
         return {"pattern": None, "pattern_regex": None}
     return {"pattern": name, "pattern_regex": regex}
 

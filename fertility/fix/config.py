@@ -11,6 +11,37 @@ from fertility.errors import FixError
 from fertility.options import HELDOUT_BLOCK, FixBackend, FixModel, Normalization
 
 
+@dataclass(frozen=True)
+class Backend:
+    """What differs between the libraries `fix` trains with, declared once (the names are
+    fertility.options.FixBackend's)."""
+
+    needs_unk: bool  # trains only with an UNK id in the vocabulary
+    byte_documents: bool  # reads documents as UTF-8 bytes (its limits count bytes)
+    split_regex: bool  # applies the pre-tokenizer's split pattern (SentencePiece has none)
+    artifact: str  # the file the trained vocabulary is written to
+    native_model: bool  # the artifact is the library's own model (tokenizer.json made beside)
+
+
+BACKENDS: dict[str, Backend] = {
+    "tokenizers": Backend(
+        needs_unk=False,
+        byte_documents=False,
+        split_regex=True,
+        artifact="tokenizer.json",
+        native_model=False,
+    ),
+    "sentencepiece": Backend(
+        needs_unk=True,
+        byte_documents=True,
+        split_regex=False,
+        artifact="tokenizer.model",
+        native_model=True,
+    ),
+}
+assert set(BACKENDS) == set(get_args(FixBackend))
+
+
 @dataclass
 class FixConfig:
     vocab_size: int
@@ -25,6 +56,10 @@ class FixConfig:
     max_train_chars: int | None = None  # sampling budget; None: all training characters
     special_tokens: tuple[str, ...] | None = None  # None: --from's, else DEFAULT_SPECIALS
     pattern: str = "mark_aware"  # split of the tokenizers backend (a patterns name)
+
+    @property
+    def trainer(self) -> Backend:
+        return BACKENDS[self.backend]
 
     def validate(self) -> None:
         def bad(msg: str) -> FixError:

@@ -52,10 +52,10 @@ def train(
     show_progress: bool,
 ) -> Trained:
     """Train, then stage the artifact under a temporary name in `out` (see Trained)."""
-    if config.backend == "sentencepiece":
+    if config.trainer.native_model:  # SentencePiece's own model file
         assert unk is not None, "fix plans an UNK for SentencePiece, which needs an UNK id"
         data, secs = _train_sp(config, specials, unk, stream, max_doc_bytes, show_progress)
-        final = out / "tokenizer.model"
+        final = out / config.trainer.artifact
         tmp = _stage(final, temps)
         with open_inside(out, tmp.name, binary=True, error=FixError) as f:
             f.write(data)
@@ -65,7 +65,7 @@ def train(
 
     tok, secs = _train_hf(config, regex, specials, unk, stream, show_progress)
     wanted = {t: i for t, i in specials if i is not None}
-    final = out / "tokenizer.json"
+    final = out / config.trainer.artifact
     tmp = _stage(final, temps)
     if config.model == "unigram" or wanted:  # edit the JSON; from_str checks it is still valid
         obj = json.loads(tok.to_str())
