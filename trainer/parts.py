@@ -28,6 +28,7 @@ import numpy as np
 
 from fertility.errors import TrainingError
 from fertility.hashing import mix64
+from fertility.outputs import open_inside
 from fertility.trainer.shards import (
     DocTableWriter,
     ShardWriter,
@@ -283,7 +284,7 @@ def merge_parts(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     heldout: list[dict[str, Any]] = []
     table = DocTableWriter(out / DOC_TABLE, meta["fingerprint"])
     try:
-        with open(out / HELDOUT_JSONL, "wb") as held:
+        with open_inside(out, HELDOUT_JSONL, binary=True, error=TrainingError) as held:
             for folder, part in zip(folders, parts):
                 rel = os.path.relpath(folder, out)
                 ids = np.array(
