@@ -10,8 +10,8 @@ import numpy as np
 
 from fertility.corpus import Corpus
 from fertility.findings import diagnose
-from fertility.fix import METRICS
 from fertility.gate import evaluate
+from fertility.measure.metrics import BEFORE_AFTER
 from fertility.policy import Policy, load_policy
 from fertility.tokenizers.patterns import compile_pattern
 
@@ -107,10 +107,11 @@ def same_ids(base, ext, docs: list[tuple[str, str]]) -> dict:
 
 
 def rows(report, before: str, after: str) -> list[dict]:
-    """Per (group, key) of `after`: its METRICS, `before`'s, and the chars/token ratio."""
+    """Per (group, key) of `after`: its BEFORE_AFTER columns, `before`'s, and the
+    chars/token ratio."""
 
     def metrics(r: dict) -> dict:
-        return {c: r[c] for c in METRICS if c in r}
+        return {c: r[c] for c in BEFORE_AFTER if c in r}
 
     old = {(r["group"], r["key"]): metrics(r) for r in report.rows(before)}
     out = []

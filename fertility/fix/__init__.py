@@ -74,6 +74,7 @@ from fertility.fix import normalize
 from fertility.fix.config import FixConfig
 from fertility.fix.train import BYTES, train
 from fertility.gate import evaluate
+from fertility.measure.metrics import BEFORE_AFTER
 from fertility.options import HELDOUT_BLOCK
 from fertility.outputs import Inputs, claim_folder, remove, write_inside
 from fertility.policy import Policy, load_policy
@@ -98,23 +99,6 @@ OUTPUTS = (
     "report.html",
     "heldout/",
     ".unfinished",
-)
-METRICS = (
-    "documents",
-    "chars",
-    "tokens",
-    "chars_per_token",
-    "chars_per_token_lo",
-    "chars_per_token_hi",
-    "tokens_per_word",
-    "continued_word_rate",
-    "byte_fallback_rate",
-    "unk_rate",
-    "roundtrip_checked",
-    "roundtrip_failures",
-    "mark_initial_rate",
-    "grapheme_split_rate",
-    "chars_per_pretoken",
 )
 
 
@@ -491,10 +475,11 @@ def _special_ids(planned: list[tuple[str, int | None]], new, unk: str | None) ->
 
 
 def _rows(report, has_before: bool) -> list[dict]:
-    """Per (group, key) of the new tokenizer: its METRICS, the old one's, and the ratio."""
+    """Per (group, key) of the new tokenizer: its BEFORE_AFTER columns, the old one's, and
+    the ratio."""
 
     def metrics(r: dict) -> dict:
-        return {c: r[c] for c in METRICS if c in r}
+        return {c: r[c] for c in BEFORE_AFTER if c in r}
 
     before = {
         (r["group"], r["key"]): metrics(r) for r in (report.rows(BEFORE) if has_before else [])

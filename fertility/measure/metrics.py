@@ -331,3 +331,25 @@ def shown(where: Literal["table", "html"], *, shared: bool = False) -> list[Metr
 def interval_columns() -> dict[str, tuple[str, str]]:
     """{metric: (lo column, hi column)} for every metric with an interval."""
     return {m.name: b for m in METRICS if (b := m.bounds) is not None}
+
+
+# The columns a before/after comparison shows per (group, key) (fix's and extend's reports and
+# their JSON): the sizes, the headline ratio with its interval, and the ratios that say why a
+# script collapses. Declared here, beside the registry, so both verbs read one list
+# (tests/measure/test_metrics.py checks each name is a column of the measurement frame).
+BEFORE_AFTER: tuple[str, ...] = (
+    "documents",
+    "chars",
+    "tokens",
+    "chars_per_token",
+    *(METRIC["chars_per_token"].bounds or ()),
+    "tokens_per_word",
+    "continued_word_rate",
+    "byte_fallback_rate",
+    "unk_rate",
+    "roundtrip_checked",
+    "roundtrip_failures",
+    "mark_initial_rate",
+    "grapheme_split_rate",
+    "chars_per_pretoken",
+)

@@ -209,3 +209,13 @@ def test_the_accumulator_exports_its_whole_state_and_merges_it():
 def test_a_pretokenizer_family_accumulates_no_vocabulary():
     acc = TokenizerAccumulator(PretokenizerFamily("gpt2"))
     assert not acc.track_vocab and acc.export()["vocab_all"].size == 0
+
+
+def test_before_after_columns_are_columns_of_the_frame():
+    """fix's and extend's comparisons read BEFORE_AFTER from the frame: every name must be a
+    count column or a metric (or one of its bounds) the registry declares."""
+    from fertility.measure.counters import COUNTS
+    from fertility.measure.metrics import BEFORE_AFTER, METRICS
+
+    columns = set(COUNTS) | {c for m in METRICS for c in (m.name, *(m.bounds or ()))}
+    assert set(BEFORE_AFTER) <= columns, set(BEFORE_AFTER) - columns
