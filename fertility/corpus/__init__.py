@@ -7,7 +7,8 @@ records at a time.
 
 What is read
     Arguments are files or folders, mixed freely (the walk is fertility/corpus/walk.py), or
-    `hf://datasets/ORG/NAME/PATH` (fertility/corpus/remote.py: fetched, then read locally).
+    URLs of any fsspec protocol, `hf://datasets/ORG/NAME/PATH`, `s3://`, `http(s)://`, ...
+    (fertility/corpus/remote.py: listed and read in place, with ranged reads).
     Folders are walked recursively in sorted name order, so two runs read the same
     documents in the same order. Formats: `.txt`, `.jsonl`, `.parquet`, each optionally
     compressed `.gz`, `.zst`, `.xz` or `.bz2` (a compressed parquet file is decompressed to
@@ -123,7 +124,7 @@ from itertools import accumulate, chain, compress
 from typing import Any, BinaryIO, NamedTuple, TypedDict
 
 from fertility.corpus import formats as fmt
-from fertility.corpus import stratify
+from fertility.corpus import remote, stratify
 from fertility.corpus.walk import WRITTEN_BY_FERTILITY, CorpusFile, Walk, shown, skip_counts
 from fertility.errors import CorpusError, one_line, visible
 from fertility.options import CorpusOptions
@@ -458,7 +459,7 @@ class Corpus:
     ) -> Generator[fmt.Block, None, None]:
         """The blocks of one file (`quiet`: without the warning of a file that grew)."""
         try:
-            raw = open(cf.fs_path or cf.path, "rb")
+            raw = remote.open_file(cf.fs_path or cf.path)  # a URL: ranged reads
         except OSError as e:
             raise CorpusError(f"{cf.path}: cannot open ({e.strerror or e})") from None
         with raw:

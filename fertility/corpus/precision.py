@@ -21,6 +21,7 @@ file for parquet. `summary()` is the corpus's, with the files and counts of what
 
 from __future__ import annotations
 
+import functools
 import io
 import random
 from collections import Counter
@@ -31,7 +32,7 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fertility.corpus import Corpus, DocBatch, file_entry
+from fertility.corpus import Corpus, DocBatch, file_entry, remote
 from fertility.corpus import formats as fmt
 from fertility.corpus.walk import CorpusFile
 from fertility.errors import CorpusError, one_line
@@ -121,7 +122,7 @@ def units_of(corpus: Corpus, index: int, cf: CorpusFile) -> list[Unit]:
         return [Unit(index, 0, -1)]
     if cf.format == "parquet":
         try:
-            groups = pq.ParquetFile(cf.fs_path or cf.path).metadata.num_row_groups
+            groups = _footer(cf.fs_path or cf.path, cf.size).num_row_groups
         except (pa.ArrowException, OSError) as e:
             raise CorpusError(f"{cf.path}: not a readable parquet file ({one_line(e)})") from None
         return [Unit(index, g, -1) for g in range(groups)]
@@ -137,7 +138,7 @@ def _read(corpus: Corpus, cf: CorpusFile, unit: Unit, stats: fmt.FileStats) -> I
     if cf.format == "parquet":
         yield _row_group(corpus, cf, path, unit.start, stats)
         return
-    with open(path, "rb") as raw:
+    with remote.open_file(path) as raw:  # a URL: only these bytes are read
         data = _lines_from(raw, unit.start, unit.end, cf.size)
     if cf.format == "txt":
         yield from fmt.read_txt(io.BytesIO(data), cf.path, corpus.strict, stats, corpus.limits)
@@ -183,9 +184,21 @@ def _row_group(
     corpus: Corpus, cf: CorpusFile, path: str, group: int, stats: fmt.FileStats
 ) -> fmt.Block:
     """Row group `group` of a parquet file as one block, numbered by row in the file."""
+    try:
+        raw = remote.open_file(path)  # a URL: the footer and this row group are read
+    except OSError as e:
+        raise CorpusError(f"{cf.path}: cannot open ({e.strerror or e})") from None
+    with raw:
+        return _group_block(corpus, cf, raw, group, stats)
+
+
+def _group_block(
+    corpus: Corpus, cf: CorpusFile, raw: Any, group: int, stats: fmt.FileStats
+) -> fmt.Block:
     text_field, lang_field = corpus.text_field, corpus.lang_field
     try:
-        parquet = pq.ParquetFile(path)
+        # the footer read once per file (a URL: one request fewer per row group)
+        parquet = pq.ParquetFile(raw, metadata=_footer(cf.fs_path or cf.path, cf.size))
         names = parquet.schema_arrow.names
         if text_field not in names:
             raise CorpusError(f"{cf.path}: no column '{text_field}' (columns: {', '.join(names)})")
@@ -213,6 +226,21 @@ def _row_group(
         kept.append(text)
         kept_langs.append(lang if isinstance(lang, str) and lang else None)
     return fmt.Block(numbers, kept, kept_langs if len(columns) > 1 else None)
+
+
+def _footer(path: str, size: int) -> Any:
+    """A parquet file's metadata (its footer). A URL's is kept for the files read most
+    recently (the blocks are row groups drawn in random order, each read on its own: one
+    request fewer each); a local file's is read again, so a file rewritten since is seen."""
+    if remote.is_remote(path):
+        return _remote_footer(path, size)
+    return pq.ParquetFile(path).metadata
+
+
+@functools.lru_cache(maxsize=64)
+def _remote_footer(url: str, size: int) -> Any:
+    with remote.open_file(url) as raw:  # the footer's bytes only
+        return pq.ParquetFile(raw).metadata
 
 
 def read_counts(order: BlockOrder) -> Counter:

@@ -7,8 +7,8 @@ and link loops, a second name for a file or folder already met (told apart by de
 inode), a file that appeared after the corpus was opened, and what a manifest of fertility's
 outputs lists (fertility.outputs: a manifest above a named path is not read, so an output
 named itself is read). A file's language comes from its name, else from the nearest folder
-whose name is a known ISO 639 code (iso639.txt beside this file). An `hf://datasets/...`
-path is read as fetched into the Hugging Face cache (fertility/corpus/remote.py).
+whose name is a known ISO 639 code (iso639.txt beside this file). A URL (`hf://`, `s3://`,
+`http(s)://`, any fsspec protocol) is listed and read in place (fertility/corpus/remote.py).
 """
 
 from __future__ import annotations
@@ -58,8 +58,13 @@ class Walk:
 
     def resolve(self, path: str) -> None:
         """Add the files `path` names (a file, or a folder walked), or record why not."""
-        if remote.is_remote(path):  # hf://datasets/...: read as fetched into the HF cache
-            path = remote.fetch(path)
+        if remote.is_remote(path):  # a URL: listed and read through fsspec (remote.py)
+            before = len(self.skipped)
+            for url, rel, folders, size in remote.files(path):
+                self._add_remote(url, rel, folders, size)
+            if skipped := self.skipped[before:]:
+                self.warn(f"{shown(path)}: skipped {len(skipped)} file(s) ({skip_counts(skipped)})")
+            return
         if os.path.isdir(path):
             before = len(self.skipped)
             self._walk(path, [os.path.basename(os.path.abspath(path))])
@@ -171,27 +176,53 @@ class Walk:
                 reason = "appeared after the corpus was opened"  # so the other readers lack it
             else:
                 self._ids[st.st_dev, st.st_ino] = path
-                lang = fmt.lang_label(stem)  # the file's name, else the nearest folder's
-                from_folder = lang is None
-                if from_folder:
-                    lang = next(filter(None, map(folder_lang, folders)), None)
                 size = st.st_size if self._sizes is None else self._sizes[path]
-                name = shown(path)
-                self.files.append(
-                    CorpusFile(
-                        name,
-                        rel,
-                        format_,
-                        compression,
-                        lang,
-                        size,
-                        None if name == path else path,
-                        from_folder and lang is not None,
-                    )
-                )
+                self._file(path, rel, stem, format_, compression, folders, size)
                 return None
         self._skip(path, reason)
         return reason
+
+    def _file(
+        self,
+        path: str,
+        rel: str,
+        stem: str,
+        format_: str,
+        compression: str | None,
+        folders: list[str],
+        size: int,
+    ) -> None:
+        lang = fmt.lang_label(stem)  # the file's name, else the nearest folder's
+        from_folder = lang is None
+        if from_folder:
+            lang = next(filter(None, map(folder_lang, folders)), None)
+        name = shown(path)
+        self.files.append(
+            CorpusFile(
+                name,
+                rel,
+                format_,
+                compression,
+                lang,
+                size,
+                None if name == path else path,
+                from_folder and lang is not None,
+            )
+        )
+
+    def _add_remote(self, url: str, rel: str, folders: list[str], size: int) -> None:
+        """A file of a URL (remote.files): no links or inodes to follow, the rest as _add."""
+        stem, format_, compression = fmt.split_name(url.rsplit("/", 1)[-1])
+        if any(part.startswith(".") for part in rel.split("/")):
+            self._skip(url, "hidden")
+        elif format_ is None:
+            suffix = PurePath(stem).suffix + (PurePath(url).suffix if compression else "")
+            self._skip(url, f"unsupported format ({suffix or 'no extension'})")
+        elif self._sizes is not None and url not in self._sizes:
+            self._skip(url, "appeared after the corpus was opened")
+        else:
+            size = size if self._sizes is None else self._sizes[url]
+            self._file(url, rel, stem, format_, compression, folders, size)
 
     def _skip(self, path: str, reason: str) -> None:
         self.skipped.append({"path": shown(path), "reason": reason})
