@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 from fertility.errors import CorpusError, one_line
 from fertility.hub import HUB_ANSWER_S, hub_offline, hub_unreachable, within
 
+HF = "hf"  # the Hugging Face hub's protocol (HfFileSystem): its own checks and messages
 ANSWER_S = HUB_ANSWER_S  # seconds a host has to answer the first request
 BLOCK_BYTES = 1 << 18  # one ranged read: a parquet footer or a column chunk's share of it
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]+)://")  # two letters at least: not `C:\`
@@ -99,7 +100,7 @@ def _filesystem(url: str, probe: bool = True) -> tuple[Any, str]:
             f"{url}: a URL needs the fsspec package: pip install 'fertility[remote]'"
         ) from None
     protocol = _URL.match(url).group(1).lower()  # type: ignore[union-attr]  # is_remote
-    if protocol == "hf":
+    if protocol == HF:
         _check_hf(url)
     try:
         fs, path = fsspec.core.url_to_fs(url)
@@ -112,7 +113,7 @@ def _filesystem(url: str, probe: bool = True) -> tuple[Any, str]:
     if why:  # hub_unreachable speaks of the hub: any other host by its address
         host = endpoint.rstrip("/")  # type: ignore[union-attr]  # set when why is
         raise CorpusError(
-            f"{url}: {why if protocol == 'hf' else why.replace('the Hugging Face hub', host)}"
+            f"{url}: {why if protocol == HF else why.replace('the Hugging Face hub', host)}"
         )
     return fs, path
 
@@ -135,7 +136,7 @@ def _endpoint(protocol: str, url: str) -> str | None:
     if protocol in ("http", "https"):
         m = re.match(r"https?://[^/?#]+", url)
         return m.group(0) if m else None
-    if protocol == "hf":
+    if protocol == HF:
         from huggingface_hub import constants  # deferred: the hf:// protocol's library
 
         return constants.ENDPOINT
