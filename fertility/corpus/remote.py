@@ -145,22 +145,25 @@ def _endpoint(protocol: str, url: str) -> str | None:
 
 
 def _is_folder(fs: Any, path: str, url: str) -> bool:
-    if fs.protocol in ("http", "https") or "http" in fs.protocol:
+    if "http" in fs.protocol:  # ("http", "https")
         return url.endswith("/")  # asking an http server would fetch the file to find links
     return bool(_ask(url, lambda: fs.isdir(path)))
 
 
+LIST_S = 300.0  # a listing or an info past the first answer: a large bucket lists slowly
+
+
 def _ask(url: str, fn: Any) -> Any:
-    """fn() (a listing, an info), its errors one line naming `url`; no answer within
-    ANSWER_S x 10 is one line too."""
+    """fn() (a listing, an info), its errors one line naming `url`; no answer within LIST_S
+    (the host answered the probe, so this is a stall, not a dead host) is one line too."""
     try:
-        finished, result = within(ANSWER_S * 10, fn)
+        finished, result = within(LIST_S, fn)
     except FileNotFoundError:
         raise CorpusError(f"{url}: no such file or directory") from None
     except Exception as e:  # the protocol's own errors (HTTP, auth) alike
         raise CorpusError(f"{url}: {one_line(e)}") from None
     if not finished:
-        raise CorpusError(f"{url}: no answer within {ANSWER_S * 10:g} s")
+        raise CorpusError(f"{url}: no answer within {LIST_S:g} s")
     return result
 
 
