@@ -28,6 +28,8 @@ TOKENIZER_DIR = "tokenizer"
 DATA_DIR = "data"
 HELDOUT = "heldout.jsonl"
 CHECKPOINTS = "checkpoints"
+# --log-to's (trainer/sinks.py): TensorBoard's event files, W&B's folder and run id
+TENSORBOARD_DIR, WANDB_DIR, WANDB_ID = "tensorboard", "wandb", "wandb-id"
 # What a run writes into its folder (fertility.outputs lists them in the folder's manifest
 # before anything is written; `data.partial/` is the shards being built).
 OUTPUTS = (
@@ -37,6 +39,9 @@ OUTPUTS = (
     f"{DATA_DIR}/",
     f"{DATA_DIR}.partial/",
     f"{CHECKPOINTS}/",
+    f"{TENSORBOARD_DIR}/",
+    f"{WANDB_DIR}/",
+    WANDB_ID,
 )
 
 

@@ -26,6 +26,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from fertility.errors import TrainingError
+from fertility.outputs import write_inside
+from fertility.trainer.rundir import TENSORBOARD_DIR, WANDB_ID
+
 # sink -> (the module it imports, the extra that installs it)
 SINKS: dict[str, tuple[str, str]] = {
     "tensorboard": ("tensorboard", "tensorboard"),
@@ -33,8 +37,6 @@ SINKS: dict[str, tuple[str, str]] = {
 }
 # The step line's keys that are drawn (the rest, e.g. per-language counts, stay in the file).
 STEP_KEYS = ("loss", "lr", "grad_norm", "tokens_per_s", "mfu")
-TB_DIR = "tensorboard"  # RUN_DIR/tensorboard/: the event files
-WANDB_ID = "wandb-id"  # RUN_DIR/wandb-id: the W&B run a --resume continues
 
 
 def missing(name: str) -> str | None:
@@ -102,7 +104,7 @@ class _TensorBoard:
         # purge_step: TensorBoard's readers drop the events at steps after the checkpoint
         # that an earlier process wrote, as the trainer drops their metrics.jsonl lines
         # (a fresh run in the folder purges everything).
-        self.writer = SummaryWriter(log_dir=str(run_dir / TB_DIR), purge_step=step + 1)
+        self.writer = SummaryWriter(log_dir=str(run_dir / TENSORBOARD_DIR), purge_step=step + 1)
 
     def log(self, values: dict[str, float], step: int) -> None:
         for tag, value in values.items():
@@ -123,7 +125,8 @@ class _WandB:
         run_id = id_file.read_text("utf-8").strip() if step and id_file.exists() else None
         if not run_id:
             run_id = secrets.token_hex(8)  # W&B's ids: letters and digits
-            id_file.write_text(run_id + "\n", encoding="utf-8")
+            # through fertility.outputs: a link planted at wandb-id is refused, not followed
+            write_inside(run_dir, WANDB_ID, run_id + "\n", TrainingError)
         self.run = wandb.init(
             project=os.environ.get("WANDB_PROJECT", "fertility"),
             name=run_dir.name,
