@@ -315,7 +315,7 @@ class ReportOptions:
         "with its evidence, cause and fix (default: one line per rule and tokenizer).",
     )
     workers: int | None = _workers()
-    # --tasks: measuring split into datatrove tasks (fertility.engine, README "Past one machine")
+    # --tasks: measuring split into datatrove tasks (fertility.engine, docs/SCALE.md)
     tasks: int | None = option(
         None,
         min=1,
