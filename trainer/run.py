@@ -255,32 +255,17 @@ def pretrain(
     not write is replaced or deleted), and outside the corpus unless
     `options.allow_output_in_corpus`.
     Returns {"run_dir", "steps", "tokens", "final_loss", "forced", ...}.
+
+    The stages, in order: what the folder already holds (_existing_run), the config, the
+    tokenizer and the shards given (checked before anything is written), the model
+    (_model_plan), the claim of the folder, then under the process group: the gate
+    (_gate_stage), the data and its mix (_data_stage), run.json (_record_run), training
+    (_train_stage).
     """
-    # deferred: looked up when called, so a test can replace it
-    from fertility.trainer.loop import train
-
     opts = options
-    quiet = opts.quiet
     run_dir = Path(opts.out)
-    layout = RunDir(run_dir)
-    run_json_path = layout.run_json
-    paths = list(opts.paths)
-    run_json = None
-    if run_json_path.is_file() and not _has_checkpoint(run_dir):
-        # It failed before its first checkpoint: nothing to continue, nothing to protect.
-        D.log(
-            D.DistEnv(rank=int(os.environ.get("RANK", 0))),
-            f"warning: {run_dir} holds a run that never reached a checkpoint; starting afresh",
-        )
-    elif run_json_path.is_file():
-        if not opts.resume:
-            raise TrainingError(
-                f"{run_json_path}: {run_dir} already holds a run; pass --resume "
-                "to continue it or choose another --out"
-            )
-        run_json = layout.read_run_json()
+    run_json = _existing_run(opts, run_dir)
     cfg = _resolve_config(run_json, opts, D.DistEnv(rank=int(os.environ.get("RANK", 0))))
-
     tok = load_tokenizer_arg(opts.tokenizer)
     shards = _read_shards(opts.shards, tok) if opts.shards else None
     unjudged = shards is not None and shards.get("counts") is None and gate is None
@@ -290,8 +275,74 @@ def pretrain(
             "--no-counts`); tokenize again without it, or pass --force to train on an "
             "ungated tokenizer (recorded in run.json)"
         )
-    # The model config before anything is written: a config that cannot run stops here.
-    # the ids the shards hold (theirs with --shards; else the separator setting's, checked)
+    model_cfg, init, separator = _model_plan(cfg, tok, shards)
+    if int(os.environ.get("RANK", 0)) == 0:  # the one writer of the run folder, before it writes
+        _claim(run_dir, opts, cfg.init_from)
+    env = D.init_distributed(cfg.device)
+    try:
+        if run_json is not None:
+            _check_resume(
+                run_json, RunDir(run_dir).run_json, run_dir, list(opts.paths), tok, opts.shards
+            )
+        gate_dict, forced = _gate_stage(opts, gate, run_json, tok, shards, unjudged, env)
+        index, data_dir, mix_plan = _data_stage(opts, run_json, tok, shards, cfg, separator, env)
+        if env.is_main:
+            _record_run(
+                opts,
+                run_json,
+                tok,
+                shards,
+                cfg,
+                model_cfg,
+                init,
+                index,
+                mix_plan,
+                env,
+                gate_dict,
+                forced,
+            )
+        D.barrier(env)
+        summary = _train_stage(
+            opts, run_json, tok, cfg, model_cfg, init, index, data_dir, env, callbacks
+        )
+        if env.is_main and mix_plan is not None:
+            record_consumed(RunDir(run_dir).run_json, summary["languages"])
+    finally:
+        D.shutdown(env)
+    return {
+        **summary,
+        "forced": forced,
+        "preset": cfg.preset,
+        "tokenizer": tok.spec,
+        "vocab_size": model_cfg.vocab_size,
+    }
+
+
+def _existing_run(opts: PretrainOptions, run_dir: Path) -> dict | None:
+    """The run.json of the run to continue (--resume), None for a fresh run; a run folder
+    without --resume is refused, one that never reached a checkpoint starts afresh."""
+    layout = RunDir(run_dir)
+    if not layout.run_json.is_file():
+        return None
+    if not _has_checkpoint(run_dir):
+        # It failed before its first checkpoint: nothing to continue, nothing to protect.
+        D.log(
+            D.DistEnv(rank=int(os.environ.get("RANK", 0))),
+            f"warning: {run_dir} holds a run that never reached a checkpoint; starting afresh",
+        )
+        return None
+    if not opts.resume:
+        raise TrainingError(
+            f"{layout.run_json}: {run_dir} already holds a run; pass --resume "
+            "to continue it or choose another --out"
+        )
+    return layout.read_run_json()
+
+
+def _model_plan(cfg: TrainConfig, tok: Any, shards: dict | None) -> tuple[Any, Any, int | None]:
+    """(model config, the --init-from plan or None, the separator id), before anything is
+    written: a config that cannot run stops here. The ids are the shards' with --shards,
+    else the separator setting's (checked)."""
     meta = shards if shards is not None else shard_meta(tok, cfg.separator)
     separator, n_ids = meta["separator"], int(meta["vocab_size"])
     model_cfg = config_from_preset(cfg.preset, n_ids, cfg.model)
@@ -305,110 +356,157 @@ def pretrain(
                 f"seq_len {cfg.seq_len} exceeds the model's max_seq_len "
                 f"{model_cfg.max_seq_len} ({cfg.init_from}/config.json)"
             )
-    if int(os.environ.get("RANK", 0)) == 0:  # the one writer of the run folder, before it writes
-        _claim(run_dir, opts, cfg.init_from)
-    env = D.init_distributed(cfg.device)
-    try:
-        if run_json is not None:
-            _check_resume(run_json, run_json_path, run_dir, paths, tok, opts.shards)
-        gate_dict, forced = (run_json or {}).get("gate"), bool((run_json or {}).get("forced"))
-        if run_json is None and unjudged:  # `tokenize --no-counts`: nothing to gate on
-            D.log(env, f"warning: {opts.shards}: no counts to gate on; training (--force)")
-            gate_dict, forced = None, True
-        elif run_json is None:
-            default = (
-                _shards_gate(opts.shards, shards, opts.policy)
-                if opts.shards and shards is not None
-                else _default_gate(opts.policy, opts.corpus, quiet)
-            )
-            gate_dict, forced = _run_gate(
-                gate or default, paths, tok, tok.spec, opts.force, quiet, env
-            )
-        if opts.shards and shards is not None:
-            index, data_dir = shards, Path(opts.shards)
-        else:
-            index = _prepare_data(
-                paths, tok, run_dir, cfg, opts.corpus, quiet, env, separator, fresh=run_json is None
-            )
-            data_dir = layout.data
-        mix_plan = plan_for_run(
-            index,
-            cfg,
-            cfg.step_tokens(env.world_size)
-            * cfg.total_steps(sum(s["tokens"] for s in index["train"]), env.world_size),
-            say=(lambda m: None) if quiet else (lambda m: D.log(env, m)),
-            warn=lambda m: D.log(env, f"warning: {m}"),
+    return model_cfg, init, separator
+
+
+def _gate_stage(
+    opts: PretrainOptions,
+    gate: Callable | None,
+    run_json: dict | None,
+    tok: Any,
+    shards: dict | None,
+    unjudged: bool,
+    env: D.DistEnv,
+) -> tuple[dict | None, bool]:
+    """(the gate's record, forced): a resumed run's stored verdict; shards without counts
+    train forced; else the gate on the shards' counts or on the corpus."""
+    gate_dict, forced = (run_json or {}).get("gate"), bool((run_json or {}).get("forced"))
+    if run_json is None and unjudged:  # `tokenize --no-counts`: nothing to gate on
+        D.log(env, f"warning: {opts.shards}: no counts to gate on; training (--force)")
+        return None, True
+    if run_json is None:
+        default = (
+            _shards_gate(opts.shards, shards, opts.policy)
+            if opts.shards and shards is not None
+            else _default_gate(opts.policy, opts.corpus, opts.quiet)
         )
-        # a resume keeps, until its first save, the last one
-        if mix_plan is not None and run_json is not None and run_json.get("mix"):
-            mix_plan["consumed"] = run_json["mix"].get("consumed")
-        if env.is_main:
-            record = {
-                "schema": RUN_SCHEMA,
-                "tokenizer": _copy_tokenizer(tok, run_dir),
-                "model": model_cfg.to_dict(),
-                "train": cfg.to_dict(),
-                "gate": gate_dict,
-                "forced": forced,
-                "corpus": index.get("corpus"),
-                "corpus_paths": _corpus_paths(paths) if shards is None else None,
-                "data": {
-                    "shards": _shards_path(opts.shards),
-                    "separator": index["separator"],
-                    "separator_reserved": index["separator"] == int(tok.vocab_size),
-                    "dtype": index["dtype"],
-                    "train_tokens": sum(s["tokens"] for s in index["train"]),
-                    "heldout_tokens": sum(s["tokens"] for s in index["heldout"]),
-                    "heldout_documents": sum(s["docs"] for s in index["heldout"]),
-                },
-                "world_size": env.world_size,
-                "mix": mix_plan,
-                "init": base_model.public(init) if init else None,
-                "created": (run_json or {}).get("created") or _now(),
-            }
-            layout.write_run_json(record, TrainingError)
-        D.barrier(env)
-        data = TokenData.from_dir(
-            data_dir, "train", fingerprint=tok.fingerprint, vocab_size=model_cfg.vocab_size
+        gate_dict, forced = _run_gate(
+            gate or default, list(opts.paths), tok, tok.spec, opts.force, opts.quiet, env
         )
-        heldout = (
-            TokenData.from_dir(
-                data_dir,
-                "heldout",
-                fingerprint=tok.fingerprint,
-                vocab_size=model_cfg.vocab_size,
-            )
-            if index["heldout"]
-            else None
-        )
-        specials = dict(tok.special_tokens)
-        if index["separator"] is not None:
-            specials["<separator>"] = index["separator"]
-        summary = train(
+    return gate_dict, forced
+
+
+def _data_stage(
+    opts: PretrainOptions,
+    run_json: dict | None,
+    tok: Any,
+    shards: dict | None,
+    cfg: TrainConfig,
+    separator: int | None,
+    env: D.DistEnv,
+) -> tuple[dict, Path, dict | None]:
+    """(the shards' index, their folder, the language mix plan): the shards given, or the
+    corpus tokenized into the run folder (a resume reuses what is there)."""
+    run_dir = Path(opts.out)
+    if opts.shards and shards is not None:
+        index, data_dir = shards, Path(opts.shards)
+    else:
+        index = _prepare_data(
+            list(opts.paths),
+            tok,
             run_dir,
             cfg,
-            model_cfg,
-            data,
-            fingerprint=tok.fingerprint,
-            special_ids=specials,
-            env=env,
-            quiet=quiet,
-            callbacks=callbacks,
-            resume=opts.resume and run_json is not None,
-            heldout=heldout,
-            init=(lambda m: base_model.load_into(m, init)) if init else None,
+            opts.corpus,
+            opts.quiet,
+            env,
+            separator,
+            fresh=run_json is None,
         )
-        if env.is_main and mix_plan is not None:
-            record_consumed(run_json_path, summary["languages"])
-    finally:
-        D.shutdown(env)
-    return {
-        **summary,
+        data_dir = RunDir(run_dir).data
+    mix_plan = plan_for_run(
+        index,
+        cfg,
+        cfg.step_tokens(env.world_size)
+        * cfg.total_steps(sum(s["tokens"] for s in index["train"]), env.world_size),
+        say=(lambda m: None) if opts.quiet else (lambda m: D.log(env, m)),
+        warn=lambda m: D.log(env, f"warning: {m}"),
+    )
+    # a resume keeps, until its first save, the last one
+    if mix_plan is not None and run_json is not None and run_json.get("mix"):
+        mix_plan["consumed"] = run_json["mix"].get("consumed")
+    return index, data_dir, mix_plan
+
+
+def _record_run(
+    opts: PretrainOptions,
+    run_json: dict | None,
+    tok: Any,
+    shards: dict | None,
+    cfg: TrainConfig,
+    model_cfg: Any,
+    init: Any,
+    index: dict,
+    mix_plan: dict | None,
+    env: D.DistEnv,
+    gate_dict: dict | None,
+    forced: bool,
+) -> None:
+    """run.json: what the run is, before its first step (the main process writes it)."""
+    run_dir = Path(opts.out)
+    record = {
+        "schema": RUN_SCHEMA,
+        "tokenizer": _copy_tokenizer(tok, run_dir),
+        "model": model_cfg.to_dict(),
+        "train": cfg.to_dict(),
+        "gate": gate_dict,
         "forced": forced,
-        "preset": cfg.preset,
-        "tokenizer": tok.spec,
-        "vocab_size": model_cfg.vocab_size,
+        "corpus": index.get("corpus"),
+        "corpus_paths": _corpus_paths(list(opts.paths)) if shards is None else None,
+        "data": {
+            "shards": _shards_path(opts.shards),
+            "separator": index["separator"],
+            "separator_reserved": index["separator"] == int(tok.vocab_size),
+            "dtype": index["dtype"],
+            "train_tokens": sum(s["tokens"] for s in index["train"]),
+            "heldout_tokens": sum(s["tokens"] for s in index["heldout"]),
+            "heldout_documents": sum(s["docs"] for s in index["heldout"]),
+        },
+        "world_size": env.world_size,
+        "mix": mix_plan,
+        "init": base_model.public(init) if init else None,
+        "created": (run_json or {}).get("created") or _now(),
     }
+    RunDir(run_dir).write_run_json(record, TrainingError)
+
+
+def _train_stage(
+    opts: PretrainOptions,
+    run_json: dict | None,
+    tok: Any,
+    cfg: TrainConfig,
+    model_cfg: Any,
+    init: Any,
+    index: dict,
+    data_dir: Path,
+    env: D.DistEnv,
+    callbacks: Any,
+) -> dict[str, Any]:
+    """The training loop on the shards (trainer.loop.train); its summary."""
+    # deferred: looked up when called, so a test can replace it
+    from fertility.trainer.loop import train
+
+    def shards_of(split: str) -> TokenData:
+        return TokenData.from_dir(
+            data_dir, split, fingerprint=tok.fingerprint, vocab_size=model_cfg.vocab_size
+        )
+
+    specials = dict(tok.special_tokens)
+    if index["separator"] is not None:
+        specials["<separator>"] = index["separator"]
+    return train(
+        Path(opts.out),
+        cfg,
+        model_cfg,
+        shards_of("train"),
+        fingerprint=tok.fingerprint,
+        special_ids=specials,
+        env=env,
+        quiet=opts.quiet,
+        callbacks=callbacks,
+        resume=opts.resume and run_json is not None,
+        heldout=shards_of("heldout") if index["heldout"] else None,
+        init=(lambda m: base_model.load_into(m, init)) if init else None,
+    )
 
 
 def _run_gate(
