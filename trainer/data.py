@@ -34,6 +34,7 @@ from fertility.tokenizers import reload_key, reload_tokenizer
 from fertility.tokenizers.kinds import capabilities
 from fertility.trainer.parts import (
     DOC_TABLE,
+    HELDOUT_JSONL,
     PART_JSON,
     PartWriter,
     shard_meta,
@@ -259,6 +260,7 @@ class TokenData:
         self.docs: np.ndarray | None = None
         self.languages: list[dict[str, Any]] = []  # index.json's per-language totals
         self.separator: int | None = None
+        self.folder: Path | None = None  # the data folder (from_dir): heldout.jsonl's
         for p in self.paths:
             h, arr = open_shard(p)
             if h.fingerprint != fingerprint:
@@ -293,6 +295,7 @@ class TokenData:
             )
             data.languages = index["languages"]
         data.separator = index["separator"]
+        data.folder = Path(data_dir)
         return data
 
     @property
@@ -462,8 +465,35 @@ class Batches(BatchSource):
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
 
+def heldout_documents(heldout: TokenData, n: int) -> list[tuple[str, int]]:
+    """(language, UTF-8 bytes) of the first `n` held-out documents: the first `n` lines of
+    heldout.jsonl in the data folder, written in the order of the held-out shards' documents
+    (trainer/parts.py). [] when there is none, or it holds fewer (nothing is guessed)."""
+    if heldout.folder is None or n == 0:
+        return []
+    out: list[tuple[str, int]] = []
+    path = heldout.folder / HELDOUT_JSONL
+    if not path.is_file():  # a data folder from before heldout.jsonl
+        return []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if len(out) == n:
+                break
+            try:
+                record = json.loads(line)
+                text, lang = record["text"], record.get("lang")
+                out.append((lang if isinstance(lang, str) and lang else "und", len(text.encode())))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                raise TrainingError(f"{path}: line {number} is not a held-out record") from None
+    return out if len(out) == n else []
+
+
 def heldout_windows(
-    streams: Sequence[np.ndarray], separator: int | None, seq_len: int, budget: int
+    streams: Sequence[np.ndarray],
+    separator: int | None,
+    seq_len: int,
+    budget: int,
+    owners: list[int] | None = None,
 ) -> tuple[list[np.ndarray], list[int], int, int]:
     """(windows, skips, documents, scored tokens): the held-out text the trainer scores,
     whole documents from the start of the held-out split until `budget` tokens are scored.
@@ -477,7 +507,8 @@ def heldout_windows(
     ends at the document's end and skips the predictions already scored). `skips[i]` is
     the number of leading predictions of window i not scored. Without a separator the
     shards hold no document boundaries: consecutive windows of the stream, every target
-    scored, and documents is 0."""
+    scored, and documents is 0. `owners`, when given, gets each window's document (its
+    index in the held-out split, the line of heldout.jsonl); without a separator none."""
     T = seq_len
     windows: list[np.ndarray] = []
     skips: list[int] = []
@@ -507,5 +538,7 @@ def heldout_windows(
             last = max(0, n - T)
             windows.append(seq[last:])
             skips.extend([0] * (n_win - 1) + [(n_win - 1) * T - last])
+            if owners is not None:
+                owners.extend([docs] * n_win)
             docs, tokens = docs + 1, tokens + n
     return windows, skips, docs, tokens

@@ -12,8 +12,9 @@ tokens consumed so far; trainer/mix.py), tokens_per_s (all ranks), mfu (per devi
 on the CPU), skipped, and on a skipped step nonfinite ("loss" or "grad_norm"; loss and
 grad_norm are then null). Events (resume, rollback, heldout, terminated) are lines with an
 "event" key; {"event": "heldout", "step", "loss", "tokens", "documents", "train_loss",
-"overfitting"} is the held-out loss every eval_every steps, per document as `fertility eval`
-scores it (separator targets not counted; trainer.data.heldout_windows), beside the mean
+"overfitting", "languages"} is the held-out loss every eval_every steps, per document as
+`fertility eval` scores it (separator targets not counted; trainer.data.heldout_windows),
+with each language's loss and bits per byte (heldout_loss), beside the mean
 training loss of the steps since the previous one; `overfitting` is true when the held-out
 loss is above its lowest so far while the training loss is below what it was then
 (`overfitting()`: a one-line warning the first time, and run.json's `overfitting`).
@@ -61,7 +62,7 @@ from fertility.trainer import checkpoint as ck
 from fertility.trainer import distributed as D
 from fertility.trainer.config import TrainConfig
 from fertility.trainer.contract import check_contract
-from fertility.trainer.data import TokenData, heldout_windows
+from fertility.trainer.data import TokenData, heldout_documents, heldout_windows
 from fertility.trainer.mix import make_batches, record_consumed
 from fertility.trainer.model import ModelConfig, Transformer
 from fertility.trainer.rundir import METRICS, RunDir, read_run_json, write_run_json
@@ -178,6 +179,7 @@ class Trainer:
         self.metrics_path = RunDir(self.run_dir).metrics
         self.heldout = heldout
         self._heldout_windows: tuple[list, list[int], int, int] | None = None  # built once
+        self._heldout_docs: tuple[list[int], list[tuple[str, int]]] = ([], [])
         # Reading a CPU tensor costs nothing; reading a GPU one waits for the queue to drain.
         self.sync_every = 1 if self.device.type == "cpu" else cfg.log_every
         self._pending: list[dict[str, Any]] = []  # steps whose loss is still on the device
@@ -509,18 +511,23 @@ class Trainer:
         return record
 
     @torch.no_grad()
-    def heldout_loss(self) -> tuple[float, int, int] | None:
-        """(nats per scored token, scored tokens, documents) on the first held-out documents
-        up to eval_windows x seq_len tokens, the same ones every time, scored as `fertility
-        eval` scores a document (trainer.data.heldout_windows). The eager module: the
-        compiled one would compile again for no_grad."""
+    def heldout_loss(self) -> tuple[float, int, int, dict[str, dict[str, float | None]]] | None:
+        """(nats per scored token, scored tokens, documents, languages) on the first held-out
+        documents up to eval_windows x seq_len tokens, the same ones every time, scored as
+        `fertility eval` scores a document (trainer.data.heldout_windows). `languages`:
+        {lang: {loss, tokens, bytes, bits_per_byte}} over each language's documents among
+        them (heldout.jsonl beside the shards says which and their UTF-8 bytes; {} without
+        it or without a separator). The eager module: the compiled one would compile again
+        for no_grad."""
         if self.heldout is None:
             return None
         T = self.cfg.resolved_seq_len
         if self._heldout_windows is None:
+            owners: list[int] = []
             self._heldout_windows = heldout_windows(
-                self.heldout.tokens, self.heldout.separator, T, self.cfg.eval_windows * T
+                self.heldout.tokens, self.heldout.separator, T, self.cfg.eval_windows * T, owners
             )
+            self._heldout_docs = (owners, heldout_documents(self.heldout, self._heldout_windows[2]))
         windows, skips, docs, n_tokens = self._heldout_windows
         if not windows:
             return None
@@ -532,6 +539,28 @@ class Trainer:
         for i, (win, k) in enumerate(zip(windows, skips)):
             w[i, : len(win)] = torch.from_numpy(win)
             y[i, k : len(win) - 1] = w[i, k + 1 : len(win)]
+        owners, meta = self._heldout_docs
+        # one language's windows at a time (all of them as one when languages are unknown)
+        groups: dict[str, list[int]] = {}
+        for i, doc in enumerate(owners if meta else []):
+            groups.setdefault(meta[doc][0], []).append(i)
+        nats = {lang: self._nats(w[rows], y[rows]) for lang, rows in groups.items()}
+        total = sum(nats.values()) if meta else self._nats(w, y)
+        languages = {}
+        for lang, rows in groups.items():
+            scored = int((y[rows] != -100).sum())
+            size = sum(meta[d][1] for d in sorted({owners[i] for i in rows}))
+            languages[lang] = {
+                "loss": nats[lang] / scored,
+                "tokens": scored,
+                "bytes": size,
+                "bits_per_byte": nats[lang] / math.log(2) / size if size else None,
+            }
+        return total / n_tokens, n_tokens, docs, languages
+
+    def _nats(self, w: torch.Tensor, y: torch.Tensor) -> float:
+        """Summed next-token loss of windows `w` (padded to T+1) on targets `y` (-100:
+        not scored), micro_batch windows at a time."""
         autocast = torch.autocast(self.device.type, dtype=self.amp) if self.amp else nullcontext()
         total = torch.zeros((), device=self.device, dtype=torch.float64)
         for i in range(0, len(w), self.cfg.micro_batch):
@@ -542,7 +571,7 @@ class Trainer:
             with autocast:
                 mean = self.raw(x, t).double()
             total += mean * (t != -100).sum()
-        return float(total) / n_tokens, n_tokens, docs
+        return float(total)
 
     def _flush(self, meter: Any, local_tokens: int, status: StatusLine) -> bool:
         """Read and write the pending steps' lines; True when they forced a rollback."""
@@ -630,6 +659,7 @@ class Trainer:
                 "documents": held[2],
                 "train_loss": train,
                 "overfitting": warning is not None,
+                "languages": held[3],
             }
         )
 

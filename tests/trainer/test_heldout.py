@@ -9,6 +9,7 @@ the model on its windows), which shares no code with it.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,7 +74,7 @@ def held(rw, tmp_path_factory):
 
 def test_trainer_heldout_loss_is_evals_nll_on_the_same_documents(held):
     trainer, tok, texts, sep = held
-    loss, tokens, docs = trainer.heldout_loss()
+    loss, tokens, docs, _ = trainer.heldout_loss()
     assert sep is not None and 2 <= docs < len(texts)  # the budget stops inside the split
     prepared = nll.prepare(texts[:docs], tok, SEQ, sep)
     assert prepared.windowed_docs > 0  # some documents span several windows
@@ -94,6 +95,36 @@ def test_trainer_heldout_loss_is_evals_nll_on_the_same_documents(held):
     with torch.no_grad():
         old = float(trainer.raw(x[:, :-1], x[:, 1:]))
     assert abs(old - loss) > 1e-2
+
+
+def test_each_languages_loss_and_bits_per_byte_are_evals_on_its_documents(held):
+    trainer, tok, texts, sep = held
+    # a budget past the Bengali documents (the split holds them first), so both are scored
+    before, trainer.cfg.eval_windows = trainer.cfg.eval_windows, 400
+    trainer._heldout_windows = None
+    try:
+        loss, tokens, docs, languages = trainer.heldout_loss()
+    finally:
+        trainer.cfg.eval_windows, trainer._heldout_windows = before, None
+    records = [
+        json.loads(x)
+        for x in (trainer.heldout.folder / "heldout.jsonl").read_text("utf-8").splitlines()
+    ]
+    first = records[:docs]
+    assert set(languages) == {r["lang"] for r in first} == {"bn", "en"}
+    for lang, got in languages.items():
+        mine = [r["text"] for r in first if r["lang"] == lang]
+        expected = nll.score(trainer.raw, nll.prepare(mine, tok, SEQ, sep))  # eval's own path
+        size = sum(len(t.encode("utf-8")) for t in mine)
+        assert got["tokens"] == len(expected) and got["bytes"] == size
+        assert got["loss"] == pytest.approx(float(expected.mean()), rel=1e-5)
+        # bits per byte: the nats of the language's tokens in bits, over its UTF-8 bytes
+        bpb = float(expected.astype(np.float64).sum()) / math.log(2) / size
+        assert got["bits_per_byte"] == pytest.approx(bpb, rel=1e-5)
+    # the languages together are the whole figure
+    assert sum(v["tokens"] for v in languages.values()) == tokens
+    total = sum(v["loss"] * v["tokens"] for v in languages.values())
+    assert total / tokens == pytest.approx(loss, rel=1e-12)
 
 
 def test_heldout_windows_follow_evals_rule():
