@@ -208,16 +208,33 @@ def evaluate(
     """Evaluate a run folder; returns the `fertility.eval/1` dict (docs/EVAL.md).
 
     `base`: a Hugging Face model folder to compare per-language bits per byte with (eval/base.py);
-    default: the folder a continued run started from (run.json's init), when it is there."""
-
+    default: the folder a continued run started from (run.json's init), when it is there.
+    The stages: the run and what it is (_header), the language-modelling scores against the
+    twin (_score_lm), the base model (_compare_base), the tasks (_score_tasks)."""
     say = progress or (lambda msg: None)
     task_items = [(Path(t), choice.load_items(t)) for t in tasks]  # bad files fail first
     if base is not None and not Path(base).is_dir():
         raise EvalError(f"--base {base}: no such model folder")
     run = open_run(run_dir, step=step, device=device, context=context)
-    model, tok = run.model, run.tokenizer
-    ln_v = math.log(model.cfg.vocab_size)
-    result: dict[str, Any] = {
+    result = _header(run)
+    if lm:
+        if corpus is None:
+            texts, langs, source = heldout_documents(run.dir, max_docs)
+        else:
+            opts = corpus_options or CorpusOptions()
+            if max_docs:
+                opts = dataclasses.replace(opts, max_docs=max_docs)
+            texts, langs, source = corpus_documents(corpus, opts)
+        _score_lm(result, run, texts, langs, source, twin_seed, bootstrap, seed, batch_tokens, say)
+        _compare_base(result, run, base, texts, langs, bootstrap, seed, batch_tokens, say)
+    result["tasks"] = _score_tasks(run, task_items, batch_tokens, say)
+    return result
+
+
+def _header(run: Run) -> dict[str, Any]:
+    """The result's frame: which run, step, tokenizer and model, and how tokens are scored."""
+    model = run.model
+    return {
         "schema": SCHEMA,
         "run": {
             "dir": str(run.dir),
@@ -231,7 +248,10 @@ def evaluate(
             "forced": bool(run.meta.get("forced", False)),
             "mix": run.meta.get("mix"),  # the training mix per language (docs/TRAIN.md)
         },
-        "reference": {"vocab_size": model.cfg.vocab_size, "ln_vocab": ln_v},
+        "reference": {
+            "vocab_size": model.cfg.vocab_size,
+            "ln_vocab": math.log(model.cfg.vocab_size),
+        },
         "scoring": {
             "context": run.context,
             "separator": run.separator,
@@ -247,87 +267,125 @@ def evaluate(
         "flags": [],
         "tasks": [],
     }
-    if lm:
-        if corpus is None:
-            texts, langs, source = heldout_documents(run.dir, max_docs)
-        else:
-            opts = corpus_options or CorpusOptions()
-            if max_docs:
-                opts = dataclasses.replace(opts, max_docs=max_docs)
-            texts, langs, source = corpus_documents(corpus, opts)
-        if not texts:
-            raise EvalError(f"{source}: no documents to score")
-        say(f"tokenizing {len(texts):,} held-out documents")
-        prep = nll.prepare(texts, tok, run.context, run.separator)
-        if prep.n_tokens == 0:
-            raise EvalError(
-                f"{source}: no token to score (documents of one token each and no separator)"
-            )
-        done = [0]
 
-        def tick(name: str) -> Callable[[int], None]:
-            def f(k: int) -> None:
-                done[0] += k
-                say(f"scoring {name}: {done[0]:,}/{len(prep.windows):,} windows")
 
-            return f
-
-        ours = nll.score(model, prep, batch_tokens=batch_tokens, on_batch=tick("model"))
-        done[0] = 0
-        twin = nll.fresh_twin(model, twin_seed)
-        theirs = nll.score(twin, prep, batch_tokens=batch_tokens, on_batch=tick("twin"))
-        del twin
-        result["heldout"] = {
-            "source": source,
-            "documents": prep.n_docs,
-            "scored_documents": prep.n_docs - prep.unscored_docs,
-            "unscored_documents": prep.unscored_docs,
-            "windowed_documents": prep.windowed_docs,
-            "windows": len(prep.windows),
-            "tokens": prep.n_tokens,
-            "twin_seed": twin_seed,
-            "bootstrap": bootstrap,
-        }
-        result["lm"] = nll.summarize(
-            prep, langs, {"model": ours, "twin": theirs}, bootstrap=bootstrap, seed=seed
+def _score_lm(
+    result: dict[str, Any],
+    run: Run,
+    texts: list[str],
+    langs: list[str],
+    source: str,
+    twin_seed: int,
+    bootstrap: int,
+    seed: int,
+    batch_tokens: int | None,
+    say: Callable[[str], None],
+) -> None:
+    """The model and its random twin on the same windows: result's heldout, lm and flags."""
+    if not texts:
+        raise EvalError(f"{source}: no documents to score")
+    model = run.model
+    say(f"tokenizing {len(texts):,} held-out documents")
+    prep = nll.prepare(texts, run.tokenizer, run.context, run.separator)
+    if prep.n_tokens == 0:
+        raise EvalError(
+            f"{source}: no token to score (documents of one token each and no separator)"
         )
-        result["flags"] = lm_flags(result["lm"], ln_v)
-        recorded = (run.meta.get("init") or {}).get("model_dir")
-        if base is None and recorded and Path(recorded).is_dir():
-            base = recorded
-        elif base is None and recorded:
-            result["flags"].append(
-                {
-                    "code": "base_model_missing",
-                    "group": "all",
-                    "key": "all",
-                    "message": f"the base model {recorded} (run.json init) is not there: "
-                    "no comparison with it (--base MODEL_DIR names another copy)",
-                }
-            )
-        if base is not None:
-            say(f"scoring the base model {base}")
-            result["base"] = base_compare.compare(
-                base,
-                texts,
-                langs,
-                result["lm"],
-                context=run.context,
-                device=next(model.parameters()).device,
-                bootstrap=bootstrap,
-                seed=seed,
-                batch_tokens=batch_tokens,
-            )
+    done = [0]
+
+    def tick(name: str) -> Callable[[int], None]:
+        def f(k: int) -> None:
+            done[0] += k
+            say(f"scoring {name}: {done[0]:,}/{len(prep.windows):,} windows")
+
+        return f
+
+    ours = nll.score(model, prep, batch_tokens=batch_tokens, on_batch=tick("model"))
+    done[0] = 0
+    twin = nll.fresh_twin(model, twin_seed)
+    theirs = nll.score(twin, prep, batch_tokens=batch_tokens, on_batch=tick("twin"))
+    del twin
+    result["heldout"] = {
+        "source": source,
+        "documents": prep.n_docs,
+        "scored_documents": prep.n_docs - prep.unscored_docs,
+        "unscored_documents": prep.unscored_docs,
+        "windowed_documents": prep.windowed_docs,
+        "windows": len(prep.windows),
+        "tokens": prep.n_tokens,
+        "twin_seed": twin_seed,
+        "bootstrap": bootstrap,
+    }
+    result["lm"] = nll.summarize(
+        prep, langs, {"model": ours, "twin": theirs}, bootstrap=bootstrap, seed=seed
+    )
+    result["flags"] = lm_flags(result["lm"], result["reference"]["ln_vocab"])
+
+
+def _compare_base(
+    result: dict[str, Any],
+    run: Run,
+    base: str | Path | None,
+    texts: list[str],
+    langs: list[str],
+    bootstrap: int,
+    seed: int,
+    batch_tokens: int | None,
+    say: Callable[[str], None],
+) -> None:
+    """Per-language bits per byte against the base model (`base`, else the one a continued
+    run started from, when it is there; a flag when it is not): result's base."""
+    recorded = (run.meta.get("init") or {}).get("model_dir")
+    if base is None and recorded and Path(recorded).is_dir():
+        base = recorded
+    elif base is None and recorded:
+        result["flags"].append(
+            {
+                "code": "base_model_missing",
+                "group": "all",
+                "key": "all",
+                "message": f"the base model {recorded} (run.json init) is not there: "
+                "no comparison with it (--base MODEL_DIR names another copy)",
+            }
+        )
+    if base is None:
+        return
+    say(f"scoring the base model {base}")
+    result["base"] = base_compare.compare(
+        base,
+        texts,
+        langs,
+        result["lm"],
+        context=run.context,
+        device=next(run.model.parameters()).device,
+        bootstrap=bootstrap,
+        seed=seed,
+        batch_tokens=batch_tokens,
+    )
+
+
+def _score_tasks(
+    run: Run,
+    task_items: list[tuple[Path, list]],
+    batch_tokens: int | None,
+    say: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """Multiple-choice accuracy per task file."""
+    rows = []
     for path, items in task_items:
         say(f"scoring task {path.name}: {len(items)} items")
         scorer = choice.ModelScorer(
-            model, tok, context=run.context, prefix_id=run.separator, batch_tokens=batch_tokens
+            run.model,
+            run.tokenizer,
+            context=run.context,
+            prefix_id=run.separator,
+            batch_tokens=batch_tokens,
         )
         row = choice.score_task(items, scorer, name=path.stem)
         row["file"] = str(path)
         row["truncated"] = scorer.truncated
-        result["tasks"].append(row)
-    return result
+        rows.append(row)
+    return rows
 
 
 def lm_flags(rows: list[dict], ln_v: float, margin: float = TWIN_MARGIN) -> list[dict]:
