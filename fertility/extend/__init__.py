@@ -115,8 +115,10 @@ def extend(
 ) -> ExtendResult:
     """Extend `base_spec` ("[LABEL=]SPEC") by `add` tokens learned on `corpus_paths`.
     `out_dir` must be new, empty or an earlier extend's (fertility.outputs), never the base
-    tokenizer's folder, and outside the corpus unless `allow_output_in_corpus`."""
-
+    tokenizer's folder, and outside the corpus unless `allow_output_in_corpus`.
+    The stages: the base and its widened split, the claim of `out_dir`, the held-out split
+    (_hold_out), the languages to extend for (_targets), learning (_learn), then base and
+    extended measured side by side and gated (_measure)."""
     say = progress or (lambda msg: None)
     if isinstance(add, bool) or not isinstance(add, int) or add < 1:
         raise ExtendError(f"--add {add!r}: must be a whole number >= 1")
@@ -140,92 +142,41 @@ def extend(
         allow_in_corpus=allow_output_in_corpus,
         error=ExtendError,
     )
-
     corpus = Corpus(corpus_paths, corpus_options)
-    say("extend: reading the corpus")
-    # the CLI's Stages: this pass and learning get lines of their own below the stage lines
     stages = progress if isinstance(progress, Stages) else None
-    pass_line = stages.corpus("extend: reading", corpus.paths, corpus_options) if stages else None
-    scan = sampling.scan_corpus(corpus, False, inspect=reading(pass_line) if pass_line else None)
-    if pass_line:
-        pass_line.done()
-    temps: list[Path] = []
-    writer = sampling.HeldoutWriter(out / "heldout", scan.names, temps)
-    try:
-        parts = sampling.split_corpus(
-            scan, heldout_fraction, seed, heldout_max_docs, heldout_block, writer
-        )
-        if not parts.held.any():
-            raise ExtendError(
-                f"{', '.join(corpus.paths)}: no language has two documents, so none "
-                "can be held out to measure the extended tokenizer on"
-            )
-        heldout_files = writer.commit()
-    finally:
-        writer.close()
-        for tmp in temps:
-            if tmp.exists():
-                tmp.unlink()
-    held = parts.held
-    docs = scan.docs if scan.docs is not None else list(scan.documents())
-    split = sampling.describe_split(scan, parts, heldout_fraction, heldout_max_docs, seed)
-
+    held = _hold_out(
+        corpus,
+        corpus_options,
+        out,
+        heldout_fraction,
+        heldout_max_docs,
+        heldout_block,
+        seed,
+        say,
+        stages,
+    )
     say("extend: measuring the base on the held-out documents")
     pol = rep.load(policy)
-    first = rep.measure(heldout_files, [base], pol, seed)
-    langs_from = "--langs" if langs else "gate"
-    targets = list(dict.fromkeys(langs)) if langs else rep.failing_langs(first, BASE, pol)
-    unknown = [x for x in targets if x not in scan.names]
-    if unknown:
-        raise ExtendError(
-            f"--langs: no documents labelled {', '.join(unknown)} in the corpus "
-            f"(have: {', '.join(scan.names)})"
-        )
-    if not targets:
-        raise ExtendError(
-            f"{base.spec}: passes the gate on every language of the corpus; "
-            "name the languages to extend for with --langs"
-        )
+    first = rep.measure(held.files, [base], pol, seed)
+    targets = _targets(first, langs, held.scan.names, base, pol)
     scripts = rep.scripts_of(first, BASE, targets)
-
     say(f"extend: learning {add:,} tokens for {', '.join(targets)} ({', '.join(scripts)})")
     t1 = time.perf_counter()
-    want = {scan.names.index(x) for x in targets}
-    train = [
-        base.normalize(d.text)
-        for d, t, g in zip(docs, parts.train.tolist(), scan.groups.tolist())
-        if t and g in want
-    ]
-    if not train:
-        raise ExtendError(
-            f"{', '.join(corpus.paths)}: no training documents in {', '.join(targets)}"
-        )
     paths = {
         "ids_map": str(out / "ids-map.json"),
         "extend_report": str(out / "extend-report.json"),
         "heldout": str(out / "heldout"),
     }
-    # the trainers take no callback: the time so far only, and why there is no percentage
-    why = "no percentage: the trainer reports no progress"
-    with (stages or Stages(quiet=True)).waiting("extend: learning", why).begin():
-        if bpe is None or regex is None:  # SentencePiece: no split regex to widen
-            made = _sentencepiece(base, train, add, scripts, out, paths)
-        else:
-            made = _byte_level(bpe, regex, base, train, add, scripts, out, paths)
+    made = _learn(held, corpus, base, bpe, regex, targets, add, scripts, out, paths, stages)
     timings = {"scan_s": t1 - t0, "learn_s": time.perf_counter() - t1}
     ext = load_tokenizer(paths["tokenizer"], label=EXTENDED)
     ids_map = rep.ids_map(made["first_new_id"], made["special_tokens"], made["spelling"], base, ext)
     write_inside(
         out, "ids-map.json", json.dumps(ids_map, ensure_ascii=False, indent=1) + "\n", ExtendError
     )
-
     say("extend: measuring base and extended on the held-out documents")
     t2 = time.perf_counter()
-    report = rep.measure(heldout_files, [base, ext], pol, seed)
-
-    gate = evaluate(report, pol, label=EXTENDED, findings=report.findings)
-    others = [(d.text, d.lang) for d, h in zip(docs, held.tolist()) if h and d.lang not in targets]
-    unchanged = rep.same_ids(base, ext, others)
+    report, gate, unchanged = _measure(held, base, ext, pol, targets, seed)
     timings["measure_s"] = time.perf_counter() - t2
     timings["total_s"] = time.perf_counter() - t0
     result = ExtendResult(
@@ -253,17 +204,133 @@ def extend(
             "changed": bpe is not None and regex != bpe.regex,
         },
         langs=targets,
-        langs_from=langs_from,
+        langs_from="--langs" if langs else "gate",
         scripts=scripts,
         rows=rep.rows(report, BASE, EXTENDED),
         unchanged=unchanged,
         gate=gate,
-        split=split,
+        split=held.split,
         timings=timings,
         report=report,
     )
     write_inside(out, "extend-report.json", report_json(result.to_dict()), ExtendError)
     return result
+
+
+@dataclass
+class _HeldOut:
+    """The corpus read once and split: its scan, the split's masks, the held-out files
+    written into OUT/heldout, the documents and the split's description."""
+
+    scan: Any
+    parts: Any
+    files: list
+    docs: list
+    split: dict
+
+
+def _hold_out(
+    corpus: Corpus,
+    corpus_options: CorpusOptions | None,
+    out: Path,
+    fraction: float,
+    max_docs: int | None,
+    block: int,
+    seed: int,
+    say: Callable[[str], None],
+    stages: Stages | None,
+) -> _HeldOut:
+    """Read the corpus once, hold documents out per language and write them to OUT/heldout."""
+    say("extend: reading the corpus")
+    # the CLI's Stages: this pass and learning get lines of their own below the stage lines
+    pass_line = stages.corpus("extend: reading", corpus.paths, corpus_options) if stages else None
+    scan = sampling.scan_corpus(corpus, False, inspect=reading(pass_line) if pass_line else None)
+    if pass_line:
+        pass_line.done()
+    temps: list[Path] = []
+    writer = sampling.HeldoutWriter(out / "heldout", scan.names, temps)
+    try:
+        parts = sampling.split_corpus(scan, fraction, seed, max_docs, block, writer)
+        if not parts.held.any():
+            raise ExtendError(
+                f"{', '.join(corpus.paths)}: no language has two documents, so none "
+                "can be held out to measure the extended tokenizer on"
+            )
+        files = writer.commit()
+    finally:
+        writer.close()
+        for tmp in temps:
+            if tmp.exists():
+                tmp.unlink()
+    docs = scan.docs if scan.docs is not None else list(scan.documents())
+    split = sampling.describe_split(scan, parts, fraction, max_docs, seed)
+    return _HeldOut(scan, parts, files, docs, split)
+
+
+def _targets(
+    first: Any, langs: Sequence[str] | None, names: list[str], base: Any, pol: Any
+) -> list[str]:
+    """The languages to learn for: --langs, else those the base fails the gate on."""
+    targets = list(dict.fromkeys(langs)) if langs else rep.failing_langs(first, BASE, pol)
+    unknown = [x for x in targets if x not in names]
+    if unknown:
+        raise ExtendError(
+            f"--langs: no documents labelled {', '.join(unknown)} in the corpus "
+            f"(have: {', '.join(names)})"
+        )
+    if not targets:
+        raise ExtendError(
+            f"{base.spec}: passes the gate on every language of the corpus; "
+            "name the languages to extend for with --langs"
+        )
+    return targets
+
+
+def _learn(
+    held: _HeldOut,
+    corpus: Corpus,
+    base: Any,
+    bpe: Any,
+    regex: str | None,
+    targets: list[str],
+    add: int,
+    scripts: list[str],
+    out: Path,
+    paths: dict,
+    stages: Stages | None,
+) -> dict:
+    """The new tokens, learned on the target languages' training documents, written to OUT."""
+    want = {held.scan.names.index(x) for x in targets}
+    train = [
+        base.normalize(d.text)
+        for d, t, g in zip(held.docs, held.parts.train.tolist(), held.scan.groups.tolist())
+        if t and g in want
+    ]
+    if not train:
+        raise ExtendError(
+            f"{', '.join(corpus.paths)}: no training documents in {', '.join(targets)}"
+        )
+    # the trainers take no callback: the time so far only, and why there is no percentage
+    why = "no percentage: the trainer reports no progress"
+    with (stages or Stages(quiet=True)).waiting("extend: learning", why).begin():
+        if bpe is None or regex is None:  # SentencePiece: no split regex to widen
+            return _sentencepiece(base, train, add, scripts, out, paths)
+        return _byte_level(bpe, regex, base, train, add, scripts, out, paths)
+
+
+def _measure(
+    held: _HeldOut, base: Any, ext: Any, pol: Any, targets: list[str], seed: int
+) -> tuple[Any, Any, Any]:
+    """(report, the gate's result on the extended tokenizer, the other languages' held-out
+    documents encoded the same by both)."""
+    report = rep.measure(held.files, [base, ext], pol, seed)
+    gate = evaluate(report, pol, label=EXTENDED, findings=report.findings)
+    others = [
+        (d.text, d.lang)
+        for d, h in zip(held.docs, held.parts.held.tolist())
+        if h and d.lang not in targets
+    ]
+    return report, gate, rep.same_ids(base, ext, others)
 
 
 def _byte_level(
