@@ -25,6 +25,7 @@ import numpy as np
 
 from fertility.errors import TokenizerError, one_line
 from fertility.tokenizers.base import (
+    MAX_TOKEN_ID,
     ByteTable,
     Converted,
     Encoded,
@@ -71,6 +72,29 @@ def require_tiktoken(shown: str):
     return tiktoken
 
 
+# A whole rank file of plain ``base64 rank`` lines, as every published one is: read in bulk.
+_PLAIN_RANKS = re.compile(rb"(?:[A-Za-z0-9+/]+={0,2} [0-9]{1,9}\n)*")
+
+
+def _plain_ranks(data: bytes) -> dict[bytes, int] | None:
+    """`parse_ranks`'s answer for a file of plain lines, without a Python step per line
+    (o200k: 0.25 -> 0.15 s); None when any line needs them (padding alone, CR,
+    blank lines, a duplicate, bad padding), so `parse_ranks` reads it line by line and names
+    the line that is wrong."""
+    body = data if data.endswith(b"\n") else data + b"\n"
+    if not _PLAIN_RANKS.fullmatch(body):
+        return None
+    words = body.split()
+    try:
+        tokens = list(map(binascii.a2b_base64, words[0::2]))
+    except binascii.Error:
+        return None
+    ranks = dict(zip(tokens, map(int, words[1::2])))
+    if len(ranks) != len(tokens) or max(ranks.values(), default=0) > MAX_TOKEN_ID:
+        return None
+    return ranks
+
+
 def parse_ranks(path: Path, data: bytes) -> dict[bytes, int]:
     """The ``base64 rank`` lines of a rank file, checked so tiktoken cannot panic on them.
 
@@ -80,8 +104,8 @@ def parse_ranks(path: Path, data: bytes) -> dict[bytes, int]:
     so the token's bytes are wrong), a token listed twice (the last wins) and a missing single
     byte (tiktoken panics on text holding it).
     """
-    ranks: dict[bytes, int] = {}
-    for lineno, line in enumerate(data.splitlines(), 1):
+    ranks: dict[bytes, int] = _plain_ranks(data) or {}
+    for lineno, line in enumerate([] if ranks else data.splitlines(), 1):
         if not line.strip():
             continue
         parts = line.split()

@@ -79,3 +79,13 @@ def test_report_measures_all_three_by_kind(rw, run):
     assert code == 0, err
     kinds = {t["label"]: t["kind"] for t in json.loads(out)["tokenizers"]}
     assert kinds == {"tekken_240911": "tekken", "whisper": "tiktoken", "llama4": "tiktoken"}
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base", "whisper-multilingual"])
+def test_rank_files_read_as_tiktoken_reads_them(rw, name):
+    """Plain rank files are read in bulk, others (Whisper's `=` line) line by line: either
+    way the ranks are tiktoken's own loader's."""
+    from fertility.tokenizers.tiktoken import parse_ranks
+
+    path = rw / "tokenizers" / f"{name}.tiktoken"
+    assert parse_ranks(path, path.read_bytes()) == tiktoken.load.load_tiktoken_bpe(str(path))

@@ -447,6 +447,8 @@ def test_rank_file_without_pattern_is_refused(rank_dir):
         (b"".join(base64.b64encode(bytes([b])) + b" %d\n" % b for b in range(200)), "single-byte"),
         (rank_file_bytes() + base64.b64encode(b"zz") + b" 5\n", "share a rank"),
         (rank_file_bytes() + b"!!notbase64 300\n", "line 264"),
+        # plain lines, read in bulk; the duplicate is still named by its line
+        (rank_file_bytes() + base64.b64encode(b"a") + b" 300\n", "line 264: token listed twice"),
     ],
 )
 def test_bad_rank_files(tmp_path, content, words):
