@@ -220,7 +220,8 @@ class TextBatch:
         return _mark_or_joiner(self.flags[pos])
 
 
-def analyze_texts(texts: list[str]) -> TextBatch:
+def _joined(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The code points of `texts` joined: (cps, doc_offsets, doc_of_char, doc_starts)."""
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
     offsets = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -228,6 +229,19 @@ def analyze_texts(texts: list[str]) -> TextBatch:
     doc_of_char = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
     doc_starts = np.zeros(len(cps), dtype=bool)
     doc_starts[offsets[:-1][lengths > 0]] = True
+    return cps, offsets, doc_of_char, doc_starts
+
+
+def resolved_scripts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(doc_of_char, script) of `texts` as `analyze_texts` gives them, without the word,
+    grapheme and running-text tables (a vocabulary's classes need only these)."""
+    cps, _, doc_of_char, doc_starts = _joined(texts)
+    ensure_classified(cps)
+    return doc_of_char, _resolve(_SCRIPT_TABLE.take(cps), doc_starts)
+
+
+def analyze_texts(texts: list[str]) -> TextBatch:
+    cps, offsets, doc_of_char, doc_starts = _joined(texts)
     flags = ensure_classified(cps)
     ws, we = _word_spans(flags, doc_starts)
     raw = _SCRIPT_TABLE.take(cps)
