@@ -115,11 +115,18 @@ def _dominant(w_doc: np.ndarray, w_fam: np.ndarray, w_clean: np.ndarray) -> np.n
 def _spread(flag, letter, doc_start, doc_offsets, doc_of_char) -> np.ndarray:
     """Give each non-letter the flag of the letter whose script it takes: the previous
     letter of its document, else the next one (none: False)."""
-    n = len(flag)
-    idx = np.arange(n)
-    first_of_doc = doc_offsets[doc_of_char]
-    prev = np.maximum.accumulate(np.where(letter, idx, -1))
-    nxt = np.minimum.accumulate(np.where(letter, idx, n)[::-1])[::-1]
-    last_of_doc = doc_offsets[doc_of_char + 1]
-    src = np.where(prev >= first_of_doc, prev, np.where(nxt < last_of_doc, nxt, -1))
-    return np.where(src >= 0, flag[np.maximum(src, 0)], False)
+    # Worked on the non-letters alone, each finding its neighbours among the letters by a
+    # binary search: half the time of cumulative max/min passes over every code point.
+    out = flag.copy()
+    gaps = np.flatnonzero(~letter)
+    letters = np.flatnonzero(letter)
+    if gaps.size == 0 or letters.size == 0:
+        return out if gaps.size == 0 else np.zeros(len(flag), dtype=bool)
+    k = np.searchsorted(letters, gaps)  # the first letter after each non-letter
+    doc = doc_of_char.take(gaps)
+    prev = letters.take(np.maximum(k - 1, 0))
+    nxt = letters.take(np.minimum(k, letters.size - 1))
+    use_prev = (k > 0) & (doc_of_char.take(prev) == doc)
+    use_next = (k < letters.size) & (doc_of_char.take(nxt) == doc)
+    out[gaps] = np.where(use_prev, flag.take(prev), use_next & flag.take(nxt))
+    return out
