@@ -23,7 +23,7 @@ from fertility.errors import TokenizerError
 from fertility.files import json_safe
 from fertility.measure import card, parallel, precision
 from fertility.measure.counters import COUNTS, NS, TokenizerAccumulator
-from fertility.measure.frame import build_frame, docs_frame
+from fertility.measure.frame import build_frame, docs_frame, running_by_language
 from fertility.measure.passes import KEEP_DOCS, PassState, run_pass
 from fertility.tokenizers import load_tokenizer_arg
 from fertility.tokenizers.pretokenizer import PRETOKENIZER, PretokenizerFamily
@@ -75,6 +75,9 @@ class Report:
     findings: list = field(default_factory=list)
     # label -> the pairwise overlap of its languages' token distributions (card.overlap)
     overlap: dict = field(default_factory=dict)
+    # (label, script) -> {language: characters of its running text in that language}: what a
+    # script is judged by (fertility.measure.frame.language_shares)
+    running_langs: dict = field(default_factory=dict)
     # the policy the JSON's per-tokenizer verdict is the gate's under (None: no verdict);
     # the report command sets it
     policy: Any = None
@@ -229,6 +232,7 @@ def build_report(accs, state: PassState, summary: dict, toks, settings: dict) ->
             for a in accs
             if a.track_vocab
         },
+        running_langs=running_by_language(accs, lang_names),
         settings=settings,
     )
 

@@ -230,6 +230,9 @@ def _measure_tokenizer(acc, enc, texts, tb, keys: _Keys, doc_lang, detail, index
         (*keys.base_running, *running),
     )
     acc.boot_running.add(keys.groups, keys.base_running["chars"], running["tokens"])
+    acc.counts.add_running_lang(
+        keys.groups.per_lang(keys.base_running["chars"]), keys.groups.present
+    )
 
     # Boundaries between consecutive non-empty tokens of one document; one that falls inside a
     # character's bytes or inside a grapheme cluster splits what a reader sees as one letter.

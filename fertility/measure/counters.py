@@ -86,15 +86,27 @@ class GroupCounts(GroupTables):
     def __init__(self) -> None:
         super().__init__()
         self.running = np.zeros((NS, self.WIDTH), dtype=np.int64)
+        # running-text characters per (language, script): a script is judged on its share of
+        # some language's own text, not of the whole corpus (docs/GATE.md, "Running text")
+        self.running_lang = np.zeros((0, NS), dtype=np.int64)
 
     def add_running(self, per_script: np.ndarray, names: tuple[str, ...]) -> None:
         """Add the running-text counts `names`: a (scripts x names) table."""
         self.running[:, [C[name] for name in names]] += per_script
 
+    def add_running_lang(self, per_lang: np.ndarray, present: np.ndarray) -> None:
+        """Add running characters: a (languages x scripts present) table."""
+        self.running_lang = grow_rows(self.running_lang, len(per_lang))
+        rows = self.running_lang[: len(per_lang)]  # a view: += writes through
+        rows[:, present] += per_lang
+
     def merge(self, other: GroupTables) -> None:
         super().merge(other)
         if isinstance(other, GroupCounts):
             self.running += other.running
+            n = max(len(self.running_lang), len(other.running_lang))
+            self.running_lang = grow_rows(self.running_lang, n)
+            self.running_lang += grow_rows(other.running_lang, n)
 
     def add(self, names: tuple[str, ...], per_lang: np.ndarray, per_script: np.ndarray) -> None:
         """Add the counts `names`: (languages x names) and (scripts x names) tables."""

@@ -241,3 +241,39 @@ def running_shares(frame: pd.DataFrame) -> dict[tuple[str, str], tuple[float, fl
         for key, chars in zip(scripts["key"], scripts["chars"]):
             out[(str(label), str(key))] = (float(running.get(key, 0)) / total, float(chars) / total)
     return out
+
+
+def running_by_language(accs, lang_names: dict[int, str]) -> dict:
+    """Report.running_langs: (label, script) -> {language: running characters}."""
+    out: dict = {}
+    for a in accs:
+        table = a.counts.running_lang
+        for s in np.flatnonzero(table.sum(axis=0)):
+            out[(a.tok.label, U.SCRIPTS[s])] = {
+                lang_names[i]: int(table[i, s]) for i in np.flatnonzero(table[:, s])
+            }
+    return out
+
+
+def language_shares(
+    frame: pd.DataFrame, running_langs: dict
+) -> dict[tuple[str, str], tuple[str, float]]:
+    """(tokenizer, script) -> (the language, its share): the language whose own characters
+    the script's running text is the largest share of (Report.running_langs), so a script
+    is judged by its language's text, whatever else the corpus holds (docs/GATE.md,
+    "Running text")."""
+    out: dict[tuple[str, str], tuple[str, float]] = {}
+    langs = frame[frame["group"] == "language"]
+    chars = {
+        (str(t), str(k)): float(c)
+        for t, k, c in zip(langs["tokenizer"], langs["key"], langs["chars"])
+    }
+    for (label, script), per_lang in running_langs.items():
+        best = ("", 0.0)
+        for lang, n in per_lang.items():
+            total = chars.get((label, lang), 0.0)
+            share = n / total if total > 0 else 0.0
+            if share > best[1]:
+                best = (lang, share)
+        out[(label, script)] = best
+    return out

@@ -59,6 +59,7 @@ class Stopper:
             s.append(s[1].copy())
         self.index = -1
         self.groups: dict[tuple[str, str], dict] = {}  # the last check: (kind, key) -> its state
+        self.whole = False  # the pass read every block (set once it has ended)
 
     def __call__(self, index: int, bytes_measured: int) -> bool:
         """After batch `index`: a block ended with the batch before when this one is another
@@ -84,6 +85,8 @@ class Stopper:
                 self.start[k][j] = last
 
     def _exhausted(self, lang: str) -> bool:
+        if self.whole:
+            return True
         last = self.order.last_unit.get(lang)
         units = self.order.batch_unit
         return last is not None and self.index >= 0 and units[self.index] > last
@@ -99,53 +102,88 @@ class Stopper:
                 sums = self.sums[k][0][i] if i is not None and i < len(self.sums[k][0]) else None
                 docs = int(acc.counts.lang[i, C["documents"]]) if sums is not None else 0
                 chars = int(acc.counts.lang[i, C["chars"]]) if sums is not None else 0
-                self._judge(groups, ("language", lang), sums, docs, chars, self._exhausted(lang))
+                exhausted = self._exhausted(lang)
+                blocks = int(sums[0]) if sums is not None else 0
+                if exhausted and sums is not None and i is not None and i < len(acc.boot.lang):
+                    # every block of the language was read: no cluster sample is left to
+                    # draw, so its documents give the interval (no 30-block minimum)
+                    sums = acc.boot.lang[i]
+                self._judge(groups, ("language", lang), sums, docs, chars, exhausted, blocks)
             total = acc.counts.script[:, C["chars"]].sum()
             for s in np.flatnonzero(acc.counts.running[:, C["chars"]]):
                 chars = int(acc.counts.running[s, C["chars"]])
                 if chars < MIN_SHARE * total:
                     continue
                 docs = int(acc.counts.running[s, C["documents"]])
-                self._judge(
-                    groups, ("script", U.SCRIPTS[s]), self.sums[k][2][s], docs, chars, False
-                )
+                sums = self.sums[k][2][s]
+                blocks = int(sums[0])
+                if self.whole:  # the whole corpus read: the documents' interval
+                    sums = acc.boot_running.script[s]
+                key = ("script", U.SCRIPTS[s])
+                self._judge(groups, key, sums, docs, chars, self.whole, blocks)
         return all(g["reached"] or g["exhausted"] for g in groups.values())
 
-    def _judge(self, groups, key, sums, docs, chars, exhausted) -> None:
+    def _judge(self, groups, key, sums, docs, chars, exhausted, blocks) -> None:
+        """`sums`: the group's block sums, or its documents' when `exhausted` (read whole):
+        then the interval is over documents, which need no block minimum. `blocks`: the
+        blocks holding it."""
         width = float("nan")
-        clusters = 0
         if sums is not None:
-            clusters = int(sums[0])
             lo, hi = Bootstrap.interval(sums)
             if sums[2] > 0 and lo == lo:  # not NaN
                 width = float((hi - lo) / 2 / (int(sums[1]) / int(sums[2])))
-        reached = bool(clusters >= MIN_CLUSTERS and docs >= MIN_DOCUMENTS and width <= self.rel)
+        enough = exhausted or blocks >= MIN_CLUSTERS
+        reached = bool(enough and docs >= MIN_DOCUMENTS and width <= self.rel)
+        why = self._why(blocks, docs, width, enough)
         g = groups.get(key)
         if g is None:  # the first tokenizer
             groups[key] = {
                 "documents": docs,
                 "chars": chars,
-                "blocks": clusters,
+                "blocks": blocks,
                 "half_width": width,
+                "interval": "documents" if exhausted else "blocks",
                 "reached": reached,
                 "exhausted": exhausted,
+                "why": None if reached else why,
             }
         else:  # the widest over tokenizers; reached by all of them
             g["half_width"] = max(g["half_width"], width) if width == width else float("nan")
+            g["why"] = g["why"] or (None if reached else why)
             g["reached"] = g["reached"] and reached
 
-    def finish(self) -> None:
+    def _why(self, clusters: int, docs: int, width: float, enough: bool) -> str:
+        """Why a group has not reached the target, in words (the statement's)."""
+        if not enough:
+            return f"{clusters} blocks, an interval over blocks needs {MIN_CLUSTERS}"
+        if docs < MIN_DOCUMENTS:
+            return f"{docs} documents, under {MIN_DOCUMENTS}"
+        if width != width:
+            return "no interval"
+        return f"half-width {width:.1%} > {self.rel:g}"
+
+    def finish(self, went_to_end: bool = False) -> None:
         """Add the last block; put the block (cluster) sums where the frame reads the
-        interval's."""
+        interval's, except for what was read whole (a language every block of which was
+        read; everything when the pass went to the end): its documents' interval stays."""
         self._flush()
+        if went_to_end:
+            return
+        names = dict(self.state.langs)
+        whole = [i for lang, i in names.items() if self._exhausted(lang)]
         for k, acc in enumerate(self.accs):
             lang, script, running = self.sums[k]
-            acc.boot.lang = grow_rows(lang, acc.boot.lang.shape[0]).copy()
+            by_docs = acc.boot.lang
+            acc.boot.lang = grow_rows(lang, by_docs.shape[0]).copy()
+            for i in whole:
+                if i < len(by_docs):
+                    acc.boot.lang[i] = by_docs[i]
             acc.boot.script = script.copy()
             acc.boot_running.script = running.copy()
 
     def statement(self, seed: int, went_to_end: bool) -> dict:
         """The corpus summary's `precision` object (docs/METRICS.md, "Samples")."""
+        self.whole = went_to_end
         self.check()
         units = self.order.batch_unit
         read = units[self.index] + 1 if self.index >= 0 else 0
@@ -164,11 +202,14 @@ class Stopper:
         missed = [k for k, g in out["languages"].items() if not g["reached"]]
         missed += [f"script {k}" for k, g in out["scripts"].items() if not g["reached"]]
         out["not_reached"] = missed
+        why = [f"{k} ({g['why']})" for k, g in out["languages"].items() if not g["reached"]] + [
+            f"script {k} ({g['why']})" for k, g in out["scripts"].items() if not g["reached"]
+        ]
         how = "the whole corpus was read" if went_to_end else "stopped"
         out["statement"] = (
             f"precision={self.rel} (seed {seed}): random {BLOCK_BYTES // 1024} KB blocks and "
             f"row groups, {out['blocks_read']:,} of {total:,} read; {how}"
-            + (f"; not reached: {', '.join(missed)}" if missed else "; every interval reached it")
+            + (f"; not reached: {', '.join(why)}" if missed else "; every interval reached it")
         )
         return out
 
@@ -187,7 +228,7 @@ def run(
     accs = [TokenizerAccumulator(t) for t in toks]
     stop = Stopper(order, accs, state, rel)
     rest = run_pass(order, toks, accs, state, batch_size, progress=progress, until=stop)
-    stop.finish()
+    stop.finish(went_to_end=rest is None)
     summary = corpus.summary()
     summary["precision"] = stop.statement(options.seed, rest is None)
     # what was measured: the reading thread reads a few blocks past the stop

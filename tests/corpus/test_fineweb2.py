@@ -62,10 +62,12 @@ def test_precision_reads_row_groups_of_the_layout(run, fineweb, rw):  # noqa: F8
     assert code == 0, err
     p = json.loads(out)["corpus"]["precision"]
     # 6 row groups of 50 rows per file: fewer than MIN_CLUSTERS batches, so every language is
-    # read to its end and says so
+    # read to its end and says so; read whole, its interval is its documents' (no 30-block
+    # minimum), within 50% at 300 documents
     assert p["blocks"] == 3 * LINES // 50 and p["blocks_read"] == p["blocks"]
     assert set(p["languages"]) == set(texts)
     for folder, lines in texts.items():
         g = p["languages"][folder]
-        assert g["documents"] == len(lines) and g["exhausted"] and not g["reached"]
-    assert set(texts) <= set(p["not_reached"])
+        assert g["documents"] == len(lines) and g["exhausted"] and g["interval"] == "documents"
+        assert g["reached"] == (g["half_width"] <= 0.5) and g["reached"]
+    assert not set(texts) & set(p["not_reached"])
