@@ -61,7 +61,12 @@ def analyze(
     report.policy = pol  # the JSON's per-tokenizer verdict, as `fertility report` gives it
     if findings:
         report.findings = run_rules(
-            report, pol.thresholds, reference=pol.reference, min_share=pol.min_share
+            report,
+            pol.thresholds,
+            reference=pol.reference,
+            min_share=pol.min_share,
+            parallel=pol.parallel,
+            min_size=(pol.min_chars, pol.min_documents),
         )
     return report
 

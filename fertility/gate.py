@@ -11,7 +11,8 @@ few documents); the premium and the baseline comparison a bootstrap over aligned
 shared documents.
 An uncertain check fails the gate unless the policy says `uncertain = "pass"`. A script with
 too little text (in fewer than `min_documents` documents, or fewer than `min_chars`
-characters) is uncertain; one under `min_share` of the tokenizer's characters is skipped.
+characters) is uncertain; one whose running text is under `min_share` of every language's
+characters (and of the corpus's) is skipped: fragments, reported, not judged.
 Findings whose severity is in `fail_on` fail the gate too.
 """
 
@@ -26,11 +27,10 @@ import numpy as np
 import pandas as pd
 
 from fertility.errors import TokenizerError
-from fertility.findings import Finding, diagnose, parity, premiums
+from fertility.findings import Finding, diagnose, not_judged, parity, premiums
 from fertility.findings.evidence import rate_interval
 from fertility.measure import Report, analyze
-from fertility.measure.frame import running_shares
-from fertility.numbers import finite, fmt, pct
+from fertility.numbers import finite, fmt
 from fertility.options import CorpusOptions, Severity, Uncertain
 from fertility.policy import Policy, load_policy
 from fertility.progress import Progress
@@ -94,6 +94,11 @@ class GateResult:
     findings: list[Finding]  # all findings of the gated tokenizers
     policy: PolicySummary  # a Policy is taken too
     skipped: list[dict] = field(default_factory=list)  # rows too small to matter
+    # why some or all languages have no premium, one line ("" when none is missing)
+    premium_note: str = ""
+    # what was read when not the whole corpus (--sample, --max-docs, --precision): the
+    # corpus summary's subset (statement, method, documents read and seen); None: all of it
+    subset: dict | None = None
 
     def __post_init__(self) -> None:
         self.policy = PolicySummary.of(self.policy)
@@ -119,6 +124,8 @@ class GateResult:
             "blocking_findings": [f.to_dict() for f in self.blocking],
             "findings": [f.to_dict() for f in self.findings],
             "skipped": self.skipped,
+            "premium_note": self.premium_note or None,
+            "subset": self.subset,
             "policy": self.policy.to_dict(),
         }
 
@@ -189,7 +196,7 @@ def evaluate(
         )
     frame = report.frame
     # One premium table (a bootstrap per language) for the parity rule and the premium check.
-    prem = premiums(report, policy.thresholds, reference=policy.reference)
+    prem = premiums(report, policy.thresholds, reference=policy.reference, parallel=policy.parallel)
     if findings is None:
         findings = diagnose(
             report,
@@ -197,11 +204,13 @@ def evaluate(
             reference=policy.reference,
             premium_table=prem,
             min_share=policy.min_share,
+            parallel=policy.parallel,
+            min_size=(policy.min_chars, policy.min_documents),
         )
     findings = [f for f in findings if f.tokenizer in gated]
     checks: list[Check] = []
     skipped: list[dict] = []
-    shares = running_shares(frame)
+    small = not_judged(report, policy.min_share, policy.min_chars, policy.min_documents)
     for lab in gated:
         rows = frame[(frame["tokenizer"] == lab) & frame["group"].isin(["script", "language"])]
         running = frame[(frame["tokenizer"] == lab) & (frame["group"] == "running")]
@@ -209,7 +218,7 @@ def evaluate(
         before = len(checks)
         for _, r in rows.iterrows():
             if r["group"] == "script":  # judged on its running text, or not at all
-                r = _running_row(r, running, shares, policy, baseline_label, skipped)
+                r = _running_row(r, running, small, policy, baseline_label, skipped)
                 if r is None:
                     continue
             checks.extend(_row_checks(report, r, policy, baseline_label))
@@ -225,7 +234,7 @@ def evaluate(
                         p.hi,
                         policy.premium,
                         "<=",
-                        f"vs {policy.reference}, {p.lines} aligned lines",
+                        f"vs {p.reference}, {p.lines} aligned lines",
                     )
                 )
         for _, r in rows[rows["group"] == "language"].iterrows():
@@ -251,41 +260,74 @@ def evaluate(
     unsure = any(c.verdict == "uncertain" for c in checks) and policy.uncertain == "fail"
     blocking = any(f.severity in policy.fail_on for f in findings)
     return GateResult(
-        not (bad or unsure or blocking), checks, findings, PolicySummary.of(policy), skipped
+        not (bad or unsure or blocking),
+        checks,
+        findings,
+        PolicySummary.of(policy),
+        skipped,
+        premium_note=str(prem.attrs.get("note", "")),
+        subset=read_subset(getattr(report, "corpus", None) or {}),
     )
+
+
+def read_subset(corpus: dict) -> dict | None:
+    """What a gate read of its corpus when not all of it (--sample, --max-docs,
+    --precision), from the corpus summary; None when it read every document. `more`: the
+    option that reads more (what an uncertain check needs rather than new documents)."""
+    # the summary's `precision` is --precision's statement object (fertility.measure.precision)
+    given = corpus.get("precision")
+    prec: dict = given if isinstance(given, dict) else {}
+    options = {k: corpus.get(k) for k in ("sample", "max_docs")}
+    options["precision"] = prec.get("target") if prec else corpus.get("precision")
+    if all(v is None for v in options.values()):
+        return None
+    subset = corpus.get("subset") or {}
+    read, seen = corpus.get("documents"), corpus.get("documents_seen")
+    if options["precision"] is not None:
+        more = (
+            None
+            if prec.get("exhausted")
+            else f"a smaller --precision than {options['precision']:g} reads more blocks"
+        )
+    else:
+        drop = " and ".join(f"--{k.replace('_', '-')}" for k, v in options.items() if v)
+        more = f"drop {drop} to read every document" if read != seen or options["sample"] else None
+    return {
+        "method": subset.get("method"),
+        "statement": subset.get("statement") or f"read {read:,} of {seen:,} documents seen",
+        "documents": read,
+        "documents_seen": seen,
+        **{k: v for k, v in options.items() if v is not None},
+        "more": more,
+    }
 
 
 def _running_row(
     r: pd.Series,
     running: pd.DataFrame,
-    shares: dict,
+    small: dict,
     policy: Policy,
     baseline: str | None,
     skipped: list[dict],
 ) -> pd.Series | None:
     """The script row `r` as the gate judges it: the counts and metrics of its running text
     (the frame's "running" row, labelled as the script); None, with the reason in `skipped`,
-    when that running text is under the policy's min_share of the characters (fragments:
-    reported, not judged) or the script has no check."""
+    when that running text is under the policy's min_share of every language's characters
+    and of the corpus's (`small`: fertility.findings.not_judged; fragments: reported, not
+    judged) or the script has no check."""
     label, key = str(r["tokenizer"]), str(r["key"])
     if not _wanted(r, policy, baseline):
         return None
-    run_share, share = shares.get((label, key), (0.0, 0.0))
-    if run_share < policy.min_share or key not in running.index:
-        skipped.append(
-            {
-                "tokenizer": label,
-                "group": "script",
-                "key": key,
-                "running_share": run_share,
-                "share": share,
-                "reason": (
-                    f"running text is {pct(run_share)} of the characters ({pct(share)} with "
-                    f"fragments), under the policy's min_share of {pct(policy.min_share)}: "
-                    "reported, not judged"
-                ),
-            }
-        )
+    why = small.get((label, key))
+    if why is not None or key not in running.index:
+        why = why or {
+            "running_share": 0.0,
+            "share": 0.0,
+            "language": None,
+            "language_share": 0.0,
+            "reason": "no running text: fragments, reported, not judged",
+        }
+        skipped.append({"tokenizer": label, "group": "script", "key": key, **why})
         return None
     judged = running.loc[key].copy()
     judged["tokenizer"], judged["group"], judged["key"] = label, "script", key

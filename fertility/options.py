@@ -266,6 +266,13 @@ def _heldout_block() -> Any:
     )
 
 
+# --parallel of report and gate (fertility.findings.parity: the premium only on evidence)
+PARALLEL_HELP = (
+    "The files are translations line by line (the token premium's layout; FLORES-style "
+    "files of one folder need no flag); their line lengths must still agree."
+)
+
+
 @dataclass(frozen=True)
 class ReportOptions:
     """Everything `report` is told (its command-line options are these fields)."""
@@ -306,6 +313,7 @@ class ReportOptions:
     reference: str | None = option(
         None, help="Reference language of the parity premium (default: the policy's, en)."
     )
+    parallel: bool = option(False, help=PARALLEL_HELP)
     policy: str | None = option(None, help="Gate policy TOML (thresholds of the findings).")
     no_diagnose: bool = option(False, help="Measurements only, no findings.")
     verbose: bool = option(
@@ -442,7 +450,12 @@ class GateOptions:
         help="Policy TOML; default: fertility.toml [gate], "
         "[tool.fertility.gate] of pyproject.toml, else the built-in policy (docs/GATE.md).",
     )
-    reference: str | None = option(None, help="Reference language of the premium check.")
+    reference: str | None = option(
+        None,
+        help="Reference language of the premium check (default: the policy's, en; en is "
+        "also eng_Latn); one the corpus lacks is refused.",
+    )
+    parallel: bool = option(False, help=PARALLEL_HELP)
     fmt: GateFormat = option(
         "text",
         decls=("--format",),

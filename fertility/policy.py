@@ -62,6 +62,8 @@ class Thresholds:
     parity_min_overlap: float = 0.9  # share of lines two parallel files must share
     bootstrap: int = 1000
     seed: int = 0
+    # label-script: a FineWeb-2 / FLORES label's script under this share of its running text
+    label_script_share: float = 0.5
 
     def floor_for(self, group: Group, key: str) -> float | None:
         """Chars-per-token floor of a frame row; None when the row has none."""
@@ -83,6 +85,7 @@ _TOP_KEYS = {
     "min_share",
     "baseline_margin",
     "reference",
+    "parallel",
     "allow_lossy",
     "floors",
     "ceilings",
@@ -107,6 +110,9 @@ class Policy:
     min_chars: int = 1000
     min_share: float = 0.01
     reference: str = "en"
+    # the corpus's files are translations line by line (`--parallel`): the premium's layout
+    # evidence (fertility.findings.parity)
+    parallel: bool = False
     allow_lossy: bool = False  # a tokenizer that does not give the text back passes
     # The diagnose thresholds, floors included: the gate's floor checks and the
     # pretokenizer-ceiling rule read the same numbers, so they live in one place.
@@ -261,6 +267,9 @@ def _build(default: dict, user: dict, source: str) -> Policy:
     reference = t.get("reference", "en")
     if not isinstance(reference, str) or not reference:
         raise PolicyError(f"{where('reference')} must be a language label, got {reference!r}")
+    parallel = t.get("parallel", False)
+    if not isinstance(parallel, bool):
+        raise PolicyError(f"{where('parallel')} must be true or false, got {parallel!r}")
     allow_lossy = t.get("allow_lossy", False)
     if not isinstance(allow_lossy, bool):
         raise PolicyError(f"{where('allow_lossy')} must be true or false, got {allow_lossy!r}")
@@ -288,6 +297,7 @@ def _build(default: dict, user: dict, source: str) -> Policy:
         min_chars=int(number(t.get("min_chars", 1000), "min_chars", integer=True)),
         min_share=float(number(t.get("min_share", 0.01), "min_share", hi=1.0)),
         reference=reference,
+        parallel=parallel,
         allow_lossy=allow_lossy,
         thresholds=thresholds,
         source=source,

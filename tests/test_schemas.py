@@ -69,6 +69,8 @@ def test_a_schema_refuses_a_document_that_breaks_it(tmp_path):
         "blocking_findings": [],
         "findings": [],
         "skipped": [],
+        "premium_note": None,
+        "subset": None,
         "policy": default_policy().to_dict(),
     }
     v = jsonschema.Draft202012Validator(schema)

@@ -41,6 +41,8 @@ def gate(**kw) -> None:
     pol = load_policy(o.policy)
     if o.reference:
         pol = dataclasses.replace(pol, reference=o.reference)
+    if o.parallel:
+        pol = dataclasses.replace(pol, parallel=True)
     rep, result = gate_run(
         o.paths,
         o.tokenizer,
@@ -52,6 +54,11 @@ def gate(**kw) -> None:
         workers=o.workers,
         quiet=o.quiet,
     )
+    if o.reference:  # one the corpus lacks: exit 2 naming it, not a silent "no premium"
+        # deferred: the library loads when a command runs (fast --help)
+        from fertility.findings.parity import require_reference
+
+        require_reference(rep.frame.loc[rep.frame["group"] == "language", "key"], o.reference)
     if o.fmt == "json":
         text = json.dumps(result.to_dict(), ensure_ascii=False, indent=2, allow_nan=False)
     else:

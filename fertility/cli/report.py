@@ -66,7 +66,9 @@ def report(**kw) -> None:
             workers=o.workers,
         )
         progress.done()
-    pol = _policy(o.policy, o.reference)
+    pol = _policy(o.policy, o.reference, o.parallel)
+    if o.reference:
+        _require_reference(rep, o.reference)
     rep.policy = pol  # the JSON's per-tokenizer verdict is the gate's under it
     if not o.no_diagnose:
         rep.findings = _diagnose(rep, pol)
@@ -224,16 +226,34 @@ def _check_plots(folder: str, o: ReportOptions, specs) -> None:
     check_folder(folder, MADE_BY, [], _inputs(o, specs), allow_in_corpus=o.allow_output_in_corpus)
 
 
-def _policy(policy_path, reference):
+def _policy(policy_path, reference, parallel=False):
     # deferred: the library loads when a command runs (fast --help)
     from fertility.policy import load_policy
 
     policy = load_policy(policy_path)
+    if parallel:
+        policy = dataclasses.replace(policy, parallel=True)
     return dataclasses.replace(policy, reference=reference) if reference else policy
+
+
+def _require_reference(rep, reference: str) -> None:
+    """--reference names a language of the corpus, or exit 2 naming it."""
+    # deferred: the library loads when a command runs (fast --help)
+    from fertility.findings.parity import require_reference
+
+    frame = rep.frame
+    require_reference(frame.loc[frame["group"] == "language", "key"], reference)
 
 
 def _diagnose(rep, policy):
     # deferred: the library loads when a command runs (fast --help)
     from fertility.findings import diagnose
 
-    return diagnose(rep, policy.thresholds, reference=policy.reference, min_share=policy.min_share)
+    return diagnose(
+        rep,
+        policy.thresholds,
+        reference=policy.reference,
+        min_share=policy.min_share,
+        parallel=policy.parallel,
+        min_size=(policy.min_chars, policy.min_documents),
+    )

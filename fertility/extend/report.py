@@ -50,7 +50,12 @@ def measure(files: list[str], toks: list, pol, seed: int):
     held = Corpus(files, lang_field="lang", on_warning=lambda m: None)
     report = analyze(held, toks, pretokenizers=[], seed=seed)
     report.findings = diagnose(
-        report, pol.thresholds, reference=pol.reference, min_share=pol.min_share
+        report,
+        pol.thresholds,
+        reference=pol.reference,
+        min_share=pol.min_share,
+        parallel=pol.parallel,
+        min_size=(pol.min_chars, pol.min_documents),
     )
     return report
 

@@ -10,12 +10,14 @@ tests/findings/test_diagnose.py."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from fertility.corpus import labels
 from fertility.findings.evidence import char_names, number, rate_interval
 from fertility.findings.finding import Finding
 from fertility.findings.registry import Inputs, Summary, rule
@@ -737,3 +739,61 @@ def parity(x: Inputs) -> Iterator[Finding]:
             f"vocabulary; a premium above {t.premium:g}x multiplies cost and divides "
             "context by as much.",
         )
+
+
+# The ISO 15924 codes of FineWeb-2 / FLORES labels that name several Unicode scripts:
+# Japanese writes Han, Hiragana and Katakana, Korean Hangul and Han, Chinese Han.
+LABEL_SCRIPTS = {
+    "Jpan": ("Hani", "Hira", "Kana"),
+    "Kore": ("Hang", "Hani"),
+    "Hans": ("Hani",),
+    "Hant": ("Hani",),
+}
+
+
+@rule(
+    "label-script",
+    severities=("warning",),
+    thresholds=("label_script_share",),
+    summary=Summary("label_share", "min", "{:.0%} of its running text in its label's script"),
+)
+def label_script(x: Inputs) -> Iterator[Finding]:
+    """A FineWeb-2 / FLORES label (`hin_Deva`) whose script holds under `label_script_share`
+    of the language's running text (Report.running_langs): the folder holds something else
+    (English pages in `heb_Hebr/`), and every figure of the language describes that."""
+    report, t = x.report, x.t
+    by_lang: dict[str, dict[str, dict[str, int]]] = {}  # label -> lang -> script -> chars
+    for (label, script), per_lang in (getattr(report, "running_langs", None) or {}).items():
+        for lang, n in per_lang.items():
+            by_lang.setdefault(label, {}).setdefault(lang, {})[script] = n
+    files = (getattr(report, "corpus", None) or {}).get("files") or []
+    for label, langs in by_lang.items():
+        for lang, scripts in sorted(langs.items()):
+            named = labels.flores_script(lang)
+            total = sum(scripts.values())
+            if named is None or not total:
+                continue
+            want = LABEL_SCRIPTS.get(named, (named,))
+            share = sum(n for s, n in scripts.items() if s in want) / total
+            if share >= t.label_script_share:
+                continue
+            found = max(scripts, key=scripts.__getitem__)
+            where = sorted({os.path.dirname(f["path"]) for f in files if lang in f["langs"]})
+            folder = ", ".join(where) or "?"
+            yield x.finding(
+                "warning",
+                {"tokenizer": label, "group": "language", "key": lang},
+                {
+                    "label_share": number(share),
+                    "label_script": named,
+                    "script_found": found,
+                    "found_share": number(scripts[found] / total),
+                    "folders": where,
+                    "threshold": t.label_script_share,
+                },
+                f"{lang} names the script {named}, but {named} is {share:.0%} of the running "
+                f"text of {folder}; most of it is {found} ({scripts[found] / total:.0%}): "
+                f"the figures of {lang} describe that text, not {lang}.",
+                f"Check what {folder} holds (a crawl's misfiled pages, the wrong shard) and "
+                "move or relabel it.",
+            )

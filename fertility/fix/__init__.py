@@ -458,7 +458,12 @@ def _measure(config: FixConfig, old, path: Path, heldout_files: list[str], polic
     )
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     report.findings = diagnose(
-        report, pol.thresholds, reference=pol.reference, min_share=pol.min_share
+        report,
+        pol.thresholds,
+        reference=pol.reference,
+        min_share=pol.min_share,
+        parallel=pol.parallel,
+        min_size=(pol.min_chars, pol.min_documents),
     )
     gate = evaluate(report, pol, label=AFTER, findings=report.findings)
     return new, report, gate

@@ -222,7 +222,8 @@ def cards(report, policy=None) -> dict[str, dict[str, Any]]:
 
     thresholds = policy.thresholds if policy is not None else Thresholds()
     reference = policy.reference if policy is not None else "en"
-    prem = premiums(report, thresholds, reference=reference)
+    parallel = policy.parallel if policy is not None else False
+    prem = premiums(report, thresholds, reference=reference, parallel=parallel)
     out = {}
     for info in report.tokenizers:
         if info.tokenizer is None or label_is_family(info):

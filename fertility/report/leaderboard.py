@@ -43,7 +43,7 @@ def leaderboard_rows(report, policy=None) -> list[dict]:
     # deferred: fertility.findings imports fertility.measure
     from fertility.findings import premiums
 
-    prem = premiums(report, policy.thresholds, reference=policy.reference)
+    prem = premiums(report, policy.thresholds, reference=policy.reference, parallel=policy.parallel)
     f = report.frame
     rows = []
     for i, v in enumerate(vs, 1):

@@ -342,6 +342,8 @@ def gate_lines(
     else:
         labels = ", ".join(dict.fromkeys(c.tokenizer for c in result.checks)) or "no tokenizer"
     lines = wrap_text(f"fertility gate: {head} ({labels}; policy: {result.policy.source})", width)
+    if result.subset is not None:  # what it read, as the report's corpus line says
+        lines += wrap_text(f"read: {result.subset['statement']}", width)
     if report is not None:
         lines += verdict_table(vs, width, verbose)
         lines += textwrap.wrap(verdict_legend(result.policy.fail_on), width)
@@ -372,6 +374,8 @@ def gate_lines(
         lines += wrap_text(
             f"skipped {s['tokenizer']} {s['group']}={s['key']}: {s['reason']}", width
         )
+    if result.premium_note:
+        lines += wrap_text(result.premium_note, width)
     # a failed round trip is explained by its finding (which code points change, why)
     lossy = {
         (c.tokenizer, c.key) for c in result.checks if c.name == "roundtrip" and c.verdict == "fail"
@@ -395,10 +399,12 @@ def gate_lines(
             width,
         )
     if result.uncertain:
+        more = (result.subset or {}).get("more")
+        # the corpus has more than was read: reading it comes before adding documents
+        todo = f"read more: {more}" if more else "add documents in those scripts"
         lines += wrap_text(
-            f"{NEED_MORE}: {len(result.uncertain)} checks straddle their threshold; add "
-            "documents in those scripts to decide (policy: uncertain = "
-            f'"{result.policy.uncertain}").',
+            f"{NEED_MORE}: {len(result.uncertain)} checks straddle their threshold; {todo} "
+            f'to decide (policy: uncertain = "{result.policy.uncertain}").',
             width,
         )
     # last, whole on one line: scripts read it

@@ -19,7 +19,7 @@ from fertility.gate import evaluate
 from fertility.measure.counters import COUNTS
 from fertility.measure.frame import add_metrics
 from fertility.measure.metrics import Metric, shown
-from fertility.numbers import fmt, pct
+from fertility.numbers import fmt
 from fertility.policy import default_policy
 from fertility.report import summary as S
 from fertility.report import table as T
@@ -306,15 +306,10 @@ def summary_lines(report, policy, width: int, verbose: bool = False) -> list[str
     vs = S.verdicts(report, result)
     pref = S.preference(vs)
     # scripts reported, not judged (fragments: docs/GATE.md "Running text"), once each
-    fragments: dict[str, list[str]] = {}
+    first: dict[str, str] = {}  # the first tokenizer's reason: the text is the same
     for sk in result.skipped:
-        fragments.setdefault(str(sk["key"]), []).append(pct(sk["running_share"]))
-    notes = [
-        f"not judged: {key} (running text {'/'.join(dict.fromkeys(shares))} of the "
-        f"characters, under min_share {pct(result.policy.to_dict().get('min_share'))}: "
-        "fragments, reported, not judged)"
-        for key, shares in fragments.items()
-    ]
+        first.setdefault(str(sk["key"]), str(sk["reason"]))
+    notes = [f"not judged: {key}: {reason}" for key, reason in first.items()]
     return (
         S.verdict_table(vs, width, verbose)
         + S.wrap_text(S.verdict_legend(result.policy.fail_on), width)

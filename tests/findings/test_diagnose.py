@@ -9,6 +9,7 @@ library. End-to-end runs on trained tokenizers are in test_gate.py.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,8 @@ import pandas as pd
 import pytest
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-from fertility.findings import Finding, diagnose, premiums
+from fertility.errors import PolicyError
+from fertility.findings import Finding, diagnose, not_judged, parity, premiums
 from fertility.findings.tokconfig import inspect_config
 from fertility.measure import Report, TokenizerInfo
 from fertility.measure.frame import DOC_COLUMNS
@@ -147,7 +149,8 @@ def make_report(rows, *, configs=None, docs=None, **extra) -> Report:
     ]
     if docs is None:
         docs = pd.DataFrame(columns=list(DOC_COLUMNS))
-    return Report(frame=frame, docs=docs, corpus={}, tokenizers=tokenizers, **extra)
+    corpus = extra.pop("corpus", {})
+    return Report(frame=frame, docs=docs, corpus=corpus, tokenizers=tokenizers, **extra)
 
 
 def rules(findings, rule=None):
@@ -539,7 +542,7 @@ def test_balance_on_parallel_files_is_line_aligned():
         ],
         docs=parallel_docs("t", en, bn),
     )
-    (f,) = rules(diagnose(rep), "balance-inversion")
+    (f,) = rules(diagnose(rep, parallel=True), "balance-inversion")
     assert (f.key, f.evidence["unit"]) == ("en", "aligned lines")
     assert f.evidence["ratio"] == 3.0  # exact: 1200 / 400 over 1.0, rounded to 4 places
 
@@ -558,6 +561,9 @@ def test_balance_silent_when_shares_agree():
 
 
 def parallel_docs(label: str, en_tokens, bn_tokens, *, bn_lines=None) -> pd.DataFrame:
+    """en.txt and bn.txt holding the same messages: line i is 50 + i characters in English
+    and 45 + i in Bengali (their lengths agree, as translations' do; declare the layout
+    with parallel=True)."""
     n = len(en_tokens)
     bn_lines = bn_lines or list(range(1, n + 1))
     rows = [
@@ -567,7 +573,7 @@ def parallel_docs(label: str, en_tokens, bn_tokens, *, bn_lines=None) -> pd.Data
             source="c/en.txt",
             line=i + 1,
             script="Latn",
-            chars=50,
+            chars=50 + i,
             graphemes=50,
             bytes=50,
             tokens=int(t),
@@ -581,7 +587,7 @@ def parallel_docs(label: str, en_tokens, bn_tokens, *, bn_lines=None) -> pd.Data
             source="c/bn.txt",
             line=ln,
             script="Beng",
-            chars=45,
+            chars=45 + ln,
             graphemes=30,
             bytes=130,
             tokens=int(t),
@@ -596,7 +602,7 @@ def test_parity_premium_above_two_with_interval():
     en = rng.integers(10, 20, size=40)
     bn = en * 3 + rng.integers(0, 3, size=40)
     rep = make_report([row("t", "Beng")], docs=parallel_docs("t", en, bn))
-    (f,) = rules(diagnose(rep), "parity")
+    (f,) = rules(diagnose(rep, parallel=True), "parity")
     # evidence rounded to 4 places (<= 5e-5): abs=1e-4 is 2x; a mean of per-line ratios
     # instead of the ratio of sums would be 3.7e-3 off
     assert f.key == "bn" and f.evidence["premium"] == pytest.approx(bn.sum() / en.sum(), abs=1e-4)
@@ -607,13 +613,127 @@ def test_parity_premium_above_two_with_interval():
 def test_parity_silent_below_two_and_without_parallel_files():
     en = np.full(40, 10)
     rep = make_report([row("t", "Beng")], docs=parallel_docs("t", en, en + 2))
-    assert rules(diagnose(rep), "parity") == []
-    assert premiums(rep)["premium"].tolist() == [1.2]  # exact: 480 / 400, one division
+    assert rules(diagnose(rep, parallel=True), "parity") == []
+    # exact: 480 / 400, one division
+    assert premiums(rep, parallel=True)["premium"].tolist() == [1.2]
     # bn has 30 lines, en 40: not parallel, no premium at all
     odd = make_report([row("t", "Beng")], docs=parallel_docs("t", en, np.full(30, 50)))
-    assert premiums(odd).empty and rules(diagnose(odd), "parity") == []
-    # another reference language: none in the corpus, nothing to compare
-    assert premiums(rep, reference="fr").empty
+    assert premiums(odd, parallel=True).empty and rules(diagnose(odd), "parity") == []
+    # another reference language: none in the corpus, nothing to compare, and it says so
+    other = premiums(rep, reference="fr", parallel=True)
+    assert other.empty and other.attrs["note"].startswith("no premium: no language")
+
+
+def test_rank_correlation_by_hand():
+    # ranks 1..5 against 2,1,4,3,5: d = -1,1,-1,1,0, sum d^2 = 4, no ties, so
+    # rho = 1 - 6 * 4 / (5 * (25 - 1)) = 1 - 24/120 = 0.8
+    a, b = np.array([10, 20, 30, 40, 50]), np.array([7, 3, 9, 8, 12])
+    assert parity.rank_correlation(a, b) == pytest.approx(0.8, abs=1e-12)
+    assert parity.rank_correlation(a, a[::-1]) == pytest.approx(-1.0, abs=1e-12)
+    assert math.isnan(parity.rank_correlation(a, np.full(5, 3)))  # a constant side: no evidence
+
+
+def test_same_record_counts_are_parallel_only_on_evidence():
+    en = np.full(40, 10)
+    docs = parallel_docs("t", en, en * 3)
+    rep = make_report([row("t", "Beng")], docs=docs)
+    # not declared: no premium, and why
+    none = premiums(rep)
+    assert none.empty and "not declared parallel" in none.attrs["note"]
+    # declared, but Bengali line i is as long as English line 41 - i: rho = -1 by hand
+    flipped = docs.copy()
+    bn = flipped["lang"] == "bn"
+    flipped.loc[bn, "chars"] = 45 + (41 - flipped.loc[bn, "line"])
+    rev = premiums(make_report([row("t", "Beng")], docs=flipped), parallel=True)
+    assert rev.empty and "rank correlation -1.00 over 40 lines" in rev.attrs["note"]
+    # FLORES-style names in one folder need no declaration; `en` is eng_Latn
+    flores = docs.replace(
+        {
+            "c/en.txt": "c/eng_Latn.txt",
+            "c/bn.txt": "c/ben_Beng.txt",
+            "en": "eng_Latn",
+            "bn": "ben_Beng",
+        }
+    )
+    got = premiums(make_report([row("t", "Beng")], docs=flores))
+    assert got[["lang", "reference", "premium"]].values.tolist() == [["ben_Beng", "eng_Latn", 3.0]]
+    assert got.attrs["note"] == ""
+
+
+def test_an_absent_reference_is_refused_by_name():
+    assert parity.require_reference(["eng_Latn", "ben_Beng"], "en") == "eng_Latn"
+    assert parity.require_reference(["en", "eng_Latn"], "en") == "en"  # the label itself wins
+    with pytest.raises(
+        PolicyError, match=r"--reference xx: no language .* \(have: ben_Beng, eng_Latn\)"
+    ):
+        parity.require_reference(["eng_Latn", "ben_Beng"], "xx")
+    with pytest.raises(PolicyError, match="en is en_GB, en_US"):
+        parity.require_reference(["en_GB", "en_US"], "en")
+
+
+# ---------------------------------------------------------------- running text by language
+
+
+def test_a_script_is_judged_by_its_languages_text_not_the_whole_corpus():
+    """Telugu: 36,000 running characters, 99% of te's; English 4,000,000 elsewhere, so
+    Telugu is 36,000 / 4,036,000 = 0.89% of the corpus, under min_share (1%)."""
+    rows = [
+        row("t", "te", group="language", chars=36400, tokens=12000),
+        row("t", "en", group="language", chars=4_000_000, tokens=900_000),
+        row("t", "Telu", chars=36000, tokens=12000),
+        row("t", "Latn", chars=4_000_000, tokens=900_000),
+    ]
+    langs = {("t", "Telu"): {"te": 36000}, ("t", "Latn"): {"en": 4_000_000}}
+    rep = make_report(rows, running_langs=langs)
+    assert ("t", "Telu") not in not_judged(rep, 0.01)
+    # without the per-language counts (the old rule) it is under min_share: not judged
+    old = not_judged(make_report(rows), 0.01)[("t", "Telu")]
+    assert old["running_share"] == pytest.approx(36000 / 4_036_000, rel=1e-12)
+    assert "0.89% of the corpus's characters" in old["reason"]
+    # 1% of its language but only 600 characters: too small to judge on its own
+    small = make_report(
+        [row("t", "ja", group="language", chars=60000), row("t", "Kana", chars=600, documents=31)]
+        + rows[1:2]
+        + rows[3:],
+        running_langs={("t", "Kana"): {"ja": 600}, ("t", "Latn"): {"en": 4_000_000}},
+    )
+    why = not_judged(small, 0.01)[("t", "Kana")]
+    assert (why["language"], why["language_share"], why["chars"]) == ("ja", 0.01, 600)
+    assert "600 characters in 31 documents, under the policy's 1,000 / 10" in why["reason"]
+
+
+# ---------------------------------------------------------------- label-script
+
+
+def labelled(running_langs, lang="hin_Deva"):
+    """A report whose language `lang` (folder c/LANG) has the given running characters."""
+    corpus = {"files": [{"path": f"c/{lang}/part-1.txt", "langs": {lang: 40}}]}
+    rows = [row("t", lang, group="language"), row("t", "Latn")]
+    return make_report(rows, running_langs=running_langs, corpus=corpus)
+
+
+def test_a_flores_label_whose_script_is_under_half_of_its_text_is_named():
+    # hin_Deva holds 980 running characters of Latin and 20 of Devanagari: 2% Deva
+    rep = labelled({("t", "Latn"): {"hin_Deva": 980}, ("t", "Deva"): {"hin_Deva": 20}})
+    (f,) = rules(diagnose(rep), "label-script")
+    assert (f.severity, f.key, f.evidence["label_share"], f.evidence["script_found"]) == (
+        "warning",
+        "hin_Deva",
+        0.02,  # 20 / 1000, by hand
+        "Latn",
+    )
+    assert f.evidence["found_share"] == 0.98 and f.evidence["folders"] == ["c/hin_Deva"]
+    assert "c/hin_Deva" in f.cause and "Latn (98%)" in f.cause and "Deva is 2%" in f.cause
+    # 600 of 1000 in Devanagari: the label holds
+    ok = labelled({("t", "Latn"): {"hin_Deva": 400}, ("t", "Deva"): {"hin_Deva": 600}})
+    assert rules(diagnose(ok), "label-script") == []
+    # jpn_Jpan is Han, Hiragana and Katakana together (300 + 200 + 100 of 1000: 60%)
+    jpan = {("t", s): {"jpn_Jpan": n} for s, n in (("Hani", 300), ("Hira", 200), ("Kana", 100))}
+    jpan[("t", "Latn")] = {"jpn_Jpan": 400}
+    assert rules(diagnose(labelled(jpan, "jpn_Jpan")), "label-script") == []
+    # a label without a script says nothing about one
+    plain = labelled({("t", "Latn"): {"hi": 980}, ("t", "Deva"): {"hi": 20}}, "hi")
+    assert rules(diagnose(plain), "label-script") == []
 
 
 # ---------------------------------------------------------------- the whole list

@@ -35,6 +35,10 @@ FLOORS = {"script_floors", "language_floors", "default_floor", "exempt_scripts"}
 
 def scenarios():
     """Reports that between them make every rule give every severity it declares."""
+    yield make_report(
+        [row("t", "heb_Hebr", group="language"), row("t", "Latn")],
+        running_langs={("t", "Latn"): {"heb_Hebr": 1000}},
+    )
     o200k = {"pattern": r"\p{L}+"}
     nfkc = hf_config(pre_tokenizers.Whitespace(), normalizers.NFKC())
     lower = hf_config(pre_tokenizers.Whitespace(), normalizers.Lowercase())
@@ -110,7 +114,7 @@ def emitted():
     out = []
     for rep in scenarios():
         t = Thresholds()
-        table = premiums(rep, t)
+        table = premiums(rep, t, parallel=True)
         for r in REGISTRY.values():
             rec = Recording(t)
             out.append((r, list(r.run(rep, rec, table, "en")), rec.read))
@@ -140,7 +144,7 @@ def test_rules_read_only_the_thresholds_they_declare(emitted):
 
 def test_every_finding_of_diagnose_is_a_declared_rule_in_registry_order():
     for rep in scenarios():
-        found = diagnose(rep)
+        found = diagnose(rep, parallel=True)
         assert found and all(f.rule in REGISTRY for f in found)
         assert all(f.severity in REGISTRY[f.rule].severities for f in found)
     assert RULES == tuple(REGISTRY)

@@ -208,12 +208,19 @@ def test_premium_ceiling_on_parallel_files(monkeypatch):
     monkeypatch.setattr(parity, "premiums", lambda *a, **k: calls.append(1) or real(*a, **k))
     en = np.full(40, 10)
     docs = parallel_docs("t", en, en * 3)
-    res = gate([beng(3.0, 2.8, 3.2, documents=40), row("t", "Latn", nbytes=6000)], docs=docs)
+    declared = dataclasses.replace(default_policy(), parallel=True)
+    rows = [beng(3.0, 2.8, 3.2, documents=40), row("t", "Latn", nbytes=6000)]
+    res = gate(rows, declared, docs=docs)
     (c,) = [c for c in res.checks if c.name == "premium"]
     assert (c.key, c.value, c.verdict) == ("bn", 3.0, "fail")
     # the parity finding reads the same table: one bootstrap, not two
     (f,) = [f for f in res.findings if f.rule == "parity"]
     assert (f.evidence["premium"], f.evidence["lo"]) == (3.0, c.lo) and len(calls) == 1
+    # the same files, not declared parallel: no premium, and the gate says why in one line
+    res = gate(rows, docs=docs)
+    assert not [c for c in res.checks if c.name == "premium"]
+    assert "not declared parallel" in res.premium_note and "c/bn.txt / c/en.txt" in res.premium_note
+    assert res.to_dict()["premium_note"] == res.premium_note
 
 
 def test_a_row_over_the_unk_ceiling_cannot_pass_chars_per_token():

@@ -12,13 +12,16 @@ cannot pass characters per token; `pretrain` refuses the GPT-2-split BPE and not
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import unicodedata
 
 import pytest
 import regex
+import tiktoken
 import tiktoken.load
 import tokenizers
+from scipy import stats as scipy_stats
 
 from fertility.findings import diagnose
 from fertility.findings import premiums as diagnose_premiums
@@ -244,13 +247,14 @@ def test_balance_on_parallel_files_never_blames_the_best_served_language(rw, loa
     toks = loaded(specs(rw, {**CUTTING, **CLEAN, "minilm": "minilm/tokenizer.json"}))
     report = analyze([rw / "parallel"], toks)
     langs = {p.stem for p in (rw / "parallel").glob("*.txt")}
-    found = [f for f in diagnose(report) if f.rule == "balance-inversion"]
+    # GTK messages translated line by line: the layout declared (--parallel)
+    found = [f for f in diagnose(report, parallel=True) if f.rule == "balance-inversion"]
     assert not [f for f in found if "fix the tokenizer" in (f.cause + f.fix).lower()]
     for f in found:
         if f.group == "language":
             # every language holds the same messages: judged per aligned line, no pairs
             assert "/" not in f.key and f.evidence["unit"] == "aligned lines", f
-    premiums = diagnose_premiums(report)
+    premiums = diagnose_premiums(report, parallel=True)
     assert set(premiums["lang"]) == langs - {"en"}  # all files align with en.txt
 
 
@@ -323,3 +327,168 @@ def test_pretrain_refuses_the_gpt2_split_bpe_and_not_o200k(rw, bn_en_text, tmp_p
         )
     meta = json.loads((tmp_path / "o200k" / "run.json").read_text(encoding="utf-8"))
     assert meta["gate"]["passed"] is True and meta["forced"] is False
+
+
+# ---------------------------------------------------------------- verdicts on real prose (#34)
+
+O200K = "tokenizers/o200k_base.tiktoken"
+
+
+def write_docs(path, docs) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(docs) + "\n", encoding="utf-8")
+
+
+def premium_checks(out: str) -> list[dict]:
+    return [c for c in json.loads(out)["checks"] if c["name"] == "premium"]
+
+
+def test_unrelated_text_of_equal_record_counts_gets_no_premium(rw, tmp_path, run):
+    """60 English GTK messages and 60 unrelated Russian lines: the same record count, but
+    not translations. Declared or not, no premium, and the gate says why in one line."""
+    en = documents(rw / "parallel" / "en.txt")[:60]
+    ru = documents(rw / "text" / "ru.txt")[1000:1060]
+    write_docs(tmp_path / "c" / "en" / "part-1.txt", en)
+    write_docs(tmp_path / "c" / "ru" / "part-1.txt", ru)
+    tok = rw / O200K
+    code, out, _ = run("gate", tmp_path / "c", "-t", tok, "--format", "json", "-q")
+    assert not premium_checks(out) and "not declared parallel" in json.loads(out)["premium_note"]
+    code, out, _ = run("gate", tmp_path / "c", "-t", tok, "--parallel", "--format", "json", "-q")
+    # second method: scipy's Spearman of the lines' lengths in code points
+    rho = scipy_stats.spearmanr([len(x) for x in ru], [len(x) for x in en]).statistic
+    note = json.loads(out)["premium_note"]
+    assert not premium_checks(out) and rho < 0.5
+    assert f"rank correlation {rho:.2f} over 60 lines" in note
+    code, text, _ = run("gate", tmp_path / "c", "-t", tok, "--parallel", "-q")
+    assert "no premium for 1 of 1 file pairs: ru/part-1.txt / en/part-1.txt: line lengths" in text
+
+
+def test_translations_get_their_premium_declared_or_flores_named(rw, tmp_path, run, monkeypatch):
+    """The same 60 GTK messages in English and Russian: a premium with --parallel, and
+    without it when the files are FLORES-style (eng_Latn.txt, rus_Cyrl.txt in one folder),
+    `en` then being eng_Latn. Its value against tiktoken's own token counts."""
+    en = documents(rw / "parallel" / "en.txt")[:60]
+    ru = documents(rw / "parallel" / "ru.txt")[:60]
+    write_docs(tmp_path / "gtk" / "en.txt", en)
+    write_docs(tmp_path / "gtk" / "ru.txt", ru)
+    write_docs(tmp_path / "flores" / "eng_Latn.txt", en)
+    write_docs(tmp_path / "flores" / "rus_Cyrl.txt", ru)
+    ranks = tiktoken.load.load_tiktoken_bpe(str(rw / O200K))
+    pat = openai_pattern("o200k_base", ranks, monkeypatch)
+    enc = tiktoken.Encoding("o200k", pat_str=pat, mergeable_ranks=ranks, special_tokens={})
+    want = sum(len(enc.encode_ordinary(x)) for x in ru) / sum(
+        len(enc.encode_ordinary(x)) for x in en
+    )
+    tok = rw / O200K
+    _, out, _ = run("gate", tmp_path / "gtk", "-t", tok, "--parallel", "--format", "json", "-q")
+    (c,) = premium_checks(out)
+    assert (c["key"], c["note"]) == ("ru", "vs en, 60 aligned lines")
+    assert c["value"] == pytest.approx(want, rel=1e-12)  # sums of integers, one division
+    _, out, _ = run("gate", tmp_path / "flores", "-t", tok, "--format", "json", "-q")
+    (c,) = premium_checks(out)
+    assert (c["key"], c["note"]) == ("rus_Cyrl", "vs eng_Latn, 60 aligned lines")
+    assert c["value"] == pytest.approx(want, rel=1e-12)
+    # a reference the corpus lacks is refused by name, exit 2
+    code, _, err = run("gate", tmp_path / "flores", "-t", tok, "--reference", "xx", "-q")
+    assert code == 2 and err.startswith("error: --reference xx: no language") and "eng_Latn" in err
+
+
+def upto(docs: list[str], chars: int) -> list[str]:
+    """The first documents holding `chars` code points."""
+    out, n = [], 0
+    for x in docs:
+        if n >= chars:
+            break
+        out.append(x)
+        n += len(x)
+    return out
+
+
+def test_a_languages_prose_is_judged_by_its_own_size(rw, tmp_path, loaded):
+    """Telugu prose of 36k characters and Japanese holding 15.5k Katakana letters, beside all
+    of English's 490k: each under a tenth of the corpus. Under min_share = 0.1 the corpus
+    share called both fragments; judged by their own language's text they are judged, and
+    cl100k's Telugu failure stays."""
+    te = upto(documents(rw / "text" / "te.txt"), 36_000)
+    ja, kana = [], 0
+    for x in documents(rw / "text" / "ja.txt"):
+        if kana >= 15_500:
+            break
+        ja.append(x)
+        kana += len(regex.findall(r"\p{Katakana}", x))
+    write_docs(tmp_path / "te" / "part-1.txt", te)
+    write_docs(tmp_path / "ja" / "part-1.txt", ja)
+    write_docs(tmp_path / "en" / "part-1.txt", documents(rw / "text" / "en.txt"))
+    report = analyze([tmp_path], loaded(specs(rw, {k: CUTTING[k] for k in ("cl100k",)})))
+    total = sum(map(len, te + ja)) + sum(map(len, documents(rw / "text" / "en.txt")))
+    assert sum(map(len, te)) / total < 0.1 and kana / total < 0.1  # second method: len()
+    policy = dataclasses.replace(default_policy(), min_share=0.1)
+    res = evaluate(report, policy, label="cl100k")
+    judged = {c.key for c in res.checks if c.group == "script"}
+    assert {"Telu", "Kana"} <= judged and not {"Telu", "Kana"} & {s["key"] for s in res.skipped}
+    (telu,) = [c for c in res.checks if c.name == "chars_per_token" and c.key == "Telu"]
+    assert telu.verdict == "fail" and telu.hi < 2.5
+
+
+def test_a_flores_label_holding_another_script_is_named(rw, tmp_path, loaded):
+    """heb_Hebr/ holding English only, hin_Deva/ 98% English by characters: each named with
+    its folder and the script found; a real Hindi hin_Deva/ is not."""
+    en = documents(rw / "text" / "en.txt")[:400]
+    hi = documents(rw / "text" / "hi.txt")
+    write_docs(tmp_path / "c" / "heb_Hebr" / "part-1.txt", en[:200])
+    mixed = upto(hi, sum(map(len, en[200:])) // 49) + en[200:]  # about 2% Hindi
+    write_docs(tmp_path / "c" / "hin_Deva" / "part-1.txt", mixed)
+    write_docs(tmp_path / "real" / "hin_Deva" / "part-1.txt", hi[:200])
+    tok = loaded(specs(rw, {"o200k": CLEAN["o200k"]}))
+    found = [f for f in diagnose(analyze([tmp_path / "c"], tok)) if f.rule == "label-script"]
+    by_key = {f.key: f for f in found}
+    assert set(by_key) == {"heb_Hebr", "hin_Deva"}
+    for key, f in by_key.items():
+        letters = "".join(mixed if key == "hin_Deva" else en[:200])
+        # second method: the label script's share of the letters, by `regex`
+        own = len(regex.findall(rf"\p{{Script={key[4:]}}}", letters))
+        share = own / len(regex.findall(r"\p{L}", letters))
+        assert f.evidence["script_found"] == "Latn" and str(tmp_path / "c" / key) in f.cause
+        assert f.evidence["label_share"] == pytest.approx(share, abs=0.02) and share < 0.5
+    real = diagnose(analyze([tmp_path / "real"], tok))
+    assert not [f for f in real if f.rule == "label-script"]
+
+
+def test_the_gate_says_what_it_read(rw, tmp_path, run):
+    """--max-docs: the subset in text and JSON, as report says it, and an uncertain check asks
+    to read more; --precision on a small corpus read whole: the documents' interval, the
+    reason of each language not reached."""
+    corpus, tok = rw / "parallel", rw / O200K
+    args = ("-t", tok, "--max-docs", "300", "--seed", "1", "-q")
+    _, out, _ = run("gate", corpus, *args, "--format", "json")
+    gate = json.loads(out)
+    _, rep, _ = run("report", corpus, *args, "--format", "json")
+    subset = json.loads(rep)["corpus"]["subset"]
+    assert gate["subset"]["statement"] == subset["statement"]
+    assert (gate["subset"]["max_docs"], gate["subset"]["documents"]) == (300, 300)
+    assert gate["subset"]["documents_seen"] == sum(len(documents(p)) for p in corpus.iterdir())
+    code, text, _ = run("gate", corpus, *args)
+    assert f"read: {subset['statement'][:60]}" in " ".join(text.split())
+    # 300 of 5,434 documents leave checks uncertain: reading more comes first
+    assert any(c["verdict"] == "uncertain" for c in gate["checks"])
+    assert "read more: drop --max-docs" in text and "add documents" not in text
+    # --precision 0.05: 13 blocks, all read; every interval is the documents' (the plain
+    # run's), so a language within 5% is reached, and one that is not says why
+    _, out, _ = run("report", corpus, "-t", tok, "-q", "--format", "json", "--precision", "0.05")
+    _, plain, _ = run("report", corpus, "-t", tok, "-q", "--format", "json")
+    prec = json.loads(out)
+    p = prec["corpus"]["precision"]
+    assert p["blocks_read"] == p["blocks"] and p["exhausted"]
+    rows = lambda doc: {  # noqa: E731
+        r["key"]: (r["chars_per_token_lo"], r["chars_per_token_hi"])
+        for r in doc["tokenizers"][0]["rows"]
+        if r["group"] == "language"
+    }
+    assert rows(prec) == rows(json.loads(plain))
+    for lang, g in p["languages"].items():
+        assert g["interval"] == "documents" and g["reached"] == (g["half_width"] <= 0.05)
+        if not g["reached"]:
+            assert f"{lang} ({g['why']})" in p["statement"]
+    for key, g in p["scripts"].items():
+        if not g["reached"]:
+            assert f"script {key} ({g['why']})" in p["statement"] and "blocks" not in g["why"]
