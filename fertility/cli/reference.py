@@ -20,22 +20,30 @@ interrupted, 143 terminated (docs/RELIABILITY.md).
 """
 
 
-def _help(command: click.Command, name: str, parent: click.Context | None) -> str:
-    ctx = click.Context(command, info_name=name, parent=parent, terminal_width=WIDTH)
-    ctx.max_content_width = WIDTH
-    return command.get_help(ctx)
+def _context(command: click.Command, name: str, parent: click.Context | None) -> click.Context:
+    # make_context, not Context(): it applies the group's context_settings (-h as --help),
+    # which children inherit, so the text is what the command prints in any process
+    return command.make_context(
+        name,
+        [],
+        parent=parent,
+        resilient_parsing=True,
+        terminal_width=WIDTH,
+        max_content_width=WIDTH,
+    )
 
 
 def markdown() -> str:
     from fertility.cli import cli
 
-    root = click.Context(cli, info_name="fertility", terminal_width=WIDTH)
-    parts = [HEADER, "## fertility\n", "```text", _help(cli, "fertility", None), "```\n"]
     assert isinstance(cli, click.Group)
+    root = _context(cli, "fertility", None)
+    parts = [HEADER, "## fertility\n", "```text", cli.get_help(root), "```\n"]
     for name in cli.list_commands(root):
         command = cli.get_command(root, name)
         assert command is not None
-        parts += [f"## fertility {name}\n", "```text", _help(command, name, root), "```\n"]
+        help_text = command.get_help(_context(command, name, root))
+        parts += [f"## fertility {name}\n", "```text", help_text, "```\n"]
     return "\n".join(parts)
 
 
