@@ -310,6 +310,8 @@ def summary_lines(report, policy, width: int, verbose: bool = False) -> list[str
     for sk in result.skipped:
         first.setdefault(str(sk["key"]), str(sk["reason"]))
     notes = [f"not judged: {key}: {reason}" for key, reason in first.items()]
+    if result.premium_note:  # why the premium column is empty, or partly
+        notes.append(result.premium_note)
     return (
         S.verdict_table(vs, width, verbose)
         + S.wrap_text(S.verdict_legend(result.policy.fail_on), width)
