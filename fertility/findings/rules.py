@@ -767,7 +767,10 @@ def label_script(x: Inputs) -> Iterator[Finding]:
         for lang, n in per_lang.items():
             by_lang.setdefault(label, {}).setdefault(lang, {})[script] = n
     files = (getattr(report, "corpus", None) or {}).get("files") or []
+    families = {d.label for d in report.tokenizers if d.kind == PRETOKENIZER}
     for label, langs in by_lang.items():
+        if label in families:  # the corpus's text, said once per tokenizer, not per family
+            continue
         for lang, scripts in sorted(langs.items()):
             named = labels.flores_script(lang)
             total = sum(scripts.values())

@@ -440,3 +440,32 @@ def test_gate_corpus_with_a_baseline(published):
     worse = gate_corpus(paths, f"naive={naive}", baseline=f"aware={aware}")
     (beng,) = [c for c in worse.checks if c.name == "vs_baseline" and c.key == "Beng"]
     assert beng.verdict == "fail" and beng.value < 0.5  # 1.45 vs 4.8 chars per token
+
+
+def test_the_gate_says_what_it_read_and_to_read_more_first():
+    # 100 of 400 documents read (--max-docs 100): an uncertain check asks to read the rest
+    corpus = {
+        "max_docs": 100,
+        "sample": None,
+        "precision": None,
+        "documents": 100,
+        "documents_seen": 400,
+        "subset": {"method": "stratified", "statement": "max_docs=100 (seed 1): a sample"},
+    }
+    rows = [beng(3.0, 2.4, 3.6)]  # straddles the 2.5 floor: uncertain
+    res = evaluate(make_report(rows, corpus=corpus), default_policy())
+    assert res.subset == {
+        "method": "stratified",
+        "statement": "max_docs=100 (seed 1): a sample",
+        "documents": 100,
+        "documents_seen": 400,
+        "max_docs": 100,
+        "more": "drop --max-docs to read every document",
+    }
+    text = gate_text(res)
+    assert "read: max_docs=100 (seed 1): a sample" in text
+    assert "read more: drop --max-docs to read every document" in text
+    assert "add documents" not in text and res.to_dict()["subset"] == res.subset
+    # the whole corpus read (no option): no subset, and more documents are what is needed
+    whole = evaluate(make_report(rows), default_policy())
+    assert whole.subset is None and "add documents in those scripts" in gate_text(whole)
