@@ -15,12 +15,13 @@ import textwrap
 import pandas as pd
 
 from fertility.errors import visible
+from fertility.findings import not_judged
 from fertility.gate import evaluate
 from fertility.measure.counters import COUNTS
 from fertility.measure.frame import add_metrics
 from fertility.measure.metrics import Metric, shown
 from fertility.numbers import fmt
-from fertility.policy import default_policy
+from fertility.policy import Policy, default_policy
 from fertility.report import summary as S
 from fertility.report import table as T
 from fertility.report.table import GAP, grid, terminal_width
@@ -93,15 +94,18 @@ def corpus_lines(corpus: dict) -> list[str]:
 # ---------------------------------------------------------------- the side-by-side table
 
 
-def _rows(frame: pd.DataFrame, labels: list[str], min_share: float):
+def _rows(frame: pd.DataFrame, labels: list[str], min_share: float, judged: set[str]):
     """Row keys in order (all, languages, scripts) and the scripts folded into "other
-    scripts": those under `min_share` of the characters (the gate skips them too)."""
+    scripts": those under `min_share` of the characters that the gate does not judge either
+    (`judged`: a script judged by its own language's text keeps its row)."""
     first = frame[frame["tokenizer"] == labels[0]]
     langs = sorted(first.loc[first["group"] == "language", "key"].astype(str))
     scripts = first[first["group"] == "script"]
     total = float(scripts["chars"].sum()) or 1.0
     small = sorted(
-        str(k) for k, c in zip(scripts["key"], scripts["chars"]) if c / total < min_share
+        str(k)
+        for k, c in zip(scripts["key"], scripts["chars"])
+        if c / total < min_share and str(k) not in judged
     )
     big = sorted(str(k) for k in scripts["key"] if str(k) not in small)
     keys = [("all", str(k)) for k in first.loc[first["group"] == "all", "key"]]
@@ -157,17 +161,27 @@ def _chunks(
 
 
 def table_lines(
-    report, *, min_share: float = 0.0, width: int | None = None, verbose: bool = False
+    report,
+    *,
+    min_share: float = 0.0,
+    width: int | None = None,
+    verbose: bool = False,
+    min_size: tuple[int, int] = (Policy.min_chars, Policy.min_documents),
 ) -> list[str]:
     """The tokenizers side by side, one row per language and script. Default: the most
     useful columns that fit `width` for every tokenizer at once (at least chars/token and its
-    interval); verbose: every column. What does not fit wraps onto another table."""
+    interval); verbose: every column. What does not fit wraps onto another table.
+    min_share, min_size: the policy's min_share and (min_chars, min_documents): a script
+    under min_share of the characters folds into "other" unless the gate judges it."""
     width = width or terminal_width()
     frame = report.frame
     labels = [t.label for t in report.tokenizers]
     if not labels or frame.empty:
         return []
-    keys, small = _rows(frame, labels, min_share)
+    skipped = not_judged(report, min_share, *min_size) if min_share else {}
+    scripts = frame.loc[(frame["tokenizer"] == labels[0]) & (frame["group"] == "script"), "key"]
+    judged = {str(k) for k in scripts if (labels[0], str(k)) not in skipped}
+    keys, small = _rows(frame, labels, min_share, judged)
     by = {
         (str(r["tokenizer"]), r["group"], str(r["key"])): r for r in frame.to_dict(orient="records")
     }
@@ -277,7 +291,13 @@ def render_table(
         parts.append(
             f"pre-tokenizer ceilings ({', '.join(families)}): each pre-token counted as a token"
         )
-    parts += [""] + table_lines(report, min_share=policy.min_share, width=width, verbose=verbose)
+    parts += [""] + table_lines(
+        report,
+        min_share=policy.min_share,
+        width=width,
+        verbose=verbose,
+        min_size=(policy.min_chars, policy.min_documents),
+    )
     parts += findings_lines(
         report.findings, [t.label for t in report.tokenizers], width, verbose, report.frame
     )
