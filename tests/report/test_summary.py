@@ -241,3 +241,21 @@ def test_four_real_tokenizers_on_13_languages_fit_the_terminal(four, rw, width):
         assert len(keys) == len(set(keys)), x  # each once
     headings = [x for x in body if re.match(r"(error|warning|info) \S+", x)]
     assert headings and all(re.search(r" \(.*N.*\)$", h) for h in headings), headings
+
+
+def test_a_script_judged_by_its_language_keeps_its_row(tmp_path):
+    """English and Russian of examples/corpus (5.6k and 5.3k characters, 60 lines each) and
+    a stray Cherokee line: under min_share = 0.6 each script is under it of the corpus, but
+    Latin and Cyrillic are their language's whole running text, judged, so keep their rows;
+    Cherokee (two words in one English line) folds."""
+    for lang in ("en", "ru"):
+        lines = (ROOT / f"examples/corpus/{lang}.txt").read_text(encoding="utf-8").splitlines()
+        extra = ["Hello ᏣᎳᎩ ᎦᏬᏂᎯᏍᏗ"] if lang == "en" else []
+        (tmp_path / f"{lang}.txt").write_text("\n".join(lines + extra) + "\n", encoding="utf-8")
+    rep = analyze([tmp_path], [], pretokenizers=["o200k"])
+    scripts = rep.frame[rep.frame.group == "script"].set_index("key")["chars"]
+    assert (scripts / scripts.sum() < 0.6).all()  # every script under min_share of the corpus
+    lines = table_lines(rep, min_share=0.6, width=120)
+    assert [x for x in lines if x.startswith("script:Latn")]
+    assert [x for x in lines if x.startswith("script:Cyrl")]
+    assert re.search(r"^other: the scripts Cher,? ", "\n".join(lines), re.M)
