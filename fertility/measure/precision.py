@@ -4,10 +4,12 @@ The corpus is read in a seeded random order of blocks (fertility.corpus.precisio
 text or jsonl lines, a parquet row group, a compressed file whole), each block its own
 batches. After each block the pass stops when, for every tokenizer, every language and every
 judged script (a "running" row holding at least MIN_SHARE of the characters, the default
-policy's min_share) has a chars/token 95% interval of relative half-width <= REL, with at least
-MIN_CLUSTERS blocks and MIN_DOCUMENTS documents holding it; a language all of whose blocks
-were measured is exhausted and needs nothing more; a language named by a file or folder
-that no block read yet is not reached.
+policy's min_share, or of a language's with MIN_CHARS characters in MIN_DOCUMENTS
+documents: fertility.findings.not_judged) has a chars/token 95% interval of relative
+half-width <= REL, with at least MIN_CLUSTERS blocks and MIN_DOCUMENTS documents holding it;
+a language all of whose blocks were measured is exhausted and its documents give its
+interval (no block minimum); a language named by a file or folder that no block read yet is
+not reached.
 
 The interval. Documents of one block are neighbours (one page, one crawl, one topic), so the
 sample is a cluster sample: the interval of the report is the ratio's delta-method interval
@@ -35,6 +37,20 @@ from fertility.measure.passes import run_pass
 MIN_CLUSTERS = 30  # blocks holding a group before its interval is trusted (delta method)
 MIN_DOCUMENTS = 10  # the default policy's min_documents
 MIN_SHARE = 0.01  # the default policy's min_share: a running script under it is not judged
+MIN_CHARS = 1000  # the default policy's min_chars
+
+
+def _language_shares(acc) -> np.ndarray:
+    """Per script index: the largest share of a language's characters that is the script's
+    running text (GroupCounts.running_lang over the language rows' characters)."""
+    rl = acc.counts.running_lang
+    n = min(len(rl), len(acc.counts.lang))
+    if n == 0:
+        return np.zeros(rl.shape[1] if rl.ndim == 2 else NS)
+    chars = acc.counts.lang[:n, C["chars"]].astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(chars[:, None] > 0, rl[:n] / np.maximum(chars[:, None], 1), 0.0)
+    return share.max(axis=0)
 
 
 def _cluster_rows(dc: np.ndarray, dt: np.ndarray) -> np.ndarray:
@@ -110,11 +126,15 @@ class Stopper:
                     sums = acc.boot.lang[i]
                 self._judge(groups, ("language", lang), sums, docs, chars, exhausted, blocks)
             total = acc.counts.script[:, C["chars"]].sum()
+            own = _language_shares(acc)
             for s in np.flatnonzero(acc.counts.running[:, C["chars"]]):
                 chars = int(acc.counts.running[s, C["chars"]])
-                if chars < MIN_SHARE * total:
-                    continue
                 docs = int(acc.counts.running[s, C["documents"]])
+                # judged as the default policy judges it (fertility.findings.not_judged): by
+                # its share of the corpus, or of a language when large enough on its own
+                big = chars >= MIN_CHARS and docs >= MIN_DOCUMENTS and own[s] >= MIN_SHARE
+                if chars < MIN_SHARE * total and not big:
+                    continue
                 sums = self.sums[k][2][s]
                 blocks = int(sums[0])
                 if self.whole:  # the whole corpus read: the documents' interval

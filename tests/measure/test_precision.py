@@ -132,3 +132,18 @@ def test_bad_precision_is_one_line_exit_2(run, shuffled, extra, says):
     code, out, err = run("report", shuffled, "-q", "--pretokenizers", "whitespace", *extra)
     assert code == 2 and out == "" and says in err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_running_text_is_counted_per_language_as_the_gate_judges_it(tmp_path):
+    """Report.running_langs and the stopper's per-language shares, against a hand count:
+    ru.txt is two Russian lines of 3 words (running text), en.txt one English line of 3
+    words and one with a lone Russian word (a fragment: no run of 3 words, not its
+    document's family)."""
+    (tmp_path / "ru.txt").write_text("один два три\nчетыре пять шесть\n", encoding="utf-8")
+    (tmp_path / "en.txt").write_text("one two three\nfour five сем\n", encoding="utf-8")
+    rep = analyze([tmp_path], [], pretokenizers=["whitespace"], workers=1)
+    (label,) = {t for t, _ in rep.running_langs}
+    # ru: every character is running Cyrillic: 12 + 17 code points
+    assert rep.running_langs[(label, "Cyrl")] == {"ru": 12 + 17}
+    # en: "one two three" (13) and "four five" with its space (10): the lone "сем" is a fragment
+    assert rep.running_langs[(label, "Latn")] == {"en": 13 + 10}
