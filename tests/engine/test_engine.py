@@ -51,6 +51,7 @@ def same(one, other) -> None:
     a.pop("settings"), b.pop("settings")  # the number of tasks and the executor
     assert a == b
     assert (one.samples, one.roundtrip) == (other.samples, other.roundtrip)
+    assert one.running_langs == other.running_langs and one.running_langs
 
 
 def test_local_tasks_give_the_report_of_one_process(setup, tmp_path):

@@ -42,6 +42,7 @@ def test_two_processes_give_the_report_of_one(setup):
     assert one.samples == two.samples
     assert one.normalization == two.normalization
     assert one.byte_fallback_chars == two.byte_fallback_chars
+    assert one.running_langs == two.running_langs and one.running_langs  # merged exactly
 
 
 def test_worker_errors_reach_the_caller(setup, tmp_path):
