@@ -44,6 +44,7 @@ def test_the_wheel_holds_fertility_alone(tmp_path):
         "fertility/trainer/run.py",
         "fertility/eval/run.py",
         "fertility/corpus/iso639.txt",
+        "fertility/corpus/iso639-pairs.txt",  # the reference en is eng_Latn (corpus.labels)
         "fertility/default_policy.toml",
         "fertility/py.typed",  # PEP 561: type checkers read the package's own annotations
         "fertility/schemas/report.schema.json",  # the JSON Schemas of the versioned outputs
