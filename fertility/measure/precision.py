@@ -175,7 +175,8 @@ class Stopper:
     def _why(self, clusters: int, docs: int, width: float, enough: bool) -> str:
         """Why a group has not reached the target, in words (the statement's)."""
         if not enough:
-            return f"{clusters} blocks, an interval over blocks needs {MIN_CLUSTERS}"
+            blocks = f"{clusters} block" + ("" if clusters == 1 else "s")
+            return f"{blocks}, an interval over blocks needs {MIN_CLUSTERS}"
         if docs < MIN_DOCUMENTS:
             return f"{docs} documents, under {MIN_DOCUMENTS}"
         if width != width:

@@ -392,8 +392,10 @@ def test_translations_get_their_premium_declared_or_flores_named(rw, tmp_path, r
     assert (c["key"], c["note"]) == ("rus_Cyrl", "vs eng_Latn, 60 aligned lines")
     assert c["value"] == pytest.approx(want, rel=1e-12)
     # a reference the corpus lacks is refused by name, exit 2
-    code, _, err = run("gate", tmp_path / "flores", "-t", tok, "--reference", "xx", "-q")
-    assert code == 2 and err.startswith("error: --reference xx: no language") and "eng_Latn" in err
+    for verb in ("gate", "report"):
+        code, _, err = run(verb, tmp_path / "flores", "-t", tok, "--reference", "xx", "-q")
+        assert code == 2 and err.startswith("error: --reference xx: no language"), verb
+        assert "eng_Latn" in err
 
 
 def upto(docs: list[str], chars: int) -> list[str]:
