@@ -36,6 +36,18 @@ def test_common_and_inherited_take_neighbouring_script():
     assert scripts[tb.doc_offsets[1] :] == ["Zyyy"] * 6  # nothing but Common stays Common
 
 
+def test_resolved_scripts_alone_give_the_hand_worked_scripts():
+    """The scripts without the word, grapheme and running tables (the card's vocabulary
+    classes use them): the two tests above, worked by hand, through resolved_scripts."""
+    doc, script = U.resolved_scripts(["«হ্যাঁ» ok, 2024!", "123 !!", "", "abc", "।।", "কখ"])
+    got = [U.SCRIPTS[s] for s in script]
+    n = len("«হ্যাঁ» ok, 2024!")
+    assert got[:8] == ["Beng"] * 8 and got[8:n] == ["Latn"] * (n - 8)
+    assert got[n : n + 6] == ["Zyyy"] * 6
+    assert got[n + 6 :] == ["Latn"] * 3 + ["Zyyy"] * 2 + ["Beng"] * 2
+    assert doc.tolist() == [0] * n + [1] * 6 + [3] * 3 + [4] * 2 + [5] * 2
+
+
 def test_scripts_do_not_leak_across_documents():
     tb = batch("abc", "।।", "কখ")
     scripts = [U.SCRIPTS[s] for s in tb.script]
