@@ -212,8 +212,24 @@ class SPTokenizer(ByteTable):
         return out
 
     def encode_flat(self, texts: list[str]) -> Flat:
-        """encode_batch laid end to end (no faster path: the binding makes per-text lists)."""
-        return concat_encoded(self.encode_batch(texts))
+        """encode_batch laid end to end, read from the binding's per-text lists in one pass
+        (not an array per text: 0.37 -> 0.24 s per 460k characters of real text)."""
+        texts = list(texts)
+        if not self._offset_mapping or not texts:
+            return concat_encoded(self.encode_batch(texts))
+        res = self._sp.encode(texts, out_type="offset_mapping")
+        per_text = np.fromiter((len(r["ids"]) for r in res), dtype=np.int64, count=len(res))
+        n = int(per_text.sum())
+        ids = np.fromiter(chain.from_iterable(r["ids"] for r in res), dtype=np.int64, count=n)
+        off = np.fromiter(
+            chain.from_iterable(chain.from_iterable(r["offsets"] for r in res)),
+            dtype=np.int64,
+            count=2 * n,
+        )
+        # a byte piece takes its span from a piece of its own text only
+        text_end = np.repeat(np.cumsum(per_text), per_text)
+        enc = _widen_bytes(ids, off[0::2].copy(), off[1::2].copy(), self._byte_pieces, text_end)
+        return enc.ids, enc.starts, enc.ends, per_text
 
     def decode(self, ids) -> str:
         ids = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
@@ -287,16 +303,21 @@ class SPTokenizer(ByteTable):
 
 
 def _widen_bytes(
-    ids: np.ndarray, starts: np.ndarray, ends: np.ndarray, is_byte: np.ndarray
+    ids: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    is_byte: np.ndarray,
+    text_end: np.ndarray | None = None,
 ) -> Encoded:
     """Give leading byte pieces of a character (empty span) the span of the piece that
-    completes it, so every byte piece spans the character its bytes belong to."""
+    completes it, so every byte piece spans the character its bytes belong to. `text_end`:
+    per token, one past the last token of its text (None: the tokens are one text)."""
     lead = is_byte[ids] & (starts == ends)
     if lead.any():
         n = len(ids)
         idx = np.where(ends > starts, np.arange(n), n)
         nxt = np.minimum.accumulate(idx[::-1])[::-1]
-        fix = lead & (nxt < n)
+        fix = lead & (nxt < (n if text_end is None else text_end))
         starts[fix] = starts[nxt[fix]]
         ends[fix] = ends[nxt[fix]]
     return Encoded(ids, starts, ends)

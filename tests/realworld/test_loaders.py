@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import tiktoken
 import tiktoken.load
@@ -89,3 +90,15 @@ def test_rank_files_read_as_tiktoken_reads_them(rw, name):
 
     path = rw / "tokenizers" / f"{name}.tiktoken"
     assert parse_ranks(path, path.read_bytes()) == tiktoken.load.load_tiktoken_bpe(str(path))
+
+
+def test_sentencepiece_flat_encoding_is_its_per_text_one(rw, lines):  # noqa: F811
+    """encode_flat reads the binding's lists in one pass: the same ids and spans as
+    encode_batch end to end, byte pieces (emoji outside Mistral's vocabulary) included."""
+    from fertility.tokenizers.base import concat_encoded
+
+    tok = load_tokenizer(str(rw / "tokenizers" / "mistral" / "tokenizer.model.v1"))
+    texts = [*lines[:300], "😀", "a😀b", "", "😀😀"]
+    flat, ref = tok.encode_flat(texts), concat_encoded(tok.encode_batch(texts))
+    assert tok.partial_mask()[flat[0]].any()  # byte pieces were widened
+    assert all(np.array_equal(a, b) for a, b in zip(flat, ref))
