@@ -51,7 +51,7 @@ def analyze(
     pyproject.toml [tool.fertility.gate] of the working directory, else the built-in one).
     findings=False is the command's --no-diagnose."""
     from fertility import measure  # deferred: numpy and pandas load on first use
-    from fertility.findings import diagnose as run_rules  # deferred: as above
+    from fertility.findings import diagnose_under as run_rules  # deferred: as above
     from fertility.policy import load_policy  # deferred: as above
 
     report = measure.analyze(paths, tokenizers, **options)
@@ -60,14 +60,7 @@ def analyze(
         pol = dataclasses.replace(pol, reference=reference)
     report.policy = pol  # the JSON's per-tokenizer verdict, as `fertility report` gives it
     if findings:
-        report.findings = run_rules(
-            report,
-            pol.thresholds,
-            reference=pol.reference,
-            min_share=pol.min_share,
-            parallel=pol.parallel,
-            min_size=(pol.min_chars, pol.min_documents),
-        )
+        report.findings = run_rules(report, pol)
     return report
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from fertility.errors import TokenizerError
-from fertility.findings import Finding, diagnose, not_judged, parity, premiums
+from fertility.findings import Finding, diagnose_under, not_judged, parity, premiums
 from fertility.findings.evidence import rate_interval
 from fertility.measure import Report, analyze
 from fertility.numbers import finite, fmt
@@ -198,15 +198,7 @@ def evaluate(
     # One premium table (a bootstrap per language) for the parity rule and the premium check.
     prem = premiums(report, policy.thresholds, reference=policy.reference, parallel=policy.parallel)
     if findings is None:
-        findings = diagnose(
-            report,
-            policy.thresholds,
-            reference=policy.reference,
-            premium_table=prem,
-            min_share=policy.min_share,
-            parallel=policy.parallel,
-            min_size=(policy.min_chars, policy.min_documents),
-        )
+        findings = diagnose_under(report, policy, prem)
     findings = [f for f in findings if f.tokenizer in gated]
     checks: list[Check] = []
     skipped: list[dict] = []

@@ -247,13 +247,6 @@ def _require_reference(rep, reference: str) -> None:
 
 def _diagnose(rep, policy):
     # deferred: the library loads when a command runs (fast --help)
-    from fertility.findings import diagnose
+    from fertility.findings import diagnose_under
 
-    return diagnose(
-        rep,
-        policy.thresholds,
-        reference=policy.reference,
-        min_share=policy.min_share,
-        parallel=policy.parallel,
-        min_size=(policy.min_chars, policy.min_documents),
-    )
+    return diagnose_under(rep, policy)

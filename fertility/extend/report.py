@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 
 from fertility.corpus import Corpus
-from fertility.findings import diagnose
+from fertility.findings import diagnose_under
 from fertility.gate import evaluate
 from fertility.measure.metrics import BEFORE_AFTER
 from fertility.policy import Policy, load_policy
@@ -49,14 +49,7 @@ def measure(files: list[str], toks: list, pol, seed: int):
 
     held = Corpus(files, lang_field="lang", on_warning=lambda m: None)
     report = analyze(held, toks, pretokenizers=[], seed=seed)
-    report.findings = diagnose(
-        report,
-        pol.thresholds,
-        reference=pol.reference,
-        min_share=pol.min_share,
-        parallel=pol.parallel,
-        min_size=(pol.min_chars, pol.min_documents),
-    )
+    report.findings = diagnose_under(report, pol)
     return report
 
 

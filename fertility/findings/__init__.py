@@ -88,6 +88,22 @@ def diagnose(
     return found
 
 
+def diagnose_under(
+    report: Report, policy: Policy, premium_table: pd.DataFrame | None = None
+) -> list[Finding]:
+    """diagnose() with everything `policy` sets (thresholds, reference, min_share, parallel,
+    the minimum size of a judged script): what report, gate, fix, extend and the library run."""
+    return diagnose(
+        report,
+        policy.thresholds,
+        reference=policy.reference,
+        premium_table=premium_table,
+        min_share=policy.min_share,
+        parallel=policy.parallel,
+        min_size=(policy.min_chars, policy.min_documents),
+    )
+
+
 def _fragments_are_info(
     found: list[Finding], report: Report, min_share: float, min_size: tuple[int, int]
 ) -> None:

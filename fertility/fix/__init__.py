@@ -69,7 +69,7 @@ from fertility.files import (
     mark_unfinished,
     report_json,
 )
-from fertility.findings import diagnose
+from fertility.findings import diagnose_under
 from fertility.fix import normalize
 from fertility.fix.config import FixConfig
 from fertility.fix.train import BYTES, train
@@ -457,14 +457,7 @@ def _measure(config: FixConfig, old, path: Path, heldout_files: list[str], polic
         detail_docs=None,
     )
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
-    report.findings = diagnose(
-        report,
-        pol.thresholds,
-        reference=pol.reference,
-        min_share=pol.min_share,
-        parallel=pol.parallel,
-        min_size=(pol.min_chars, pol.min_documents),
-    )
+    report.findings = diagnose_under(report, pol)
     gate = evaluate(report, pol, label=AFTER, findings=report.findings)
     return new, report, gate
 
