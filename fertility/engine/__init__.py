@@ -88,16 +88,24 @@ def measure(
             quiet=quiet,
         )
         step.keys = keys
-        run = make_executor(
-            executor, [step], tasks, work_dir, workers, slurm or {}, ray or {}, options.on_warning
-        )
-        with quiet_logs(quiet):
-            run.run()
-        if run.get_incomplete_ranks(skip_completed=True):
+        if not run_tasks(
+            executor, step, tasks, work_dir, workers, slurm, ray, options.on_warning, quiet
+        ):
             return None
     return merge(
         work_dir, keys, tasks=tasks, settings={**settings, "tasks": tasks, "executor": executor}
     )
+
+
+def run_tasks(
+    kind: str, step, tasks: int, work_dir: str, workers, slurm, ray, warn, quiet: bool
+) -> bool:
+    """Run `step` as `tasks` datatrove tasks (make_executor); True when every task is done
+    (False: Slurm jobs still running, or tasks that failed; a relaunch finishes them)."""
+    run = make_executor(kind, [step], tasks, work_dir, workers, slurm or {}, ray or {}, warn)
+    with quiet_logs(quiet):
+        run.run()
+    return not run.get_incomplete_ranks(skip_completed=True)
 
 
 def make_executor(

@@ -27,7 +27,7 @@ from typing import Any
 from datatrove.io import get_datafolder
 
 from fertility.engine import codec
-from fertility.engine.step import MeasureCorpus, quiet_logs
+from fertility.engine.step import MeasureCorpus
 from fertility.errors import FertilityError, OutputError
 from fertility.files import locked_folder
 from fertility.measure.passes import KEEP_DOCS, encode_pass, run_pass
@@ -165,7 +165,7 @@ def tokenize(
     --shards` then trains on them only with --force)."""
     # deferred: the executors and the corpus reader when a run starts
     from fertility.corpus import CorpusOptions
-    from fertility.engine import check_inputs, make_executor
+    from fertility.engine import check_inputs, run_tasks
     from fertility.outputs import Inputs, claim_folder
     from fertility.trainer.data import read_index
 
@@ -211,12 +211,9 @@ def tokenize(
         if done is not None:  # finished before: nothing to run again
             return done
         step.sizes = sizes  # every task reads the bytes the files had at launch
-        run = make_executor(
-            executor, [step], tasks, out, workers, slurm or {}, ray or {}, options.on_warning
-        )
-        with quiet_logs(quiet):
-            run.run()
-        if run.get_incomplete_ranks(skip_completed=True):
+        if not run_tasks(
+            executor, step, tasks, out, workers, slurm, ray, options.on_warning, quiet
+        ):
             return None
         return _write_index(Path(out), tasks, seed, heldout_fraction, settings if counts else None)
 
