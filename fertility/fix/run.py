@@ -45,7 +45,6 @@ lists every special token with its old and new id.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import threading
@@ -72,9 +71,19 @@ from fertility.files import (
 from fertility.findings import diagnose_under
 from fertility.fix import normalize
 from fertility.fix.config import FixConfig
+from fertility.fix.result import (
+    AFTER,
+    BEFORE,
+    FixResult,
+    changed_fields,
+    heldout_rows,
+    preview_lines,
+    roundtrip_rows,
+    special_ids,
+    tradeoffs,
+)
 from fertility.fix.train import BYTES, train
 from fertility.gate import evaluate
-from fertility.measure.metrics import BEFORE_AFTER
 from fertility.options import HELDOUT_BLOCK
 from fertility.outputs import Inputs, claim_folder, remove, write_inside
 from fertility.policy import Policy, load_policy
@@ -82,15 +91,8 @@ from fertility.progress import Stages
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 from fertility.tokenizers.patterns import resolve_pattern
 
-SCHEMA = "fertility.fix/1"
 DEFAULT_SPECIALS = ("<|endoftext|>",)
 UNK = "<unk>"
-BEFORE, AFTER = "before", "after"  # tokenizer labels in the held-out measurement
-# A language whose held-out chars/token falls by more than this share against --from is a
-# warning: the temperature gave its share of the training text (and so of the vocabulary) to
-# other languages. 5%: beyond the width of a held-out interval (about +-2% at 1000
-# documents), and what a model pays in context and compute on that language.
-WORSE_SHARE = 0.05
 # What fix writes into --out (fertility.outputs lists them in the folder's manifest first).
 OUTPUTS = (
     "tokenizer.json",
@@ -100,50 +102,6 @@ OUTPUTS = (
     "heldout/",
     ".unfinished",
 )
-
-
-@dataclass
-class FixResult:
-    paths: dict[str, str]  # tokenizer, model (.model), fix_report, report_html, heldout
-    rows: list[dict]  # per (group, key): before/after metrics on held-out text
-    gate: Any  # fertility.gate.GateResult of the new tokenizer
-    special_tokens: list[dict]  # token, old_id, new_id, kept
-    changes: dict  # what differs from --from: {field: [old, new]}
-    tokenizer: dict  # kind, vocab_size, fingerprint of the new tokenizer
-    settings: dict
-    split: dict
-    sampling: dict
-    corpus: dict
-    timings: dict
-    report: Any = field(repr=False)  # the held-out measurement (fertility.measure.Report)
-    normalizer_preview: dict | None = None  # what --nfc/--nfkc changes in the training text
-    roundtrip: dict = field(default_factory=dict)  # per language: failures and their cause
-    tradeoffs: list = field(default_factory=list)  # languages worse than --from (WORSE_SHARE)
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.gate.passed)
-
-    def to_dict(self) -> dict:
-        """The content of fix-report.json (schema "fertility.fix/1")."""
-        return {
-            "schema": SCHEMA,
-            "settings": self.settings,
-            "tokenizer": self.tokenizer,
-            "paths": self.paths,
-            "corpus": self.corpus,
-            "split": self.split,
-            "sampling": self.sampling,
-            "special_tokens": self.special_tokens,
-            "changes": self.changes,
-            "rows": self.rows,
-            "normalizer_preview": self.normalizer_preview,
-            "roundtrip": self.roundtrip,
-            "tradeoffs": {"worse_share": WORSE_SHARE, "languages": self.tradeoffs},
-            "gate": self.gate.to_dict(),
-            "timings": self.timings,
-            "measurement": self.report.to_dict(),
-        }
 
 
 # ---------------------------------------------------------------- the run
@@ -197,6 +155,52 @@ def fix(
         )
 
 
+@dataclass
+class _Run:
+    """One run's settings, output folder, progress and timings, handed from stage to stage."""
+
+    config: FixConfig
+    out: Path
+    progress: Callable[[str], None] | None  # one-line status messages (the CLI's Stages)
+    t0: float = field(default_factory=time.perf_counter)
+    timings: dict = field(default_factory=dict)
+
+    def say(self, message: str) -> None:
+        if self.progress:
+            self.progress(message)
+
+    @property
+    def stages(self) -> Stages | None:
+        """The CLI's Stages: the corpus pass and training get percentage lines below the
+        stage lines."""
+        return self.progress if isinstance(self.progress, Stages) else None
+
+
+@dataclass
+class _Inputs:
+    """The run's inputs other than the corpus, resolved before it is read: the split pattern,
+    the tokenizer being replaced (--from) and the special tokens the new vocabulary gets."""
+
+    pattern_name: str
+    pattern_regex: str
+    old: Any  # the --from tokenizer, or None
+    specials: list[tuple[str, int | None]]
+    unk: str | None
+
+
+@dataclass
+class _Made:
+    """What reading, splitting and training made: the tokenizer in OUT, the held-out files,
+    the split and sampling descriptions and what the normaliser changes."""
+
+    trained: Any  # fertility.fix.train's Trained, committed
+    heldout_files: list[str]
+    split: dict
+    sampling: dict
+    preview: dict | None
+    heldout_changes: dict
+
+
 def _fix(
     corpus_paths,
     out_dir: Path,
@@ -207,8 +211,22 @@ def _fix(
     policy,
     progress,
 ) -> FixResult:
-    say = progress or (lambda msg: None)
-    t0 = time.perf_counter()
+    """The run's stages in order: resolve the inputs, read the corpus, split and train (all
+    of OUT but the report), measure and gate on the held-out documents, write the report."""
+    run = _Run(config, out_dir, progress)
+    inputs = _resolve(config, from_tokenizer)
+    corpus = Corpus(corpus_paths, corpus_options)
+    made = _split_and_train(corpus, _read(corpus, run), run, inputs)
+    run.say("fix: measuring old and new on the held-out documents")
+    t2 = time.perf_counter()
+    new, report, gate = _measure(config, inputs.old, made.trained.path, made.heldout_files, policy)
+    run.say(f"fix: gate {'PASS' if gate.passed else 'FAIL'} on the held-out documents")
+    return _write(corpus, run, inputs, made, new, report, gate, from_tokenizer, t2)
+
+
+def _resolve(config: FixConfig, from_tokenizer: str | None) -> _Inputs:
+    """The split pattern, --from loaded, and the special tokens planned (UNK where the model
+    needs one); a vocabulary too small for them is refused before the corpus is read."""
     pattern_name, pattern_regex = resolve_pattern(config.pattern)
     old = _load_from(from_tokenizer)
     specials = _plan_specials(old, config)
@@ -223,23 +241,35 @@ def _fix(
             f"({BYTES} bytes) plus {len(specials)} special tokens "
             f"= {BYTES + len(specials)}"
         )
-    out = out_dir
+    return _Inputs(pattern_name, pattern_regex, old, specials, unk)
 
-    corpus = Corpus(corpus_paths, corpus_options)
-    say("fix: reading the corpus")
-    # the CLI's Stages: this pass and training get percentage lines below the stage lines
-    stages = progress if isinstance(progress, Stages) else None
-    norm = normalize.normalizer(config)
-    log = norm and normalize.ChangeLog(norm, normalize.FORMS[config.normalization])
+
+def _read(corpus: Corpus, run: _Run) -> tuple[_sampling.Scan, normalize.ChangeLog | None]:
+    """Step 1: the corpus read once, and with --nfc or --nfkc what the normaliser changes."""
+    run.say("fix: reading the corpus")
+    stages = run.stages
+    norm = normalize.normalizer(run.config)
+    log = normalize.ChangeLog(norm, normalize.FORMS[run.config.normalization]) if norm else None
     inspect = log.add if log else None
-    pass_line = stages.corpus("fix: reading", corpus.paths, corpus_options) if stages else None
+    pass_line = stages.corpus("fix: reading", corpus.paths, corpus.options) if stages else None
     scan = _sampling.scan_corpus(
         corpus,
-        want_bytes=config.trainer.byte_documents,
+        want_bytes=run.config.trainer.byte_documents,
         inspect=_progress.reading(pass_line, inspect) if pass_line else inspect,
     )
     if pass_line:
         pass_line.done()
+    return scan, log
+
+
+def _split_and_train(
+    corpus: Corpus, read: tuple[_sampling.Scan, normalize.ChangeLog | None], run: _Run, inputs
+) -> _Made:
+    """Steps 2-4: split, write the held-out files, train, and put the tokenizer in place.
+    The held-out files and the tokenizer are written under temporary names, renamed only
+    once training is done; whatever fails, none of them is left behind."""
+    scan, log = read
+    config, out = run.config, run.out
     temps: list[Path] = []
     writer = _sampling.HeldoutWriter(out / "heldout", scan.names, temps)
     try:
@@ -257,43 +287,16 @@ def _fix(
             if log
             else {}
         )
-        timings = {"scan_s": time.perf_counter() - t0}
-        say(
+        run.timings["scan_s"] = time.perf_counter() - run.t0
+        run.say(
             f"fix: {split['train_documents']:,} training / {split['heldout_documents']:,} "
             f"held-out documents ({split['dropped_near_duplicates']:,} dropped from training "
             f"as near-duplicates of held-out ones); sampling {sampling['sampled_chars']:,} "
             f"characters at temperature {config.temperature:g}"
         )
         for line in preview_lines(preview):
-            say(f"fix: {line}")
-        docs = scan.documents()
-        scan.docs = None  # the stream holds the only reference: freed as training ends
-        stream = _sampling.training_stream(docs, plan.copies)
-        say(f"fix: training {config.model} ({config.backend}), vocabulary {config.vocab_size:,}")
-        t1 = time.perf_counter()
-        threading.Thread(target=_warm_up, daemon=True).start()
-        # Our lines, not the library's bars (two self-overwriting lines garble each other):
-        # the share of the sampled text fed to the trainer, then its own work, which has no
-        # callback to count
-        why = "no percentage: the trainer reports no progress"
-        waiting = (stages or Stages(quiet=True)).waiting("fix: training", why)
-        if stages:
-            feeding = stages.meter("fix: feeding the trainer", sampling["sampled_chars"], "chars")
-            stream = _progress.fed(feeding, stream, waiting)
-        with waiting:
-            trained = train(
-                config,
-                pattern_regex,
-                specials,
-                unk,
-                stream,
-                out,
-                temps,
-                max_doc_bytes=scan.max_bytes,
-                show_progress=stages is None and progress is not None and sys.stderr.isatty(),
-            )
-        timings["train_s"] = time.perf_counter() - t1
-        timings["trainer_s"] = trained.trainer_s
+            run.say(f"fix: {line}")
+        trained = _train(scan, plan, sampling["sampled_chars"], run, inputs, temps)
         mark_unfinished(out)  # from here until fix-report.json, readers refuse the folder
         heldout_files = writer.commit()
         trained.commit()
@@ -304,33 +307,69 @@ def _fix(
         for tmp in temps:
             if tmp.exists():
                 tmp.unlink()
+    return _Made(trained, heldout_files, split, sampling, preview, heldout_changes)
 
-    say("fix: measuring old and new on the held-out documents")
-    t2 = time.perf_counter()
-    new, report, gate = _measure(config, old, trained.path, heldout_files, policy)
-    say(f"fix: gate {'PASS' if gate.passed else 'FAIL'} on the held-out documents")
-    roundtrip = _roundtrip_rows(report, heldout_changes)
+
+def _train(scan, plan, sampled_chars: int, run: _Run, inputs: _Inputs, temps: list[Path]):
+    """Step 3: stream the training documents (repeated as the plan says) to the trainer."""
+    config, stages = run.config, run.stages
+    docs = scan.documents()
+    scan.docs = None  # the stream holds the only reference: freed as training ends
+    stream = _sampling.training_stream(docs, plan.copies)
+    run.say(f"fix: training {config.model} ({config.backend}), vocabulary {config.vocab_size:,}")
+    t1 = time.perf_counter()
+    threading.Thread(target=_warm_up, daemon=True).start()
+    # Our lines, not the library's bars (two self-overwriting lines garble each other):
+    # the share of the sampled text fed to the trainer, then its own work, which has no
+    # callback to count
+    why = "no percentage: the trainer reports no progress"
+    waiting = (stages or Stages(quiet=True)).waiting("fix: training", why)
+    if stages:
+        feeding = stages.meter("fix: feeding the trainer", sampled_chars, "chars")
+        stream = _progress.fed(feeding, stream, waiting)
+    with waiting:
+        trained = train(
+            config,
+            inputs.pattern_regex,
+            inputs.specials,
+            inputs.unk,
+            stream,
+            run.out,
+            temps,
+            max_doc_bytes=scan.max_bytes,
+            show_progress=stages is None and run.progress is not None and sys.stderr.isatty(),
+        )
+    run.timings["train_s"] = time.perf_counter() - t1
+    run.timings["trainer_s"] = trained.trainer_s
+    return trained
+
+
+def _write(
+    corpus: Corpus, run: _Run, inputs: _Inputs, made: _Made, new, report, gate, spec, t2: float
+) -> FixResult:
+    """Step 5's end: report.html, then fix-report.json, which marks the folder finished."""
+    out, config = run.out, run.config
     paths = {
-        "tokenizer": str(trained.path),
+        "tokenizer": str(made.trained.path),
         "fix_report": str(out / "fix-report.json"),
         "report_html": str(out / "report.html"),
         "heldout": str(out / "heldout"),
     }
-    if trained.is_model:
-        paths["model"] = str(trained.path)
+    if made.trained.is_model:
+        paths["model"] = str(made.trained.path)
     # deferred: plotly only when HTML is written
     from fertility.report.html import render_html
 
     write_inside(out, "report.html", render_html(report, report.findings, gate), FixError)
-    timings["measure_s"] = time.perf_counter() - t2
-    timings["total_s"] = time.perf_counter() - t0
-    rows = _rows(report, old is not None)
+    run.timings["measure_s"] = time.perf_counter() - t2
+    run.timings["total_s"] = time.perf_counter() - run.t0
+    held_rows = heldout_rows(report, inputs.old is not None)
     result = FixResult(
         paths=paths,
-        rows=rows,
+        rows=held_rows,
         gate=gate,
-        special_tokens=_special_ids(specials, new, unk),
-        changes=_changes(old, new),
+        special_tokens=special_ids(inputs.specials, new, inputs.unk),
+        changes=changed_fields(inputs.old, new),
         tokenizer={
             "kind": new.kind,
             "vocab_size": int(new.vocab_size),
@@ -339,20 +378,20 @@ def _fix(
         },
         settings={
             **asdict(config),
-            "special_tokens": [t for t, _ in specials],
-            **_split_settings(config, pattern_name, pattern_regex),
+            "special_tokens": [t for t, _ in inputs.specials],
+            **_split_settings(config, inputs.pattern_name, inputs.pattern_regex),
             "byte_fallback": True,
-            "from": from_tokenizer,
+            "from": spec,
             "corpus": list(corpus.paths),
         },
-        split=split,
-        sampling=sampling,
+        split=made.split,
+        sampling=made.sampling,
         corpus=corpus.summary(),
-        timings=timings,
+        timings=run.timings,
         report=report,
-        normalizer_preview=preview,
-        roundtrip=roundtrip,
-        tradeoffs=tradeoffs(rows, sampling),
+        normalizer_preview=made.preview,
+        roundtrip=roundtrip_rows(report, made.heldout_changes),
+        tradeoffs=tradeoffs(held_rows, made.sampling),
     )
     write_inside(out, "fix-report.json", report_json(result.to_dict()), FixError)
     mark_finished(out)
@@ -460,125 +499,3 @@ def _measure(config: FixConfig, old, path: Path, heldout_files: list[str], polic
     report.findings = diagnose_under(report, pol)
     gate = evaluate(report, pol, label=AFTER, findings=report.findings)
     return new, report, gate
-
-
-def _special_ids(planned: list[tuple[str, int | None]], new, unk: str | None) -> list[dict]:
-    have = dict(new.special_tokens)
-    if unk is not None and new.unk_id is not None:
-        have.setdefault(unk, int(new.unk_id))  # SentencePiece lists its UNK apart
-    return [
-        {"token": t, "old_id": i, "new_id": have.get(t), "kept": i is not None and have.get(t) == i}
-        for t, i in planned
-    ]
-
-
-def _rows(report, has_before: bool) -> list[dict]:
-    """Per (group, key) of the new tokenizer: its BEFORE_AFTER columns, the old one's, and
-    the ratio."""
-
-    def metrics(r: dict) -> dict:
-        return {c: r[c] for c in BEFORE_AFTER if c in r}
-
-    before = {
-        (r["group"], r["key"]): metrics(r) for r in (report.rows(BEFORE) if has_before else [])
-    }
-    out = []
-    for r in report.rows(AFTER):
-        a, b = metrics(r), before.get((r["group"], r["key"]))
-        ratio = (
-            a["chars_per_token"] / b["chars_per_token"]
-            if b and b["chars_per_token"] and a["chars_per_token"] is not None
-            else None
-        )
-        out.append(
-            {
-                "group": r["group"],
-                "key": r["key"],
-                BEFORE: b,
-                AFTER: a,
-                "chars_per_token_ratio": ratio,
-            }
-        )
-    return out
-
-
-def tradeoffs(rows: list[dict], sampling: dict) -> list[dict]:
-    """The languages whose held-out chars/token fell by more than WORSE_SHARE against --from,
-    with their share of the training text now, at temperature 1 (the corpus's) and at 0 (all
-    the same), and whether raising the temperature gives them more: d p_g / dT has the sign
-    of ln n_g - sum_h p_h ln n_h, so a language larger than the mix's (geometric) average
-    gains from a higher temperature and a smaller one from a lower."""
-    langs = sampling["languages"]
-    have = {k: v for k, v in langs.items() if v["corpus_share"] > 0}
-    mean_log = sum(v["share"] * math.log(v["corpus_share"]) for v in have.values())
-    out = []
-    for row in rows:
-        ratio, lang = row["chars_per_token_ratio"], row["key"]
-        if row["group"] != "language" or ratio is None or ratio >= 1 - WORSE_SHARE:
-            continue
-        s = langs.get(lang)
-        if not s or lang not in have:
-            continue
-        out.append(
-            {
-                "lang": lang,
-                "before": row[BEFORE]["chars_per_token"],
-                "after": row[AFTER]["chars_per_token"],
-                "ratio": ratio,
-                "share": s["share"],
-                "share_at_1": s["corpus_share"],
-                "share_at_0": 1 / len(have),
-                "raise_gives_more": math.log(s["corpus_share"]) > mean_log,
-            }
-        )
-    return out
-
-
-def _changes(old, new) -> dict:
-    if old is None:
-        return {}
-    a, b = old.config() or {}, new.config() or {}
-    out: dict[str, list[Any]] = {"vocab_size": [int(old.vocab_size), int(new.vocab_size)]}
-    if old.kind != new.kind:
-        out["kind"] = [old.kind, new.kind]
-    for key in ("model", "normalizer", "pattern", "pattern_regex", "byte_level", "byte_fallback"):
-        if a.get(key) != b.get(key):
-            out[key] = [a.get(key), b.get(key)]
-    return out
-
-
-def _roundtrip_rows(report, heldout_changes: dict) -> dict:
-    """Per held-out language: documents checked, round-trip failures, and how many of the
-    documents (and what in them) the normaliser changes: with byte fallback nothing else in
-    the new tokenizer loses text, so those are the failures' cause."""
-    out = {}
-    for r in report.rows(AFTER):
-        if r["group"] != "language":
-            continue
-        seen = heldout_changes.get(r["key"]) or {}
-        out[r["key"]] = {
-            "checked": int(r["roundtrip_checked"] or 0),
-            "failures": int(r["roundtrip_failures"] or 0),
-            "normalizer_changed": int(seen.get("changed_documents", 0)),
-            "changes": list(seen.get("changes", []))[:5],
-        }
-    return out
-
-
-def preview_lines(preview: dict | None, top: int = 5) -> list[str]:
-    """What the asked-for normaliser changes (the run's progress and fix_text print it)."""
-    if not preview:
-        return []
-    name = preview["normalizer"]
-    head = (
-        f"normaliser {name} (asked for) changes {preview['changed_documents']:,} of "
-        f"{preview['documents']:,} training documents before training"
-        + (":" if preview["changes"] else "; decode(encode(x)) is x for the others")
-    )
-    rows = preview["changes"][:top]
-    more = preview["distinct_changes"] - len(rows)
-    return (
-        [head]
-        + [f"  {normalize.describe(c, name)}" for c in rows]
-        + ([f"  and {more} more (fix-report.json normalizer_preview)"] if more > 0 else [])
-    )

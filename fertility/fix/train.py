@@ -1,4 +1,4 @@
-"""The training backends of `fertility fix` (fertility/fix/__init__.py decides what to train; this
+"""The training backends of `fertility fix` (fertility/fix/run.py decides what to train; this
 module trains it and stages the artifact under a temporary name until the run commits)."""
 
 from __future__ import annotations
