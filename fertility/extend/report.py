@@ -1,5 +1,5 @@
 """What `fertility extend` measures and writes: the target pieces, the held-out measurement,
-the ids check and the ids map (fertility/extend/__init__.py runs them; the printed summary is
+the ids check and the ids map (fertility/extend/run.py runs them; the printed summary is
 fertility/report/fix.py's extend_text)."""
 
 from __future__ import annotations
