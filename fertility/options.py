@@ -7,8 +7,12 @@ options object back from what click parsed (`from_params`), so no option list, t
 default is written twice. The type says how the value is read: `bool` a flag, `int`/`float`
 a number (`min`/`max` its range), a `Literal[...]` one of a fixed set, `tuple[str, ...]` a
 repeatable option (or, with `argument=True`, the command's arguments); a `Literal` field with
-`switches` is one flag per value (fix's --nfc/--nfkc). A field without
-`option(...)` is the Python API's alone (a callback, a nested options object).
+`switches` is one flag per value (fix's --nfc/--nfkc); `parse` reads the text into the field's
+own type (--detail N|all: a number or None), its OptionValueError a bad value. A field without
+`option(...)` is the Python API's alone (a callback), or a nested options object whose
+fields are options in its place (a command's CorpusOptions). The options every corpus command
+shares, --quiet and --allow-output-in-corpus, are CorpusCommandOptions', which its options
+object inherits.
 
 This module imports nothing heavy: the command line reads it to build `--help`.
 """
@@ -126,16 +130,30 @@ def option(
     return field(default=default, metadata={FLAG: flag, "config": config})
 
 
+def fields_in_order(cls: type) -> list[dataclasses.Field]:
+    """The fields of `cls` in the order of its command line: its own as declared, then those
+    it inherits (a corpus command's --quiet and --allow-output-in-corpus, CorpusCommandOptions',
+    come after its own options and its corpus options)."""
+    own = vars(cls).get("__annotations__", {})
+    fields = dataclasses.fields(cls)
+    return [f for f in fields if f.name in own] + [f for f in fields if f.name not in own]
+
+
 def flags(cls: type) -> list[tuple[dataclasses.Field, Flag]]:
-    """The fields of `cls` that are command-line options, in declaration order."""
-    return [(f, f.metadata[FLAG]) for f in dataclasses.fields(cls) if FLAG in f.metadata]
+    """The fields of `cls` that are command-line options, in command-line order."""
+    return [(f, f.metadata[FLAG]) for f in fields_in_order(cls) if FLAG in f.metadata]
+
+
+class OptionValueError(ValueError):
+    """A value an option's `parse` refuses: the command line says it as click says any bad
+    value, naming the option (exit 2)."""
 
 
 @dataclass(frozen=True)
 class CorpusOptions:
     """How a corpus is read: `Corpus`'s options besides its paths (fertility.corpus), and
-    every command's corpus options (`fertility.cli.options.corpus_options`), declared here
-    once. Every function that takes `corpus_options=` takes one of these."""
+    every corpus command's corpus options (its options object's field of this type), declared
+    here once. Every function that takes `corpus_options=` takes one of these."""
 
     text_field: str = option(
         "text", show_default=True, help="JSONL field / parquet column holding the text."
@@ -191,6 +209,21 @@ class CorpusOptions:
     on_warning: Callable[[str], None] | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class CorpusCommandOptions:
+    """The two options every command that reads a corpus takes besides the corpus options,
+    declared here once: each such command's options object inherits them. Keyword-only, so
+    the command's own fields keep their places (PretrainOptions is given its first three
+    positionally); on the command line they come last (`fields_in_order`)."""
+
+    quiet: bool = option(False, decls=("--quiet", "-q"), help="No progress on stderr.")
+    allow_output_in_corpus: bool = option(
+        False,
+        help="Write outputs inside a corpus folder this command reads (refused by "
+        "default; later runs skip what fertility wrote there).",
+    )
+
+
 # Options more than one verb declares, spelt once.
 TOKENIZER_SPEC = "[LABEL=]SPEC"
 WORKERS_HELP = (
@@ -203,6 +236,24 @@ DETAIL_HELP = (
     "own pre-tokenizer ceiling, normaliser changes)."
 )
 HELDOUT_HELP = "Share of each language held out."
+
+
+def parse_detail(text: str) -> int | None:
+    """--detail N|all: the documents per language that get the per-document checks (None:
+    all of them), as `analyze`'s and `gate_run`'s detail_docs take it."""
+    if text == "all":
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        raise OptionValueError("expected a number of documents or 'all'") from None
+    if n < 0:
+        raise OptionValueError("must be >= 0")
+    return n
+
+
+def _detail() -> Any:
+    return option(200, parse=parse_detail, show_default=True, metavar="N|all", help=DETAIL_HELP)
 
 
 def _paths() -> Any:
@@ -274,7 +325,7 @@ PARALLEL_HELP = (
 
 
 @dataclass(frozen=True)
-class ReportOptions:
+class ReportOptions(CorpusCommandOptions):
     """Everything `report` is told (its command-line options are these fields)."""
 
     paths: tuple[str, ...] = _paths()
@@ -309,7 +360,7 @@ class ReportOptions:
         "(gpt2, cl100k, o200k, whitespace, mark_aware). Default: all four standard "
         "ones when no tokenizer is named, none otherwise.",
     )
-    detail: str = option("200", show_default=True, metavar="N|all", help=DETAIL_HELP)
+    detail: int | None = _detail()
     reference: str | None = option(
         None, help="Reference language of the parity premium (default: the policy's, en)."
     )
@@ -342,10 +393,8 @@ class ReportOptions:
     slurm_partition: str | None = _slurm_partition()
     slurm_time: str = _slurm_time()
     slurm_env: str | None = _slurm_env()
-    # the corpus options and the two every corpus command shares (fertility.cli.options)
+    # the corpus options (on the command line after the command's own)
     corpus: CorpusOptions = field(default_factory=CorpusOptions)
-    quiet: bool = False
-    allow_output_in_corpus: bool = False
 
 
 # The shards' defaults, `fertility tokenize`'s and the trainer's (trainer/config.py)
@@ -363,7 +412,7 @@ def _separator(text: str) -> int | str:
 
 
 @dataclass(frozen=True)
-class TokenizeOptions:
+class TokenizeOptions(CorpusCommandOptions):
     """Everything `tokenize` is told (its command-line options are these fields)."""
 
     paths: tuple[str, ...] = _paths()
@@ -430,12 +479,10 @@ class TokenizeOptions:
     slurm_time: str = _slurm_time()
     slurm_env: str | None = _slurm_env()
     corpus: CorpusOptions = field(default_factory=CorpusOptions)
-    quiet: bool = False
-    allow_output_in_corpus: bool = False
 
 
 @dataclass(frozen=True)
-class GateOptions:
+class GateOptions(CorpusCommandOptions):
     """Everything `gate` is told (its command-line options are these fields)."""
 
     paths: tuple[str, ...] = _paths()
@@ -467,7 +514,7 @@ class GateOptions:
     html_out: str | None = option(
         None, decls=("--html",), metavar="FILE", help="Also write the HTML report."
     )
-    detail: str = option("200", show_default=True, metavar="N|all", help=DETAIL_HELP)
+    detail: int | None = _detail()
     verbose: bool = option(
         False,
         decls=("-v", "--verbose"),
@@ -476,12 +523,10 @@ class GateOptions:
     )
     workers: int | None = _workers()
     corpus: CorpusOptions = field(default_factory=CorpusOptions)
-    quiet: bool = False
-    allow_output_in_corpus: bool = False
 
 
 @dataclass(frozen=True)
-class FixOptions:
+class FixOptions(CorpusCommandOptions):
     """Everything `fix` is told (its command-line options are these fields)."""
 
     paths: tuple[str, ...] = _paths()
@@ -536,12 +581,10 @@ class FixOptions:
     )
     policy: str | None = option(None, help="Gate policy TOML for the new tokenizer.")
     corpus: CorpusOptions = field(default_factory=CorpusOptions)
-    quiet: bool = False
-    allow_output_in_corpus: bool = False
 
 
 @dataclass(frozen=True)
-class ExtendOptions:
+class ExtendOptions(CorpusCommandOptions):
     """Everything `extend` is told (its command-line options are these fields)."""
 
     base: str = option(argument=True)
@@ -564,12 +607,10 @@ class ExtendOptions:
     )
     policy: str | None = option(None, help="Gate policy TOML.")
     corpus: CorpusOptions = field(default_factory=CorpusOptions)
-    quiet: bool = False
-    allow_output_in_corpus: bool = False
 
 
 @dataclass(frozen=True)
-class EvalOptions:
+class EvalOptions(CorpusCommandOptions):
     """Everything `eval` is told (its command-line options are these fields)."""
 
     run_dir: str = option(argument=True)
@@ -621,8 +662,6 @@ class EvalOptions:
     )
     # `--corpus` is the held-out paths: the corpus options are this field
     corpus_options: CorpusOptions = field(default_factory=CorpusOptions)
-    quiet: bool = False
-    allow_output_in_corpus: bool = False
 
 
 @dataclass(frozen=True)

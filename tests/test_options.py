@@ -4,12 +4,13 @@ type or its default a second time."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import subprocess
 import sys
 import typing
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -19,13 +20,13 @@ from click.testing import CliRunner
 
 from fertility import options as O
 from fertility.cli import cli
-from fertility.cli.options import corpus_options, corpus_settings, from_params, options_of
+from fertility.cli.options import command_options, corpus_settings, from_params, options_of
 from fertility.corpus import Corpus, CorpusOptions
 from fertility.errors import FertilityError, TrainingError
 from fertility.trainer.options import PretrainOptions, config_fields, option_names
 
 REPO = Path(__file__).resolve().parents[1]
-# The options every corpus command adds besides CorpusOptions' own fields.
+# The options every corpus command inherits (fertility.options.CorpusCommandOptions).
 SHARED = {"quiet", "allow_output_in_corpus"}
 
 
@@ -37,11 +38,20 @@ def declared(cls: type) -> dict[str, dataclasses.Field]:
     return {f.name: f for f, _ in O.flags(cls)}
 
 
+@dataclass(frozen=True)
+class CorpusCommand(O.CorpusCommandOptions):
+    """The least corpus command: its corpus options, and the two it inherits."""
+
+    corpus: CorpusOptions = field(default_factory=CorpusOptions)
+
+
 def test_corpus_options_on_the_command_line_are_corpus_options_fields():
-    command = corpus_options(click.command()(lambda **kw: None))
+    command = click.command()(options_of(CorpusCommand)(lambda **kw: None))
     got = params(command)
     fields = declared(CorpusOptions)
     assert set(got) == set(fields) | SHARED
+    # the nested options object's fields in its place, the inherited ones after
+    assert [p.name for p in command.params] == [*fields, "quiet", "allow_output_in_corpus"]
     # everything but the callback is an option, with the dataclass's own default
     assert set(fields) == {f.name for f in dataclasses.fields(CorpusOptions)} - {"on_warning"}
     for name, f in fields.items():
@@ -60,10 +70,11 @@ def test_corpus_settings_builds_one_corpus_options_from_what_click_parsed():
     seen = {}
 
     @click.command()
-    @corpus_options
+    @options_of(CorpusCommand)
     def cmd(**kw):
         seen["opts"] = corpus_settings(kw)
-        seen["rest"] = kw
+        seen["rest"] = dict(kw)
+        seen["command"] = command_options(CorpusCommand, kw)
 
     result = CliRunner().invoke(
         cmd, ["--text-field", "body", "--sample", "0.5", "--seed", "7", "--strict", "-q"]
@@ -73,6 +84,7 @@ def test_corpus_settings_builds_one_corpus_options_from_what_click_parsed():
     assert isinstance(opts, CorpusOptions) and opts.on_warning is not None
     assert (opts.text_field, opts.sample, opts.seed, opts.strict) == ("body", 0.5, 7, True)
     assert set(seen["rest"]) == SHARED  # the corpus options taken out, the shared ones left
+    assert seen["command"].quiet is True and seen["command"].allow_output_in_corpus is False
 
 
 def test_corpus_options_is_a_value_not_a_mapping(tmp_path):
@@ -102,15 +114,124 @@ def test_the_pretrain_command_is_pretrain_options():
         assert got[name].required is required, name
         if not required and not isinstance(got[name], click.Argument):
             assert got[name].default == f.default, name
-    # the fields that are not options: the corpus's, the two shared ones, the API's settings
+    # the fields that are not options: the corpus's, the API's settings
     others = {f.name for f in dataclasses.fields(PretrainOptions)} - set(fields)
-    assert others == {"corpus", "settings"} | SHARED
+    assert others == {"corpus", "settings"}
     assert list(got["device"].type.choices) == list(typing.get_args(O.Device))
 
 
-# Every verb and its options object (fertility.options, trainer.options); the fields that are
-# no command-line option (the corpus options, the shared --quiet/--allow-output-in-corpus)
-# come from corpus_options.
+# The options the corpus commands share, and --detail of report and gate: one declaration each
+# (fertility.options), never a second field or a click option written again by hand.
+SOURCES = [REPO / "fertility", REPO / "trainer", REPO / "eval"]
+ONCE = ("quiet", "allow_output_in_corpus", "detail")
+SPELT = {"--quiet", "-q", "--allow-output-in-corpus", "--detail"}
+
+
+def _source_trees():
+    for root in SOURCES:
+        for path in sorted(root.rglob("*.py")):
+            yield path.relative_to(REPO).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _spelt(call: ast.Call) -> set[str]:
+    """The flags a call spells: its own string arguments and its `decls=(...)`."""
+    values = list(call.args)
+    for kw in call.keywords:
+        if kw.arg == "decls" and isinstance(kw.value, (ast.Tuple, ast.List)):
+            values += kw.value.elts
+    return {v.value for v in values if isinstance(v, ast.Constant)} & SPELT
+
+
+def test_the_shared_options_and_detail_are_declared_once():
+    fields: dict[str, list[str]] = {name: [] for name in ONCE}
+    spelt, parsed = [], []
+    for path, tree in _source_trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    target = getattr(item, "target", None)
+                    if isinstance(item, ast.AnnAssign) and isinstance(target, ast.Name):
+                        if target.id in ONCE:
+                            value = ast.unparse(item.value) if item.value else ""
+                            fields[target.id].append(f"{path}:{node.name} = {value}")
+            elif isinstance(node, ast.Call):
+                if _spelt(node):
+                    spelt.append(f"{path}:{node.lineno} {sorted(_spelt(node))}")
+                if ast.unparse(node.func).endswith("parse_detail"):
+                    parsed.append(f"{path}:{node.lineno}")
+    shared = "fertility/options.py:CorpusCommandOptions"
+    assert [f.split(" = ")[0] for f in fields["quiet"]] == [shared], fields["quiet"]
+    assert [f.split(" = ")[0] for f in fields["allow_output_in_corpus"]] == [shared]
+    # --detail: report's and gate's field, each the one declaration _detail() (help, default,
+    # parse); the text is parsed there, by no command
+    assert sorted(fields["detail"]) == [
+        "fertility/options.py:GateOptions = _detail()",
+        "fertility/options.py:ReportOptions = _detail()",
+    ]
+    assert parsed == []
+    # the flags spelt once, in fertility/options.py (--allow-output-in-corpus and --detail by
+    # their field names), never again as a click option
+    assert len(spelt) == 1 and spelt[0].startswith("fertility/options.py:"), spelt
+    assert spelt[0].endswith("['--quiet', '-q']")
+    for verb in ("report", "gate", "fix", "extend", "tokenize", "pretrain", "eval"):
+        got = [p for p in cli.commands[verb].params if p.name in ONCE]
+        assert [p.opts for p in got if p.name != "detail"] == [
+            ["--quiet", "-q"],
+            ["--allow-output-in-corpus"],
+        ], verb
+
+
+def test_detail_reaches_report_and_gate_as_a_number_or_none(tmp_path, monkeypatch):
+    """--detail is parsed where it is declared: each command's library call gets the number
+    of documents, or None for all, and the default is the library's own."""
+    import inspect
+
+    import fertility.engine
+    import fertility.gate
+    import fertility.measure
+
+    library_default = inspect.signature(fertility.measure.analyze).parameters["detail_docs"]
+    assert inspect.signature(fertility.gate.gate_run).parameters["detail_docs"].default == (
+        library_default.default
+    )
+    seen: list = []
+
+    class Stop(Exception):
+        pass
+
+    def fake(*args, detail_docs, **kw):
+        seen.append(detail_docs)
+        raise Stop
+
+    monkeypatch.setattr(fertility.measure, "analyze", fake)
+    monkeypatch.setattr(fertility.gate, "gate_run", fake)
+    # --tasks: measured by the engine; None is what a Slurm launch returns (nothing to print)
+    monkeypatch.setattr(
+        fertility.engine, "measure", lambda *a, detail_docs, **kw: seen.append(detail_docs)
+    )
+    monkeypatch.chdir(tmp_path)  # no fertility.toml or pyproject.toml around
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "en.txt").write_text("text\n")
+    commands = [
+        ["report", "c"],
+        ["gate", "c", "-t", "tok.json"],
+        ["report", "c", "--tasks", "2", "--work-dir", "w", "--pretokenizers", "gpt2"],
+    ]
+    for given, expected in (
+        ([], library_default.default),
+        (["--detail", "all"], None),
+        (["--detail", "0"], 0),
+        (["--detail", "015"], 15),
+    ):
+        seen.clear()
+        for args in commands:
+            result = CliRunner().invoke(cli, [*args, *given, "-q"])
+            assert result.exception is None or isinstance(result.exception, Stop), result.output
+        assert seen == [expected] * 3 and {type(v) for v in seen} == {type(expected)}, given
+
+
+# Every verb and its options object (fertility.options, trainer.options); its field that is no
+# command-line option itself, the corpus options, adds CorpusOptions' fields.
 VERBS = {
     "report": O.ReportOptions,
     "gate": O.GateOptions,
@@ -189,14 +310,18 @@ def test_every_verb_is_its_options_object():
                 assert (p.help or "") == flag.help, (verb, name)
                 assert p.metavar == flag.metavar, (verb, name)
                 assert _click_type(p) == _expected_type(hints[name], flag), (verb, name)
-        # the fields that are not options: the corpus's and the two shared ones (pretrain's
-        # settings too)
+        # the fields that are not options: the corpus's (pretrain's settings too); the two
+        # shared ones are options, inherited
         others = {f.name for f in dataclasses.fields(cls)} - set(fields)
         if verb == "export":
-            assert others == set(), verb
+            assert others == set() and not issubclass(cls, O.CorpusCommandOptions), verb
         else:
             corpus_field = "corpus_options" if verb == "eval" else "corpus"
-            assert {corpus_field} | SHARED <= others <= {corpus_field, "settings"} | SHARED, verb
+            assert {corpus_field} <= others <= {corpus_field, "settings"}, verb
+            assert issubclass(cls, O.CorpusCommandOptions) and list(fields)[-2:] == [
+                "quiet",
+                "allow_output_in_corpus",
+            ], verb
 
 
 def test_a_verb_body_reads_its_options_object(tmp_path, monkeypatch):

@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fertility.errors import TrainingError
-from fertility.options import CorpusOptions, Device, PretrainFormat, flags, option
+from fertility.options import (
+    CorpusCommandOptions,
+    CorpusOptions,
+    Device,
+    PretrainFormat,
+    flags,
+    option,
+)
 
 
 def _mix(text: str) -> dict[str, float]:
@@ -36,8 +43,9 @@ NewRowsInit = Literal["mean", "mean_norm", "random"]  # trainer/init.py
 
 
 @dataclass(frozen=True)
-class PretrainOptions:
-    """Everything `pretrain` is told: what to train on, with what, into where, and how."""
+class PretrainOptions(CorpusCommandOptions):
+    """Everything `pretrain` is told: what to train on, with what, into where, and how (and,
+    inherited, --quiet and --allow-output-in-corpus)."""
 
     paths: tuple[str, ...] = option(
         argument=True, optional=True, help="Corpus files and folders (or --shards)."
@@ -133,10 +141,8 @@ class PretrainOptions:
         "holds it all either way).",
     )
     # The corpus options (fertility.options.CorpusOptions; on the command line as every
-    # corpus command's) and the two every such command shares.
+    # corpus command's).
     corpus: CorpusOptions = field(default_factory=CorpusOptions)
-    quiet: bool = False
-    allow_output_in_corpus: bool = False
     # More TrainConfig keys over the config file (the Python API's; see the module docstring).
     settings: Mapping[str, Any] = field(default_factory=dict)
 

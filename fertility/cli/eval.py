@@ -9,7 +9,6 @@ import click
 from fertility.cli.options import (
     check_outputs,
     command_options,
-    corpus_options,
     need_torch,
     options_of,
     write_output,
@@ -19,7 +18,6 @@ from fertility.options import EvalOptions
 
 @click.command("eval", short_help="Score a run: NLL, bits per byte, tasks.")
 @options_of(EvalOptions)
-@corpus_options
 def eval_cmd(**kw) -> None:
     """Per-token NLL and bits per byte against a random-init twin; multiple-choice accuracy."""
     need_torch("eval")
@@ -29,7 +27,7 @@ def eval_cmd(**kw) -> None:
     from fertility.progress import Timed
     from fertility.trainer.rundir import RunDir
 
-    o: EvalOptions = command_options(EvalOptions, kw, corpus_field="corpus_options")
+    o: EvalOptions = command_options(EvalOptions, kw)
     opts = o.corpus_options
     run = RunDir(o.run_dir)  # what eval reads of the run: -o may sit beside it, never on it
     check_outputs(

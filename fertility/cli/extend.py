@@ -6,13 +6,12 @@ import sys
 
 import click
 
-from fertility.cli.options import command_options, corpus_options, options_of
+from fertility.cli.options import command_options, options_of
 from fertility.options import ExtendOptions
 
 
 @click.command(short_help="Add a script's tokens to a tokenizer, ids kept.")
 @options_of(ExtendOptions)
-@corpus_options
 def extend(**kw) -> None:
     """Add tokens for a script to BASE, keeping every id (exit 1: the gate said no)."""
 

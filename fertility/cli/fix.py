@@ -6,13 +6,12 @@ import sys
 
 import click
 
-from fertility.cli.options import command_options, corpus_options, options_of
+from fertility.cli.options import command_options, options_of
 from fertility.options import FixOptions
 
 
 @click.command(short_help="Train a corrected vocabulary and prove it.")
 @options_of(FixOptions)
-@corpus_options
 def fix(**kw) -> None:
     """Train a corrected vocabulary and prove it on held-out text (exit 1: the gate said no)."""
 

@@ -11,9 +11,7 @@ import click
 from fertility.cli.options import (
     check_outputs,
     command_options,
-    corpus_options,
     options_of,
-    parse_detail,
     write_output,
 )
 from fertility.options import GateOptions
@@ -21,7 +19,6 @@ from fertility.options import GateOptions
 
 @click.command(short_help="Pass (0) or fail (1) a tokenizer under the policy.")
 @options_of(GateOptions)
-@corpus_options
 def gate(**kw) -> None:
     """Exit 0 when the tokenizer passes the policy on PATHS, 1 when it fails, 2 on bad input."""
 
@@ -49,7 +46,7 @@ def gate(**kw) -> None:
         policy=pol,
         baseline=o.baseline,
         corpus_options=o.corpus,
-        detail_docs=parse_detail(o.detail),
+        detail_docs=o.detail,
         seed=o.corpus.seed,
         workers=o.workers,
         quiet=o.quiet,

@@ -1,9 +1,11 @@
 """Options and output helpers every command shares.
 
-An options dataclass (fertility.options: CorpusOptions, ReportOptions, GateOptions, ...;
-trainer.options.PretrainOptions)
-becomes a command's click options with `options_of(cls)`, and comes back from what click
-parsed with `from_params(cls, kw)`: the declaration is the one list of the options.
+An options dataclass (fertility.options: ReportOptions, GateOptions, ...;
+trainer.options.PretrainOptions) becomes a command's click options with `options_of(cls)`
+(its own fields, its CorpusOptions field's, the --quiet and --allow-output-in-corpus it
+inherits), and comes back from what click parsed with `command_options(cls, kw)`
+(`from_params` for a command without a corpus): the declaration is the one list of the
+options.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Literal, cast
 import click
 
 from fertility.errors import CorpusError, FertilityError, visible
-from fertility.options import CorpusOptions, Flag, flags
+from fertility.options import FLAG, CorpusOptions, Flag, OptionValueError, fields_in_order
 
 
 def need_torch(command: str) -> None:
@@ -57,7 +59,12 @@ def _number(kind: type, flag: Flag) -> Any:
 
 def _parse(flag: Flag) -> Any:
     def callback(ctx, param, value):
-        return value if value is None else flag.parse(value)
+        if value is None:
+            return value
+        try:
+            return flag.parse(value)
+        except OptionValueError as e:  # as click says a bad value: the option named, exit 2
+            raise click.BadParameter(str(e), ctx, param) from None
 
     return callback
 
@@ -117,9 +124,21 @@ def choice(values: Any) -> click.Choice:
 
 def options_of(cls: type):
     """A decorator adding the command-line fields of the options dataclass `cls` to a click
-    command, in declaration order (fertility.options)."""
+    command, in command-line order (fertility.options.fields_in_order); a field that is an
+    options object itself (a command's CorpusOptions) adds its own fields in its place."""
+    return _composed(_decorators(cls))
+
+
+def _decorators(cls: type) -> list:
     hints = typing.get_type_hints(cls)
-    return _composed([click_decorator(f, flag, hints[f.name]) for f, flag in flags(cls)])
+    out = []
+    for f in fields_in_order(cls):
+        flag = f.metadata.get(FLAG)
+        if flag is not None:
+            out.append(click_decorator(f, flag, hints[f.name]))
+        elif dataclasses.is_dataclass(hints[f.name]):
+            out.extend(_decorators(hints[f.name]))
+    return out
 
 
 def from_params(cls: type, kw: dict, **extra: Any) -> Any:
@@ -129,26 +148,13 @@ def from_params(cls: type, kw: dict, **extra: Any) -> Any:
     return cls(**{n: kw.pop(n) for n in list(kw) if n in names}, **extra)
 
 
-_quiet = click.option("--quiet", "-q", is_flag=True, help="No progress on stderr.")
-_allow_output_in_corpus = click.option(
-    "--allow-output-in-corpus",
-    is_flag=True,
-    help="Write outputs inside a corpus folder this command reads (refused by "
-    "default; later runs skip what fertility wrote there).",
-)
-
-
-def corpus_options(f):
-    """Options every command that reads a corpus shares: CorpusOptions' fields (declared in
-    fertility.options), --quiet and --allow-output-in-corpus."""
-    return options_of(CorpusOptions)(_quiet(_allow_output_in_corpus(f)))
-
-
-def command_options(cls: type, kw: dict, corpus_field: str = "corpus") -> Any:
-    """A corpus command's options object (`cls`: fertility.options) from what click parsed:
-    its own fields, the corpus options as its `corpus_field`, --quiet and
-    --allow-output-in-corpus."""
-    return from_params(cls, kw, **{corpus_field: corpus_settings(kw)})
+def command_options(cls: type, kw: dict) -> Any:
+    """A corpus command's options object (`cls`: fertility.options, trainer.options) from
+    what click parsed: its own and inherited fields, and its CorpusOptions field (`corpus`;
+    eval's `corpus_options`, as --corpus is its paths) made by corpus_settings."""
+    hints = typing.get_type_hints(cls)
+    (name,) = [f.name for f in dataclasses.fields(cls) if hints[f.name] is CorpusOptions]
+    return from_params(cls, kw, **{name: corpus_settings(kw)})
 
 
 def corpus_settings(kw: dict) -> CorpusOptions:
@@ -228,17 +234,3 @@ def silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
         pass
-
-
-def parse_detail(value: str) -> int | None:
-    if value == "all":
-        return None
-    try:
-        n = int(value)
-    except ValueError:
-        raise click.BadParameter(
-            "expected a number of documents or 'all'", param_hint="'--detail'"
-        ) from None
-    if n < 0:
-        raise click.BadParameter("must be >= 0", param_hint="'--detail'")
-    return n

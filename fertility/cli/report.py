@@ -14,9 +14,7 @@ import click
 from fertility.cli.options import (
     check_outputs,
     command_options,
-    corpus_options,
     options_of,
-    parse_detail,
     slurm_pending,
     write_output,
 )
@@ -26,7 +24,6 @@ from fertility.options import ReportOptions
 
 @click.command(short_help="Measure chars/token per script and language.")
 @options_of(ReportOptions)
-@corpus_options
 def report(**kw) -> None:
     """Measure PATHS (files or folders) with one or more tokenizers."""
     # deferred: the library loads when a command runs (fast --help)
@@ -60,7 +57,7 @@ def report(**kw) -> None:
             specs,
             pretokenizers=families,
             corpus_options=o.corpus,
-            detail_docs=parse_detail(o.detail),
+            detail_docs=o.detail,
             seed=o.corpus.seed,
             progress=progress,
             workers=o.workers,
@@ -159,7 +156,7 @@ def _in_tasks(o: ReportOptions, specs, families):
         tasks=o.tasks,
         executor=o.executor,
         corpus_options=o.corpus,
-        detail_docs=parse_detail(o.detail),
+        detail_docs=o.detail,
         seed=o.corpus.seed,
         workers=o.workers,
         slurm={"partition": o.slurm_partition, "time": o.slurm_time, "env_command": o.slurm_env},
@@ -184,7 +181,9 @@ def _default_work_dir(o: ReportOptions, keys) -> str:
     (every node must see it). (Before: `fertility-tasks/` here, which the next run on another
     corpus refused.)"""
     corpus = {k: v for k, v in vars(o.corpus).items() if k != "on_warning"}
-    inputs = [[os.path.abspath(p) for p in o.paths], keys, corpus, o.detail, o.tasks]
+    # --detail as it was spelt before it was parsed, so an earlier version's folder is found
+    detail = "all" if o.detail is None else str(o.detail)
+    inputs = [[os.path.abspath(p) for p in o.paths], keys, corpus, detail, o.tasks]
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
     name = f"fertility-tasks-{key[:16]}"
     if o.executor != "local":

@@ -7,13 +7,12 @@ import json
 
 import click
 
-from fertility.cli.options import command_options, corpus_options, options_of, slurm_pending
+from fertility.cli.options import command_options, options_of, slurm_pending
 from fertility.options import TokenizeOptions
 
 
 @click.command(short_help="Tokenize a corpus into the trainer's shards (datatrove tasks).")
 @options_of(TokenizeOptions)
-@corpus_options
 def tokenize(**kw) -> None:
     """Tokenize PATHS into --out: shards `fertility pretrain --shards OUT` trains on, with the
     counts its gate reads (no second pass over the corpus)."""
