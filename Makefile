@@ -10,7 +10,7 @@ PIP := $(PY) -m pip
 TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: demo test setup setup-test fixtures typecheck docs clean
+.PHONY: demo test setup setup-test fixtures typecheck docs schemas clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ fixtures: $(VENV)/.core
 # The generated reference docs (tests check that the committed ones are current).
 docs: $(VENV)/.core
 	$(PY) -m fertility.cli.reference > docs/CLI.md
+
+# fertility/schemas/*.schema.json, from the typed records beside them (msgspec, in the test
+# extra; tests/test_schemas.py checks that the committed ones are current).
+schemas: $(VENV)/.test
+	$(PY) -m fertility.schemas.generate
 
 # docs/RESULTS.md: every real tokenizer file of the fixtures measured on their real text
 # (tests/realworld/results.py; about two minutes on two cores)

@@ -1,0 +1,25 @@
+"""The versioned JSON outputs as typed records, and their JSON Schemas generated from them.
+
+Each `*.schema.json` beside these modules is written by `make schemas`
+(`python -m fertility.schemas.generate`) from a `typing.TypedDict` here, never by hand:
+tests/test_schemas.py checks that the committed files are what the records generate and that
+real outputs of the code validate against them.
+
+The code that writes an output builds a plain dict and names its record as the return type
+(imported under `if TYPE_CHECKING:`), so mypy checks its keys; nothing imports these modules
+at run time. Constraints and descriptions are `Annotated[..., msgspec.Meta(...)]`: msgspec,
+a test dependency, turns the records into JSON Schema.
+
+verdicts.py   Check, Finding, Evidence: the gate's checks and the findings (report and gate)
+corpus.py     CorpusSummary: the `corpus` object (report, fix, extend, run, shards)
+report.py     Report (fertility.report/1); TokenizerId and the compared rows fix and extend share
+gate.py       Gate (fertility.gate/1), which fix, extend and tokenize embed
+fix.py        Fix (fertility.fix/1)
+extend.py     Extend (fertility.extend/1) and ExtendIds (fertility.extend-ids/1, ids-map.json)
+shards.py     Shards (fertility.shards/1, a shard folder's index.json) and Tokenize
+              (fertility.tokenize/1)
+run.py        Run (fertility.run/1, run.json)
+eval.py       Eval (fertility.eval/1) and Export (fertility.export/1, fertility_export.json)
+manifest.py   Manifest (fertility.manifest/1, .fertility-manifest.json)
+generate.py   the generator: one schema file per output, from the table OUTPUTS
+"""

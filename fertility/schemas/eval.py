@@ -1,0 +1,145 @@
+"""`fertility eval --format json` (fertility.eval/1) and an export folder's
+fertility_export.json (fertility.export/1)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypedDict
+
+from msgspec import Meta
+from typing_extensions import NotRequired
+
+from fertility.schemas.report import TokenizerId
+from fertility.schemas.run import Mix, ModelConfig, RunTokenizer
+
+# a 95% interval: [lo, hi]
+Interval = list[float | None]
+
+
+class EvalRun(TypedDict):
+    """The run evaluated, at which step."""
+
+    dir: str
+    step: int | None
+    tokens_seen: int | None
+    tokenizer: TokenizerId
+    model: ModelConfig
+    forced: bool
+    mix: Mix
+
+
+class Reference(TypedDict):
+    vocab_size: int | None
+    ln_vocab: float | None
+
+
+class Scoring(TypedDict):
+    context: int | None
+    separator: int | None
+    first_token: str
+
+
+class Heldout(TypedDict):
+    source: str
+    documents: int | None
+    scored_documents: int | None
+    unscored_documents: int | None
+    windowed_documents: int | None
+    windows: int | None
+    tokens: int | None
+    twin_seed: int | None
+    bootstrap: int | None
+
+
+class LmRow(TypedDict):
+    """The model and its random twin on one group's held-out text."""
+
+    group: str
+    key: str
+    documents: int | None
+    tokens: int | None
+    bytes: int | None
+    chars: int | None
+    nll_per_token: float | None
+    nll_per_token_ci95: Interval
+    bits_per_byte: float | None
+    bits_per_byte_ci95: Interval
+    bits_per_char: float | None
+    bits_per_char_ci95: Interval
+    twin_nll_per_token: float | None
+    twin_nll_per_token_ci95: Interval
+    twin_bits_per_byte: float | None
+    twin_bits_per_byte_ci95: Interval
+    twin_bits_per_char: float | None
+    twin_bits_per_char_ci95: Interval
+    perplexity: float | None
+    perplexity_ci95: Interval
+    twin_minus_model: float | None
+    twin_minus_model_ci95: Interval
+
+
+class BaseRow(TypedDict):
+    key: str
+    base_bits_per_byte: float
+    bits_per_byte: float
+    ratio: float | None
+
+
+class Base(TypedDict):
+    model_dir: str
+    context: int
+    rows: list[BaseRow]
+
+
+class TaskResult(TypedDict):
+    task: str
+    n: int | None
+    chance: float | None
+    acc: float | None
+    acc_norm_chars: float | None
+    acc_norm_bytes: float | None
+    ci95: Interval
+    ci95_norm_chars: Interval
+    ci95_norm_bytes: Interval
+    verdict: str
+    langs: list[str]
+    file: str
+    truncated: int | None
+
+
+class Eval(TypedDict):
+    """A run's model evaluated on held-out text and tasks."""
+
+    schema: Annotated[
+        Literal["fertility.eval/1"], Meta(description="This document's format and version.")
+    ]
+    run: EvalRun
+    reference: Reference
+    scoring: Scoring
+    heldout: Heldout
+    lm: list[LmRow]
+    flags: list[dict[str, Any]]
+    base: NotRequired[
+        Annotated[
+            Base | None,
+            Meta(
+                description="a continued run against its base model (eval/base.py, "
+                "docs/EVAL.md); null when none"
+            ),
+        ]
+    ]
+    tasks: list[TaskResult]
+
+
+class Export(TypedDict):
+    """fertility_export.json: where an export folder's model and tokenizer came from."""
+
+    schema: Annotated[
+        Literal["fertility.export/1"], Meta(description="This document's format and version.")
+    ]
+    run_dir: str
+    step: int | None
+    tokenizer: RunTokenizer
+    separator: int | None
+    separator_token: str
+    context: int | None
+    tokenizer_note: str
