@@ -52,15 +52,18 @@ def analyze(
     findings=False is the command's --no-diagnose."""
     from fertility import measure  # deferred: numpy and pandas load on first use
     from fertility.findings import diagnose_under as run_rules  # deferred: as above
+    from fertility.gate import verdicts  # deferred: as above
     from fertility.policy import load_policy  # deferred: as above
 
     report = measure.analyze(paths, tokenizers, **options)
     pol = load_policy(policy)
     if reference:
         pol = dataclasses.replace(pol, reference=reference)
-    report.policy = pol  # the JSON's per-tokenizer verdict, as `fertility report` gives it
+    report.policy = pol  # the JSON's Gini under the policy's reference, as the command's
     if findings:
         report.findings = run_rules(report, pol)
+    # the JSON's per-tokenizer verdict, as `fertility report --format json` gives it
+    report.verdicts = verdicts(report, pol)
     return report
 
 

@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 
 from fertility.errors import TokenizerError
-from fertility.findings import Finding, diagnose_under, not_judged, parity, premiums
+from fertility.findings import Finding, diagnose_under, not_judged, premiums
 from fertility.findings.evidence import rate_interval
-from fertility.measure import Report, analyze
+from fertility.measure import Report, analyze, card, parity
 from fertility.numbers import finite, fmt
 from fertility.options import CorpusOptions, Severity, Uncertain
 from fertility.policy import Policy, load_policy
@@ -260,6 +260,27 @@ def evaluate(
         premium_note=str(prem.attrs.get("note", "")),
         subset=read_subset(getattr(report, "corpus", None) or {}),
     )
+
+
+def verdicts(report: Report, policy: Policy) -> dict[str, dict]:
+    """label -> the report JSON's `verdict` of each tokenizer with a card
+    (fertility.measure.card.carded), evaluated alone: passed, exit code, the checks that
+    fail it and the blocking findings. A judgement, so the judging side computes it and
+    sets `report.verdicts`; the Report only carries it into its JSON."""
+    fails = policy.uncertain == "fail"
+    out = {}
+    for info in card.carded(report):
+        result = evaluate(report, policy, label=info.label, findings=report.findings or None)
+        failed = [
+            c for c in result.checks if c.verdict == "fail" or (fails and c.verdict == "uncertain")
+        ]
+        out[info.label] = {
+            "passed": result.passed,
+            "exit_code": result.exit_code,
+            "failed_checks": [c.to_dict() for c in failed],
+            "blocking_findings": [f.to_dict() for f in result.blocking],
+        }
+    return out
 
 
 def read_subset(corpus: dict) -> dict | None:

@@ -111,7 +111,7 @@ class Policy:
     min_share: float = 0.01
     reference: str = "en"
     # the corpus's files are translations line by line (`--parallel`): the premium's layout
-    # evidence (fertility.findings.parity)
+    # evidence (fertility.measure.parity)
     parallel: bool = False
     allow_lossy: bool = False  # a tokenizer that does not give the text back passes
     # The diagnose thresholds, floors included: the gate's floor checks and the

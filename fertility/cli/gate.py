@@ -53,7 +53,7 @@ def gate(**kw) -> None:
     )
     if o.reference:  # one the corpus lacks: exit 2 naming it, not a silent "no premium"
         # deferred: the library loads when a command runs (fast --help)
-        from fertility.findings.parity import require_reference
+        from fertility.measure.parity import require_reference
 
         require_reference(rep.frame.loc[rep.frame["group"] == "language", "key"], o.reference)
     if o.fmt == "json":

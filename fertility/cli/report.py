@@ -66,7 +66,7 @@ def report(**kw) -> None:
     pol = _policy(o.policy, o.reference, o.parallel)
     if o.reference:
         _require_reference(rep, o.reference)
-    rep.policy = pol  # the JSON's per-tokenizer verdict is the gate's under it
+    rep.policy = pol  # the JSON's Gini reads the premiums under its reference
     if not o.no_diagnose:
         rep.findings = _diagnose(rep, pol)
     if o.fmt in ("leaderboard", "leaderboard-csv"):
@@ -76,6 +76,10 @@ def report(**kw) -> None:
         render = leaderboard.render_markdown if o.fmt == "leaderboard" else leaderboard.render_csv
         write_output(render(rep, pol), output)
     elif o.fmt == "json":
+        # deferred: the library loads when a command runs (fast --help)
+        from fertility.gate import verdicts
+
+        rep.verdicts = verdicts(rep, pol)  # each tokenizer's verdict: the gate's under pol
         write_output(rep.to_json() + "\n", output)
     elif o.fmt == "csv":
         # deferred: the library loads when a command runs (fast --help)
@@ -238,7 +242,7 @@ def _policy(policy_path, reference, parallel=False):
 def _require_reference(rep, reference: str) -> None:
     """--reference names a language of the corpus, or exit 2 naming it."""
     # deferred: the library loads when a command runs (fast --help)
-    from fertility.findings.parity import require_reference
+    from fertility.measure.parity import require_reference
 
     frame = rep.frame
     require_reference(frame.loc[frame["group"] == "language", "key"], reference)

@@ -23,13 +23,16 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 # rules: imported for its @rule declarations, which fill REGISTRY
-from fertility.findings import parity, rules  # noqa: F401
+from fertility.findings import rules  # noqa: F401
 from fertility.findings.finding import Finding
 from fertility.findings.registry import REGISTRY, SEVERITY_ORDER, Rule
+from fertility.measure import parity  # noqa: F401  (fertility.findings.parity: its old name)
 from fertility.measure.frame import language_shares, running_shares
+
+# the premium table is measured (fertility.measure.parity); the parity rule and the gate judge it
+from fertility.measure.parity import premium_table as premiums
 from fertility.numbers import pct
 from fertility.policy import Policy, Thresholds
-from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 if TYPE_CHECKING:
     from fertility.measure import Report
@@ -167,30 +170,3 @@ def not_judged(
             ),
         }
     return out
-
-
-def premiums(
-    report: Report,
-    t: Thresholds | None = None,
-    *,
-    reference: str = "en",
-    parallel: bool = False,
-) -> pd.DataFrame:
-    """Token premium per (tokenizer, language) against `reference` on parallel files
-    (fertility.findings.parity: only on evidence; parallel: the user declares the layout).
-
-    Columns: tokenizer, lang, reference (the corpus's label of it), lines, premium, lo, hi.
-    Empty without parallel files; `attrs["note"]` says why in one line.
-    """
-    t = t or Thresholds()
-    families = [d.label for d in report.tokenizers if d.kind == PRETOKENIZER]
-    docs = report.docs[~report.docs["tokenizer"].isin(families)]
-    return parity.premiums(
-        docs,
-        reference,
-        declared=parallel,
-        min_lines=t.parity_min_lines,
-        min_overlap=t.parity_min_overlap,
-        reps=t.bootstrap,
-        seed=t.seed,
-    )

@@ -712,8 +712,8 @@ def balance_inversion(x: Inputs) -> Iterator[Finding]:
     summary=Summary("premium", "max", "{:.2f}x the tokens of the reference"),
 )
 def parity(x: Inputs) -> Iterator[Finding]:
-    """The premium table (fertility.findings.premiums: parallel files, its bootstrap) against
-    the `premium` threshold."""
+    """The premium table (fertility.measure.parity.premium_table: parallel files, its
+    bootstrap) against the `premium` threshold."""
     t, reference = x.t, x.reference
     for r in x.premium_table.itertuples():
         if r.premium <= t.premium:

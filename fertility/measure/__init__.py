@@ -31,6 +31,8 @@ from fertility.tokenizers.pretokenizer import PRETOKENIZER, PretokenizerFamily
 if TYPE_CHECKING:  # the frame is built with pandas at the end; measuring needs only numpy
     import pandas as pd
 
+    from fertility.policy import Policy
+
 SCHEMA = "fertility.report/1"
 
 
@@ -78,9 +80,12 @@ class Report:
     # (label, script) -> {language: characters of its running text in that language}: what a
     # script is judged by (fertility.measure.frame.language_shares)
     running_langs: dict = field(default_factory=dict)
-    # the policy the JSON's per-tokenizer verdict is the gate's under (None: no verdict);
-    # the report command sets it
-    policy: Any = None
+    # the policy whose reference, declared parallel files and parity thresholds the JSON's
+    # Gini reads its premiums under (None: the built-in ones); the report command sets it
+    policy: Policy | None = None
+    # label -> the JSON's per-tokenizer verdict: a judgement, so the judging side sets it
+    # (fertility.gate.verdicts; the report command and fertility.analyze); none when empty
+    verdicts: dict = field(default_factory=dict)
 
     def rows(self, label: str) -> list[dict]:
         sub = self.frame[self.frame["tokenizer"] == label]
@@ -88,11 +93,13 @@ class Report:
         return [json_safe(r) for r in sub[cols].to_dict(orient="records")]
 
     def to_dict(self) -> dict:
-        # vocabulary_scripts, gini, overlap and (with a policy) the gate's verdict
+        # vocabulary_scripts, gini, overlap, then the gate's verdict when one was set
         cards = json_safe(card.cards(self, self.policy))
+        verdicts = json_safe(self.verdicts)
 
         def entry(t: TokenizerInfo) -> dict:
-            return {**t.to_dict(), **cards.get(t.label, {}), "rows": self.rows(t.label)}
+            judged = {"verdict": verdicts[t.label]} if t.label in verdicts else {}
+            return {**t.to_dict(), **cards.get(t.label, {}), **judged, "rows": self.rows(t.label)}
 
         out = {
             "schema": SCHEMA,

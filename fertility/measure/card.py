@@ -1,6 +1,7 @@
 """A tokenizer's card: the metrics of its token-id distributions (docs/METRICS.md, "Token
 distributions"), the scripts of its vocabulary, the Gini coefficient and pairwise overlap of its
-languages, and the gate's verdict.
+languages. All measured; the verdict the report JSON shows beside them is the gate's
+(fertility.gate.verdicts), which reads these numbers and is never called from here.
 
 The per-row distribution metrics (Rényi and Shannon efficiency, unique tokens, vocabulary
 utilisation, average token rank) are declared in the registry (fertility.measure.metrics,
@@ -17,6 +18,9 @@ from typing import Any
 import numpy as np
 
 from fertility import unicode as U
+from fertility.measure.parity import premium_table
+from fertility.policy import Policy, Thresholds
+from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 RENYI_ALPHA = 2.5  # Zouhar et al. (ACL 2023): the order that best predicted downstream BLEU
 
@@ -176,10 +180,11 @@ def overlap(hists: Mapping[str, np.ndarray]) -> dict:
 
 
 def language_gini(report, label: str, premium_table) -> dict:
-    """Gini over languages of one tokenizer. On parallel files (the gate's premium table,
-    fertility.findings.premiums: each language's tokens over the reference's on the lines
-    they share, the reference itself 1) it is over the tokens each language needs for the
-    same lines; otherwise over each language's tokens per character (1 / chars_per_token)."""
+    """Gini over languages of one tokenizer. On parallel files (the premium table,
+    fertility.measure.parity.premium_table: each language's tokens over the reference's on
+    the lines they share, the reference itself 1) it is over the tokens each language needs
+    for the same lines; otherwise over each language's tokens per character (1 /
+    chars_per_token)."""
     prem = premium_table[premium_table["tokenizer"] == label]
     if len(prem):
         values = [1.0, *prem["premium"].astype(float)]
@@ -194,53 +199,26 @@ def language_gini(report, label: str, premium_table) -> dict:
     }
 
 
-def verdict(report, label: str, policy) -> dict:
-    """The gate's verdict on one tokenizer of the report (fertility.gate.evaluate, the
-    decision itself): passed, exit code, the checks that fail it and the blocking findings."""
-    # deferred: fertility.gate imports this package
-    from fertility.gate import evaluate
-
-    result = evaluate(report, policy, label=label, findings=report.findings or None)
-    fails = policy.uncertain == "fail"
-    failed = [
-        c for c in result.checks if c.verdict == "fail" or (fails and c.verdict == "uncertain")
-    ]
-    return {
-        "passed": result.passed,
-        "exit_code": result.exit_code,
-        "failed_checks": [c.to_dict() for c in failed],
-        "blocking_findings": [f.to_dict() for f in result.blocking],
-    }
+def carded(report) -> list:
+    """The report's tokenizers that have a card: loaded, with a vocabulary (no pre-tokenizer
+    family). fertility.gate.verdicts judges the same ones."""
+    return [i for i in report.tokenizers if i.tokenizer is not None and i.kind != PRETOKENIZER]
 
 
-def cards(report, policy=None) -> dict[str, dict[str, Any]]:
-    """label -> the per-tokenizer part of the report JSON for every tokenizer with a
-    vocabulary: vocabulary_scripts, gini, overlap and, with a policy, verdict."""
-    # deferred: fertility.findings imports this package
-    from fertility.findings import premiums
-    from fertility.policy import Thresholds
-
+def cards(report, policy: Policy | None = None) -> dict[str, dict[str, Any]]:
+    """label -> the per-tokenizer part of the report JSON that is measured, for every
+    tokenizer with a card: vocabulary_scripts, gini, overlap. `policy` gives the premiums'
+    reference, declared parallel files and parity thresholds (None: the built-in ones); the
+    verdict beside them is the gate's (fertility.gate.verdicts, `Report.verdicts`)."""
     thresholds = policy.thresholds if policy is not None else Thresholds()
     reference = policy.reference if policy is not None else "en"
     parallel = policy.parallel if policy is not None else False
-    prem = premiums(report, thresholds, reference=reference, parallel=parallel)
-    out = {}
-    for info in report.tokenizers:
-        if info.tokenizer is None or label_is_family(info):
-            continue
-        card: dict[str, Any] = {
+    prem = premium_table(report, thresholds, reference=reference, parallel=parallel)
+    return {
+        info.label: {
             "vocabulary_scripts": vocabulary_scripts(info.tokenizer),
             "gini": language_gini(report, info.label, prem),
             "overlap": report.overlap.get(info.label),
         }
-        if policy is not None:
-            card["verdict"] = verdict(report, info.label, policy)
-        out[info.label] = card
-    return out
-
-
-def label_is_family(info) -> bool:
-    # deferred: a light import, kept beside its one use
-    from fertility.tokenizers.pretokenizer import PRETOKENIZER
-
-    return info.kind == PRETOKENIZER
+        for info in carded(report)
+    }

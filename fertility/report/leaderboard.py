@@ -13,6 +13,7 @@ import math
 
 from fertility.gate import evaluate
 from fertility.measure import card
+from fertility.measure.parity import premium_table
 from fertility.numbers import fmt
 from fertility.policy import default_policy
 from fertility.report import summary as S
@@ -40,10 +41,9 @@ def leaderboard_rows(report, policy=None) -> list[dict]:
     policy = policy or report.policy or default_policy()
     result = evaluate(report, policy, findings=report.findings or None)
     vs = sorted(S.verdicts(report, result), key=lambda v: v.rank)
-    # deferred: fertility.findings imports fertility.measure
-    from fertility.findings import premiums
-
-    prem = premiums(report, policy.thresholds, reference=policy.reference, parallel=policy.parallel)
+    prem = premium_table(
+        report, policy.thresholds, reference=policy.reference, parallel=policy.parallel
+    )
     f = report.frame
     rows = []
     for i, v in enumerate(vs, 1):

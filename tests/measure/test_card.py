@@ -26,6 +26,7 @@ import tokenizers
 from scipy.spatial.distance import jensenshannon
 
 from fertility import unicode as U
+from fertility.gate import verdicts
 from fertility.measure import analyze, card
 from fertility.measure.metrics import DISTRIBUTIONS
 from fertility.policy import default_policy
@@ -88,6 +89,8 @@ def report(rw, texts):  # noqa: F811
     rep = analyze([texts[0]], specs, workers=1)
     # the files are GTK messages translated line by line: declared so (--parallel)
     rep.policy = dataclasses.replace(default_policy(), parallel=True)
+    # the JSON's verdicts are the judging side's to set, as `fertility report` does
+    rep.verdicts = verdicts(rep, rep.policy)
     return rep
 
 
@@ -253,7 +256,7 @@ def test_the_json_verdict_is_the_gates(out, texts, rw, run):  # noqa: F811
         )
         # The default policy fails an uncertain check. Every field is equal, the premium's
         # bootstrap bounds too: each (tokenizer, language) draws from its own generator
-        # (fertility.findings.parity.pair_rng), so the tokenizers beside it change nothing.
+        # (fertility.measure.parity.pair_rng), so the tokenizers beside it change nothing.
         assert v["failed_checks"] == fails
         assert v["blocking_findings"] == gate["blocking_findings"]
 

@@ -1,4 +1,5 @@
-"""Parallel files and the token premium (for diagnose's parity rule and the gate).
+"""Parallel files and the token premium: a measurement (the card's Gini reads it), which
+diagnose's parity rule and the gate's premium check judge.
 
 Two files are parallel only on evidence, three things together:
     1. the layout says so: the user declares it (`--parallel`, the policy's `parallel = true`),
@@ -30,6 +31,8 @@ import pandas as pd
 
 from fertility.corpus import labels
 from fertility.errors import PolicyError
+from fertility.policy import Thresholds
+from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 EMPTY = pd.DataFrame(
     {
@@ -187,6 +190,35 @@ def require_reference(langs, reference: str) -> str:
     if found is None:
         raise PolicyError(f"--reference {reference}: {why.removeprefix('no premium: ')}")
     return found
+
+
+def premium_table(
+    report,  # a fertility.measure.Report (not imported: the package imports this module)
+    t: Thresholds | None = None,
+    *,
+    reference: str = "en",
+    parallel: bool = False,
+) -> pd.DataFrame:
+    """Token premium per (tokenizer, language) of a Report against `reference` on parallel
+    files (`premiums` of its per-document table, pre-tokenizer families left out; only on
+    evidence; parallel: the user declares the layout). fertility.findings names it
+    `premiums`.
+
+    Columns: tokenizer, lang, reference (the corpus's label of it), lines, premium, lo, hi.
+    Empty without parallel files; `attrs["note"]` says why in one line.
+    """
+    t = t or Thresholds()
+    families = [d.label for d in report.tokenizers if d.kind == PRETOKENIZER]
+    docs = report.docs[~report.docs["tokenizer"].isin(families)]
+    return premiums(
+        docs,
+        reference,
+        declared=parallel,
+        min_lines=t.parity_min_lines,
+        min_overlap=t.parity_min_overlap,
+        reps=t.bootstrap,
+        seed=t.seed,
+    )
 
 
 def premiums(
