@@ -155,18 +155,19 @@ def analyze(
     options = dataclasses.replace(options, on_warning=_once(options.on_warning))
     # --precision measures in one process: it stops between batches (fertility.measure.precision)
     precise = options.precision is not None
+    if precise:
+        precision.check(options)
     n_workers = (
         1 if precise else parallel.choose_workers(workers, paths, toks, options.on_warning or warn)
     )
+    # the one Corpus of the run, handed down (workers rebuild it from its paths and sizes)
+    corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths), options)
     switch = None
     if precise:
-        accs, summary = precision.run(paths, options, toks, state, batch_size, progress)
+        accs, summary = precision.run(corpus, options, toks, state, batch_size, progress)
     elif n_workers > 1:
-        accs, state, summary = parallel.run(
-            paths, options, toks, state, n_workers, batch_size, progress
-        )
+        accs, state, summary = parallel.run(corpus, toks, state, n_workers, batch_size, progress)
     else:
-        corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths), options)
         accs = [TokenizerAccumulator(t) for t in toks]
         if workers is None and parallel.reloadable(paths, toks):
             total = sum(corpus.sizes().values())
@@ -178,16 +179,7 @@ def analyze(
             assert switch is not None, "run_pass stops before the end only when told to"
             n_workers = switch.workers
             accs, state, summary = parallel.run(
-                paths,
-                options,
-                toks,
-                state,
-                n_workers,
-                batch_size,
-                progress,
-                start=rest,
-                accs=accs,
-                sizes=corpus.sizes(),
+                corpus, toks, state, n_workers, batch_size, progress, start=rest, accs=accs
             )
     settings = {
         "detail_docs": detail_docs,

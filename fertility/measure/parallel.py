@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 
-from fertility.corpus import Corpus, CorpusOptions, warn
+from fertility.corpus import Corpus, warn
 from fertility.errors import FertilityError, one_line
 from fertility.measure.counters import TokenizerAccumulator
 from fertility.measure.passes import PassState, run_pass
@@ -144,8 +144,7 @@ def _idle_seconds() -> float | None:
 
 
 def run(
-    paths,
-    corpus_options: CorpusOptions,
+    corpus: Corpus,
     toks,
     state,
     n_workers: int,
@@ -154,18 +153,28 @@ def run(
     *,
     start: int = 0,
     accs: list | None = None,
-    sizes: dict | None = None,
 ):
-    """Measure with `n_workers` processes the batches from number `start` on; returns
-    (accumulators, state, corpus summary). With `start` > 0, `accs` and `state` hold what this
-    process measured of the batches before it (a Switch), and the workers' counts are added
-    to them."""
+    """Measure with `n_workers` processes the batches of `corpus` from number `start` on;
+    returns (accumulators, state, corpus summary). With `start` > 0, `accs` and `state` hold
+    what this process measured of the batches before it (a Switch), and the workers' counts
+    are added to them. The stages: start the workers, collect what they send, merge."""
+    procs, messages = _start(corpus, toks, state, n_workers, batch_size, start)
+    try:
+        results = _collect(procs, messages, state, progress, corpus.warn)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join()
+    return _merge(results, toks, state, accs)
 
-    options = dataclasses.replace(corpus_options, on_warning=None)  # sent to the workers
-    # every worker reads each file up to the size it has now (or had when `sizes` was
-    # taken), even if it grows meanwhile
-    sizes = sizes or Corpus([str(p) for p in paths], options, on_warning=lambda m: None).sizes()
-    on_warning = corpus_options.on_warning
+
+def _start(corpus: Corpus, toks, state, n_workers: int, batch_size: int, start: int):
+    """The worker processes, started, and the queue they send on. Each rebuilds the corpus
+    from its paths and options, every file read up to the size it had when `corpus` was
+    opened (even if it grows meanwhile), and each tokenizer by its kind's reload."""
+    options = dataclasses.replace(corpus.options, on_warning=None)  # sent to the workers
+    sizes = corpus.sizes()
     # deferred: multiprocessing only when workers start (50 ms of every start otherwise)
     import multiprocessing
 
@@ -180,7 +189,7 @@ def run(
                 os.getpid(),
                 w,
                 n_workers,
-                [str(p) for p in paths],
+                [str(p) for p in corpus.paths],
                 options,
                 sizes,
                 specs,
@@ -194,51 +203,53 @@ def run(
     ]
     for p in procs:
         p.start()
+    return procs, messages
+
+
+def _collect(procs: list, messages, state, progress, warn) -> dict[int, dict]:
+    """Each worker's result, by worker number, with their progress and the first worker's
+    warnings passed on meanwhile; a worker's error is raised here, and so is a death."""
     results: dict[int, dict] = {}
     done: dict[int, int] = {}
     bytes_: dict[int, int] = {}
     quiet_exits: set[int] = set()
     before = (state.docs_measured, state.bytes_measured)
-    try:
-        while len(results) < n_workers:
-            try:
-                kind, w, payload = messages.get(timeout=0.5)
-            except queue.Empty:
-                dead = [p for p in procs if p.exitcode not in (None, 0)]
-                if dead:
-                    raise FertilityError(
-                        f"a measuring process died (exit code "
-                        f"{dead[0].exitcode}); run with workers=1"
-                    ) from None
-                # Exited cleanly with no result: its last message was lost. Asked on the
-                # second empty wait, so a result still in the pipe when it exited arrives.
-                silent = {i for i, p in enumerate(procs) if p.exitcode == 0} - set(results)
-                if silent & quiet_exits:
-                    raise FertilityError(
-                        "a measuring process ended without its result; run with workers=1"
-                    ) from None
-                quiet_exits = silent
-                continue
-            if kind == "progress":
-                done[w], bytes_[w] = payload
-                if progress:
-                    progress(before[0] + sum(done.values()), before[1] + sum(bytes_.values()))
-            elif kind == "warning":
-                if on_warning:
-                    on_warning(payload)
-                else:
-                    warn(payload)
-            elif kind == "error":
-                raise payload
-            else:
-                results[w] = payload
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-            p.join()
+    while len(results) < len(procs):
+        try:
+            kind, w, payload = messages.get(timeout=0.5)
+        except queue.Empty:
+            dead = [p for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise FertilityError(
+                    f"a measuring process died (exit code {dead[0].exitcode}); run with workers=1"
+                ) from None
+            # Exited cleanly with no result: its last message was lost. Asked on the
+            # second empty wait, so a result still in the pipe when it exited arrives.
+            silent = {i for i, p in enumerate(procs) if p.exitcode == 0} - set(results)
+            if silent & quiet_exits:
+                raise FertilityError(
+                    "a measuring process ended without its result; run with workers=1"
+                ) from None
+            quiet_exits = silent
+            continue
+        if kind == "progress":
+            done[w], bytes_[w] = payload
+            if progress:
+                progress(before[0] + sum(done.values()), before[1] + sum(bytes_.values()))
+        elif kind == "warning":
+            warn(payload)
+        elif kind == "error":
+            raise payload
+        else:
+            results[w] = payload
+    return results
+
+
+def _merge(results: dict[int, dict], toks, state, accs: list | None):
+    """The workers' counts added up (onto `accs` when this process measured a part first):
+    (accumulators, state, the corpus summary of the first worker, which read it all)."""
     accs = accs or [TokenizerAccumulator(t) for t in toks]
-    for w in range(n_workers):
+    for w in range(len(results)):
         part = results[w]
         for acc, exported in zip(accs, part["accs"]):
             acc.merge(exported)

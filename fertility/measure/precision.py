@@ -235,16 +235,21 @@ class Stopper:
         return out
 
 
-def run(
-    paths, options, toks, state, batch_size: int, progress: Callable | None
-) -> tuple[list[TokenizerAccumulator], dict]:
-    """analyze's pass under `options.precision` (one process): accumulators and summary."""
+def check(options) -> None:
+    """`options.precision` and what it excludes, refused before the corpus is read."""
     rel = options.precision
     if isinstance(rel, bool) or not isinstance(rel, (int, float)) or not 0 < rel < 1:
         raise CorpusError(f"precision={rel!r}: must be a fraction in (0, 1)")
     if options.sample is not None or options.max_docs is not None:
         raise CorpusError("precision: draws its own sample; leave out --sample and --max-docs")
-    corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths), options)
+
+
+def run(
+    corpus: Corpus, options, toks, state, batch_size: int, progress: Callable | None
+) -> tuple[list[TokenizerAccumulator], dict]:
+    """analyze's pass over `corpus` under `options.precision` (one process; the options
+    passed `check` first): accumulators and summary."""
+    rel = options.precision
     order = BlockOrder(corpus, options.seed)
     accs = [TokenizerAccumulator(t) for t in toks]
     stop = Stopper(order, accs, state, rel)
