@@ -1,17 +1,26 @@
 """The layout keeps one direction: no import cycle between the modules of fertility, trainer
-and eval, no module imports another module's underscore name, and nothing under trainer/ or
-eval/ imports the command line (fertility.cli), not even deferred.
+and eval; no module imports one of a later stage of docs/ARCHITECTURE.md's picture; no module
+imports another module's underscore name; nothing under trainer/ or eval/ imports the command
+line (fertility.cli).
 
-Every import counts as an edge of the graph, at module level or inside a function, except one
-marked `# deferred: <why>` (on its line, or above a run of imports): an optional or heavy
-dependency loaded only when used. The graph is read
-from the source with `ast`, not by importing it, so an import that only runs in a function
-is still seen.
+Every import of a project module is an edge of the graph: at module level or inside a
+function, under TYPE_CHECKING, and deferred. A `# deferred: <why>` comment says why an import
+waits until it runs (an optional or heavy dependency, the command line's start-up, which
+loads the library only when a command runs, or a name a test replaces) and excuses nothing
+here: an import deferred to dodge a cycle is still the cycle. The graph is read from the
+source with `ast`, not by importing it, so an import that only runs in a function is seen.
+
+The picture (the first diagram of docs/ARCHITECTURE.md) is read as stages, top to bottom:
+each row that names packages or modules (`corpus/`, `gate.py`, `report/fix.py`; paths as the
+package installs, `trainer/` is fertility.trainer; text in parentheses is a comment) is one
+stage. A module's stage is the row naming its longest path (`report/fix.py` before
+`report/`); modules of one row may import each other, a row never imports a row below it.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -41,39 +50,13 @@ def sources() -> dict[str, Path]:
 MODULES = sources()
 
 
-def deferred_lines(tree: ast.Module, lines: list[str]) -> set[int]:
-    """First lines of the imports a `# deferred:` comment covers: one on the statement's own
-    lines, or one on the line above a run of adjacent imports."""
-    out = set()
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody"):
-            body = getattr(node, field, None)
-            if not isinstance(body, list):
-                continue
-            run, prev_end = False, None
-            for st in body:
-                if not isinstance(st, (ast.Import, ast.ImportFrom)):
-                    run, prev_end = False, None
-                    continue
-                above = st.lineno >= 2 and lines[st.lineno - 2].strip().startswith("# deferred:")
-                run = above or (run and prev_end is not None and st.lineno == prev_end + 1)
-                own = any("# deferred:" in lines[i] for i in range(st.lineno - 1, st.end_lineno))
-                if run or own:
-                    out.add(st.lineno)
-                prev_end = st.end_lineno
-    return out
-
-
-def imports(name: str, deferred_too: bool = False) -> list[tuple[int, str, list[str]]]:
-    """(line, imported module, names taken from it) for every project import (those marked
-    deferred only with `deferred_too`)."""
-    text = MODULES[name].read_text(encoding="utf-8")
-    lines = text.splitlines()
-    tree = ast.parse(text)
-    skip = set() if deferred_too else deferred_lines(tree, lines)
+def imports(name: str) -> list[tuple[int, str, list[str]]]:
+    """(line, imported module, names taken from it) for every project import, deferred ones
+    too."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
     out = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and node.lineno not in skip:
+        if isinstance(node, ast.Import):
             out += [
                 (node.lineno, a.name, []) for a in node.names if a.name.split(".")[0] == "fertility"
             ]
@@ -82,7 +65,6 @@ def imports(name: str, deferred_too: bool = False) -> list[tuple[int, str, list[
             and node.level == 0
             and node.module
             and node.module.split(".")[0] == "fertility"
-            and node.lineno not in skip
         ):
             for a in node.names:
                 sub = f"{node.module}.{a.name}"
@@ -130,6 +112,45 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def packages(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph of the top-level packages and modules (fertility.measure.card is `measure`,
+    fertility itself `__init__`): an edge where a module of one imports a module of another."""
+
+    def top(name: str) -> str:
+        return name.split(".")[1] if "." in name else "__init__"
+
+    out: dict[str, set[str]] = {top(n): set() for n in edges}
+    for a, bs in edges.items():
+        out[top(a)] |= {top(b) for b in bs} - {top(a)}
+    return out
+
+
+def floors(edges: dict[str, set[str]]) -> dict[str, int]:
+    """node -> its floor: 1 for one that imports nothing, else one above the highest floor it
+    imports; the nodes of a cycle share one."""
+    home = {n: n for n in edges}
+    for comp in cycles(edges):
+        home.update((n, comp[0]) for n in comp)
+    floor = dict.fromkeys(edges, 1)
+    for _ in edges:  # the longest chain has at most len(edges) nodes
+        for a, bs in edges.items():
+            for b in bs:
+                if home[a] != home[b]:
+                    floor[home[a]] = max(floor[home[a]], floor[home[b]] + 1)
+    return {n: floor[home[n]] for n in edges}
+
+
+def test_floors_stand_above_what_they_import():
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"b", "d"}, "d": set(), "e": {"d"}}
+    assert floors(edges) == {"a": 3, "b": 2, "c": 2, "d": 1, "e": 2}  # b and c: one cycle
+    modules = {
+        "fertility": {"fertility.gate"},
+        "fertility.gate": {"fertility.measure.card"},
+        "fertility.measure.card": set(),
+    }
+    assert packages(modules) == {"__init__": {"gate"}, "gate": {"measure"}, "measure": set()}
+
+
 def test_the_graph_sees_every_package():
     edges = graph()
     assert {"fertility.measure", "fertility.tokenizers", "fertility.trainer.run"} <= set(edges)
@@ -150,7 +171,7 @@ def test_the_cycle_finder_finds_a_cycle():
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_no_import_of_another_modules_underscore_name(name):
     bad = []
-    for line, module, names in imports(name, deferred_too=True):
+    for line, module, names in imports(name):
         if any(part.startswith("_") and not part.startswith("__") for part in module.split(".")):
             bad.append(f"{line}: {module}")
         bad += [
@@ -169,7 +190,7 @@ def test_trainer_and_eval_never_import_the_command_line(name):
     what both need (Terminated, the errors) lives in fertility.errors."""
     bad = [
         f"{line}: {module}"
-        for line, module, _ in imports(name, deferred_too=True)
+        for line, module, _ in imports(name)
         if module == "fertility.cli" or module.startswith("fertility.cli.")
     ]
     assert bad == []
@@ -179,8 +200,141 @@ def test_the_command_line_check_sees_a_deferred_import(tmp_path, monkeypatch):
     src = tmp_path / "x.py"
     src.write_text("def f():\n    # deferred: heavy\n    from fertility.cli import main\n")
     monkeypatch.setitem(MODULES, "fertility.trainer.x", src)
-    assert [m for _, m, _ in imports("fertility.trainer.x", deferred_too=True)] == ["fertility.cli"]
-    assert imports("fertility.trainer.x") == []  # (the cycle check alone would not see it)
+    assert [m for _, m, _ in imports("fertility.trainer.x")] == ["fertility.cli"]
+
+
+def test_a_deferred_import_that_closes_a_cycle_is_a_cycle(tmp_path, monkeypatch):
+    """As measure.card's deferred imports of gate and findings were until #32: a function-level
+    import under a `# deferred:` comment is an edge like any other."""
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("from fertility.x_b import g\n")
+    b.write_text(
+        "def g():\n    # deferred: fertility.x_a imports this module\n"
+        "    from fertility.x_a import f\n"
+    )
+    monkeypatch.setitem(MODULES, "fertility.x_a", a)
+    monkeypatch.setitem(MODULES, "fertility.x_b", b)
+    edges = graph()
+    assert edges["fertility.x_b"] == {"fertility.x_a"}
+    assert cycles(edges) == [["fertility.x_a", "fertility.x_b"]]
+
+
+# ---------------------------------------------------------------- the picture's stages
+
+ARCHITECTURE = REPO / "docs" / "ARCHITECTURE.md"
+# a package (`corpus/`) or module (`gate.py`, `report/fix.py`) as the picture names it
+PATH = re.compile(r"(?<![\w./])((?:[a-z_]+/)*[a-z_]+(?:/|\.py))(?![\w/.])")
+
+
+def fenced(heading: str | None = None) -> list[str]:
+    """The lines of the first ``` block of docs/ARCHITECTURE.md after `heading` (a line of
+    its own), or of the first block of all."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    if heading is not None:
+        text = text.split(f"\n{heading}\n", 1)[1]
+    return text.split("```", 2)[1].splitlines()
+
+
+def stages(lines: list[str]) -> list[list[str]]:
+    """The picture's stages, top to bottom: the paths each row names outside parentheses."""
+    rows = [PATH.findall(re.sub(r"\([^)]*\)", "", line)) for line in lines]
+    return [row for row in rows if row]
+
+
+def holds(path: str, name: str) -> bool:
+    """Whether the picture's `path` holds module `name`: a package its modules, a `.py` itself
+    (`__init__.py` is the package fertility alone)."""
+    parts = path.removesuffix("/").removesuffix(".py").split("/")
+    module = ".".join(["fertility", *(p for p in parts if p != "__init__")])
+    return name == module or (path.endswith("/") and name.startswith(module + "."))
+
+
+def stage_of(rows: list[list[str]], names) -> dict[str, int]:
+    """module -> the index of the row naming the longest path that holds it (absent: none)."""
+    out = {}
+    for name in names:
+        named = [(len(p), i) for i, row in enumerate(rows) for p in row if holds(p, name)]
+        if named:
+            out[name] = max(named)[1]
+    return out
+
+
+def later_imports(edges: dict[str, set[str]], stage: dict[str, int]) -> list[str]:
+    """`a -> b` for every import of a module of a later stage than the importer's."""
+    return [
+        f"{a} (stage {stage[a]}) -> {b} (stage {stage[b]})"
+        for a in sorted(edges)
+        for b in sorted(edges[a])
+        if stage[b] > stage[a]
+    ]
+
+
+PICTURE = stages(fenced())
+
+
+def test_the_picture_names_every_module_and_nothing_else():
+    stage = stage_of(PICTURE, MODULES)
+    assert sorted(set(MODULES) - set(stage)) == []  # every module is on a row
+    named = [p for row in PICTURE for p in row]
+    assert [p for p in named if not any(holds(p, m) for m in MODULES)] == []  # no stale path
+    assert len(named) == len(set(named))  # and each once
+
+
+def test_no_module_imports_a_later_stage_of_the_picture():
+    """Deferred imports included: the picture is the order the code keeps."""
+    assert later_imports(graph(), stage_of(PICTURE, MODULES)) == []
+
+
+def test_the_stage_check_reads_a_picture_and_finds_an_import_of_a_later_stage():
+    rows = stages(
+        [
+            " corpus/  (Documents, read by measure/)",
+            "   │",
+            " measure/ engine/   the counts",
+            "   ▼",
+            " report/ engine/tokenize.py  text (HTML)",
+            " report/fix.py __init__.py",
+        ]
+    )
+    assert rows == [
+        ["corpus/"],
+        ["measure/", "engine/"],
+        ["report/", "engine/tokenize.py"],
+        ["report/fix.py", "__init__.py"],
+    ]
+    stage = {
+        "fertility": 3,  # __init__.py: the package's own module, not the modules below it
+        "fertility.corpus.walk": 0,
+        "fertility.measure": 1,
+        "fertility.engine": 1,
+        "fertility.engine.tokenize": 2,  # the longer path wins
+        "fertility.report.fix": 3,
+        "fertility.report.html": 2,
+    }
+    names = list(stage)
+    assert stage_of(rows, names) == stage
+    edges = {n: set() for n in names}
+    edges["fertility.engine"] = {"fertility.measure"}  # the same stage: allowed
+    edges["fertility.report.html"] = {"fertility.corpus.walk"}  # an earlier one: allowed
+    assert later_imports(edges, stage) == []
+    edges["fertility.corpus.walk"] = {"fertility.engine.tokenize"}  # a later one
+    assert later_imports(edges, stage) == [
+        "fertility.corpus.walk (stage 0) -> fertility.engine.tokenize (stage 2)"
+    ]
+
+
+def test_the_module_map_names_every_package_and_top_level_module():
+    """Each folder and top-level module of fertility (trainer/ and eval/ too) begins a line of
+    ARCHITECTURE.md's module map."""
+    starts = {line.split()[0] for line in fenced("## Module map") if line.strip()}
+    tops = set()
+    for name, path in MODULES.items():
+        parts = name.split(".")
+        if len(parts) > 2 or (len(parts) == 2 and path.name == "__init__.py"):
+            tops.add(parts[1] + "/")  # a package
+        elif len(parts) == 2:
+            tops.add(parts[1] + ".py")
+    assert sorted(tops - starts) == []
 
 
 def declared_kinds() -> frozenset[str]:
@@ -266,3 +420,15 @@ def test_the_kind_check_finds_kind_comparisons(tmp_path):
     )
     found = sorted(int(b.split(":")[0]) for b in kind_comparisons(src))
     assert found == [1, 2, 3, 4, 6, 7]
+
+
+if __name__ == "__main__":
+    # `python tests/test_layout.py`: the package structure as floors, top down, and what each
+    # imports (docs/ARCHITECTURE.md, "Structure before and after #32", drew it so)
+    EDGES = graph()
+    PACKAGES = packages(EDGES)
+    FLOORS = floors(PACKAGES)
+    for node in sorted(PACKAGES, key=lambda n: (-FLOORS[n], n)):
+        print(f"floor {FLOORS[node]:2}  {node:<11} -> {' '.join(sorted(PACKAGES[node]))}")
+    print("package cycles:", cycles(PACKAGES) or "none")
+    print("module cycles:", cycles(EDGES) or "none")
