@@ -182,8 +182,8 @@ def _identity(path: Path, found: dict[tuple[int, int], Path]) -> None:
 def _spec_path(spec: str) -> str | None:
     """The local path a tokenizer argument `[LABEL=]SPEC[#PATTERN]` names (parsed as the
     loader parses it), or None for one it will refuse (it says why)."""
-    # deferred: outputs sits below the pipeline's stages (the corpus walker imports it); only
-    # a command that names tokenizers parses them
+    # deferred: the tokenizers package (its adapters) loads only for a command that names
+    # tokenizers; outputs sits on the corpus's row, below tokenizers/ (docs/ARCHITECTURE.md)
     from fertility.tokenizers.spec import parse_tokenizer_arg, split_pattern_suffix
 
     try:
