@@ -508,8 +508,9 @@ def gate_run(
     ]
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    # the corpus's size is the total: a percentage and an ETA (on a terminal, not quiet)
-    progress = Progress.for_corpus("measuring", list(paths), corpus_options, quiet=quiet)
+    # the size of the Corpus analyze makes is the total (on_corpus): a percentage and an ETA
+    # (on a terminal, not quiet)
+    progress = Progress("measuring", quiet=quiet)
     report = analyze(
         list(paths),
         toks,
@@ -518,6 +519,7 @@ def gate_run(
         seed=seed,
         progress=progress,
         workers=workers,
+        on_corpus=progress.sized_by,
     )
     progress.done()
     labels = [d.label for d in report.tokenizers]  # analyze refuses a shared label

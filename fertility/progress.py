@@ -19,7 +19,11 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the corpus is read by the commands; this module only reads its sizes
+    from fertility.corpus import Corpus
 
 
 def clock(seconds: float) -> str:
@@ -113,22 +117,19 @@ class Progress(StatusLine):
         self.docs = self.bytes = 0
 
     @classmethod
-    def for_corpus(
-        cls, what: str, paths: Sequence, options=None, *, quiet: bool = False, stream=None
-    ) -> Progress:
-        """A Progress whose total is the size of the corpus `paths` name (as read with
-        `options`, a fertility.options.CorpusOptions)."""
-        sample = getattr(options, "sample", None)
-        total = None if quiet else corpus_bytes(paths)
-        if total is not None and sample:
-            total = int(total * sample)
-        return cls(
-            what,
-            total_bytes=total,
-            max_docs=getattr(options, "max_docs", None),
-            quiet=quiet,
-            stream=stream,
-        )
+    def for_corpus(cls, what: str, corpus: Corpus, *, quiet: bool = False, stream=None) -> Progress:
+        """A Progress whose total is the size of `corpus` (see `sized_by`)."""
+        progress = cls(what, quiet=quiet, stream=stream)
+        progress.sized_by(corpus)
+        return progress
+
+    def sized_by(self, corpus: Corpus) -> None:
+        """Take the totals from `corpus`, as read with its options: the size of its files
+        (`corpus_bytes`) times --sample, and --max-docs. A command whose Corpus is made
+        further down (fertility.measure.analyze's `on_corpus`) hands this over."""
+        total, sample = corpus_bytes(corpus), corpus.options.sample
+        self.total_bytes = int(total * sample) if total is not None and sample else total
+        self.max_docs = corpus.options.max_docs
 
     def __call__(self, docs: int, nbytes: int) -> None:
         self.docs, self.bytes = docs, nbytes
@@ -155,21 +156,11 @@ class Progress(StatusLine):
         self.close()
 
 
-def corpus_bytes(paths: Sequence) -> int | None:
-    """The bytes of text the corpus `paths` name will give: the size of its files, when
-    every one is uncompressed text (a compressed or Parquet file's size says nothing of its
-    text's); None when that is not known. Walked with warnings silenced (the measuring
-    run says them once); a path it cannot walk gives None, and the run says why."""
-    # deferred: only a command that measures a corpus needs the walk
-    from fertility.corpus.walk import Walk
-
-    try:
-        walk = Walk(None, lambda msg: None)
-        for p in paths:
-            walk.resolve(str(p))
-    except Exception:  # the measuring run reports the same error properly
-        return None
-    files = walk.files
+def corpus_bytes(corpus: Corpus) -> int | None:
+    """The bytes of text `corpus` will give: the size of its files (as its walk found them:
+    no path is resolved again), when every one is uncompressed text (a compressed or Parquet
+    file's size says nothing of its text's); None when that is not known."""
+    files = corpus.files
     if not files or any(f.compression or f.format == "parquet" for f in files):
         return None
     return sum(f.size for f in files)
@@ -197,9 +188,9 @@ class Stages:
 
     # The lines below a stage's, shown where the stages are (and only when they are).
 
-    def corpus(self, what: str, paths: Sequence, options=None) -> Progress:
-        """A pass over the corpus at `paths`: its share of the corpus's size and an ETA."""
-        return Progress.for_corpus(what, paths, options, quiet=not self.enabled, stream=self.stream)
+    def corpus(self, what: str, corpus: Corpus) -> Progress:
+        """A pass over `corpus`: its share of the corpus's size and an ETA."""
+        return Progress.for_corpus(what, corpus, quiet=not self.enabled, stream=self.stream)
 
     def meter(self, what: str, total: float | None, unit: str) -> Meter:
         return Meter(what, total, unit, quiet=not self.enabled, stream=self.stream)

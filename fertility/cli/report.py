@@ -51,7 +51,7 @@ def report(**kw) -> None:
         if rep is None:  # handed to Slurm: the same command merges once the jobs are done
             return
     else:
-        progress = Progress.for_corpus("measuring", o.paths, o.corpus, quiet=o.quiet)
+        progress = Progress("measuring", quiet=o.quiet)  # its total: the Corpus analyze makes
         rep = analyze(
             o.paths,
             specs,
@@ -61,6 +61,7 @@ def report(**kw) -> None:
             seed=o.corpus.seed,
             progress=progress,
             workers=o.workers,
+            on_corpus=progress.sized_by,
         )
         progress.done()
     pol = _policy(o.policy, o.reference, o.parallel)

@@ -53,7 +53,6 @@ Temperature sampling
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -207,14 +206,13 @@ class Scan:
     corpus: Corpus | None = None  # what was read: read again when `docs` is None
 
     def documents(self) -> Iterator:
-        """The documents again, in the same order: the kept ones, or the files read anew
-        (CorpusError if they no longer hold as many documents)."""
+        """The documents again, in the same order: the kept ones, or the same files read anew
+        up to the same sizes (CorpusError if they no longer hold as many documents)."""
         if self.docs is not None:
             return iter(self.docs)
         assert self.corpus is not None, "a Scan without kept documents needs its corpus"
         c = self.corpus
-        quiet = dataclasses.replace(c.options, on_warning=lambda msg: None)  # (warned once)
-        return _counted(Corpus(c.paths, quiet).documents(), len(self.lengths), c.paths)
+        return _counted(c.again().documents(), len(self.lengths), c.paths)
 
 
 def _counted(docs: Iterable, expected: int, paths) -> Iterator:

@@ -104,9 +104,7 @@ class TokenizeCorpus(MeasureCorpus):
         corpus = Corpus(self.paths, self.options, sizes=self.sizes, on_warning=quiet)
         # Task 0 shows progress on stderr: its own share of the corpus times the tasks (the
         # tasks take every N-th batch, so the shares are about equal).
-        progress = Progress.for_corpus(
-            "tokenizing", self.paths, self.options, quiet=self.quiet or rank != 0
-        )
+        progress = Progress.for_corpus("tokenizing", corpus, quiet=self.quiet or rank != 0)
         mine = lambda i: i % world_size == rank  # noqa: E731 (the task's batches)
         sink = lambda batch, enc: writer.add(batch, enc[0][0], enc[0][3])  # noqa: E731
         scaled = lambda docs, nbytes: progress(docs * world_size, nbytes * world_size)  # noqa: E731

@@ -263,7 +263,7 @@ def _hold_out(
     """Read the corpus once, hold documents out per language and write them to OUT/heldout."""
     say("extend: reading the corpus")
     # the CLI's Stages: this pass and learning get lines of their own below the stage lines
-    pass_line = stages.corpus("extend: reading", corpus.paths, corpus.options) if stages else None
+    pass_line = stages.corpus("extend: reading", corpus) if stages else None
     scan = sampling.scan_corpus(corpus, False, inspect=reading(pass_line) if pass_line else None)
     if pass_line:
         pass_line.done()

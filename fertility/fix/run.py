@@ -251,7 +251,7 @@ def _read(corpus: Corpus, run: _Run) -> tuple[_sampling.Scan, normalize.ChangeLo
     norm = normalize.normalizer(run.config)
     log = normalize.ChangeLog(norm, normalize.FORMS[run.config.normalization]) if norm else None
     inspect = log.add if log else None
-    pass_line = stages.corpus("fix: reading", corpus.paths, corpus.options) if stages else None
+    pass_line = stages.corpus("fix: reading", corpus) if stages else None
     scan = _sampling.scan_corpus(
         corpus,
         want_bytes=run.config.trainer.byte_documents,

@@ -128,6 +128,7 @@ def analyze(
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
+    on_corpus: Callable[[Corpus], None] | None = None,
 ) -> Report:
     """Measure every tokenizer (objects or specs) on the same documents.
 
@@ -138,7 +139,8 @@ def analyze(
     measured so the corpus is profiled with its ceilings. workers: processes that share the
     batches (None: one, and a fertility.measure.parallel.Switch may hand the rest to workers
     once it has timed this process; the decision is in settings["switch"]); the result is
-    the same."""
+    the same. on_corpus: called with the run's one Corpus once it is made, before it is read
+    (a progress line takes its total from it: fertility.progress.Progress.sized_by)."""
     toks = [load_tokenizer_arg(t) if isinstance(t, str) else t for t in tokenizers]
     if pretokenizers is None:
         pretokenizers = [] if toks else ["gpt2", "cl100k", "o200k", "whitespace"]
@@ -162,6 +164,8 @@ def analyze(
     )
     # the one Corpus of the run, handed down (workers rebuild it from its paths and sizes)
     corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths), options)
+    if on_corpus is not None:
+        on_corpus(corpus)
     switch = None
     if precise:
         accs, summary = precision.run(corpus, options, toks, state, batch_size, progress)

@@ -8,6 +8,7 @@ import io
 from pathlib import Path
 
 from fertility import progress as P
+from fertility.corpus import Corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,7 +45,7 @@ def test_measuring_shows_the_share_of_the_corpus_and_the_time_left(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(P.time, "perf_counter", clock)
     monkeypatch.setattr(P.time, "monotonic", clock)
-    total = P.corpus_bytes([ROOT / "examples/corpus"])
+    total = P.corpus_bytes(Corpus([ROOT / "examples/corpus"]))
     # the files' sizes, read a second way
     assert total == sum(p.stat().st_size for p in (ROOT / "examples/corpus").glob("*.txt"))
     out = Tty()
@@ -74,10 +75,9 @@ def test_max_docs_is_the_total_when_it_ends_the_run_first(monkeypatch):
 
 def test_compressed_corpus_has_no_total(tmp_path):
     (tmp_path / "a.txt").write_text("hello\n", encoding="utf-8")
-    assert P.corpus_bytes([tmp_path]) == 6
+    assert P.corpus_bytes(Corpus([tmp_path])) == 6
     (tmp_path / "b.txt.gz").write_bytes(b"\x1f\x8b" + bytes(20))
-    assert P.corpus_bytes([tmp_path]) is None  # a compressed file's size is not its text's
-    assert P.corpus_bytes([tmp_path / "missing"]) is None
+    assert P.corpus_bytes(Corpus([tmp_path])) is None  # a compressed file's size is not its text's
 
 
 def test_silent_off_a_terminal_or_quiet():
@@ -88,7 +88,7 @@ def test_silent_off_a_terminal_or_quiet():
         stages = P.Stages(quiet=quiet, stream=stream)
         stages("fix: training")
         stages.meter("fix: feeding", 10, "chars")(5)
-        stages.corpus("fix: reading", [ROOT / "examples/corpus"])(1, 5)
+        stages.corpus("fix: reading", Corpus([ROOT / "examples/corpus"]))(1, 5)
         with stages.waiting("fix: training", "no percentage").begin():
             pass
         stages.done("fix")
