@@ -78,6 +78,30 @@ def test_the_committed_schemas_are_what_the_records_generate():
         assert record.__module__.replace(".", "/") + ".py" in schema["$comment"]
 
 
+def test_each_record_of_a_dataclass_names_its_fields_in_order():
+    """Check.to_dict, Finding.to_dict and Policy.to_dict are dataclasses.asdict, which mypy
+    cannot see through (the code casts them to their records): here each record must name
+    the dataclass's fields, in order, so a new threshold or check field without its record
+    (and `make schemas`) fails."""
+    pytest.importorskip("msgspec")  # the records' constraints (the test extra)
+    from dataclasses import fields
+    from typing import get_type_hints
+
+    from fertility.findings import Finding
+    from fertility.gate import Check
+    from fertility.schemas import gate as gate_json
+    from fertility.schemas import verdicts as verdicts_json
+
+    def keys(record: type) -> list[str]:
+        return list(get_type_hints(record))
+
+    assert keys(verdicts_json.Check) == [f.name for f in fields(Check)]
+    assert keys(verdicts_json.Finding) == [f.name for f in fields(Finding)]
+    table = default_policy().to_dict()  # Thresholds' fields are its rules and floors
+    assert keys(gate_json.PolicyTable) == list(table)
+    assert keys(gate_json.Rules) == list(table["rules"])
+
+
 def test_a_schema_refuses_a_document_that_breaks_it(tmp_path):
     """The check can fail: a wrong version, a missing key, a wrong type."""
     schema = schema_of({"schema": "fertility.gate/1"})

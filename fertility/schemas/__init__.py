@@ -5,15 +5,20 @@ Each `*.schema.json` beside these modules is written by `make schemas`
 tests/test_schemas.py checks that the committed files are what the records generate and that
 real outputs of the code validate against them.
 
-The code that writes an output builds a plain dict and names its record as the return type
-(imported under `if TYPE_CHECKING:`), so mypy checks its keys; nothing imports these modules
-at run time. Constraints and descriptions are `Annotated[..., msgspec.Meta(...)]`: msgspec,
-a test dependency, turns the records into JSON Schema.
+The code that writes an output builds a plain dict; where one function builds it (the gate's
+to_dict, run.json, ids-map.json, fertility_export.json, the manifest, the mix) it names the
+record as its type (imported under `if TYPE_CHECKING:`), so mypy checks its keys. Nothing
+imports these modules at run time. The report, fix, extend, eval and shard-index dicts are
+assembled from `dict`-typed parts across several functions: their records are checked against
+real outputs only (tests/test_schemas.py).
 
-verdicts.py   Check, Finding, Evidence: the gate's checks and the findings (report and gate)
+Constraints and descriptions are `Annotated[..., msgspec.Meta(...)]`, a record's docstring its
+description: msgspec, a test dependency, turns the records into JSON Schema.
+
+verdicts.py   Check, Finding, Verdict: the gate's checks and the findings (report and gate)
 corpus.py     CorpusSummary: the `corpus` object (report, fix, extend, run, shards)
 report.py     Report (fertility.report/1); TokenizerId and the compared rows fix and extend share
-gate.py       Gate (fertility.gate/1), which fix, extend and tokenize embed
+gate.py       Gate (fertility.gate/1), which fix, extend, tokenize and run.json embed
 fix.py        Fix (fertility.fix/1)
 extend.py     Extend (fertility.extend/1) and ExtendIds (fertility.extend-ids/1, ids-map.json)
 shards.py     Shards (fertility.shards/1, a shard folder's index.json) and Tokenize

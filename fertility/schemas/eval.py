@@ -24,7 +24,7 @@ class EvalRun(TypedDict):
     tokenizer: TokenizerId
     model: ModelConfig
     forced: bool
-    mix: Mix
+    mix: Annotated[Mix | None, Meta(description="run.json's training mix (null: none)")]
 
 
 class Reference(TypedDict):
@@ -115,7 +115,7 @@ class Eval(TypedDict):
     run: EvalRun
     reference: Reference
     scoring: Scoring
-    heldout: Heldout
+    heldout: Annotated[Heldout | None, Meta(description="null with --no-lm")]
     lm: list[LmRow]
     flags: list[dict[str, Any]]
     base: NotRequired[
@@ -138,8 +138,8 @@ class Export(TypedDict):
     ]
     run_dir: str
     step: int | None
-    tokenizer: RunTokenizer
+    tokenizer: Annotated[RunTokenizer | None, Meta(description="run.json's (null: it had none)")]
     separator: int | None
-    separator_token: str
+    separator_token: Annotated[str | None, Meta(description="the separator's text (null: none)")]
     context: int | None
     tokenizer_note: str

@@ -97,11 +97,11 @@ class Extend(TypedDict):
 
 
 class NewToken(TypedDict):
-    id: int | None
+    id: int
     hex: Annotated[str, Meta(description="its bytes")]
     text: Annotated[str | None, Meta(description="null when it is part of a character")]
     base_ids: Annotated[
-        list[int | None], Meta(description="the base tokens that spell it where it was learned")
+        list[int], Meta(description="the base tokens that spell it where it was learned")
     ]
 
 
@@ -115,7 +115,7 @@ class ExtendIds(TypedDict):
     fingerprint: Annotated[str, Meta(description="of the extended tokenizer.json")]
     base: TokenizerId
     unchanged_ids: Annotated[
-        list[int | None],
+        list[int],
         Meta(description="[0, first_new_id], half-open: those ids are the base's, unchanged"),
     ]
     special_tokens: dict[str, Any]

@@ -21,6 +21,7 @@ FixSettings = TypedDict(
         "temperature": float | None,
         "heldout_fraction": float | None,
         "heldout_max_docs": int | None,
+        "heldout_block": int,
         "seed": int | None,
         "max_train_chars": Any,
         "special_tokens": list[str],
@@ -53,6 +54,9 @@ class SplitLanguage(TypedDict):
     train_chars: int | None
     heldout_documents: int | None
     heldout_chars: int | None
+    heldout_run_lines: int
+    dropped_near_duplicates: int
+    dropped_chars: int
 
 
 class Split(TypedDict):
@@ -60,12 +64,13 @@ class Split(TypedDict):
 
     heldout_fraction: float | None
     heldout_max_docs: int | None
+    heldout_block: Annotated[int, Meta(description="held out in runs of this many lines")]
     seed: int | None
     train_documents: int | None
     heldout_documents: int | None
-
-
-class FixSplit(Split):
+    dropped_near_duplicates: Annotated[
+        int, Meta(description="training documents near-duplicates of held-out ones")
+    ]
     languages: dict[str, SplitLanguage]
 
 
@@ -111,6 +116,14 @@ class Roundtrip(TypedDict):
     changes: list[Any]
 
 
+class Tradeoffs(TypedDict):
+    """The languages whose held-out chars/token fell by more than worse_share against
+    --from, with their share of the training text and what the temperature does to it."""
+
+    worse_share: float
+    languages: list[dict[str, Any]]
+
+
 class FixTimings(TypedDict):
     scan_s: float | None
     train_s: float | None
@@ -129,13 +142,14 @@ class Fix(TypedDict):
     tokenizer: FixTokenizer
     paths: FixPaths
     corpus: CorpusSummary
-    split: FixSplit
+    split: Split
     sampling: Sampling
     special_tokens: list[SpecialToken]
     changes: dict[str, Any]
     rows: list[FixRow]
     normalizer_preview: Any
     roundtrip: dict[str, Roundtrip]
+    tradeoffs: Tradeoffs
     gate: Gate
     timings: FixTimings
     measurement: Annotated[Report, Meta(description="the held-out measurement")]

@@ -11,13 +11,26 @@ from typing_extensions import NotRequired
 from fertility.schemas.verdicts import Check, Finding, Severity
 
 
-class Skipped(TypedDict):
+class NotJudged(TypedDict):
+    """Why a script is reported, not judged (fertility.findings.not_judged, docs/GATE.md
+    "Running text"): its running text's share of the corpus (`share` with fragments), the
+    language it is the largest share of and that share, its size."""
+
+    running_share: float
+    share: float
+    language: str | None
+    language_share: float
+    chars: NotRequired[int]
+    documents: NotRequired[int]
+    reason: str
+
+
+class Skipped(NotJudged):
     """A script reported, not judged: its running text is under min_share."""
 
     tokenizer: str
     group: str
     key: str
-    reason: str
 
 
 class GateSubset(TypedDict):
@@ -54,6 +67,7 @@ class Rules(TypedDict):
     parity_min_overlap: float | None
     bootstrap: int | None
     seed: int | None
+    label_script_share: float | None
 
 
 class PolicyTable(TypedDict):

@@ -12,11 +12,12 @@ from fertility.schemas.report import TokenizerId
 
 
 class RunTokenizer(TokenizerId):
-    """The tokenizer file the run trained with (copied into the run folder)."""
+    """The tokenizer the run trained with: its file's copy in the run folder (`path`, null
+    and no `sha256` for a tokenizer without a file) and its split pattern."""
 
-    path: str
+    path: str | None
     pattern: Any
-    sha256: str
+    sha256: NotRequired[str]
 
 
 class ModelConfig(TypedDict):
@@ -35,13 +36,15 @@ class ModelConfig(TypedDict):
 
 
 class MixLanguage(TypedDict):
-    char_share: float | None
-    token_share: float | None
-    chars_per_token: float | None
-    available_chars: int | None
-    available_tokens: int | None
-    planned_tokens: int | None
-    passes: float | None
+    """A language's share of the characters, and the tokens that gives it."""
+
+    char_share: float
+    token_share: float
+    chars_per_token: float
+    available_chars: int
+    available_tokens: int
+    planned_tokens: int
+    passes: float
 
 
 class MixConsumed(TypedDict):
@@ -53,18 +56,23 @@ class MixConsumed(TypedDict):
 class Mix(TypedDict):
     """The language mix: planned shares and what was consumed."""
 
-    rule: str
-    temperature: Any
-    total_tokens: int | None
+    rule: Annotated[str, Meta(description="shares (--mix), temperature or corpus")]
+    temperature: float | None
+    total_tokens: int
     languages: dict[str, MixLanguage]
-    consumed: dict[str, MixConsumed]
+    consumed: Annotated[
+        dict[str, MixConsumed] | None, Meta(description="null until the first checkpoint")
+    ]
 
 
 class RunGate(TypedDict):
+    """The gate's JSON (fertility.gate/1, gate.schema.json): its verdict at least."""
+
     passed: bool
 
 
 class RunData(TypedDict):
+    shards: Annotated[str | None, Meta(description="--shards: the folder trained from")]
     separator: int | None
     separator_reserved: bool
     dtype: str
@@ -103,14 +111,24 @@ class Run(TypedDict):
     tokenizer: RunTokenizer
     model: ModelConfig
     train: dict[str, TrainValue]
-    gate: RunGate
+    gate: Annotated[
+        RunGate | None, Meta(description="null: nothing to gate on (tokenize --no-counts)")
+    ]
     forced: bool
-    corpus: CorpusSummary
-    corpus_paths: list[str]
+    corpus: Annotated[CorpusSummary | None, Meta(description="the shard index's corpus")]
+    corpus_paths: Annotated[
+        list[str] | None, Meta(description="null with --shards (the index names the corpus)")
+    ]
     data: RunData
     world_size: int | None
-    mix: Mix
+    mix: Annotated[Mix | None, Meta(description="null: the data has no language mix plan")]
     init: Any
     created: str
     timing: NotRequired[Timing]
+    arbiter: NotRequired[
+        Annotated[
+            dict[str, Any],
+            Meta(description="the arbiter's verdict on the gradients (trainer/arbiter.py)"),
+        ]
+    ]
     overfitting: NotRequired[Overfitting]
