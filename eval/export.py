@@ -41,7 +41,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 from fertility.errors import EvalError, one_line
 from fertility.eval.run import heldout_documents, open_run
@@ -50,11 +50,14 @@ from fertility.outputs import Inputs, check_folder, read_manifest, record, remov
 from fertility.tokenizers import convert
 from fertility.trainer.model import hf_llama_config, hf_llama_state_dict
 
+if TYPE_CHECKING:  # fertility_export.json's record (fertility/schemas/eval.py), for mypy only
+    from fertility.schemas.eval import Export
+
 # the name a separator the trainer reserved past the vocabulary is given
 SEPARATOR_TOKEN = convert.SEPARATOR_TOKEN
 # The provenance file marks a folder as an export: `--overwrite` replaces only such a folder.
 MARKER = "fertility_export.json"
-EXPORT_SCHEMA = "fertility.export/1"
+EXPORT_SCHEMA: Final = "fertility.export/1"
 # Every file an export may write; `--overwrite` touches these and nothing else.
 EXPORT_FILES = frozenset(
     {
@@ -120,19 +123,17 @@ def export_hf(
         )
         probes = [convert.PROBE, *_heldout_sample(run.dir)]
         note = _write_tokenizer(tok, run.tokenizer_path, tmp, run.separator, run.context, probes)
-        _write_json(
-            tmp / MARKER,
-            {
-                "schema": EXPORT_SCHEMA,
-                "run_dir": str(run.dir),
-                "step": run.manifest.get("step"),
-                "tokenizer": run.meta.get("tokenizer"),
-                "separator": run.separator,
-                "separator_token": sep_token,
-                "context": run.context,
-                "tokenizer_note": note,
-            },
-        )
+        provenance: Export = {
+            "schema": EXPORT_SCHEMA,
+            "run_dir": str(run.dir),
+            "step": run.manifest.get("step"),
+            "tokenizer": run.meta.get("tokenizer"),
+            "separator": run.separator,
+            "separator_token": sep_token,
+            "context": run.context,
+            "tokenizer_note": note,
+        }
+        _write_json(tmp / MARKER, provenance)
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
         record(real if previous else tmp, sorted(EXPORT_FILES), made_by="export")
         if previous:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,10 @@ from fertility.options import CorpusOptions, Severity, Uncertain
 from fertility.policy import Policy, load_policy
 from fertility.progress import Progress
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
+
+if TYPE_CHECKING:  # the JSON records (fertility/schemas/), for mypy only
+    from fertility.schemas import gate as gate_json
+    from fertility.schemas import verdicts as verdicts_json
 
 NEED_MORE = "uncertain: need more text"
 
@@ -54,8 +58,8 @@ class Check:
     verdict: str  # "pass" | "fail" | "uncertain"
     note: str = ""
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def to_dict(self) -> verdicts_json.Check:
+        return cast("verdicts_json.Check", asdict(self))  # its fields (tests/test_schemas.py)
 
     def describe(self) -> str:
         val = fmt(self.value, "{:.3g}", "n/a")
@@ -83,8 +87,8 @@ class PolicySummary:
             raise TypeError(f"a Policy or a PolicySummary, not {type(policy).__name__}")
         return cls(policy.source, policy.uncertain, policy.fail_on, policy.to_dict())
 
-    def to_dict(self) -> dict:
-        return self.table
+    def to_dict(self) -> gate_json.PolicyTable:
+        return cast("gate_json.PolicyTable", self.table)  # Policy.to_dict()
 
 
 @dataclass
@@ -93,12 +97,12 @@ class GateResult:
     checks: list[Check]
     findings: list[Finding]  # all findings of the gated tokenizers
     policy: PolicySummary  # a Policy is taken too
-    skipped: list[dict] = field(default_factory=list)  # rows too small to matter
+    skipped: list[gate_json.Skipped] = field(default_factory=list)  # rows too small to matter
     # why some or all languages have no premium, one line ("" when none is missing)
     premium_note: str = ""
     # what was read when not the whole corpus (--sample, --max-docs, --precision): the
     # corpus summary's subset (statement, method, documents read and seen); None: all of it
-    subset: dict | None = None
+    subset: gate_json.GateSubset | None = None
 
     def __post_init__(self) -> None:
         self.policy = PolicySummary.of(self.policy)
@@ -115,7 +119,7 @@ class GateResult:
     def uncertain(self) -> list[Check]:
         return [c for c in self.checks if c.verdict == "uncertain"]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> gate_json.Gate:
         return {
             "schema": "fertility.gate/1",
             "passed": self.passed,
@@ -201,7 +205,7 @@ def evaluate(
         findings = diagnose_under(report, policy, prem)
     findings = [f for f in findings if f.tokenizer in gated]
     checks: list[Check] = []
-    skipped: list[dict] = []
+    skipped: list[gate_json.Skipped] = []
     small = not_judged(report, policy.min_share, policy.min_chars, policy.min_documents)
     for lab in gated:
         rows = frame[(frame["tokenizer"] == lab) & frame["group"].isin(["script", "language"])]
@@ -283,7 +287,7 @@ def verdicts(report: Report, policy: Policy) -> dict[str, dict]:
     return out
 
 
-def read_subset(corpus: dict) -> dict | None:
+def read_subset(corpus: dict) -> gate_json.GateSubset | None:
     """What a gate read of its corpus when not all of it (--sample, --max-docs,
     --precision), from the corpus summary; None when it read every document. `more`: the
     option that reads more (what an uncertain check needs rather than new documents)."""
@@ -305,23 +309,26 @@ def read_subset(corpus: dict) -> dict | None:
     else:
         drop = " and ".join(f"--{k.replace('_', '-')}" for k, v in options.items() if v)
         more = f"drop {drop} to read every document" if read != seen or options["sample"] else None
-    return {
-        "method": subset.get("method"),
-        "statement": subset.get("statement") or f"read {read:,} of {seen:,} documents seen",
-        "documents": read,
-        "documents_seen": seen,
-        **{k: v for k, v in options.items() if v is not None},
-        "more": more,
-    }
+    return cast(  # mypy types no TypedDict with the options spread in
+        "gate_json.GateSubset",
+        {
+            "method": subset.get("method"),
+            "statement": subset.get("statement") or f"read {read:,} of {seen:,} documents seen",
+            "documents": read,
+            "documents_seen": seen,
+            **{k: v for k, v in options.items() if v is not None},
+            "more": more,
+        },
+    )
 
 
 def _running_row(
     r: pd.Series,
     running: pd.DataFrame,
-    small: dict,
+    small: dict[tuple[str, str], gate_json.NotJudged],
     policy: Policy,
     baseline: str | None,
-    skipped: list[dict],
+    skipped: list[gate_json.Skipped],
 ) -> pd.Series | None:
     """The script row `r` as the gate judges it: the counts and metrics of its running text
     (the frame's "running" row, labelled as the script); None, with the reason in `skipped`,

@@ -35,18 +35,21 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, TYPE_CHECKING, Final, cast
 
 from fertility.errors import FertilityError, OutputError
 from fertility.files import PARTIAL, write_text_atomic
 
+if TYPE_CHECKING:  # the manifest's record (fertility/schemas/manifest.py), for mypy only
+    from fertility.schemas.manifest import Manifest
+
 # The manifest's file name: hidden, so a listing of an output folder shows the outputs.
 MANIFEST = ".fertility-manifest.json"
 # The manifest's format; readers refuse a newer one rather than guess.
-MANIFEST_SCHEMA = "fertility.manifest/1"
+MANIFEST_SCHEMA: Final = "fertility.manifest/1"
 
 
-def read_manifest(folder: str | os.PathLike) -> dict | None:
+def read_manifest(folder: str | os.PathLike) -> Manifest | None:
     """The manifest of `folder` as a dict (`schema`, `made_by`, `entries`), or None when the
     folder has none. A manifest that cannot be read or parsed is treated as absent: the folder
     is then not known to be ours, which is the safe side."""
@@ -62,7 +65,7 @@ def read_manifest(folder: str | os.PathLike) -> dict | None:
     entries = data.get("entries")
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
         return None
-    return data
+    return cast("Manifest", data)  # its schema and entries checked above
 
 
 def listed_outputs(folder: str | os.PathLike) -> frozenset[str]:

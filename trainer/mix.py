@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from fertility.corpus.sampling import temperature_shares
 from fertility.errors import TrainingError
 from fertility.trainer.data import Batches, BatchSource, TokenData, grid_offsets
 from fertility.trainer.rundir import read_run_json, write_run_json
+
+if TYPE_CHECKING:  # run.json's `mix` record (fertility/schemas/run.py), for mypy only
+    from fertility.schemas.run import Mix
 
 MAX_PASSES = 4  # data-constrained scaling: repeated text stops paying off past about 4 epochs
 
@@ -83,7 +86,7 @@ def plan_mix(
     mix: Mapping[str, float],
     temperature: float | None,
     total_tokens: int,
-) -> dict[str, Any]:
+) -> Mix:
     """The run.json `mix` record (docs/TRAIN.md, "Mixtures") for the training split's
     per-language totals (index.json's `languages`) and the run's length in tokens."""
     names = [lang["lang"] for lang in languages]
@@ -126,7 +129,7 @@ def plan_mix(
     }
 
 
-def plan_warnings(plan: dict[str, Any]) -> list[str]:
+def plan_warnings(plan: Mix) -> list[str]:
     out = [
         f"mix: {lang}'s training text will be repeated {p['passes']:.1f} times; returns "
         f"fall off past about {MAX_PASSES} passes (add {lang} text or lower its share)"
@@ -139,7 +142,7 @@ def plan_warnings(plan: dict[str, Any]) -> list[str]:
     return out
 
 
-def format_plan(plan: dict[str, Any]) -> str:
+def format_plan(plan: Mix) -> str:
     rule = {
         "shares": "--mix",
         "temperature": f"temperature {plan['temperature']}",
@@ -409,7 +412,7 @@ def make_batches(data: TokenData, cfg: Any, *, rank: int = 0, world: int = 1) ->
 
 def plan_for_run(
     index: dict[str, Any], cfg: Any, total_tokens: int, say: Any, warn: Any
-) -> dict[str, Any] | None:
+) -> Mix | None:
     """The run's plan from its shard index: `say` gets the table, `warn` each warning.
     None for shards built before per-language totals existed (refused with a mix)."""
     if "languages" not in index:

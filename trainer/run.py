@@ -22,7 +22,7 @@ import shutil
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fertility.corpus import Corpus, CorpusOptions, shown
 from fertility.errors import FertilityError, TrainingError
@@ -51,6 +51,9 @@ from fertility.trainer.options import PretrainOptions
 from fertility.trainer.parts import shard_meta
 from fertility.trainer.rundir import CHECKPOINTS, OUTPUTS, RUN_SCHEMA, TOKENIZER_DIR, RunDir
 
+if TYPE_CHECKING:  # the run.json record (fertility/schemas/run.py), for mypy only
+    from fertility.schemas.run import Mix, Run, RunGate, RunTokenizer
+
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -76,9 +79,9 @@ def _tokenizer_file(tok: Any) -> Path | None:
     return Path(path) if path is not None else None
 
 
-def _copy_tokenizer(tok: Any, run_dir: Path) -> dict[str, Any]:
+def _copy_tokenizer(tok: Any, run_dir: Path) -> RunTokenizer:
 
-    info = {
+    info: RunTokenizer = {
         "spec": tok.spec,
         "kind": tok.kind,
         "fingerprint": tok.fingerprint,
@@ -88,9 +91,10 @@ def _copy_tokenizer(tok: Any, run_dir: Path) -> dict[str, Any]:
     }
     src = _tokenizer_file(tok)
     if src is not None:
-        dest, info["path"] = RunDir(run_dir).tokenizer_copy(src.name)
+        dest, path = RunDir(run_dir).tokenizer_copy(src.name)
+        info["path"] = path
         make_inside(run_dir, TOKENIZER_DIR, TrainingError)  # no link followed (outputs)
-        with open(src, "rb") as f, open_inside(run_dir, info["path"], True, TrainingError) as d:
+        with open(src, "rb") as f, open_inside(run_dir, path, True, TrainingError) as d:
             shutil.copyfileobj(f, d)
         info["sha256"] = sha256(dest)
     return info
@@ -367,7 +371,7 @@ def _gate_stage(
     shards: dict | None,
     unjudged: bool,
     env: D.DistEnv,
-) -> tuple[dict | None, bool]:
+) -> tuple[RunGate | None, bool]:
     """(the gate's record, forced): a resumed run's stored verdict; shards without counts
     train forced; else the gate on the shards' counts or on the corpus."""
     gate_dict, forced = (run_json or {}).get("gate"), bool((run_json or {}).get("forced"))
@@ -394,7 +398,7 @@ def _data_stage(
     cfg: TrainConfig,
     separator: int | None,
     env: D.DistEnv,
-) -> tuple[dict, Path, dict | None]:
+) -> tuple[dict, Path, Mix | None]:
     """(the shards' index, their folder, the language mix plan): the shards given, or the
     corpus tokenized into the run folder (a resume reuses what is there)."""
     run_dir = Path(opts.out)
@@ -436,14 +440,14 @@ def _record_run(
     model_cfg: Any,
     init: Any,
     index: dict,
-    mix_plan: dict | None,
+    mix_plan: Mix | None,
     env: D.DistEnv,
-    gate_dict: dict | None,
+    gate_dict: RunGate | None,
     forced: bool,
 ) -> None:
     """run.json: what the run is, before its first step (the main process writes it)."""
     run_dir = Path(opts.out)
-    record = {
+    record: Run = {
         "schema": RUN_SCHEMA,
         "tokenizer": _copy_tokenizer(tok, run_dir),
         "model": model_cfg.to_dict(),
@@ -511,7 +515,7 @@ def _train_stage(
 
 def _run_gate(
     gate: Callable, paths: list[str], tok: Any, spec: str, force: bool, quiet: bool, env: D.DistEnv
-) -> tuple[dict | None, bool]:
+) -> tuple[RunGate | None, bool]:
     """(gate.to_dict(), forced). Rank 0 gates; a refusal stops every rank."""
     result, ok, message = None, True, ""
     if env.is_main:

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from fertility.errors import FertilityError, TrainingError
 from fertility.outputs import write_inside
 
-RUN_SCHEMA = "fertility.run/1"
+RUN_SCHEMA: Final = "fertility.run/1"
 RUN_JSON = "run.json"
 METRICS = "metrics.jsonl"
 TOKENIZER_DIR = "tokenizer"
@@ -56,7 +57,7 @@ def read_run_json(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def write_run_json(
-    path: str | os.PathLike, record: dict[str, Any], error: type[FertilityError] = TrainingError
+    path: str | os.PathLike, record: Mapping[str, Any], error: type[FertilityError] = TrainingError
 ) -> None:
     """run.json in one piece: a reader, or a run killed midway, sees the old or the new one."""
     file = Path(path)  # through fertility.outputs: a link at run.json is refused, not followed
@@ -113,6 +114,6 @@ class RunDir:
         return read_run_json(self.run_json)
 
     def write_run_json(
-        self, record: dict[str, Any], error: type[FertilityError] = TrainingError
+        self, record: Mapping[str, Any], error: type[FertilityError] = TrainingError
     ) -> None:
         write_run_json(self.run_json, record, error)

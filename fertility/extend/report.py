@@ -5,6 +5,7 @@ fertility/report/fix.py's extend_text)."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from fertility.gate import evaluate
 from fertility.measure.metrics import BEFORE_AFTER
 from fertility.policy import Policy, load_policy
 from fertility.tokenizers.patterns import compile_pattern
+
+if TYPE_CHECKING:  # ids-map.json's record (fertility/schemas/extend.py), for mypy only
+    from fertility.schemas.extend import ExtendIds, NewToken
 
 MARKS = "\\p{M}\\u200c\\u200d"
 
@@ -135,12 +139,12 @@ def rows(report, before: str, after: str) -> list[dict]:
 # ---------------------------------------------------------------- the ids map
 
 
-def ids_map(first: int, specials: dict, spelling: dict[int, list[int]], base, ext) -> dict:
+def ids_map(first: int, specials: dict, spelling: dict[int, list[int]], base, ext) -> ExtendIds:
     """ids-map.json: ids below `first` are the base's, unchanged; per new id its bytes (as the
     extended tokenizer decodes it) and the base ids it replaces (`spelling`). `fingerprint` is
     the extended tokenizer's, so `pretrain --init-from` can tell the map is for it."""
 
-    def entry(i: int) -> dict:
+    def entry(i: int) -> NewToken:
         b = ext.token_bytes(i)
         try:
             text = b.decode("utf-8")

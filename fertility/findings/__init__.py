@@ -36,6 +36,7 @@ from fertility.policy import Policy, Thresholds
 
 if TYPE_CHECKING:
     from fertility.measure import Report
+    from fertility.schemas.gate import NotJudged
 
 RULES = tuple(REGISTRY)  # every rule id, in the order findings are listed
 __all__ = [
@@ -127,7 +128,7 @@ def not_judged(
     min_share: float,
     min_chars: int = Policy.min_chars,
     min_documents: int = Policy.min_documents,
-) -> dict[tuple[str, str], dict]:
+) -> dict[tuple[str, str], NotJudged]:
     """(tokenizer, script) -> why the script is reported, not judged (docs/GATE.md,
     "Running text"). A script is judged when its running text is `min_share` of the
     corpus's characters, or when it is `min_share` of some language's own characters and
@@ -143,7 +144,7 @@ def not_judged(
         (str(t), str(k)): (int(c), int(d))
         for t, k, c, d in zip(run["tokenizer"], run["key"], run["chars"], run["documents"])
     }
-    out = {}
+    out: dict[tuple[str, str], NotJudged] = {}
     for key, (running, share) in shares.items():
         lang, own = by_lang.get(key, ("", 0.0))
         chars, docs = size.get(key, (0, 0))

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, cast
 
 from fertility.options import Group, Severity
+
+if TYPE_CHECKING:  # the JSON record (fertility/schemas/verdicts.py), for mypy only
+    from fertility.schemas import verdicts as verdicts_json
 
 
 @dataclass
@@ -18,5 +22,5 @@ class Finding:
     cause: str
     fix: str
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def to_dict(self) -> verdicts_json.Finding:
+        return cast("verdicts_json.Finding", asdict(self))  # its fields (tests/test_schemas.py)

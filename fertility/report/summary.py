@@ -399,7 +399,7 @@ def gate_lines(
             width,
         )
     if result.uncertain:
-        more = (result.subset or {}).get("more")
+        more = result.subset.get("more") if result.subset else None
         # the corpus has more than was read: reading it comes before adding documents
         todo = f"read more: {more}" if more else "add documents in those scripts"
         lines += wrap_text(
