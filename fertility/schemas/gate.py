@@ -8,7 +8,8 @@ from typing import Annotated, Literal, TypedDict
 from msgspec import Meta
 from typing_extensions import NotRequired
 
-from fertility.schemas.verdicts import Check, Finding, Severity
+from fertility.options import Severity, Uncertain
+from fertility.schemas.verdicts import Check, Finding
 
 
 class NotJudged(TypedDict):
@@ -81,7 +82,7 @@ class PolicyTable(TypedDict):
     unk_rate: float | None
     premium: float | None
     fail_on: list[Severity]
-    uncertain: Literal["fail", "pass"]
+    uncertain: Uncertain
     baseline_margin: float | None
     min_documents: int | None
     min_chars: int | None

@@ -7,8 +7,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from msgspec import Meta
 
-Severity = Literal["error", "warning", "info"]
-Nullable = float | None
+from fertility.options import Group, Severity
 
 
 class Check(TypedDict):
@@ -24,10 +23,10 @@ class Check(TypedDict):
     tokenizer: str
     group: str
     key: str
-    value: Nullable
-    lo: Nullable
-    hi: Nullable
-    threshold: Nullable
+    value: float | None
+    lo: float | None
+    hi: float | None
+    threshold: float | None
     direction: Annotated[
         str, Meta(description='">=": the value must reach the threshold; "<=": stay under it')
     ]
@@ -51,7 +50,7 @@ class Finding(TypedDict):
     rule: str
     severity: Severity
     tokenizer: str
-    group: str
+    group: Group
     key: Annotated[str, Meta(description='"*" for the whole tokenizer, "bn/en" for a pair')]
     evidence: Annotated[Evidence, Meta(description="the measured numbers behind it")]
     cause: str
