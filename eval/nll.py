@@ -322,12 +322,13 @@ def summarize(
         ci = row["nll_per_token_ci95"]
         row["perplexity_ci95"] = [math.exp(ci[0]), math.exp(ci[1])] if ci else None
         if "twin" in names:
-            diff = t[Q["nll:twin"]] - t[Q["nll:model"]]
-            row["twin_minus_model"] = float(diff / t[Q["tokens"]])
-            row["twin_minus_model_ci95"] = (
-                _interval(_ratio(b[Q["nll:twin"]] - b[Q["nll:model"]], b[Q["tokens"]]))
-                if docs >= 2
-                else None
-            )
+            # the gap as the other figures are given: per token in nats, per byte in bits
+            # (the same summed difference over the row's bytes, so the same paired resamples)
+            diff, bdiff = t[Q["nll:twin"]] - t[Q["nll:model"]], b[Q["nll:twin"]] - b[Q["nll:model"]]
+            for suffix, den, scale in (("", "tokens", 1.0), ("_bits_per_byte", "bytes", 1 / LN2)):
+                name = f"twin_minus_model{suffix}"
+                row[name] = float(_ratio(diff, t[Q[den]])) * scale
+                ci = _interval(_ratio(bdiff, b[Q[den]]) * scale) if docs >= 2 else None
+                row[f"{name}_ci95"] = ci
         rows.append(row)
     return rows

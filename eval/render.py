@@ -85,6 +85,7 @@ def render_text(result: dict[str, Any]) -> str:
             rows,
             left=2,
         )
+        out += _gap_lines(result["lm"])
         if result.get("base"):
             out += _base_lines(result["base"])
         for fl in result["flags"]:
@@ -121,6 +122,30 @@ def render_text(result: dict[str, Any]) -> str:
                     f"{sc['context'] + 1} tokens"
                 )
     return "\n".join(out) + "\n"
+
+
+def _gap_lines(lm: list[dict[str, Any]]) -> list[str]:
+    """How far each row's model is below its random twin, per token and per byte."""
+    rows = [
+        [
+            r["group"],
+            r["key"],
+            _f(r["twin_minus_model"]),
+            _ci(r["twin_minus_model_ci95"]),
+            _f(r["twin_minus_model_bits_per_byte"]),
+            _ci(r["twin_minus_model_bits_per_byte_ci95"]),
+        ]
+        for r in lm
+        if "twin_minus_model" in r
+    ]
+    if not rows:
+        return []
+    head = (
+        "gap to the twin  (twin - model, in nats per token and bits per byte; [95% interval "
+        "over documents, paired]: wholly above 0 = below the twin beyond the sampling noise)"
+    )
+    grid_rows = grid(["group", "key", "nats/tok", "95%", "bits/byte", "95%"], rows, left=2)
+    return ["", head, *grid_rows]
 
 
 def _base_lines(base: dict[str, Any]) -> list[str]:

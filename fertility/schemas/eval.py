@@ -75,6 +75,11 @@ class LmRow(TypedDict):
     perplexity_ci95: Interval
     twin_minus_model: float | None
     twin_minus_model_ci95: Interval
+    twin_minus_model_bits_per_byte: Annotated[
+        float | None,
+        Meta(description="the gap to the twin in bits per byte: (twin - model NLL) / ln 2 / bytes"),
+    ]
+    twin_minus_model_bits_per_byte_ci95: Interval
 
 
 class BaseRow(TypedDict):

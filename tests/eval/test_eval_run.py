@@ -122,6 +122,10 @@ def test_counts_match_the_heldout_text_recounted(run_dir, result):
     # float64, a few roundings (~1e-15); rel=1e-9 is rounding only, and per character
     # instead of per byte would be about 2x off (the examples average 2.1 bytes a character)
     assert rows[("all", "all")]["bits_per_byte"] == pytest.approx(bpb, rel=1e-9)
+    # the gap to the twin per byte, from the gap per token the same way, in every row
+    for r in rows.values():
+        gap = r["twin_minus_model"] * r["tokens"] / r["bytes"] / math.log(2)
+        assert r["twin_minus_model_bits_per_byte"] == pytest.approx(gap, rel=1e-9)
 
 
 def test_json_carries_the_documented_fields(result):
@@ -146,6 +150,8 @@ def test_json_carries_the_documented_fields(result):
             "bits_per_char_ci95",
             "twin_minus_model",
             "twin_minus_model_ci95",
+            "twin_minus_model_bits_per_byte",
+            "twin_minus_model_bits_per_byte_ci95",
         ):
             assert key in row, key
     assert [t["task"] for t in data["tasks"]] == ["cloze_en", "cloze_bn"]
@@ -157,6 +163,18 @@ def test_json_carries_the_documented_fields(result):
     assert data["run"]["step"] == 50
     text = render_text(result)
     assert "ln V = 6.238" in text and "rolling windows" in text
+    # the gap to the twin, the "all" row of its table: nats/token [95%], bits/byte [95%]
+    all_ = next(r for r in data["lm"] if r["group"] == "all")
+    gaps = text.split("\ngap to the twin", 1)[1].splitlines()
+    cells = next(x for x in gaps if x.split()[:2] == ["all", "all"]).split()[2:]
+    want = [all_[k] for k in ("twin_minus_model", "twin_minus_model_bits_per_byte")]
+    lo, hi = all_["twin_minus_model_bits_per_byte_ci95"]
+    assert [cells[0], cells[3], cells[4], cells[5]] == [
+        f"{want[0]:.3f}",
+        f"{want[1]:.3f}",
+        f"[{lo:.3f},",
+        f"{hi:.3f}]",
+    ]
     assert "acc_norm_chars: log-likelihood per character" in text
 
 

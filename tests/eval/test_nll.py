@@ -248,3 +248,43 @@ def test_intervals_hold_the_estimate_and_the_paired_difference_is_exact():
         assert r["perplexity"] == pytest.approx(math.exp(r["nll_per_token"]))
     lo, hi = rows["all"]["nll_per_token_ci95"]
     assert hi - lo > 0.5  # the languages differ by 2 nats: resampling documents shows it
+
+
+def test_the_gap_to_the_twin_in_bits_per_byte_worked_by_hand():
+    # Two documents of language x and y; per token: (bytes, model NLL, twin NLL)
+    #   doc 0: (1, 1.0, 3.0), (3, 2.0, 3.0)   gap 2 + 1 = 3 nats over 2 tokens, 4 bytes
+    #   doc 1: (2, 1.5, 2.5)                  gap 1 nat over 1 token, 2 bytes
+    prep = nll.Prepared(
+        context=8,
+        windows=[],
+        skips=[],
+        doc=np.array([0, 0, 1]),
+        script=np.full(3, nll.U.SCRIPT_INDEX["Latn"], np.uint8),
+        nbytes=np.array([1, 3, 2]),
+        nchars=np.array([1, 1, 2]),
+        n_docs=2,
+        windowed_docs=0,
+        unscored_docs=0,
+    )
+    model, twin = np.array([1.0, 2.0, 1.5]), np.array([3.0, 3.0, 2.5])
+    rows = {
+        r["key"]: r
+        for r in nll.summarize(prep, ["x", "y"], {"model": model, "twin": twin}, bootstrap=400)
+    }
+    ln2 = math.log(2)
+    # all: 4 nats over 3 tokens and 6 bytes
+    assert rows["all"]["twin_minus_model"] == pytest.approx(4 / 3)
+    assert rows["all"]["twin_minus_model_bits_per_byte"] == pytest.approx(4 / 6 / ln2)
+    # each language row is its own document: 3 nats / 4 bytes, 1 nat / 2 bytes; one document
+    # gives no interval
+    assert rows["x"]["twin_minus_model_bits_per_byte"] == pytest.approx(3 / 4 / ln2)
+    assert rows["y"]["twin_minus_model_bits_per_byte"] == pytest.approx(1 / 2 / ln2)
+    assert rows["x"]["twin_minus_model_bits_per_byte_ci95"] is None
+    # Over 2 documents a replicate that weighs one of them 0 (each about 23% of them: Poisson
+    # 0 for one, not for the other) is that document alone, so the 2.5th and 97.5th
+    # percentiles are the two documents' own ratios: per byte 1/2 and 3/4 nats, per token 1
+    # and 3/2
+    assert rows["all"]["twin_minus_model_bits_per_byte_ci95"] == pytest.approx(
+        [1 / 2 / ln2, 3 / 4 / ln2]
+    )
+    assert rows["all"]["twin_minus_model_ci95"] == pytest.approx([1.0, 1.5])
