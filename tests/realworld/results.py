@@ -1,21 +1,34 @@
 """docs/RESULTS.md: every real tokenizer file of the test fixtures on the fixtures' real text.
 
-    python tests/realworld/results.py [OUT]        (make results; OUT: docs/RESULTS.md)
+    python tests/realworld/results.py [OUT]    (make results; OUT: docs/RESULTS.md)
+    python tests/realworld/results.py --fresh  (make test, before pytest)
 
 Reads ROOT (tests/realworld/build.py assembles it: `make fixtures`) and measures each tokenizer
 of ROOT/tokenizers on ROOT/text (13 languages) with fertility's own Python API, as `fertility
 report ROOT/text -t LABEL=SPEC` does under the built-in policy: one row per tokenizer with the
 gate's verdict, the script furthest below (or closest to) its floor, the Gini coefficient over
 languages, Rényi efficiency, and characters per token in each script. The sources and their
-versions come from ROOT/SOURCES.json. tests/realworld/test_results_doc.py checks the committed
-file against a fresh build.
+versions come from ROOT/SOURCES.json.
+
+The fresh build: the table is written first to ROOT/results/RESULTS.<KEY>.md, KEY a hash of
+everything the table is a function of (`key`), and built again only when KEY changes; OUT is
+a copy of it. The build takes a minute or two, too long for the suite, so `make test` makes it
+before pytest and tests/realworld/test_results_doc.py compares the committed file with it, byte
+for byte.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.metadata
 import json
+import os
+import platform
+import shutil
 import sys
+import sysconfig
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +64,7 @@ gives the same columns.
 
 Rebuilt by `make results` (tests/realworld/results.py: fertility's own Python API, the
 built-in policy), from the fixtures `make fixtures` assembles; tests/realworld/test_results_doc.py
-checks this file against a fresh build. A row is what
+checks this file, byte for byte, against the fresh build `make test` makes. A row is what
 
     fertility report ~/.cache/fertility/realworld/text -t LABEL=SPEC
 
@@ -74,6 +87,93 @@ script's floor on this text; read the columns for how far each falls short, and 
 
 """
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+KEEP = 20  # fresh builds kept (other checkouts of other sources share the folder)
+# What the table is a function of, hashed into KEY (besides the fixtures and the installed
+# packages, see `key`): the package as measured (its default_policy.toml included) and this
+# generator. trainer/ and eval/ (installed as fertility.trainer and fertility.eval) are left
+# out, as the build never imports them: `build` checks that, so a change there costs no
+# rebuild, and the day the table needs one of them the build stops instead of going stale.
+KEYED = ("fertility", "tests/realworld/results.py", "tests/realworld/layout.py")
+UNKEYED = ("fertility.trainer", "fertility.eval")
+
+
+class BuildError(Exception):
+    """The fresh build cannot be trusted: main() says why in one line, exit 2."""
+
+
+def _files(top: Path) -> Iterator[Path]:
+    if top.is_file():
+        yield top
+        return
+    for p in sorted(top.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            yield p
+
+
+def key(rw: Path) -> str:
+    """A hash of every file the table reads or runs (KEYED; the fixtures' text, tokenizer files
+    and SOURCES.json: their content, not their dates, so a fresh clone finds the same KEY),
+    and of the Python and the versions of the packages installed beside fertility (a new
+    tokenizers or numpy may change a figure)."""
+    h = hashlib.sha256()
+    tops = [(REPO, REPO / k) for k in KEYED]
+    tops += [(rw, rw / "SOURCES.json"), (rw, rw / "text"), (rw, rw / "tokenizers")]
+    for base, top in tops:
+        for p in _files(top):
+            data = p.read_bytes()
+            h.update(f"{p.relative_to(base).as_posix()}\0{len(data)}\0".encode())
+            h.update(data)
+    # the environment's own site-packages only: the repository's fertility.egg-info, on
+    # sys.path when run from the checkout, would otherwise count twice or not at all
+    where = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    dists = {
+        f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions(path=where)
+    }
+    env = [sys.version, platform.machine(), *sorted(dists)]
+    h.update("\n".join(env).encode())
+    return h.hexdigest()[:16]
+
+
+def fresh_path(rw: Path, k: str) -> Path:
+    """Beside the fixtures it is measured on, so every checkout of the same sources on this
+    machine (a CI clone too) finds it: KEY tells them apart."""
+    return rw / "results" / f"RESULTS.{k}.md"
+
+
+def build(rw: Path) -> str:
+    """The whole file, measured now."""
+    # workers on every core from the start: the result is the same with any number (analyze's
+    # contract), and the switch's probe would spend its first seconds on one core
+    from fertility.measure.parallel import usable_cores
+
+    text = render(rw, measure(rw, list(TOKENIZERS), workers=usable_cores()))
+    imported = sorted(m for m in sys.modules if m.startswith(UNKEYED))
+    if imported:
+        raise BuildError(f"the table now imports {imported[0]}: add its folder to KEYED")
+    return text
+
+
+def fresh(rw: Path, say=print) -> Path:
+    """The fresh build for the sources as they are: ROOT/results/RESULTS.<KEY>.md, built only
+    when no file of that KEY is there. An interrupted build leaves no file, nor does one whose
+    sources changed while it measured (KEY before and after differ)."""
+    k = key(rw)
+    path = fresh_path(rw, k)
+    if path.is_file():
+        say(f"{path}: up to date")
+        return path
+    say(f"building {path} (every tokenizer of the fixtures: a minute or two)")
+    text = build(rw)
+    if key(rw) != k:
+        raise BuildError(f"{path}: the sources changed while they were measured: run it again")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    builds = sorted(path.parent.glob("RESULTS.*.md"), key=lambda p: p.stat().st_mtime)
+    for old in builds[:-KEEP]:
+        old.unlink(missing_ok=True)
+    return path
 
 
 def measure(rw: Path, labels: list[str], workers: int | None = None) -> dict[str, dict]:
@@ -194,13 +294,19 @@ def render(rw: Path, results: dict[str, dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", nargs="?", default=str(REPO / "docs" / "RESULTS.md"))
+    ap.add_argument("--fresh", action="store_true", help="only the fresh build: OUT untouched")
     args = ap.parse_args(argv)
     rw = root()
     if not (rw / "READY").is_file():
         print(f"error: no fixtures at {rw}: run make fixtures", file=sys.stderr)
         return 2
-    results = measure(rw, list(TOKENIZERS))
-    Path(args.out).write_text(render(rw, results), encoding="utf-8")
+    try:
+        path = fresh(rw)
+    except BuildError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not args.fresh:
+        shutil.copyfile(path, args.out)
     return 0
 
 
