@@ -1,0 +1,169 @@
+"""The Report: what one measurement of a corpus holds (the tidy frame, the per-document
+table, the cards' inputs, the samples) and its JSON, `fertility report --format json`
+(fertility.report/1). build_report makes it from measured accumulators: the end of analyze
+(fertility/measure/run.py) and of fertility.engine's merge of its tasks' counts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fertility import unicode as U
+from fertility.files import json_safe
+from fertility.measure import card
+from fertility.measure.frame import build_frame, docs_frame, running_by_language
+from fertility.measure.passes import PassState
+from fertility.tokenizers.pretokenizer import PRETOKENIZER
+
+if TYPE_CHECKING:  # the frame is built with pandas at the end; measuring needs only numpy
+    import pandas as pd
+
+    from fertility.policy import Policy
+
+SCHEMA = "fertility.report/1"
+
+
+@dataclass
+class TokenizerInfo:
+    """One measured tokenizer (or pre-tokenizer family) of a Report: what the JSON says of it
+    (`to_dict`), its split/normaliser configuration and the loaded tokenizer itself."""
+
+    label: str
+    spec: str
+    kind: str
+    vocab_size: int | None = None
+    fingerprint: str | None = None
+    config: dict | None = None
+    tokenizer: Any = None
+
+    def to_dict(self) -> dict:
+        """The report JSON's fields, in its order."""
+        return {
+            "label": self.label,
+            "spec": self.spec,
+            "kind": self.kind,
+            "vocab_size": self.vocab_size,
+            "fingerprint": self.fingerprint,
+        }
+
+
+@dataclass
+class Report:
+    frame: pd.DataFrame
+    docs: pd.DataFrame
+    corpus: dict
+    tokenizers: list[TokenizerInfo]
+    samples: dict = field(default_factory=dict)
+    byte_fallback_chars: dict = field(default_factory=dict)
+    unk_chars: dict = field(default_factory=dict)
+    normalization: dict = field(default_factory=dict)
+    roundtrip: dict = field(
+        default_factory=dict
+    )  # {(label, lang): fertility.measure.roundtrip changes}
+    settings: dict = field(default_factory=dict)
+    findings: list = field(default_factory=list)
+    # label -> the pairwise overlap of its languages' token distributions (card.overlap)
+    overlap: dict = field(default_factory=dict)
+    # (label, script) -> {language: characters of its running text in that language}: what a
+    # script is judged by (fertility.measure.frame.language_shares)
+    running_langs: dict = field(default_factory=dict)
+    # the policy whose reference, declared parallel files and parity thresholds the JSON's
+    # Gini reads its premiums under (None: the built-in ones); the report command sets it
+    policy: Policy | None = None
+    # label -> the JSON's per-tokenizer verdict: a judgement, so the judging side sets it
+    # (fertility.gate.verdicts; the report command and fertility.analyze); none when empty
+    verdicts: dict = field(default_factory=dict)
+
+    def rows(self, label: str) -> list[dict]:
+        sub = self.frame[self.frame["tokenizer"] == label]
+        cols = [c for c in sub.columns if c not in ("tokenizer", "kind")]
+        return [json_safe(r) for r in sub[cols].to_dict(orient="records")]
+
+    def to_dict(self) -> dict:
+        # vocabulary_scripts, gini, overlap, then the gate's verdict when one was set
+        cards = json_safe(card.cards(self, self.policy))
+        verdicts = json_safe(self.verdicts)
+
+        def entry(t: TokenizerInfo) -> dict:
+            judged = {"verdict": verdicts[t.label]} if t.label in verdicts else {}
+            return {**t.to_dict(), **cards.get(t.label, {}), **judged, "rows": self.rows(t.label)}
+
+        out = {
+            "schema": SCHEMA,
+            "corpus": self.corpus,
+            "settings": self.settings,
+            "tokenizers": [entry(t) for t in self.tokenizers if t.kind != PRETOKENIZER],
+            "pretokenizers": [entry(t) for t in self.tokenizers if t.kind == PRETOKENIZER],
+        }
+        if self.findings:
+            out["findings"] = [f.to_dict() for f in self.findings]
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, allow_nan=False)
+
+
+def build_report(accs, state: PassState, summary: dict, toks, settings: dict) -> Report:
+    """The Report of measured accumulators (one per tokenizer of `toks`, same order) and the
+    pass's bookkeeping: analyze's end, and fertility.engine's merge of its tasks' counts."""
+    summary["docs_table_full"] = state.docs_table_full
+    lang_names = {i: name for name, i in state.langs.items()}
+    return Report(
+        frame=build_frame(accs, state.langs),
+        docs=docs_frame(state),
+        corpus=summary,
+        tokenizers=[_describe(t) for t in toks],
+        samples={
+            (a.tok.label, U.SCRIPTS[s]): _in_order(v) for a in accs for s, v in a.samples.items()
+        },
+        byte_fallback_chars={
+            (a.tok.label, U.SCRIPTS[s]): dict(c.most_common(10))
+            for a in accs
+            for s, c in a.byte_fallback_chars.items()
+        },
+        unk_chars={
+            (a.tok.label, U.SCRIPTS[s]): dict(c.most_common(10))
+            for a in accs
+            for s, c in a.unk_chars.items()
+        },
+        normalization={
+            a.tok.label: {**a.normalization, "examples": _in_order(a.normalization["examples"])}
+            for a in accs
+            if a.tok.kind != PRETOKENIZER
+        },
+        roundtrip={
+            (a.tok.label, lang_names[k]): {**v, "examples": _in_order(v["examples"])}
+            for a in accs
+            for k, v in a.roundtrip.items()
+        },
+        overlap={
+            a.tok.label: card.overlap(
+                {lang: a.vocab_lang[i] for lang, i in state.langs.items() if i in a.vocab_lang}
+            )
+            for a in accs
+            if a.track_vocab
+        },
+        running_langs=running_by_language(accs, lang_names),
+        settings=settings,
+    )
+
+
+def _in_order(items: list[dict]) -> list[dict]:
+    """Items tagged with their corpus position, in corpus order, without the tag."""
+    return [
+        {k: v for k, v in x.items() if k != "order"}
+        for x in sorted(items, key=lambda x: x["order"])
+    ]
+
+
+def _describe(tok) -> TokenizerInfo:
+    return TokenizerInfo(
+        label=tok.label,
+        spec=tok.spec,
+        kind=tok.kind,
+        vocab_size=int(tok.vocab_size or 0) or None,
+        fingerprint=tok.fingerprint,
+        config=tok.config(),
+        tokenizer=tok,
+    )
