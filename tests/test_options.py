@@ -337,7 +337,7 @@ def test_a_verb_body_reads_its_options_object(tmp_path, monkeypatch):
         return type("R", (), {"gate": gate})()
 
     monkeypatch.setattr(fix_module, "fix", fake_fix)
-    monkeypatch.setattr("fertility.report.fix.fix_text", lambda result: "ok")
+    monkeypatch.setattr("fertility.fix.text.fix_text", lambda result: "ok")
     (tmp_path / "en.txt").write_text("text\n")
     args = ["fix", str(tmp_path), "--vocab-size", "300", "--out", str(tmp_path / "o")]
     more = ["--nfkc", "--special-token", "<a>", "--heldout", "0.2", "--sample", "0.5", "-q"]

@@ -39,7 +39,7 @@ def extend(**kw) -> None:
     )
     stages.done("extend")
     # deferred: the library loads when a command runs (fast --help)
-    from fertility.report.fix import extend_text
+    from fertility.extend.text import extend_text
 
     click.echo(extend_text(result))
     sys.exit(result.gate.exit_code)

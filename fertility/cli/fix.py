@@ -47,7 +47,7 @@ def fix(**kw) -> None:
     )
     stages.done("fix")
     # deferred: the library loads when a command runs (fast --help)
-    from fertility.report.fix import fix_text
+    from fertility.fix.text import fix_text
 
     click.echo(fix_text(result))
     sys.exit(result.gate.exit_code)

@@ -1,6 +1,6 @@
 """What `fertility extend` measures and writes: the target pieces, the held-out measurement,
 the ids check and the ids map (fertility/extend/run.py runs them; the printed summary is
-fertility/report/fix.py's extend_text)."""
+fertility/extend/text.py's extend_text)."""
 
 from __future__ import annotations
 

@@ -25,8 +25,8 @@ from fertility.fix import OUTPUTS as FIX_OUTPUTS
 from fertility.fix import fix, heldout_documents
 from fertility.fix import run as fix_module  # where _measure is looked up
 from fertility.fix.config import FixConfig
+from fertility.fix.text import fix_text
 from fertility.outputs import MANIFEST, record
-from fertility.report.fix import fix_text
 from tests.bpe import byte_level_bpe
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "corpus"

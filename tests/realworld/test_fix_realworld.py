@@ -30,8 +30,8 @@ from fertility.corpus import neardup
 from fertility.findings import diagnose
 from fertility.fix import WORSE_SHARE, fix
 from fertility.fix.config import FixConfig
+from fertility.fix.text import fix_text
 from fertility.measure import analyze
-from fertility.report.fix import fix_text
 from fertility.tokenizers.patterns import FAMILIES
 
 pytestmark = pytest.mark.realworld

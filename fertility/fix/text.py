@@ -1,34 +1,16 @@
-"""What `fertility fix` and `fertility extend` print: the held-out figures before and after
-(fix_text, extend_text), one chars/token cell for both. Nothing here measures or decides."""
+"""What `fertility fix` prints (fix_text): what the normaliser changes, the held-out figures
+before and after, the trade-offs, the verdict. Nothing here measures or decides."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fertility.fix import AFTER, BEFORE, WORSE_SHARE, normalize, preview_lines
+from fertility.fix import normalize
+from fertility.fix.result import AFTER, BEFORE, WORSE_SHARE, preview_lines
+from fertility.report.heldout import cell, heldout_line
 
 if TYPE_CHECKING:
-    from fertility.extend import ExtendResult
-    from fertility.fix import FixResult
-
-
-def cell(m: dict | None) -> str:
-    """Chars per token and its interval, 20 columns wide ("-" when not measured)."""
-    if not m or m.get("chars_per_token") is None:
-        return f"{'-':>20}"
-    lo, hi = m.get("chars_per_token_lo"), m.get("chars_per_token_hi")
-    iv = f"[{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else ""
-    return f"{m['chars_per_token']:>6.2f} {iv:<13}"
-
-
-def heldout_line(s: dict) -> str:
-    """How the held-out documents were chosen, and what was dropped from training for them."""
-    return (
-        f"held out: {s['heldout_documents']:,} documents in runs of up to "
-        f"{s['heldout_block']} lines (fraction {s['heldout_fraction']:g}, seed {s['seed']}); "
-        f"{s['dropped_near_duplicates']:,} training documents that share a near-duplicate "
-        "with one were dropped from training; every figure below is measured on them only"
-    )
+    from fertility.fix.result import FixResult
 
 
 def tradeoff_lines(tradeoffs: list[dict], temperature: float) -> list[str]:
@@ -124,53 +106,4 @@ def fix_text(r: FixResult) -> str:
     )
     lines += [f"  {c.verdict:<9} {c.describe()}" for c in g.checks if c.verdict != "pass"]
     lines += [f"  {f.severity:<9} {f.rule} {f.group}={f.key}: {f.cause}" for f in g.blocking]
-    return "\n".join(lines) + "\n"
-
-
-def extend_text(r: ExtendResult) -> str:
-    """What `fertility extend` prints: the added tokens, the split, the held-out figures per
-    script and language, which other languages keep the base's ids, the verdict."""
-    t, g = r.tokenizer, r.gate
-    lines = [
-        f"fertility extend: {r.base['spec']} + {t['added']:,} tokens (ids "
-        f"{t['first_new_id']:,}..{t['first_new_id'] + t['added'] - 1:,}) for "
-        f"{', '.join(r.langs)} ({', '.join(r.scripts)}; from {r.langs_from}) -> "
-        f"{r.paths['tokenizer']}"
-    ]
-    if t["added"] < t["requested"]:
-        lines.append(
-            f"only {t['added']:,} of {t['requested']:,} requested: the target text "
-            "offers no more merges"
-        )
-    if r.pattern["extended"] is None:
-        lines.append("split: SentencePiece's own (no regex; it never cuts a word at its marks)")
-    else:
-        lines.append(
-            f"split pattern {'widened' if r.pattern['changed'] else 'unchanged'}: "
-            f"{r.pattern['extended']}"
-        )
-    lines.append(heldout_line(r.split))
-    lines.append(f"{'':<19}{'chars/token base':>20}  {'extended':>20}  {'change':>7}  round trip")
-    for group in ("script", "language"):
-        for row in sorted((x for x in r.rows if x["group"] == group), key=lambda x: x["key"]):
-            a, ratio = row["extended"], row["chars_per_token_ratio"]
-            lines.append(
-                f"{group:<9}{row['key']:<10}{cell(row['base'])}  {cell(a)}  "
-                f"{(f'{ratio:.2f}x' if ratio else '-'):>7}  "
-                f"{a.get('roundtrip_failures') or 0}/{a.get('roundtrip_checked') or 0}"
-                " failed"
-            )
-    for lang, u in r.unchanged.items():
-        lines.append(
-            f"same ids as the base: {lang} {u['same_ids']}/{u['documents']} documents "
-            f"({u['without_marks_same_ids']}/{u['without_marks']} without marks)"
-        )
-    counts = {v: sum(c.verdict == v for c in g.checks) for v in ("fail", "uncertain", "pass")}
-    lines.append(
-        f"gate: {'PASS' if g.passed else 'FAIL'} ({counts['fail']} failed, "
-        f"{counts['uncertain']} uncertain, {counts['pass']} passed, "
-        f"{len(g.blocking)} blocking findings)"
-    )
-    lines += [f"  {c.verdict:<9} {c.describe()}" for c in g.checks if c.verdict != "pass"]
-    lines.append(f"wrote {r.paths['extend_report']}, {r.paths['ids_map']}")
     return "\n".join(lines) + "\n"
