@@ -30,6 +30,7 @@ from tokenizers import Tokenizer  # noqa: E402
 
 from fertility import unicode as U  # noqa: E402
 from fertility.measure import analyze  # noqa: E402
+from fertility.unicode.tables import SCRIPT_TABLE  # noqa: E402
 
 OWN = regex.compile(r"[^\p{Script=Common}\p{Script=Inherited}\p{Script=Unknown}]")
 TOKENIZERS = ("bpe-o200k/tokenizer.json", "bpe-gpt2/tokenizer.json")
@@ -39,7 +40,7 @@ def scripts_of(text: str) -> list[str]:
     """Each character's script, Common and Inherited ones resolved as fertility resolves them
     (the script before, else after), read from fertility's script table."""
     U.ensure_classified(U.code_points(text))  # fills the script table for these code points
-    raw = [U.SCRIPTS[U._SCRIPT_TABLE[ord(c)]] for c in text]
+    raw = [U.SCRIPTS[SCRIPT_TABLE[ord(c)]] for c in text]
     real = [s not in ("Zyyy", "Zinh") for s in raw]
     out = []
     for i, s in enumerate(raw):

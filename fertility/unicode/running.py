@@ -13,8 +13,8 @@ script is running text: "Firefox" alone, "ファイル"). Han, Hiragana, Katakan
 Bopomofo are one family, as Japanese and Korean mix them within a sentence.
 
 Characters that are not letters (spaces, punctuation, digits, marks of the Inherited
-script) take the flag of the character whose script they take (fertility.unicode._resolve):
-the previous letter's, at a document's start the next one's.
+script) take the flag of the character whose script they take
+(fertility.unicode.batch._resolve): the previous letter's, at a document's start the next one's.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 import numpy as np
 
 from fertility import unicode as U
+from fertility.unicode.tables import SCRIPT_TABLE
 from tests.textdata import AMI, BANGLA, GAN, KSHAMA, SENTENCE  # noqa: F401
 
 
@@ -83,7 +84,7 @@ def _reference_scripts(texts):
     """A per-character loop over each document: the rule of docs/METRICS.md, written plainly."""
     out = []
     for text in texts:
-        raw = [U.SCRIPTS[U._SCRIPT_TABLE[ord(c)]] for c in text]
+        raw = [U.SCRIPTS[SCRIPT_TABLE[ord(c)]] for c in text]
         real = [s not in ("Zyyy", "Zinh") for s in raw]
         for i, s in enumerate(raw):
             if real[i]:
