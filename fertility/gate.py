@@ -18,7 +18,7 @@ Findings whose severity is in `fail_on` fail the gate too.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -37,6 +37,7 @@ from fertility.progress import Progress
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 if TYPE_CHECKING:  # the JSON records (fertility/schemas/), for mypy only
+    from fertility.corpus import Corpus
     from fertility.schemas import gate as gate_json
     from fertility.schemas import verdicts as verdicts_json
 
@@ -501,12 +502,15 @@ def gate_run(
     seed: int = 0,
     workers: int | None = None,
     quiet: bool = True,
+    on_corpus: Callable[[Corpus], None] | None = None,
 ) -> tuple[Report, GateResult]:
     """Measure `tokenizer` (and `baseline`) on the corpus at `paths` and evaluate the policy:
     the measured Report and its GateResult (`fertility gate` prints both).
 
     `tokenizer` / `baseline`: a Tokenizer object or a spec string ("[LABEL=]SPEC").
     `policy`: a Policy, a policy file path, or None (working directory's config, else default).
+    `on_corpus`: called with the one Corpus measured (analyze's), so a caller that reads the
+    corpus again (pretrain's tokenizing) reads that one instead of resolving the paths again.
     """
     pol = policy if isinstance(policy, Policy) else load_policy(policy)
     toks = [
@@ -526,7 +530,7 @@ def gate_run(
         seed=seed,
         progress=progress,
         workers=workers,
-        on_corpus=progress.sized_by,
+        on_corpus=progress.sized_by if on_corpus is None else _both(progress.sized_by, on_corpus),
     )
     progress.done()
     labels = [d.label for d in report.tokenizers]  # analyze refuses a shared label
@@ -543,6 +547,7 @@ def gate_corpus(
     baseline=None,
     corpus_options: CorpusOptions | None = None,
     quiet: bool = True,
+    on_corpus: Callable[[Corpus], None] | None = None,
 ) -> GateResult:
     """gate_run's verdict alone (the trainer's gate before pretraining)."""
     return gate_run(
@@ -552,4 +557,15 @@ def gate_corpus(
         baseline=baseline,
         corpus_options=corpus_options,
         quiet=quiet,
+        on_corpus=on_corpus,
     )[1]
+
+
+def _both(first: Callable[[Corpus], None], then: Callable[[Corpus], None]) -> Callable:
+    """analyze's one on_corpus: the progress line's total, then the caller's."""
+
+    def call(corpus: Corpus) -> None:
+        first(corpus)
+        then(corpus)
+
+    return call

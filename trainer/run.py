@@ -220,13 +220,39 @@ def _shards_gate(folder: str, index: dict, policy: Any) -> Callable:
     return gate
 
 
-def _default_gate(policy: Any, corpus_options: CorpusOptions, quiet: bool) -> Callable:
+def _default_gate(
+    policy: Any, corpus_options: CorpusOptions, quiet: bool, corpus: _OneCorpus
+) -> Callable:
     def gate(paths: list[str], tokenizer: Any) -> Any:
         return gate_corpus(
-            paths, tokenizer, policy=policy, corpus_options=corpus_options, quiet=quiet
+            paths,
+            tokenizer,
+            policy=policy,
+            corpus_options=corpus_options,
+            quiet=quiet,
+            on_corpus=corpus.offer,
         )
 
     return gate
+
+
+class _OneCorpus:
+    """The command's one Corpus, handed from the gate to tokenizing: the one the gate measured
+    (fertility.measure.analyze makes it, with its workers and --precision, and hands it over:
+    `offer`), else one made from the paths when tokenizing first needs it (`get`: an injected
+    gate, or the gate on --shards' counts). The paths are resolved once per command."""
+
+    def __init__(self, paths: list[str], options: CorpusOptions) -> None:
+        self.paths, self.options = paths, options
+        self.corpus: Corpus | None = None
+
+    def offer(self, corpus: Corpus) -> None:
+        self.corpus = corpus
+
+    def get(self) -> Corpus:
+        if self.corpus is None:
+            self.corpus = Corpus(self.paths, self.options)
+        return self.corpus
 
 
 def _resolve_config(run_json: dict | None, opts: PretrainOptions, env: D.DistEnv) -> TrainConfig:
@@ -288,8 +314,11 @@ def pretrain(
             _check_resume(
                 run_json, RunDir(run_dir).run_json, run_dir, list(opts.paths), tok, opts.shards
             )
-        gate_dict, forced = _gate_stage(opts, gate, run_json, tok, shards, unjudged, env)
-        index, data_dir, mix_plan = _data_stage(opts, run_json, tok, shards, cfg, separator, env)
+        corpus = _OneCorpus(list(opts.paths), opts.corpus)  # made when first read
+        gate_dict, forced = _gate_stage(opts, gate, run_json, tok, shards, unjudged, env, corpus)
+        index, data_dir, mix_plan = _data_stage(
+            opts, run_json, tok, shards, cfg, separator, env, corpus
+        )
         if env.is_main:
             _record_run(
                 opts,
@@ -371,6 +400,7 @@ def _gate_stage(
     shards: dict | None,
     unjudged: bool,
     env: D.DistEnv,
+    corpus: _OneCorpus,
 ) -> tuple[RunGate | None, bool]:
     """(the gate's record, forced): a resumed run's stored verdict; shards without counts
     train forced; else the gate on the shards' counts or on the corpus."""
@@ -382,7 +412,7 @@ def _gate_stage(
         default = (
             _shards_gate(opts.shards, shards, opts.policy)
             if opts.shards and shards is not None
-            else _default_gate(opts.policy, opts.corpus, opts.quiet)
+            else _default_gate(opts.policy, opts.corpus, opts.quiet, corpus)
         )
         gate_dict, forced = _run_gate(
             gate or default, list(opts.paths), tok, tok.spec, opts.force, opts.quiet, env
@@ -398,6 +428,7 @@ def _data_stage(
     cfg: TrainConfig,
     separator: int | None,
     env: D.DistEnv,
+    corpus: _OneCorpus,
 ) -> tuple[dict, Path, Mix | None]:
     """(the shards' index, their folder, the language mix plan): the shards given, or the
     corpus tokenized into the run folder (a resume reuses what is there)."""
@@ -406,11 +437,10 @@ def _data_stage(
         index, data_dir = shards, Path(opts.shards)
     else:
         index = _prepare_data(
-            list(opts.paths),
+            corpus,
             tok,
             run_dir,
             cfg,
-            opts.corpus,
             opts.quiet,
             env,
             separator,
@@ -548,11 +578,10 @@ def _has_checkpoint(run_dir: Path) -> bool:
 
 
 def _prepare_data(
-    paths: list[str],
+    one: _OneCorpus,
     tok: Any,
     run_dir: Path,
     cfg: TrainConfig,
-    corpus_options: CorpusOptions,
     quiet: bool,
     env: D.DistEnv,
     separator: int | None,
@@ -574,7 +603,7 @@ def _prepare_data(
                 index = None
             if index is None:
                 run_dir.mkdir(parents=True, exist_ok=True)
-                corpus = Corpus(paths, corpus_options)
+                corpus = one.get()  # the gate's, read again: the paths are not resolved again
                 build_shards(
                     corpus.documents(),
                     tok,

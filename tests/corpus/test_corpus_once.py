@@ -98,3 +98,20 @@ def test_extend_resolves_the_corpus_once(corpus, tokenizer, resolved, tmp_path):
     extend(str(tokenizer), [str(corpus)], out, 10, langs=["bn"], progress=Stages(stream=Tty()))
     assert resolved[0] == str(corpus) and str(corpus) not in resolved[1:]
     assert all(Path(p).parent == out / "heldout" for p in resolved[1:])
+
+
+@pytest.mark.parametrize("injected", [False, True])
+def test_pretrain_resolves_the_corpus_once(corpus, tokenizer, resolved, tmp_path, injected):
+    """The gate measures the corpus and tokenizing reads the same Corpus; with a gate of its
+    own (injected: it reads no corpus) tokenizing makes the one Corpus itself."""
+    from fertility.trainer.options import PretrainOptions
+    from fertility.trainer.run import pretrain
+    from tests.trainer.tokfixture import PassingGate
+
+    settings = {"seq_len": 32, "micro_batch": 2, "warmup_steps": 1, "tokenize_workers": 1,
+                "heldout_fraction": 0.2, "checkpoint_every": 1000}  # fmt: skip
+    options = PretrainOptions([str(corpus)], str(tokenizer), tmp_path / "run", preset="tiny",
+                              steps=1, device="cpu", quiet=True, force=True, settings=settings)  # fmt: skip
+    pretrain(options, gate=(lambda p, t: PassingGate()) if injected else None)
+    assert resolved == [str(corpus)]
+    assert (tmp_path / "run/data/index.json").is_file()  # the corpus was tokenized
