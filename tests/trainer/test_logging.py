@@ -132,6 +132,7 @@ WANDB_ENV = {
     "WANDB_DISABLE_GIT": "true",
     "WANDB_DISABLE_CODE": "true",
     "WANDB__DISABLE_STATS": "true",  # no system-metrics sampler
+    "WANDB_ERROR_REPORTING": "false",  # no crash reports sent
 }
 
 
