@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from fertility import unicode as U
 from fertility.files import json_safe
@@ -20,8 +20,17 @@ if TYPE_CHECKING:  # the frame is built with pandas at the end; measuring needs 
     import pandas as pd
 
     from fertility.policy import Policy
+    from fertility.schemas import report as report_json  # the JSON's records, for mypy only
+    from fertility.schemas.corpus import MeasuredCorpus
+    from fertility.schemas.verdicts import Finding, Verdict
 
-SCHEMA = "fertility.report/1"
+SCHEMA: Final = "fertility.report/1"
+
+
+def _no_settings() -> report_json.MeasureSettings:
+    """A Report built by hand (tests) has no measuring settings: `{}`, which no measurement
+    writes (analyze and fertility.engine give every key), hence the cast."""
+    return cast("report_json.MeasureSettings", {})
 
 
 @dataclass
@@ -33,11 +42,11 @@ class TokenizerInfo:
     spec: str
     kind: str
     vocab_size: int | None = None
-    fingerprint: str | None = None
+    fingerprint: str = ""
     config: dict | None = None
     tokenizer: Any = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> report_json.TokenizerHead:
         """The report JSON's fields, in its order."""
         return {
             "label": self.label,
@@ -52,7 +61,7 @@ class TokenizerInfo:
 class Report:
     frame: pd.DataFrame
     docs: pd.DataFrame
-    corpus: dict
+    corpus: MeasuredCorpus
     tokenizers: list[TokenizerInfo]
     samples: dict = field(default_factory=dict)
     byte_fallback_chars: dict = field(default_factory=dict)
@@ -61,7 +70,7 @@ class Report:
     roundtrip: dict = field(
         default_factory=dict
     )  # {(label, lang): fertility.measure.roundtrip changes}
-    settings: dict = field(default_factory=dict)
+    settings: report_json.MeasureSettings = field(default_factory=_no_settings)
     findings: list = field(default_factory=list)
     # label -> the pairwise overlap of its languages' token distributions (card.overlap)
     overlap: dict = field(default_factory=dict)
@@ -80,24 +89,33 @@ class Report:
         cols = [c for c in sub.columns if c not in ("tokenizer", "kind")]
         return [json_safe(r) for r in sub[cols].to_dict(orient="records")]
 
-    def to_dict(self) -> dict:
-        # vocabulary_scripts, gini, overlap, then the gate's verdict when one was set
-        cards = json_safe(card.cards(self, self.policy))
-        verdicts = json_safe(self.verdicts)
+    def to_dict(self) -> report_json.Report:
+        # json_safe walks the cards' numpy numbers into plain ones and so returns Any: the
+        # cards are card.cards' literals (vocabulary_scripts, gini, overlap), a Card each
+        cards = cast("dict[str, report_json.Card]", json_safe(card.cards(self, self.policy)))
+        verdicts: dict[str, Verdict] = json_safe(self.verdicts)
 
-        def entry(t: TokenizerInfo) -> dict:
-            judged = {"verdict": verdicts[t.label]} if t.label in verdicts else {}
-            return {**t.to_dict(), **cards.get(t.label, {}), **judged, "rows": self.rows(t.label)}
+        def tokenizer(t: TokenizerInfo) -> report_json.TokenizerReport:
+            # its card (card.carded: every measured tokenizer is loaded, so has one), then
+            # the gate's verdict when one was set
+            judged: report_json.Judged = (
+                {"verdict": verdicts[t.label]} if t.label in verdicts else {}
+            )
+            return {**t.to_dict(), **cards[t.label], **judged, "rows": self.rows(t.label)}
 
-        out = {
+        def pretokenizer(t: TokenizerInfo) -> report_json.PretokenizerReport:
+            return {**t.to_dict(), "rows": self.rows(t.label)}
+
+        out: report_json.Report = {
             "schema": SCHEMA,
             "corpus": self.corpus,
             "settings": self.settings,
-            "tokenizers": [entry(t) for t in self.tokenizers if t.kind != PRETOKENIZER],
-            "pretokenizers": [entry(t) for t in self.tokenizers if t.kind == PRETOKENIZER],
+            "tokenizers": [tokenizer(t) for t in self.tokenizers if t.kind != PRETOKENIZER],
+            "pretokenizers": [pretokenizer(t) for t in self.tokenizers if t.kind == PRETOKENIZER],
         }
         if self.findings:
-            out["findings"] = [f.to_dict() for f in self.findings]
+            findings: list[Finding] = [f.to_dict() for f in self.findings]
+            out["findings"] = findings
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -108,11 +126,18 @@ def build_report(accs, state: PassState, summary: dict, toks, settings: dict) ->
     """The Report of measured accumulators (one per tokenizer of `toks`, same order) and the
     pass's bookkeeping: analyze's end, and fertility.engine's merge of its tasks' counts."""
     summary["docs_table_full"] = state.docs_table_full
+    # The corpus object and the settings arrive untyped: Corpus.summary()'s counters of a
+    # pass, or the JSON of fertility.engine's task files read back. They are the records
+    # the report's JSON says they are (tests/test_schemas.py validates real outputs).
+    corpus, measured = (
+        cast("MeasuredCorpus", summary),
+        cast("report_json.MeasureSettings", settings),
+    )
     lang_names = {i: name for name, i in state.langs.items()}
     return Report(
         frame=build_frame(accs, state.langs),
         docs=docs_frame(state),
-        corpus=summary,
+        corpus=corpus,
         tokenizers=[_describe(t) for t in toks],
         samples={
             (a.tok.label, U.SCRIPTS[s]): _in_order(v) for a in accs for s, v in a.samples.items()
@@ -145,7 +170,7 @@ def build_report(accs, state: PassState, summary: dict, toks, settings: dict) ->
             if a.track_vocab
         },
         running_langs=running_by_language(accs, lang_names),
-        settings=settings,
+        settings=measured,
     )
 
 

@@ -35,29 +35,38 @@ class Overlap(TypedDict):
     matrix: list[list[float | None]]
 
 
-class TokenizerReport(TypedDict):
-    """A measured tokenizer: its rows, with its gate verdict under `report --gate`."""
+class TokenizerHead(TypedDict):
+    """What an entry says of the tokenizer (fertility.measure.TokenizerInfo.to_dict)."""
 
     label: str
     spec: str
     kind: str
     vocab_size: int | None
     fingerprint: str
+
+
+class Card(TypedDict):
+    """The measured part of a tokenizer's entry (fertility.measure.card.cards)."""
+
     vocabulary_scripts: dict[str, float | None]
     gini: Gini
     overlap: Overlap
+
+
+class Judged(TypedDict):
     verdict: NotRequired[Verdict]
+
+
+# The entries are their parts in this order (the JSON's), so the code builds one from them
+class TokenizerReport(TokenizerHead, Card, Judged):
+    """A measured tokenizer: its rows, with its gate verdict under `report --gate`."""
+
     rows: list[Row]
 
 
-class PretokenizerReport(TypedDict):
+class PretokenizerReport(TokenizerHead):
     """A pre-tokenizer family measured as a ceiling."""
 
-    label: str
-    spec: str
-    kind: str
-    vocab_size: int | None
-    fingerprint: str
     rows: list[Row]
 
 
