@@ -8,6 +8,7 @@ schema file fails here, and so does a schema whose `schema` constant says anothe
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -135,6 +136,80 @@ def test_a_schema_refuses_a_document_that_breaks_it(tmp_path):
         {"schema": "fertility.tokenize/1", "index": index, "gate": good, "more": 1}
     )
     assert any("more" in e.message for e in errors)
+
+
+# Builders of the outputs and the record each one returns, as written in its annotation
+# (the records are imported under TYPE_CHECKING, so the annotation is the name as written)
+BUILDERS = {
+    "fertility.measure.report:Report.to_dict": "report_json.Report",
+    "fertility.fix.result:FixResult.to_dict": "fix_json.Fix",
+    "fertility.extend.run:ExtendResult.to_dict": "extend_json.Extend",
+    "fertility.gate:GateResult.to_dict": "gate_json.Gate",
+    "fertility.extend.report:ids_map": "ExtendIds",
+}
+# A builder of each kind the code has: a literal missing a key, one with a key the record
+# lacks, a record unpacked into a bigger one (ExtendBase from the learner's BaseParts), and
+# the same built right, which must pass.
+SNIPPET = """
+from fertility.schemas.extend import BaseParts, ExtendBase, ExtendTimings
+from fertility.schemas.fix import FixPaths
+
+def timings() -> ExtendTimings:
+    return {"scan_s": 1.0, "learn_s": 2.0, "measure_s": 3.0}
+
+def paths() -> FixPaths:
+    return {"tokenizer": "t", "fix_report": "f", "report_html": "h", "heldout": "d", "html": "x"}
+
+def base(parts: BaseParts) -> ExtendBase:
+    return {"spec": "s", "kind": "hf", "vocab_size": 1, **parts, "special_tokens": {}}
+
+def right(parts: BaseParts) -> tuple[ExtendTimings, FixPaths, ExtendBase]:
+    return (
+        {"scan_s": 1.0, "learn_s": 2.0, "measure_s": 3.0, "total_s": 6.0},
+        {"tokenizer": "t", "fix_report": "f", "report_html": "h", "heldout": "d"},
+        {"spec": "s", "kind": "hf", "vocab_size": 1, "fingerprint": "f", **parts,
+         "special_tokens": {}},
+    )
+"""
+
+
+def test_the_builders_return_their_records():
+    """Each output's builder names its record as its return type, so mypy (`make typecheck`)
+    checks the keys it writes against the record the schema is generated from."""
+    import importlib
+
+    for where, record in BUILDERS.items():
+        module, name = where.split(":")
+        fn = importlib.import_module(module)
+        for part in name.split("."):
+            fn = getattr(fn, part)
+        assert fn.__annotations__["return"] == record, where
+
+
+def test_mypy_refuses_a_record_built_without_a_key_or_with_one_more(tmp_path, monkeypatch):
+    """What `make typecheck` does to a builder whose dict and record disagree: mypy (its API,
+    on the records alone, ~3 s) reports the missing key, the extra one, and a missing key
+    behind a record unpacked into another, and nothing in the same records built right."""
+    api = pytest.importorskip("mypy.api")
+    (tmp_path / "snippet_check.py").write_text(SNIPPET, encoding="utf-8")
+    monkeypatch.setenv("MYPYPATH", f"{tmp_path}{os.pathsep}{REPO}")
+    out, err, status = api.run(
+        ["--config-file", str(REPO / "pyproject.toml"), "--cache-dir", str(tmp_path / "cache"),
+         "--follow-imports", "skip", "-p", "fertility.schemas", "-m", "snippet_check"]
+    )  # fmt: skip
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    lines = SNIPPET.splitlines()
+
+    def at(text: str) -> str:  # "snippet_check.py:N:" of the first line holding text
+        return f"snippet_check.py:{next(i for i, x in enumerate(lines, 1) if text in x)}:"
+
+    assert status == 1, (out, err)
+    assert [os.path.basename(e.split(" error: ")[0]) for e in errors] == [
+        at('"measure_s": 3.0}'), at('"html": "x"'), at('**parts, "special_tokens"')
+    ], out  # fmt: skip
+    assert 'Missing key "total_s" for TypedDict "ExtendTimings"' in errors[0]
+    assert 'Extra key "html" for TypedDict "FixPaths"' in errors[1]
+    assert 'Missing key "fingerprint" for TypedDict "ExtendBase"' in errors[2]
 
 
 @pytest.mark.realworld

@@ -57,7 +57,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -67,6 +67,9 @@ from fertility.errors import CorpusError
 from fertility.files import partial_path
 from fertility.hashing import mix64
 from fertility.outputs import make_inside, open_inside, remove, replace_inside
+
+if TYPE_CHECKING:  # the `split` and `sampling` records (fertility/schemas/fix.py), for mypy only
+    from fertility.schemas import fix as fix_json
 
 KEEP_CHARS = 1 << 28  # a corpus up to 256 M characters is read once, then served from memory
 
@@ -373,7 +376,9 @@ def split_and_plan(
     return split, plan
 
 
-def describe_split(scan: Scan, split: Split, fraction: float, max_docs, seed: int) -> dict:
+def describe_split(
+    scan: Scan, split: Split, fraction: float, max_docs, seed: int
+) -> fix_json.Split:
     """The `split` object of fix-report.json and extend-report.json (per language)."""
     k = len(scan.names)
     held, dropped = split.held, split.dropped
@@ -382,7 +387,7 @@ def describe_split(scan: Scan, split: Split, fraction: float, max_docs, seed: in
         return np.bincount(scan.groups[mask], weights=weights, minlength=k)
 
     docs = np.bincount(scan.groups, minlength=k)
-    out: dict[str, Any] = {
+    out: fix_json.Split = {
         "heldout_fraction": fraction,
         "heldout_max_docs": max_docs,
         "heldout_block": split.block,
@@ -408,14 +413,16 @@ def describe_split(scan: Scan, split: Split, fraction: float, max_docs, seed: in
     return out
 
 
-def describe_plan(scan: Scan, split: Split, plan: SamplingPlan, config) -> tuple[dict, dict]:
+def describe_plan(
+    scan: Scan, split: Split, plan: SamplingPlan, config
+) -> tuple[fix_json.Split, fix_json.Sampling]:
     """The `split` and `sampling` objects of fix-report.json (per language)."""
     total = max(int(plan.sampled.sum()), 1)
     corpus_chars = max(int(plan.available.sum()), 1)
     described = describe_split(
         scan, split, config.heldout_fraction, config.heldout_max_docs, config.seed
     )
-    sampling = {
+    sampling: fix_json.Sampling = {
         "temperature": config.temperature,
         "budget_chars": plan.budget,
         "sampled_chars": int(plan.sampled.sum()),

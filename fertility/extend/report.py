@@ -5,7 +5,7 @@ fertility/extend/text.py's extend_text)."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -16,8 +16,9 @@ from fertility.measure.metrics import BEFORE_AFTER
 from fertility.policy import Policy, load_policy
 from fertility.tokenizers.patterns import compile_pattern
 
-if TYPE_CHECKING:  # ids-map.json's record (fertility/schemas/extend.py), for mypy only
-    from fertility.schemas.extend import ExtendIds, NewToken
+if TYPE_CHECKING:  # extend's records (fertility/schemas/extend.py), for mypy only
+    from fertility.schemas.extend import ExtendIds, ExtendRow, NewToken, Unchanged
+    from fertility.schemas.report import RowNumbers
 
 MARKS = "\\p{M}\\u200c\\u200d"
 
@@ -88,12 +89,12 @@ def scripts_of(report, label: str, langs: list[str]) -> list[str]:
     return sorted({dominant[x] for x in langs if x in dominant})
 
 
-def same_ids(base, ext, docs: list[tuple[str, str]]) -> dict:
+def same_ids(base, ext, docs: list[tuple[str, str]]) -> dict[str, Unchanged]:
     """Per language of the other (not target) held-out documents: how many get exactly the
     base's ids from the extended tokenizer, and how many hold a mark or joiner."""
 
     marked = compile_pattern(f"[{MARKS}]").search
-    out: dict[str, dict] = {}
+    out: dict[str, Unchanged] = {}
     for lang in sorted({g for _, g in docs}):
         texts = [t for t, g in docs if g == lang]
         a, b = base.encode_batch(texts), ext.encode_batch(texts)
@@ -108,22 +109,20 @@ def same_ids(base, ext, docs: list[tuple[str, str]]) -> dict:
     return out
 
 
-def rows(report, before: str, after: str) -> list[dict]:
+def rows(report, before: str, after: str) -> list[ExtendRow]:
     """Per (group, key) of `after`: its BEFORE_AFTER columns, `before`'s, and the
     chars/token ratio."""
 
-    def metrics(r: dict) -> dict:
-        return {c: r[c] for c in BEFORE_AFTER if c in r}
+    def metrics(r: dict) -> RowNumbers:
+        # a row of the frame (pandas' to_dict: untyped); BEFORE_AFTER are RowNumbers' keys
+        return cast("RowNumbers", {c: r[c] for c in BEFORE_AFTER if c in r})
 
     old = {(r["group"], r["key"]): metrics(r) for r in report.rows(before)}
-    out = []
+    out: list[ExtendRow] = []
     for r in report.rows(after):
         a, b = metrics(r), old.get((r["group"], r["key"]))
-        ratio = (
-            a["chars_per_token"] / b["chars_per_token"]
-            if b and b.get("chars_per_token") and a.get("chars_per_token")
-            else None
-        )
+        new_cpt, old_cpt = a.get("chars_per_token"), b.get("chars_per_token") if b else None
+        ratio = new_cpt / old_cpt if old_cpt and new_cpt else None
         out.append(
             {
                 "group": r["group"],

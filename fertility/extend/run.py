@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from fertility.corpus import Corpus, CorpusOptions, sampling
 from fertility.errors import ExtendError
@@ -43,7 +43,13 @@ from fertility.progress import Stages, reading
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 from fertility.tokenizers.kinds import extension
 
-SCHEMA = "fertility.extend/1"
+if TYPE_CHECKING:  # extend-report.json's records (fertility/schemas/extend.py), for mypy only
+    from fertility.gate import GateResult
+    from fertility.measure import Report
+    from fertility.schemas import extend as extend_json
+    from fertility.schemas.fix import Split
+
+SCHEMA: Final = "fertility.extend/1"
 # What extend writes into --out (fertility.outputs lists them in the folder's manifest first).
 OUTPUTS = (
     "tokenizer.json",
@@ -58,27 +64,38 @@ OUTPUTS = (
 BASE, EXTENDED = "base", "extended"
 
 
+class _Learned(TypedDict):
+    """What a learner (_byte_level, _sentencepiece) made, for ids-map.json and the report."""
+
+    first_new_id: int
+    special_tokens: dict[str, Any]
+    spelling: dict[int, list[int]]
+    base: extend_json.BaseParts
+    tokenizer: extend_json.TokenizerParts
+    files: extend_json.LearnedPaths
+
+
 @dataclass
 class ExtendResult:
-    paths: dict[str, str]  # tokenizer, tiktoken, pattern, ids_map, extend_report, heldout
-    base: dict  # spec, kind, vocab_size, fingerprint, pattern_regex
-    tokenizer: dict  # kind, vocab_size, fingerprint, first_new_id, added
-    pattern: dict  # base, extended, changed
+    paths: extend_json.ExtendPaths  # ids_map, extend_report, heldout, tokenizer, ...
+    base: extend_json.ExtendBase  # spec, kind, vocab_size, fingerprint, ...
+    tokenizer: extend_json.ExtendTokenizer  # kind, vocab_size, fingerprint, first_new_id, ...
+    pattern: extend_json.Pattern  # base, extended, changed
     langs: list[str]  # target languages
     langs_from: str  # "--langs" | "gate"
     scripts: list[str]  # their scripts (ISO 15924)
-    rows: list[dict]  # per (group, key): base/extended metrics on held-out text
-    unchanged: dict  # per other language: documents, same_ids
-    gate: Any  # fertility.gate.GateResult of the extended tokenizer
-    split: dict
-    timings: dict
-    report: Any = field(repr=False)
+    rows: list[extend_json.ExtendRow]  # per (group, key): base/extended on held-out text
+    unchanged: dict[str, extend_json.Unchanged]  # per other language: documents, same_ids
+    gate: GateResult  # of the extended tokenizer
+    split: Split
+    timings: extend_json.ExtendTimings
+    report: Report = field(repr=False)
 
     @property
     def passed(self) -> bool:
         return bool(self.gate.passed)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> extend_json.Extend:
         return {
             "schema": SCHEMA,
             "base": self.base,
@@ -138,19 +155,24 @@ def extend(
     scripts = rep.scripts_of(first, BASE, targets)
     say(f"extend: learning {add:,} tokens for {', '.join(targets)} ({', '.join(scripts)})")
     t1 = time.perf_counter()
-    paths = {
+    made = _learn(held, corpus, base, bpe, regex, targets, add, scripts, out, stages)
+    learn_s = time.perf_counter() - t1
+    paths: extend_json.ExtendPaths = {
         "ids_map": str(out / "ids-map.json"),
         "extend_report": str(out / "extend-report.json"),
         "heldout": str(out / "heldout"),
+        **made["files"],
     }
-    made = _learn(held, corpus, base, bpe, regex, targets, add, scripts, out, paths, stages)
-    timings = {"scan_s": t1 - t0, "learn_s": time.perf_counter() - t1}
     ext = _ids_map(out, paths, made, base)
     say("extend: measuring base and extended on the held-out documents")
     t2 = time.perf_counter()
     report, gate, unchanged = _measure(held, base, ext, pol, targets, seed)
-    timings["measure_s"] = time.perf_counter() - t2
-    timings["total_s"] = time.perf_counter() - t0
+    timings: extend_json.ExtendTimings = {
+        "scan_s": t1 - t0,
+        "learn_s": learn_s,
+        "measure_s": time.perf_counter() - t2,
+        "total_s": time.perf_counter() - t0,
+    }
     result = ExtendResult(
         paths=paths,
         base=_base_entry(base, made),
@@ -203,7 +225,7 @@ def _claim(out_dir, corpus_paths, base_spec: str, policy, allow_in_corpus: bool)
     )
 
 
-def _ids_map(out: Path, paths: dict, made: dict, base: Any) -> Any:
+def _ids_map(out: Path, paths: extend_json.ExtendPaths, made: _Learned, base: Any) -> Any:
     """The extended tokenizer loaded from OUT, and ids-map.json written beside it."""
     ext = load_tokenizer(paths["tokenizer"], label=EXTENDED)
     ids_map = rep.ids_map(made["first_new_id"], made["special_tokens"], made["spelling"], base, ext)
@@ -213,7 +235,7 @@ def _ids_map(out: Path, paths: dict, made: dict, base: Any) -> Any:
     return ext
 
 
-def _base_entry(base: Any, made: dict) -> dict:
+def _base_entry(base: Any, made: _Learned) -> extend_json.ExtendBase:
     """extend-report.json's `base`."""
     return {
         "spec": base.spec,
@@ -225,7 +247,7 @@ def _base_entry(base: Any, made: dict) -> dict:
     }
 
 
-def _extended_entry(ext: Any, made: dict, add: int) -> dict:
+def _extended_entry(ext: Any, made: _Learned, add: int) -> extend_json.ExtendTokenizer:
     """extend-report.json's `tokenizer`: the extended one."""
     return {
         "kind": ext.kind,
@@ -247,7 +269,7 @@ class _HeldOut:
     parts: Any
     files: list
     docs: list
-    split: dict
+    split: Split
 
 
 def _hold_out(
@@ -316,9 +338,8 @@ def _learn(
     add: int,
     scripts: list[str],
     out: Path,
-    paths: dict,
     stages: Stages | None,
-) -> dict:
+) -> _Learned:
     """The new tokens, learned on the target languages' training documents, written to OUT."""
     want = {held.scan.names.index(x) for x in targets}
     train = [
@@ -334,8 +355,8 @@ def _learn(
     why = "no percentage: the trainer reports no progress"
     with (stages or Stages(quiet=True)).waiting("extend: learning", why).begin():
         if bpe is None or regex is None:  # SentencePiece: no split regex to widen
-            return _sentencepiece(base, train, add, scripts, out, paths)
-        return _byte_level(bpe, regex, base, train, add, scripts, out, paths)
+            return _sentencepiece(base, train, add, scripts, out)
+        return _byte_level(bpe, regex, base, train, add, scripts, out)
 
 
 def _measure(
@@ -354,8 +375,8 @@ def _measure(
 
 
 def _byte_level(
-    bpe, regex: str, base, train: list[str], add: int, scripts: list[str], out: Path, paths: dict
-) -> dict:
+    bpe, regex: str, base, train: list[str], add: int, scripts: list[str], out: Path
+) -> _Learned:
     """Learn and write a byte-level BPE extension (fertility.extend.bpe)."""
     # deferred: the Rust tokenizers library only when used
     from tokenizers import Tokenizer
@@ -369,14 +390,14 @@ def _byte_level(
         p: e.ids for p, e in zip(pieces, patched.encode_batch(pieces, add_special_tokens=False))
     }
     learned = learn(bpe, base_ids, counts, add)
-    paths["tokenizer"] = str(out / "tokenizer.json")
+    files: extend_json.LearnedPaths = {"tokenizer": str(out / "tokenizer.json")}
     obj = hf_json(bpe, regex, learned.new, learned.merges)
     write_inside(out, "tokenizer.json", json.dumps(obj, ensure_ascii=False) + "\n", ExtendError)
     remove(out, "tokenizer.model", ExtendError)  # an earlier run's: not this tokenizer
     how = extension(base)  # the base's own format is written too
     also = how.also_writes if how is not None else None
     if also == "tekken.json":
-        paths["tekken"] = str(out / "tekken.json")
+        files["tekken"] = str(out / "tekken.json")
         write_inside(
             out,
             "tekken.json",
@@ -384,8 +405,8 @@ def _byte_level(
             ExtendError,
         )
     if also == "tokenizer.tiktoken":
-        paths["tiktoken"] = str(out / "tokenizer.tiktoken")
-        paths["pattern"] = str(out / "tokenizer.pattern.txt")
+        files["tiktoken"] = str(out / "tokenizer.tiktoken")
+        files["pattern"] = str(out / "tokenizer.pattern.txt")
         write_inside(out, "tokenizer.tiktoken", rank_file(bpe, learned.new), ExtendError)
         write_inside(out, "tokenizer.pattern.txt", regex + "\n", ExtendError)
     return {
@@ -397,23 +418,22 @@ def _byte_level(
             "merges_added": len(obj["model"]["merges"]) - len(bpe.merges),
             "learned_from_pieces": learned.pieces,
         },
+        "files": files,
     }
 
 
-def _sentencepiece(
-    base, train: list[str], add: int, scripts: list[str], out: Path, paths: dict
-) -> dict:
+def _sentencepiece(base, train: list[str], add: int, scripts: list[str], out: Path) -> _Learned:
     """Learn and write a SentencePiece extension (fertility.extend.sentencepiece)."""
 
     learned = sp.learn(base, train, add, scripts)
     final = write_inside(out, "tokenizer.model", learned.model, ExtendError)
     # an earlier run's: a folder spec would load it first
     remove(out, "tokenizer.json", ExtendError)
-    paths["tokenizer"] = str(final)
     return {
         "first_new_id": int(base.vocab_size),
         "special_tokens": dict(base.special_tokens),
         "spelling": learned.spelling,
         "base": {"model": base.config()["model"]},
         "tokenizer": {"learned_from_pieces": learned.pieces},
+        "files": {"tokenizer": str(final)},
     }

@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from fertility.fix import normalize
 from fertility.measure.metrics import BEFORE_AFTER
 
-SCHEMA = "fertility.fix/1"
-BEFORE, AFTER = "before", "after"  # tokenizer labels in the held-out measurement
+if TYPE_CHECKING:  # fix-report.json's records (fertility/schemas/fix.py), for mypy only
+    from fertility.gate import GateResult
+    from fertility.measure import Report
+    from fertility.schemas import fix as fix_json
+    from fertility.schemas.corpus import CorpusSummary
+    from fertility.schemas.report import RowNumbers
+
+SCHEMA: Final = "fertility.fix/1"
+# tokenizer labels in the held-out measurement, and the keys of a row's two sides
+BEFORE: Final = "before"
+AFTER: Final = "after"
 # A language whose held-out chars/token falls by more than this share against --from is a
 # warning: the temperature gave its share of the training text (and so of the vocabulary) to
 # other languages. 5%: beyond the width of a held-out interval (about +-2% at 1000
@@ -24,27 +33,28 @@ WORSE_SHARE = 0.05
 
 @dataclass
 class FixResult:
-    paths: dict[str, str]  # tokenizer, model (.model), fix_report, report_html, heldout
-    rows: list[dict]  # per (group, key): before/after metrics on held-out text
-    gate: Any  # fertility.gate.GateResult of the new tokenizer
-    special_tokens: list[dict]  # token, old_id, new_id, kept
-    changes: dict  # what differs from --from: {field: [old, new]}
-    tokenizer: dict  # kind, vocab_size, fingerprint of the new tokenizer
-    settings: dict
-    split: dict
-    sampling: dict
-    corpus: dict
-    timings: dict
-    report: Any = field(repr=False)  # the held-out measurement (fertility.measure.Report)
+    paths: fix_json.FixPaths  # tokenizer, fix_report, report_html, heldout, model (.model)
+    rows: list[fix_json.FixRow]  # per (group, key): before/after metrics on held-out text
+    gate: GateResult  # of the new tokenizer
+    special_tokens: list[fix_json.SpecialToken]  # token, old_id, new_id, kept
+    changes: dict[str, list[Any]]  # what differs from --from: {field: [old, new]}
+    tokenizer: fix_json.FixTokenizer  # kind, vocab_size, fingerprint of the new tokenizer
+    settings: fix_json.FixSettings
+    split: fix_json.Split
+    sampling: fix_json.Sampling
+    corpus: CorpusSummary
+    timings: fix_json.FixTimings
+    report: Report = field(repr=False)  # the held-out measurement
     normalizer_preview: dict | None = None  # what --nfc/--nfkc changes in the training text
-    roundtrip: dict = field(default_factory=dict)  # per language: failures and their cause
-    tradeoffs: list = field(default_factory=list)  # languages worse than --from (WORSE_SHARE)
+    roundtrip: dict[str, fix_json.Roundtrip] = field(default_factory=dict)  # per language
+    # languages worse than --from (WORSE_SHARE)
+    tradeoffs: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return bool(self.gate.passed)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> fix_json.Fix:
         """The content of fix-report.json (schema "fertility.fix/1")."""
         return {
             "schema": SCHEMA,
@@ -66,7 +76,9 @@ class FixResult:
         }
 
 
-def special_ids(planned: list[tuple[str, int | None]], new, unk: str | None) -> list[dict]:
+def special_ids(
+    planned: list[tuple[str, int | None]], new, unk: str | None
+) -> list[fix_json.SpecialToken]:
     have = dict(new.special_tokens)
     if unk is not None and new.unk_id is not None:
         have.setdefault(unk, int(new.unk_id))  # SentencePiece lists its UNK apart
@@ -76,17 +88,18 @@ def special_ids(planned: list[tuple[str, int | None]], new, unk: str | None) -> 
     ]
 
 
-def heldout_rows(report, has_before: bool) -> list[dict]:
+def heldout_rows(report, has_before: bool) -> list[fix_json.FixRow]:
     """Per (group, key) of the new tokenizer: its BEFORE_AFTER columns, the old one's, and
     the ratio."""
 
-    def metrics(r: dict) -> dict:
-        return {c: r[c] for c in BEFORE_AFTER if c in r}
+    def metrics(r: dict) -> RowNumbers:
+        # a row of the frame (pandas' to_dict: untyped); BEFORE_AFTER are RowNumbers' keys
+        return cast("RowNumbers", {c: r[c] for c in BEFORE_AFTER if c in r})
 
     before = {
         (r["group"], r["key"]): metrics(r) for r in (report.rows(BEFORE) if has_before else [])
     }
-    out = []
+    out: list[fix_json.FixRow] = []
     for r in report.rows(AFTER):
         a, b = metrics(r), before.get((r["group"], r["key"]))
         ratio = (
@@ -106,7 +119,7 @@ def heldout_rows(report, has_before: bool) -> list[dict]:
     return out
 
 
-def tradeoffs(rows: list[dict], sampling: dict) -> list[dict]:
+def tradeoffs(rows: list[fix_json.FixRow], sampling: fix_json.Sampling) -> list[dict[str, Any]]:
     """The languages whose held-out chars/token fell by more than WORSE_SHARE against --from,
     with their share of the training text now, at temperature 1 (the corpus's) and at 0 (all
     the same), and whether raising the temperature gives them more: d p_g / dT has the sign
@@ -151,11 +164,11 @@ def changed_fields(old, new) -> dict:
     return out
 
 
-def roundtrip_rows(report, heldout_changes: dict) -> dict:
+def roundtrip_rows(report, heldout_changes: dict) -> dict[str, fix_json.Roundtrip]:
     """Per held-out language: documents checked, round-trip failures, and how many of the
     documents (and what in them) the normaliser changes: with byte fallback nothing else in
     the new tokenizer loses text, so those are the failures' cause."""
-    out = {}
+    out: dict[str, fix_json.Roundtrip] = {}
     for r in report.rows(AFTER):
         if r["group"] != "language":
             continue

@@ -52,7 +52,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import fertility.findings  # noqa: F401
 import fertility.gate  # noqa: F401
@@ -90,6 +90,10 @@ from fertility.policy import Policy, load_policy
 from fertility.progress import Stages
 from fertility.tokenizers import load_tokenizer, load_tokenizer_arg
 from fertility.tokenizers.patterns import resolve_pattern
+
+if TYPE_CHECKING:  # fix-report.json's records (fertility/schemas/fix.py), for mypy only
+    from fertility.schemas import fix as fix_json
+    from fertility.schemas.corpus import CorpusSummary
 
 DEFAULT_SPECIALS = ("<|endoftext|>",)
 UNK = "<unk>"
@@ -155,6 +159,10 @@ def fix(
         )
 
 
+def _no_timings() -> fix_json.FixTimings:
+    return {"scan_s": None, "train_s": None, "trainer_s": None, "measure_s": None, "total_s": None}
+
+
 @dataclass
 class _Run:
     """One run's settings, output folder, progress and timings, handed from stage to stage."""
@@ -163,7 +171,8 @@ class _Run:
     out: Path
     progress: Callable[[str], None] | None  # one-line status messages (the CLI's Stages)
     t0: float = field(default_factory=time.perf_counter)
-    timings: dict = field(default_factory=dict)
+    # each stage sets its own, in this order (fix-report.json's)
+    timings: fix_json.FixTimings = field(default_factory=_no_timings)
 
     def say(self, message: str) -> None:
         if self.progress:
@@ -195,8 +204,8 @@ class _Made:
 
     trained: Any  # fertility.fix.train's Trained, committed
     heldout_files: list[str]
-    split: dict
-    sampling: dict
+    split: fix_json.Split
+    sampling: fix_json.Sampling
     preview: dict | None
     heldout_changes: dict
 
@@ -349,7 +358,7 @@ def _write(
 ) -> FixResult:
     """Step 5's end: report.html, then fix-report.json, which marks the folder finished."""
     out, config = run.out, run.config
-    paths = {
+    paths: fix_json.FixPaths = {
         "tokenizer": str(made.trained.path),
         "fix_report": str(out / "fix-report.json"),
         "report_html": str(out / "report.html"),
@@ -376,17 +385,22 @@ def _write(
             "requested_vocab_size": config.vocab_size,
             "fingerprint": new.fingerprint,
         },
-        settings={
-            **asdict(config),
-            "special_tokens": [t for t, _ in inputs.specials],
-            **_split_settings(config, inputs.pattern_name, inputs.pattern_regex),
-            "byte_fallback": True,
-            "from": spec,
-            "corpus": list(corpus.paths),
-        },
+        # asdict gives FixConfig's fields as an untyped dict
+        settings=cast(
+            "fix_json.FixSettings",
+            {
+                **asdict(config),
+                "special_tokens": [t for t, _ in inputs.specials],
+                **_split_settings(config, inputs.pattern_name, inputs.pattern_regex),
+                "byte_fallback": True,
+                "from": spec,
+                "corpus": list(corpus.paths),
+            },
+        ),
         split=made.split,
         sampling=made.sampling,
-        corpus=corpus.summary(),
+        # Corpus.summary() builds the corpus object from its pass's counters, untyped
+        corpus=cast("CorpusSummary", corpus.summary()),
         timings=run.timings,
         report=report,
         normalizer_preview=made.preview,

@@ -4,8 +4,11 @@ held-out documents were chosen. Nothing here measures or decides."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
 
-def cell(m: dict | None) -> str:
+
+def cell(m: Mapping[str, Any] | None) -> str:
     """Chars per token and its interval, 20 columns wide ("-" when not measured)."""
     if not m or m.get("chars_per_token") is None:
         return f"{'-':>20}"
@@ -14,7 +17,7 @@ def cell(m: dict | None) -> str:
     return f"{m['chars_per_token']:>6.2f} {iv:<13}"
 
 
-def heldout_line(s: dict) -> str:
+def heldout_line(s: Mapping[str, Any]) -> str:  # a Split record
     """How the held-out documents were chosen, and what was dropped from training for them."""
     return (
         f"held out: {s['heldout_documents']:,} documents in runs of up to "

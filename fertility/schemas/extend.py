@@ -6,10 +6,21 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, TypedDict
 
 from msgspec import Meta
+from typing_extensions import NotRequired
 
 from fertility.schemas.fix import Split
 from fertility.schemas.gate import Gate
 from fertility.schemas.report import Report, RowNumbers, TokenizerId
+
+
+class BaseParts(TypedDict):
+    """What the learner says of the base: a byte-level BPE its tokens and merges, a
+    SentencePiece base its model type (fertility/extend/run.py's _byte_level, _sentencepiece;
+    unpacked into ExtendBase, so mypy checks they fit)."""
+
+    bpe_tokens: NotRequired[int]
+    merges: NotRequired[int]
+    model: NotRequired[Annotated[str, Meta(description="a SentencePiece base's model type")]]
 
 
 class ExtendBase(TypedDict):
@@ -19,8 +30,9 @@ class ExtendBase(TypedDict):
     kind: str
     vocab_size: int | None
     fingerprint: str
-    bpe_tokens: int | None
-    merges: int | None
+    bpe_tokens: NotRequired[Annotated[int, Meta(description="a byte-level BPE base's")]]
+    merges: NotRequired[Annotated[int, Meta(description="a byte-level BPE base's")]]
+    model: NotRequired[Annotated[str, Meta(description="a SentencePiece base's model type")]]
     special_tokens: dict[str, Any]
 
 
@@ -30,16 +42,34 @@ class ExtendTokenizer(TypedDict):
     kind: str
     vocab_size: int | None
     fingerprint: str
-    first_new_id: int | None
-    requested: int | None
-    added: int | None
-    merges_added: int | None
-    learned_from_pieces: int | None
+    first_new_id: int
+    requested: int
+    added: int
+    merges_added: NotRequired[Annotated[int, Meta(description="a byte-level BPE's")]]
+    learned_from_pieces: int
+
+
+class TokenizerParts(TypedDict):
+    """What the learner says of the extension (unpacked into ExtendTokenizer)."""
+
+    merges_added: NotRequired[int]
+    learned_from_pieces: int
+
+
+class LearnedPaths(TypedDict):
+    """The files the learner wrote (unpacked into ExtendPaths)."""
+
+    tokenizer: str
+    tekken: NotRequired[str]
+    tiktoken: NotRequired[str]
+    pattern: NotRequired[str]
 
 
 class Pattern(TypedDict):
-    base: str
-    extended: str
+    """The base's split regex and the extension's (null: a SentencePiece base has none)."""
+
+    base: str | None
+    extended: str | None
     changed: bool
 
 
@@ -48,12 +78,17 @@ class ExtendPaths(TypedDict):
     extend_report: str
     heldout: str
     tokenizer: str
+    tekken: NotRequired[Annotated[str, Meta(description="a Tekken base's format, written too")]]
+    tiktoken: NotRequired[
+        Annotated[str, Meta(description="a rank-file base's format, written too")]
+    ]
+    pattern: NotRequired[Annotated[str, Meta(description="the rank file's split pattern")]]
 
 
 class ExtendRow(TypedDict):
     group: str
     key: str
-    base: RowNumbers
+    base: Annotated[RowNumbers | None, Meta(description="null: the base has no such row")]
     extended: RowNumbers
     chars_per_token_ratio: float | None
 
@@ -62,10 +97,10 @@ class Unchanged(TypedDict):
     """Held-out documents of a language the extension leaves alone, and how many of them
     keep the base's ids."""
 
-    documents: int | None
-    same_ids: int | None
-    without_marks: int | None
-    without_marks_same_ids: int | None
+    documents: int
+    same_ids: int
+    without_marks: int
+    without_marks_same_ids: int
 
 
 class ExtendTimings(TypedDict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, TypedDict
 
 from msgspec import Meta
+from typing_extensions import NotRequired
 
 from fertility.schemas.corpus import CorpusSummary
 from fertility.schemas.gate import Gate
@@ -18,7 +19,7 @@ FixSettings = TypedDict(
         "model": str,
         "backend": str,
         "normalization": str,
-        "temperature": float | None,
+        "temperature": float,
         "heldout_fraction": float | None,
         "heldout_max_docs": int | None,
         "heldout_block": int,
@@ -47,6 +48,9 @@ class FixPaths(TypedDict):
     fix_report: str
     report_html: str
     heldout: str
+    model: NotRequired[
+        Annotated[str, Meta(description="the SentencePiece model (--backend sentencepiece)")]
+    ]
 
 
 class SplitLanguage(TypedDict):
@@ -75,20 +79,20 @@ class Split(TypedDict):
 
 
 class SamplingLanguage(TypedDict):
-    corpus_share: float | None
-    share: float | None
-    target_chars: float | None
-    sampled_chars: int | None
-    sampled_share: float | None
+    corpus_share: float
+    share: float
+    target_chars: float
+    sampled_chars: int
+    sampled_share: float
     repeat: float | None
 
 
 class Sampling(TypedDict):
     """The temperature-balanced sample the tokenizer was trained on."""
 
-    temperature: float | None
+    temperature: float
     budget_chars: int | None
-    sampled_chars: int | None
+    sampled_chars: int
     languages: dict[str, SamplingLanguage]
 
 
@@ -110,9 +114,9 @@ class FixRow(TypedDict):
 
 
 class Roundtrip(TypedDict):
-    checked: int | None
-    failures: int | None
-    normalizer_changed: int | None
+    checked: int
+    failures: int
+    normalizer_changed: int
     changes: list[Any]
 
 
