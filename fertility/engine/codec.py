@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -92,14 +93,18 @@ def save(fs: Any, name: str, state: dict) -> None:
         fh.write(json.dumps(doc, allow_nan=True))
 
 
-def load(opener, name: str) -> dict:
-    """Read what `save` wrote as NAME (opener: (path, mode) -> file)."""
+def load(opener, name: str, keys: Collection[str] | None = None) -> dict:
+    """Read what `save` wrote as NAME (opener: (path, mode) -> file); with `keys`, only those
+    entries of the saved dict (the index reads the corpus summary alone)."""
     try:
         with opener(f"{name}.json", "r") as fh:
             doc = json.loads(fh.read())
+        if keys is not None:
+            doc = {"dict": [kv for kv in doc["dict"] if kv[0] in keys]}
         with opener(f"{name}.npz", "rb") as fh:
             data = fh.read()
+        # read lazily: only the arrays the entries refer to are decompressed
         with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
-            return _decode(doc, {k: arrays[k] for k in arrays.files})
+            return _decode(doc, arrays)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise FertilityError(f"{name}: unreadable task counts ({exc})") from None

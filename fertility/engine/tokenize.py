@@ -225,7 +225,7 @@ def _write_index(root: Path, tasks: int, seed: int, heldout_fraction, settings) 
     merged = merge_parts(root, [root / PARTS / f"{r:05d}" for r in range(tasks)])
     if not merged["train"]:
         raise FertilityError(f"{root}: the corpus produced no training tokens")
-    summary = codec.load(get_datafolder(str(root)).open, "counts/00000")["summary"]
+    summary = codec.load(get_datafolder(str(root)).open, "counts/00000", ["summary"])["summary"]
     index = {
         "schema": INDEX_SCHEMA,
         **merged,
