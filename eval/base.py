@@ -10,9 +10,9 @@ tokenizer); it is scored by the trainer's own Llama (trainer/init.py checks the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fertility.errors import EvalError, FertilityError
 from fertility.eval import nll
@@ -20,6 +20,9 @@ from fertility.tokenizers import load_tokenizer
 from fertility.trainer import init as base_model
 from fertility.trainer.model import Transformer
 from fertility.trainer.parts import choose_separator
+
+if TYPE_CHECKING:  # eval's `base` object (fertility/schemas/eval.py), for mypy only
+    from fertility.schemas.eval import Base, BaseRow
 
 
 def open_base(model_dir: str | Path, device: Any) -> tuple[Transformer, Any, int | None]:
@@ -51,14 +54,14 @@ def compare(
     model_dir: str | Path,
     texts: Sequence[str],
     langs: Sequence[str],
-    run_rows: list[dict],
+    run_rows: Sequence[Mapping[str, Any]],
     *,
     context: int,
     device: Any,
     bootstrap: int,
     seed: int,
     batch_tokens: int | None = None,
-) -> dict[str, Any]:
+) -> Base:
     """Score `texts` with the base; per language (and "all") its bits per byte, the run's
     (`run_rows`: nll.summarize's rows of the run on the same texts) and run / base."""
     model, tok, sep = open_base(model_dir, device)
@@ -69,7 +72,7 @@ def compare(
     # document, so the two intervals are drawn from the same resamples
     rows = nll.summarize(prep, langs, {"model": scores}, bootstrap=bootstrap, seed=seed)
     ours = {(r["group"], r["key"]): r for r in run_rows}
-    out = []
+    out: list[BaseRow] = []
     for r in rows:
         if r["group"] not in ("all", "language"):
             continue

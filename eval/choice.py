@@ -30,13 +30,16 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from fertility.errors import EvalError
 from fertility.eval import nll
 from fertility.stats import wilson
+
+if TYPE_CHECKING:  # a task's row of eval's JSON (fertility/schemas/eval.py), for mypy only
+    from fertility.schemas.eval import TaskScores
 
 # A verdict is one of these; the last is followed by the item count, "(40 items)": an
 # interval that includes chance says only that these items cannot tell, not that the model
@@ -181,7 +184,7 @@ def verdict(ci: tuple[float, float], chance: float, n: int) -> str:
     return f"{VERDICTS[2]} ({n} items)"
 
 
-def score_task(items: Sequence[Item], scorer: Scorer, name: str = "task") -> dict:
+def score_task(items: Sequence[Item], scorer: Scorer, name: str = "task") -> TaskScores:
     """The task's row: n, acc, acc_norm_chars, acc_norm_bytes, chance, ci95, verdict."""
     pairs = [(it.context, c) for it in items for c in it.choices]
     ll = np.asarray(scorer.loglikelihoods(pairs), dtype=float)
@@ -210,13 +213,18 @@ def score_task(items: Sequence[Item], scorer: Scorer, name: str = "task") -> dic
         "acc_norm_bytes": (LL / nbytes).argmax(1) == labels,
     }
     chance = float(np.mean([1.0 / len(it.choices) for it in items]))
-    row: dict = {"task": name, "n": n, "chance": chance}
-    for key, ok in right.items():
-        row[key] = float(ok.mean())
+    acc = {key: float(ok.mean()) for key, ok in right.items()}
     ci = wilson(int(right["acc"].sum()), n)
-    row["ci95"] = list(ci)
-    row["ci95_norm_chars"] = list(wilson(int(right["acc_norm_chars"].sum()), n))
-    row["ci95_norm_bytes"] = list(wilson(int(right["acc_norm_bytes"].sum()), n))
-    row["verdict"] = verdict(ci, chance, n)
-    row["langs"] = sorted({it.lang for it in items if it.lang})
-    return row
+    return {
+        "task": name,
+        "n": n,
+        "chance": chance,
+        "acc": acc["acc"],
+        "acc_norm_chars": acc["acc_norm_chars"],
+        "acc_norm_bytes": acc["acc_norm_bytes"],
+        "ci95": list(ci),
+        "ci95_norm_chars": list(wilson(int(right["acc_norm_chars"].sum()), n)),
+        "ci95_norm_bytes": list(wilson(int(right["acc_norm_bytes"].sum()), n)),
+        "verdict": verdict(ci, chance, n),
+        "langs": sorted({it.lang for it in items if it.lang}),
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from fertility.files import json_safe
@@ -11,7 +12,7 @@ from fertility.report.table import grid
 from fertility.trainer.mix import mix_summary
 
 
-def render_json(result: dict[str, Any]) -> str:
+def render_json(result: Mapping[str, Any]) -> str:  # an Eval record
     return json.dumps(json_safe(result), indent=1, ensure_ascii=False) + "\n"
 
 
@@ -23,7 +24,7 @@ def _ci(ci: list[float] | None, digits: int = 3) -> str:
     return "" if not ci else f"[{_f(ci[0], digits)}, {_f(ci[1], digits)}]"
 
 
-def render_text(result: dict[str, Any]) -> str:
+def render_text(result: Mapping[str, Any]) -> str:
     run, ref, sc = result["run"], result["reference"], result["scoring"]
     tok = run["tokenizer"]
     out = [

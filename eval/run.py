@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from fertility.corpus import Corpus, CorpusOptions
 from fertility.errors import EvalError, FertilityError
@@ -28,7 +28,10 @@ from fertility.trainer.model import Transformer
 from fertility.trainer.parts import choose_separator
 from fertility.trainer.rundir import RUN_SCHEMA, RunDir
 
-SCHEMA = "fertility.eval/1"
+if TYPE_CHECKING:  # eval's JSON (fertility/schemas/eval.py), for mypy only
+    from fertility.schemas import eval as eval_json
+
+SCHEMA: Final = "fertility.eval/1"
 # A random-initialised model predicts close to uniformly: NLL ~ ln(V) plus half the variance
 # of its logits. A twin this far above ln(V) (nats per token) means the init itself is off
 # and beating the twin says little.
@@ -204,7 +207,7 @@ def evaluate(
     batch_tokens: int | None = None,
     progress: Callable[[str], None] | None = None,
     base: str | Path | None = None,
-) -> dict[str, Any]:
+) -> eval_json.Eval:
     """Evaluate a run folder; returns the `fertility.eval/1` dict (docs/EVAL.md).
 
     `base`: a Hugging Face model folder to compare per-language bits per byte with (eval/base.py);
@@ -231,9 +234,10 @@ def evaluate(
     return result
 
 
-def _header(run: Run) -> dict[str, Any]:
+def _header(run: Run) -> eval_json.Eval:
     """The result's frame: which run, step, tokenizer and model, and how tokens are scored."""
     model = run.model
+    tok = run.meta["tokenizer"]
     return {
         "schema": SCHEMA,
         "run": {
@@ -241,8 +245,10 @@ def _header(run: Run) -> dict[str, Any]:
             "step": run.manifest.get("step"),
             "tokens_seen": run.manifest.get("tokens_seen"),
             "tokenizer": {
-                k: run.meta["tokenizer"].get(k)
-                for k in ("spec", "kind", "fingerprint", "vocab_size")
+                "spec": tok.get("spec"),
+                "kind": tok.get("kind"),
+                "fingerprint": tok.get("fingerprint"),
+                "vocab_size": tok.get("vocab_size"),
             },
             "model": model.cfg.to_dict(),
             "forced": bool(run.meta.get("forced", False)),
@@ -270,7 +276,7 @@ def _header(run: Run) -> dict[str, Any]:
 
 
 def _score_lm(
-    result: dict[str, Any],
+    result: eval_json.Eval,
     run: Run,
     texts: list[str],
     langs: list[str],
@@ -316,14 +322,17 @@ def _score_lm(
         "twin_seed": twin_seed,
         "bootstrap": bootstrap,
     }
-    result["lm"] = nll.summarize(
-        prep, langs, {"model": ours, "twin": theirs}, bootstrap=bootstrap, seed=seed
+    # summarize names its columns per model scored (f"{model}_nll_per_token", ...); with the
+    # model and its twin every LmRow column is there
+    result["lm"] = cast(
+        "list[eval_json.LmRow]",
+        nll.summarize(prep, langs, {"model": ours, "twin": theirs}, bootstrap=bootstrap, seed=seed),
     )
     result["flags"] = lm_flags(result["lm"], result["reference"]["ln_vocab"])
 
 
 def _compare_base(
-    result: dict[str, Any],
+    result: eval_json.Eval,
     run: Run,
     base: str | Path | None,
     texts: list[str],
@@ -369,9 +378,9 @@ def _score_tasks(
     task_items: list[tuple[Path, list]],
     batch_tokens: int | None,
     say: Callable[[str], None],
-) -> list[dict[str, Any]]:
+) -> list[eval_json.TaskResult]:
     """Multiple-choice accuracy per task file."""
-    rows = []
+    rows: list[eval_json.TaskResult] = []
     for path, items in task_items:
         say(f"scoring task {path.name}: {len(items)} items")
         scorer = choice.ModelScorer(
@@ -381,14 +390,14 @@ def _score_tasks(
             prefix_id=run.separator,
             batch_tokens=batch_tokens,
         )
-        row = choice.score_task(items, scorer, name=path.stem)
-        row["file"] = str(path)
-        row["truncated"] = scorer.truncated
-        rows.append(row)
+        scores = choice.score_task(items, scorer, name=path.stem)
+        rows.append({**scores, "file": str(path), "truncated": scorer.truncated})
     return rows
 
 
-def lm_flags(rows: list[dict], ln_v: float, margin: float = TWIN_MARGIN) -> list[dict]:
+def lm_flags(
+    rows: Sequence[Mapping[str, Any]], ln_v: float, margin: float = TWIN_MARGIN
+) -> list[dict]:
     flags = []
     for r in rows:
         where = "all text" if r["group"] == "all" else f"{r['group']} {r['key']}"

@@ -80,10 +80,10 @@ def test_the_committed_schemas_are_what_the_records_generate():
 
 
 def test_each_record_of_a_dataclass_names_its_fields_in_order():
-    """Check.to_dict, Finding.to_dict and Policy.to_dict are dataclasses.asdict, which mypy
-    cannot see through (the code casts them to their records): here each record must name
-    the dataclass's fields, in order, so a new threshold or check field without its record
-    (and `make schemas`) fails."""
+    """Check.to_dict, Finding.to_dict, Policy.to_dict and ModelConfig.to_dict are
+    dataclasses.asdict, which mypy cannot see through (the code casts them to their records):
+    here each record must name the dataclass's fields, in order, so a new threshold, check or
+    model field without its record (and `make schemas`) fails."""
     pytest.importorskip("msgspec")  # the records' constraints (the test extra)
     from dataclasses import fields
     from typing import get_type_hints
@@ -91,13 +91,16 @@ def test_each_record_of_a_dataclass_names_its_fields_in_order():
     from fertility.findings import Finding
     from fertility.gate import Check
     from fertility.schemas import gate as gate_json
+    from fertility.schemas import run as run_json
     from fertility.schemas import verdicts as verdicts_json
+    from fertility.trainer.model import ModelConfig
 
     def keys(record: type) -> list[str]:
         return list(get_type_hints(record))
 
     assert keys(verdicts_json.Check) == [f.name for f in fields(Check)]
     assert keys(verdicts_json.Finding) == [f.name for f in fields(Finding)]
+    assert keys(run_json.ModelConfig) == [f.name for f in fields(ModelConfig)]
     table = default_policy().to_dict()  # Thresholds' fields are its rules and floors
     assert keys(gate_json.PolicyTable) == list(table)
     assert keys(gate_json.Rules) == list(table["rules"])
@@ -146,6 +149,9 @@ BUILDERS = {
     "fertility.extend.run:ExtendResult.to_dict": "extend_json.Extend",
     "fertility.gate:GateResult.to_dict": "gate_json.Gate",
     "fertility.extend.report:ids_map": "ExtendIds",
+    "fertility.eval.run:evaluate": "eval_json.Eval",
+    "fertility.eval.choice:score_task": "TaskScores",
+    "fertility.eval.base:compare": "Base",
 }
 # A builder of each kind the code has: a literal missing a key, one with a key the record
 # lacks, a record unpacked into a bigger one (ExtendBase from the learner's BaseParts), and

@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn as nn
@@ -24,6 +25,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 
 from fertility.errors import TrainingError
+
+if TYPE_CHECKING:  # run.json's `model` record (fertility/schemas/run.py), for mypy only
+    from fertility.schemas import run as run_json
 
 # Llama rounds the SwiGLU hidden size up to a multiple of 256 (tensor-core friendly shapes).
 FF_MULTIPLE_OF = 256
@@ -109,8 +113,9 @@ class ModelConfig:
         m = self.pad_vocab_to
         return m * ((self.vocab_size + m - 1) // m)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def to_dict(self) -> run_json.ModelConfig:
+        # asdict is untyped; tests/test_schemas.py checks the record names these fields
+        return cast("run_json.ModelConfig", asdict(self))
 
     @classmethod
     def from_dict(cls, d: dict) -> ModelConfig:

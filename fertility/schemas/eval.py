@@ -28,8 +28,8 @@ class EvalRun(TypedDict):
 
 
 class Reference(TypedDict):
-    vocab_size: int | None
-    ln_vocab: float | None
+    vocab_size: int
+    ln_vocab: float
 
 
 class Scoring(TypedDict):
@@ -83,10 +83,18 @@ class LmRow(TypedDict):
 
 
 class BaseRow(TypedDict):
+    """One language (or "all"): the base model's bits per byte and the run's on the same
+    text, and run / base."""
+
     key: str
+    documents: int
     base_bits_per_byte: float
+    base_bits_per_byte_ci95: Interval
     bits_per_byte: float
+    bits_per_byte_ci95: Interval
     ratio: float | None
+    base_tokens: int
+    tokens: int
 
 
 class Base(TypedDict):
@@ -95,7 +103,9 @@ class Base(TypedDict):
     rows: list[BaseRow]
 
 
-class TaskResult(TypedDict):
+class TaskScores(TypedDict):
+    """A task's scores (fertility.eval.choice.score_task)."""
+
     task: str
     n: int | None
     chance: float | None
@@ -107,6 +117,11 @@ class TaskResult(TypedDict):
     ci95_norm_bytes: Interval
     verdict: str
     langs: list[str]
+
+
+class TaskResult(TaskScores):
+    """A task's scores, its file and how many of its items were cut to the context."""
+
     file: str
     truncated: int | None
 
