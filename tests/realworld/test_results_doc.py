@@ -63,3 +63,40 @@ def test_the_committed_table_is_a_fresh_build(rw, gen):
             "docs/RESULTS.md\n" + "\n".join(list(diff)[:40]),
             pytrace=False,
         )
+
+
+def test_the_key_changes_with_every_input_and_only_with_them(tmp_path, gen, monkeypatch):
+    # a small repository and fixture root: KEY must follow each file the table depends on,
+    # by content and name, and ignore byte code and the folders the build never imports
+    repo, rw = tmp_path / "repo", tmp_path / "rw"
+    keyed = ["fertility/__init__.py", "tests/realworld/results.py", "tests/realworld/layout.py"]
+    for path in [*keyed, "fertility/measure/x.py", "trainer/loop.py", "docs/RESULTS.md"]:
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(path)
+    for path in ["SOURCES.json", "text/bn.txt", "tokenizers/a/tokenizer.json", "results/R.md"]:
+        (rw / path).parent.mkdir(parents=True, exist_ok=True)
+        (rw / path).write_text(path)
+    monkeypatch.setattr(gen, "REPO", repo)
+    keys = [gen.key(rw)]
+
+    def changed(path: Path, text: str | None = None, rename: Path | None = None) -> bool:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if rename:
+            path.rename(rename)
+        else:
+            path.write_text(text or "")
+        keys.append(gen.key(rw))
+        return keys[-1] != keys[-2]
+
+    assert changed(repo / "fertility/measure/x.py", "y = 2")
+    assert changed(repo / "fertility/default_policy.toml", "[floors]")  # a new file
+    assert changed(repo / "tests/realworld/results.py", "changed")
+    assert changed(repo / "tests/realworld/layout.py", "changed")
+    assert changed(rw / "text/bn.txt", "বাংলা")
+    assert changed(rw / "text/bn.txt", rename=rw / "text/hi.txt")
+    assert changed(rw / "tokenizers/a/tokenizer.json", "{}")
+    assert changed(rw / "SOURCES.json", "[]")
+    assert not changed(repo / "fertility/measure/__pycache__/x.cpython-311.pyc", "byte code")
+    assert not changed(repo / "trainer/loop.py", "not imported by the build")
+    assert not changed(repo / "docs/RESULTS.md", "the output")
+    assert not changed(rw / "results/R.md", "a fresh build")
