@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -41,7 +41,10 @@ from fertility.trainer.parts import (
 )
 from fertility.trainer.shards import dtype_for_vocab, open_doc_table, open_shard
 
-INDEX_SCHEMA = "fertility.shards/1"
+if TYPE_CHECKING:  # index.json's record (fertility/schemas/shards.py), for mypy only
+    from fertility.schemas.shards import Shards
+
+INDEX_SCHEMA: Final = "fertility.shards/1"
 
 _worker_tok: Any = None
 _worker_err: str | None = None
@@ -81,7 +84,7 @@ def build_shards(
     workers: int = 0,
     quiet: bool = False,
     summary: Any = None,
-) -> dict[str, Any]:
+) -> Shards:
     """Tokenize `documents` (objects with text, lang, source, line) into `data_dir`, one part
     (trainer/parts.py) at its root.
 
@@ -144,13 +147,17 @@ def build_shards(
             pool.terminate()
         status.close()
     done = writer.close()
-    index = {
+    index: Shards = {
         "schema": INDEX_SCHEMA,
-        **{k: done[k] for k in ("fingerprint", "vocab_size", "separator")},
+        "fingerprint": done["fingerprint"],
+        "vocab_size": done["vocab_size"],
+        "separator": done["separator"],
         "dtype": str(dtype_for_vocab(meta["vocab_size"]).name),
         "seed": seed,
         "heldout_fraction": heldout_fraction,
-        **{k: done[k] for k in ("train", "heldout", "languages")},
+        "train": done["train"],
+        "heldout": done["heldout"],
+        "languages": done["languages"],
         "corpus": summary() if callable(summary) else summary,
     }
     if not index["train"]:

@@ -4,11 +4,15 @@ in the same pass (fertility.engine.tokenize); `pretrain --shards OUT` trains on 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, cast
 
 import click
 
 from fertility.cli.options import command_options, options_of, slurm_pending
 from fertility.options import TokenizeOptions
+
+if TYPE_CHECKING:  # the JSON's records (fertility/schemas/shards.py), for mypy only
+    from fertility.schemas.shards import Shards, Tokenize
 
 
 @click.command(short_help="Tokenize a corpus into the trainer's shards (datatrove tasks).")
@@ -63,7 +67,12 @@ def tokenize(**kw) -> None:
         result = evaluate(shards_report(o.out, tok, index), policy, label=tok.label)
     if o.fmt == "json":
         gate = result.to_dict() if result is not None else None
-        doc = {"schema": "fertility.tokenize/1", "index": index, "gate": gate}
+        # index.json as the run wrote or read it back: untyped (fertility.engine.tokenize)
+        doc: Tokenize = {
+            "schema": "fertility.tokenize/1",
+            "index": cast("Shards", index),
+            "gate": gate,
+        }
         click.echo(json.dumps(doc, indent=1))
         return
     click.echo(summary_text(index, o.out))
