@@ -5,11 +5,12 @@ sink is one line, exit 2.
 W&B (measured with wandb 0.31.0 on the 2-core test machine): the test extra installs it (69 MB
 with its dependencies, 24 s from the index); offline (WANDB_MODE=offline) a run needs no
 network or login, and init to finish takes ~0.7 s after a 2.6 s import. wandb no longer ships
-a Python reader for its run files (wandb.sdk.internal.datastore is gone since 0.2x; its Go
-service reads them), so `_wandb_history` reads the file's framing itself (LevelDB's log format,
-which the .wandb file is: 7-byte headers in 32 KiB blocks, after a 7-byte ":W&B" file header)
-and decodes every record with wandb's own protobuf message, wandb.proto's Record: the numbers
-are those wandb wrote, in its JSON, so exact. The service wandb starts (wandb-core) outlives
+a Python reader for its run files (wandb.sdk.internal.datastore, which older releases had,
+is not in 0.30 or 0.31; their Go service reads the files), so `_wandb_records` reads the
+file's framing itself (LevelDB's log format, which the .wandb file is: 7-byte headers in
+32 KiB blocks, after a 7-byte ":W&B" file header) and decodes every record with wandb's own
+protobuf message, wandb.proto's Record: the numbers are those wandb wrote, in its JSON, so
+exact. The service wandb starts (wandb-core) outlives
 run.finish() until wandb.teardown() or exit, and only then completes the file; the test tears
 it down after each run and checks that no process is left.
 """
@@ -242,6 +243,9 @@ def test_wandb_offline_holds_the_numbers_of_metrics_jsonl(tmp_path, shards, monk
 
     # --resume from step 3: the same W&B run (the id kept in wandb-id), steps 4 and 5 again
     shutil.rmtree(ck.step_dir(run_dir, 5))
+    # W&B names an offline run's folder by the second it started: the resumed run must start
+    # in a later second than the first, or both would write one folder
+    time.sleep(1.01 - time.time() % 1)
     _run_wandb(tmp_path, shards, resume=True)
     second = _wandb_file(run_dir, run_id, 2)
     assert _wandb_run(second).run_id == run_id
