@@ -4,6 +4,7 @@ writing its ids, both timed as whole processes as a user runs them, by farm-benc
     python benchmarks/tokenize_throughput.py                 # 100 MB of real text, 3 runs
     python benchmarks/tokenize_throughput.py --mb 50 --runs 5 --tasks 1,2,4
     python benchmarks/tokenize_throughput.py --tasks 1 --no-counts  # the shards alone
+    python benchmarks/tokenize_throughput.py --mb 25 --profile  # where ours spends its CPU
 
 Text and tokenizer are analyze_throughput.py's: the fixtures' real text of 13 languages
 repeated to the size asked (one document per line) and a 32,000-token byte-level BPE with
@@ -15,13 +16,15 @@ the o200k split trained on it. Sides, each a fresh process over the same lines:
         the shards, the held-out split, the document table and the counts its gate reads
         (with --no-counts: all but the counts).
 farm-bench pairs each `--tasks N` with raw (A B A B ...; the ratio is taken pair by pair) and
-prints min / median / max; quote the median.
+prints min / median / max; quote the median. --profile: instead, one run of ours in this
+process with a CPU profile per thread and the stage table (tokenize_profile.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +60,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tasks", default="1,2", help="comma-separated task counts to pair with raw")
     ap.add_argument("--no-counts", action="store_true", help="tokenize --no-counts")
+    ap.add_argument("--profile", action="store_true", help="the stage table of one run of ours")
     args = ap.parse_args()
     corpus = CACHE / f"tokenize-real-{args.mb:g}mb"
     if not corpus.exists():
@@ -65,6 +69,12 @@ def main() -> None:
     raw_py = CACHE / "raw_tokenize.py"
     raw_py.write_text(RAW, encoding="utf-8")
     out = CACHE / "tokenize-out"
+    if args.profile:
+        shutil.rmtree(out, ignore_errors=True)
+        here = Path(__file__).resolve().parent
+        profile = [PY, str(here / "tokenize_profile.py"), str(corpus), str(tok), str(out)]
+        subprocess.run(profile, check=True)
+        return
     raw = f"{PY} {raw_py} {corpus} {tok} {CACHE / 'raw-ids.bin'}"
     print(f"corpus {corpus} ({args.mb:g} MB), tokenizer {tok}, {os.cpu_count()} cores", flush=True)
     for n in [int(x) for x in args.tasks.split(",")]:

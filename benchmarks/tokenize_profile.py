@@ -1,0 +1,156 @@
+"""Where `fertility tokenize` spends its time, stage by stage: one in-process run of
+`fertility tokenize DIR -t TOK --out OUT -q --tasks 1` with every Python thread under its own
+cProfile (the main thread counts and writes, `fertility-read` reads and decodes the corpus,
+`fertility-encode` calls the tokenizer), and each thread's CPU seconds.
+
+    python benchmarks/tokenize_profile.py DIR TOK OUT
+
+Each profiler counts its thread's CPU seconds (time.thread_time), not wall seconds: on a
+machine other jobs load, wall time inside a function is mostly waiting for a core. The
+tokenizer's own threads (HF's rayon pool) are not Python threads: their CPU is the process's
+CPU less that of the Python threads. The profiler slows Python-heavy stages (the counts, the
+part's writing) more than numpy- and Rust-heavy ones; read the shares.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import resource
+import sys
+import threading
+import time
+
+PROFILES: dict[str, cProfile.Profile] = {}
+CPU: dict[str, float] = {}
+_run = threading.Thread.run
+
+
+def _profiled_run(self) -> None:
+    prof = cProfile.Profile(time.thread_time)
+    PROFILES[self.name] = prof
+    t = time.thread_time()
+    prof.enable()
+    try:
+        _run(self)
+    finally:
+        prof.disable()
+        CPU[self.name] = time.thread_time() - t
+
+
+threading.Thread.run = _profiled_run  # type: ignore[method-assign]
+
+# (stage, thread, function as pstats names it: (file suffix, name)): cumulative CPU seconds
+# under the profiler; "~" matches a built-in
+STAGES = [
+    (
+        "imports (every module, wherever imported)",
+        "MainThread",
+        ("importlib._bootstrap>", "_find_and_load"),
+    ),
+    ("loading the tokenizer", "MainThread", ("tokenizers/__init__.py", "load_tokenizer")),
+    ("read + decode the corpus (Corpus.doc_batches)", "fertility-read", ("corpus/", "doc_batches")),
+    (
+        "encode: ids and offsets to flat arrays (flat_from_id_lists)",
+        "fertility-encode",
+        ("tokenizers/", "flat_from_id_lists"),
+    ),
+    ("the counts (measure_batch)", "MainThread", ("measure/batch.py", "measure_batch")),
+    (
+        "  of which the text's analysis (analyze_texts)",
+        "MainThread",
+        ("fertility/unicode/", "analyze_texts"),
+    ),
+    ("    of which running text (running_mask)", "MainThread", ("running.py", "running_mask")),
+    (
+        "  of which the per-(script, document) keys (_Keys)",
+        "MainThread",
+        ("measure/batch.py", "__init__"),
+    ),
+    (
+        "  of which the tokenizer's ids folded in (_measure_tokenizer)",
+        "MainThread",
+        ("measure/batch.py", "_measure_tokenizer"),
+    ),
+    (
+        "    of which the detail checks (_detail_checks)",
+        "MainThread",
+        ("measure/batch.py", "_detail_checks"),
+    ),
+    ("held-out split hashing (heldout_mask)", "MainThread", ("parts.py", "heldout_mask")),
+    ("token stream with separators (PartWriter._stream)", "MainThread", ("parts.py", "_stream")),
+    ("shard file writes (ShardWriter.append)", "MainThread", ("shards.py", "append")),
+    (
+        "document table rows and language totals (PartWriter._table)",
+        "MainThread",
+        ("parts.py", "_table"),
+    ),
+    ("the part's writing, all of the above (PartWriter.add)", "MainThread", ("parts.py", "add")),
+    ("saving the counts (codec.save)", "MainThread", ("engine/codec.py", "save")),
+    (
+        "merge_parts + index.json (_write_index)",
+        "MainThread",
+        ("fertility/engine/", "_write_index"),
+    ),
+    (
+        "the gate: counts read back and the report built (shards_report)",
+        "MainThread",
+        ("fertility/engine/", "shards_report"),
+    ),
+    ("the gate's checks (evaluate)", "MainThread", ("fertility/gate.py", "evaluate")),
+    ("the task (TokenizeCorpus.run)", "MainThread", ("engine/tokenize.py", "run")),
+    (
+        "datatrove's executor (run_tasks, the task included)",
+        "MainThread",
+        ("fertility/engine/", "run_tasks"),
+    ),
+]
+
+
+def cumulative(prof: cProfile.Profile | None, where: tuple[str, str]) -> float:
+    if prof is None:
+        return 0.0
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    suffix, name = where
+    return sum(
+        v[3]
+        for (file, _, fn), v in stats.items()
+        if fn == name and (suffix in file or suffix == "~")
+    )
+
+
+def main() -> None:
+    corpus, tok, out = sys.argv[1:4]
+    main_prof = cProfile.Profile(time.thread_time)
+    PROFILES["MainThread"] = main_prof
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    t_main = time.thread_time()
+    main_prof.enable()
+    from fertility.cli import main as cli
+
+    try:
+        cli(["tokenize", corpus, "-t", tok, "--out", out, "-q", "--tasks", "1"])
+    finally:
+        main_prof.disable()
+    CPU["MainThread"] = time.thread_time() - t_main
+    wall = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
+    print(
+        f"\nwall {wall:.2f} s under the profiler, process CPU {cpu:.2f} s, "
+        f"peak {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+    )
+    py = sum(CPU.values())
+    for name, s in sorted(CPU.items()):
+        print(f"  thread {name}: {s:.2f} s CPU")
+    print(f"  the tokenizer's own threads (process less Python threads): {cpu - py:.2f} s CPU")
+    print("\n| stage | thread | CPU s (profiled) | share of process CPU |\n|---|---|---|---|")
+    rows = [("encode: the tokenizer's own threads (Rust, CPU)", "rayon", cpu - py)]
+    rows += [
+        (stage, thread, cumulative(PROFILES.get(thread), where)) for stage, thread, where in STAGES
+    ]
+    for stage, thread, s in rows:
+        print(f"| {stage} | {thread} | {s:.2f} | {s / cpu:.0%} |")
+
+
+if __name__ == "__main__":
+    main()
