@@ -152,6 +152,9 @@ BUILDERS = {
     "fertility.eval.run:evaluate": "eval_json.Eval",
     "fertility.eval.choice:score_task": "TaskScores",
     "fertility.eval.base:compare": "Base",
+    "fertility.trainer.data:build_shards": "Shards",
+    "fertility.trainer.parts:merge_parts": "ShardParts",
+    "fertility.engine.tokenize:_write_index": "Shards",
 }
 # A builder of each kind the code has: a literal missing a key, one with a key the record
 # lacks, a record unpacked into a bigger one (ExtendBase from the learner's BaseParts), and

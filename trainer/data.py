@@ -42,7 +42,7 @@ from fertility.trainer.parts import (
 from fertility.trainer.shards import dtype_for_vocab, open_doc_table, open_shard
 
 if TYPE_CHECKING:  # index.json's record (fertility/schemas/shards.py), for mypy only
-    from fertility.schemas.shards import Shards
+    from fertility.schemas.shards import ShardLanguage, Shards
 
 INDEX_SCHEMA: Final = "fertility.shards/1"
 
@@ -197,7 +197,7 @@ def _remove_ours(path: Path) -> None:
         raise TrainingError(f"{path}: exists and was not written by fertility; not replaced")
 
 
-def read_index(data_dir: str | Path) -> dict[str, Any] | None:
+def read_index(data_dir: str | Path) -> Shards | None:
     """The data folder's index, or None when there is no complete one."""
     path = Path(data_dir) / "index.json"
     if not path.is_file():
@@ -209,7 +209,7 @@ def read_index(data_dir: str | Path) -> dict[str, Any] | None:
     if index.get("schema") != INDEX_SCHEMA:
         raise TrainingError(f"{path}: unknown shard index schema {index.get('schema')!r}")
     check_entries(path, index)
-    return index
+    return index  # JSON read back (Any), its schema and shard entries checked
 
 
 def check_entries(path: Path, index: dict) -> None:
@@ -265,7 +265,7 @@ class TokenData:
         # them (from_dir; folders built before they existed have neither: no mixture, no
         # per-language counts).
         self.docs: np.ndarray | None = None
-        self.languages: list[dict[str, Any]] = []  # index.json's per-language totals
+        self.languages: list[ShardLanguage] = []  # index.json's per-language totals
         self.separator: int | None = None
         self.folder: Path | None = None  # the data folder (from_dir): heldout.jsonl's
         for p in self.paths:
@@ -291,8 +291,10 @@ class TokenData:
         index = read_index(data_dir)
         if index is None:
             raise TrainingError(f"{data_dir}: no token shards (index.json missing)")
+        if split not in ("train", "heldout"):
+            raise ValueError(f"split {split!r}: train or heldout")
         data = cls(
-            [Path(data_dir) / s["file"] for s in index[split]],
+            [Path(data_dir) / s["file"] for s in index["train" if split == "train" else "heldout"]],
             fingerprint=fingerprint,
             vocab_size=vocab_size,
         )

@@ -31,7 +31,7 @@ language, in the cursor, for metrics.jsonl and run.json.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,7 +82,7 @@ def check_mix(mix: Mapping[str, float], temperature: float | None, source: str) 
 
 
 def plan_mix(
-    languages: list[dict[str, Any]],
+    languages: Sequence[Mapping[str, Any]],  # index.json's ShardLanguage rows
     mix: Mapping[str, float],
     temperature: float | None,
     total_tokens: int,
@@ -411,7 +411,7 @@ def make_batches(data: TokenData, cfg: Any, *, rank: int = 0, world: int = 1) ->
 
 
 def plan_for_run(
-    index: dict[str, Any], cfg: Any, total_tokens: int, say: Any, warn: Any
+    index: Mapping[str, Any], cfg: Any, total_tokens: int, say: Any, warn: Any
 ) -> Mix | None:
     """The run's plan from its shard index: `say` gets the table, `warn` each warning.
     None for shards built before per-language totals existed (refused with a mix)."""

@@ -22,11 +22,14 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fertility.errors import TrainingError
+
+if TYPE_CHECKING:  # index.json's parts (fertility/schemas/shards.py), for mypy only
+    from fertility.schemas.shards import Shard, ShardLanguage, ShardParts
 from fertility.hashing import mix64
 from fertility.outputs import open_inside
 from fertility.trainer.shards import (
@@ -264,7 +267,7 @@ def read_part(folder: Path) -> dict[str, Any] | None:
         raise TrainingError(f"{path}: unreadable part index ({e})") from None
 
 
-def merge_parts(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
+def merge_parts(out: Path, folders: Sequence[Path]) -> ShardParts:
     """The data folder's own files over finished parts, in `folders`' order: the training
     documents' table (shard indices and language ids renumbered), the held-out JSONL
     (concatenated) and the index fields every part shares, shards listed as paths relative to
@@ -279,9 +282,9 @@ def merge_parts(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     for folder, part in zip(folders, parts):
         if {k: part[k] for k in meta} != meta:
             raise TrainingError(f"{folder}: part made with another tokenizer or separator")
-    langs: dict[str, dict[str, int]] = {}
-    train: list[dict[str, Any]] = []
-    heldout: list[dict[str, Any]] = []
+    langs: dict[str, ShardLanguage] = {}
+    train: list[Shard] = []
+    heldout: list[Shard] = []
     table = DocTableWriter(out / DOC_TABLE, meta["fingerprint"])
     try:
         with open_inside(out, HELDOUT_JSONL, binary=True, error=TrainingError) as held:
@@ -300,14 +303,16 @@ def merge_parts(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
                     chunk[:, 0] += len(train)
                     chunk[:, 3] = ids[chunk[:, 3]]
                     table.append(chunk)
-                train += [{**s, "file": f"{rel}/{s['file']}"} for s in part["train"]]
-                heldout += [{**s, "file": f"{rel}/{s['file']}"} for s in part["heldout"]]
+                train += [_moved(s, rel) for s in part["train"]]
+                heldout += [_moved(s, rel) for s in part["heldout"]]
                 with open(folder / HELDOUT_JSONL, "rb") as src:
                     shutil.copyfileobj(src, held, 1 << 20)
     finally:
         table.close()
     return {
-        **meta,
+        "vocab_size": meta["vocab_size"],
+        "fingerprint": meta["fingerprint"],
+        "separator": meta["separator"],
         "dtype": str(dtype_for_vocab(meta["vocab_size"]).name),
         "train": train,
         "heldout": heldout,
@@ -315,13 +320,20 @@ def merge_parts(out: Path, folders: Sequence[Path]) -> dict[str, Any]:
     }
 
 
-def _add_lang(langs: dict[str, dict[str, int]], row: dict[str, Any]) -> int:
+def _moved(shard: dict[str, Any], rel: str) -> Shard:
+    """A part's shard entry (part.json), its file named from the data folder."""
+    return {"file": f"{rel}/{shard['file']}", "tokens": shard["tokens"], "docs": shard["docs"]}
+
+
+def _add_lang(langs: dict[str, ShardLanguage], row: dict[str, Any]) -> int:
     """Add a part's language totals to the merged ones; the language's merged index."""
     total = langs.setdefault(
         row["lang"], {"lang": row["lang"], "docs": 0, "chars": 0, "bytes": 0, "tokens": 0}
     )
-    for key in ("docs", "chars", "bytes", "tokens"):
-        total[key] += row[key]
+    total["docs"] += row["docs"]
+    total["chars"] += row["chars"]
+    total["bytes"] += row["bytes"]
+    total["tokens"] += row["tokens"]
     return list(langs).index(row["lang"])
 
 

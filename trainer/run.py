@@ -53,6 +53,7 @@ from fertility.trainer.rundir import CHECKPOINTS, OUTPUTS, RUN_SCHEMA, TOKENIZER
 
 if TYPE_CHECKING:  # the run.json record (fertility/schemas/run.py), for mypy only
     from fertility.schemas.run import Mix, Run, RunGate, RunTokenizer
+    from fertility.schemas.shards import Shards
 
 
 def _now() -> str:
@@ -182,7 +183,7 @@ def _shards_path(shards: str | None) -> str | None:
     return shown(os.path.abspath(shards)) if shards else None
 
 
-def _read_shards(folder: str, tok: Any) -> dict[str, Any]:
+def _read_shards(folder: str, tok: Any) -> Shards:
     """The index of the finished shards in `folder`, made by `tok` (fingerprint checked)."""
     index = read_index(folder)
     if index is None:
@@ -204,7 +205,7 @@ def _read_shards(folder: str, tok: Any) -> dict[str, Any]:
     return index
 
 
-def _shards_gate(folder: str, index: dict, policy: Any) -> Callable:
+def _shards_gate(folder: str, index: Shards, policy: Any) -> Callable:
     """The gate on the counts `fertility tokenize` measured in the pass that wrote the
     shards: no second pass over the corpus."""
 
@@ -372,7 +373,7 @@ def _existing_run(opts: PretrainOptions, run_dir: Path) -> dict | None:
     return layout.read_run_json()
 
 
-def _model_plan(cfg: TrainConfig, tok: Any, shards: dict | None) -> tuple[Any, Any, int | None]:
+def _model_plan(cfg: TrainConfig, tok: Any, shards: Shards | None) -> tuple[Any, Any, int | None]:
     """(model config, the --init-from plan or None, the separator id), before anything is
     written: a config that cannot run stops here. The ids are the shards' with --shards,
     else the separator setting's (checked)."""
@@ -397,7 +398,7 @@ def _gate_stage(
     gate: Callable | None,
     run_json: dict | None,
     tok: Any,
-    shards: dict | None,
+    shards: Shards | None,
     unjudged: bool,
     env: D.DistEnv,
     corpus: _OneCorpus,
@@ -424,12 +425,12 @@ def _data_stage(
     opts: PretrainOptions,
     run_json: dict | None,
     tok: Any,
-    shards: dict | None,
+    shards: Shards | None,
     cfg: TrainConfig,
     separator: int | None,
     env: D.DistEnv,
     corpus: _OneCorpus,
-) -> tuple[dict, Path, Mix | None]:
+) -> tuple[Shards, Path, Mix | None]:
     """(the shards' index, their folder, the language mix plan): the shards given, or the
     corpus tokenized into the run folder (a resume reuses what is there)."""
     run_dir = Path(opts.out)
@@ -465,11 +466,11 @@ def _record_run(
     opts: PretrainOptions,
     run_json: dict | None,
     tok: Any,
-    shards: dict | None,
+    shards: Shards | None,
     cfg: TrainConfig,
     model_cfg: Any,
     init: Any,
-    index: dict,
+    index: Shards,
     mix_plan: Mix | None,
     env: D.DistEnv,
     gate_dict: RunGate | None,
@@ -510,7 +511,7 @@ def _train_stage(
     cfg: TrainConfig,
     model_cfg: Any,
     init: Any,
-    index: dict,
+    index: Shards,
     data_dir: Path,
     env: D.DistEnv,
     callbacks: Any,
@@ -586,7 +587,7 @@ def _prepare_data(
     env: D.DistEnv,
     separator: int | None,
     fresh: bool,
-) -> dict[str, Any]:
+) -> Shards:
     """Reuse the run's shards when they exist (they must match the tokenizer), else build.
     A fresh start rebuilds shards made with another separator, seed or held-out share."""
     data_dir = RunDir(run_dir).data

@@ -4,7 +4,8 @@ in the same pass (fertility.engine.tokenize); `pretrain --shards OUT` trains on 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, cast
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,7 +13,7 @@ from fertility.cli.options import command_options, options_of, slurm_pending
 from fertility.options import TokenizeOptions
 
 if TYPE_CHECKING:  # the JSON's records (fertility/schemas/shards.py), for mypy only
-    from fertility.schemas.shards import Shards, Tokenize
+    from fertility.schemas.shards import Tokenize
 
 
 @click.command(short_help="Tokenize a corpus into the trainer's shards (datatrove tasks).")
@@ -67,12 +68,7 @@ def tokenize(**kw) -> None:
         result = evaluate(shards_report(o.out, tok, index), policy, label=tok.label)
     if o.fmt == "json":
         gate = result.to_dict() if result is not None else None
-        # index.json as the run wrote or read it back: untyped (fertility.engine.tokenize)
-        doc: Tokenize = {
-            "schema": "fertility.tokenize/1",
-            "index": cast("Shards", index),
-            "gate": gate,
-        }
+        doc: Tokenize = {"schema": "fertility.tokenize/1", "index": index, "gate": gate}
         click.echo(json.dumps(doc, indent=1))
         return
     click.echo(summary_text(index, o.out))
@@ -90,7 +86,7 @@ def tokenize(**kw) -> None:
         )
 
 
-def summary_text(index: dict, out: str) -> str:
+def summary_text(index: Mapping[str, Any], out: str) -> str:  # a Shards record
     """What was written, for a person: totals, then one line per language."""
     train = sum(s["tokens"] for s in index["train"])
     held = sum(s["tokens"] for s in index["heldout"])

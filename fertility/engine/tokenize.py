@@ -22,7 +22,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from datatrove.io import get_datafolder
 
@@ -35,6 +35,9 @@ from fertility.options import HELDOUT_FRACTION, SEPARATOR, SHARD_TOKENS
 from fertility.outputs import remove, write_inside
 from fertility.progress import Progress
 from fertility.trainer.parts import PartWriter, merge_parts, shard_meta
+
+if TYPE_CHECKING:  # index.json's record (fertility/schemas/shards.py), for mypy only
+    from fertility.schemas.shards import Shards
 
 PARTS = "parts"
 # what `fertility tokenize` writes into OUT (fertility.outputs: only these may be replaced)
@@ -151,7 +154,7 @@ def tokenize(
     allow_in_corpus: bool = False,
     slurm: dict | None = None,
     ray: dict | None = None,
-) -> dict[str, Any] | None:
+) -> Shards | None:
     """Tokenize `paths` with `tokenizer` (a spec or a loaded tokenizer that can be reloaded)
     into `out` (module doc) in `tasks` datatrove tasks; the index (index.json's content), or
     None when the tasks were handed to Slurm and are not all finished (run the same call
@@ -216,7 +219,7 @@ def tokenize(
         return _write_index(Path(out), tasks, seed, heldout_fraction, settings if counts else None)
 
 
-def _write_index(root: Path, tasks: int, seed: int, heldout_fraction, settings) -> dict:
+def _write_index(root: Path, tasks: int, seed: int, heldout_fraction, settings) -> Shards:
     """index.json over the finished parts (written last: a folder without it is unfinished);
     `settings`: the counts' settings, None when the run measured none (--no-counts)."""
     # deferred: the trainer's index schema with the shards
@@ -226,7 +229,7 @@ def _write_index(root: Path, tasks: int, seed: int, heldout_fraction, settings) 
     if not merged["train"]:
         raise FertilityError(f"{root}: the corpus produced no training tokens")
     summary = codec.load(get_datafolder(str(root)).open, "counts/00000", ["summary"])["summary"]
-    index = {
+    index: Shards = {
         "schema": INDEX_SCHEMA,
         **merged,
         "seed": seed,
@@ -240,7 +243,7 @@ def _write_index(root: Path, tasks: int, seed: int, heldout_fraction, settings) 
     return index
 
 
-def shards_report(out: str | os.PathLike, tokenizer, index: dict | None = None):
+def shards_report(out: str | os.PathLike, tokenizer, index: Shards | None = None):
     """The Report of the counts a `fertility tokenize` run measured in `out` for `tokenizer`
     (loaded; its fingerprint must be the one that made the shards): the gate's evidence
     without a second pass over the corpus."""

@@ -14,16 +14,29 @@ from fertility.schemas.gate import Gate
 
 class Shard(TypedDict):
     file: str
-    tokens: int | None
-    docs: int | None
+    tokens: int
+    docs: int
 
 
 class ShardLanguage(TypedDict):
     lang: str
-    docs: int | None
-    chars: int | None
-    bytes: int | None
-    tokens: int | None
+    docs: int
+    chars: int
+    bytes: int
+    tokens: int
+
+
+class ShardParts(TypedDict):
+    """What the finished parts of a data folder share, merged (trainer/parts.py merge_parts;
+    unpacked into `fertility tokenize`'s Shards, so mypy checks they fit)."""
+
+    vocab_size: int
+    fingerprint: str
+    separator: int | None
+    dtype: str
+    train: list[Shard]
+    heldout: list[Shard]
+    languages: list[ShardLanguage]
 
 
 class Counts(TypedDict):
@@ -39,7 +52,7 @@ class Shards(TypedDict):
         Literal["fertility.shards/1"], Meta(description="This document's format and version.")
     ]
     fingerprint: str
-    vocab_size: int | None
+    vocab_size: int
     dtype: str
     separator: int | None
     seed: int | None
