@@ -300,10 +300,13 @@ def test_pretrain_eval_and_export(tmp_path):
         result = evaluate_run(
             tmp_path / "run", tasks=[EXAMPLES / "tasks" / "cloze_en.jsonl"], bootstrap=20
         )
+        unbootstrapped = evaluate_run(tmp_path / "run", bootstrap=0)  # its intervals: null
         export_hf(tmp_path / "run", tmp_path / "hf", step=None, overwrite=False)
     finally:
         torch.set_num_threads(threads)
     check(json.loads(render_json(result)))
+    assert unbootstrapped["lm"][0]["bits_per_byte_ci95"] is None
+    check(json.loads(render_json(unbootstrapped)))
     for path in (
         "run/run.json",
         "run/data/index.json",

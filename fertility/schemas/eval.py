@@ -13,6 +13,12 @@ from fertility.schemas.run import Mix, ModelConfig, RunTokenizer
 
 # a 95% interval: [lo, hi]
 Interval = list[float | None]
+# ... of a bootstrap over documents: none (null) for a row of fewer than 2 documents, or with
+# --bootstrap under 10 replicates (eval/nll.py summarize)
+Bootstrapped = Annotated[
+    Interval | None,
+    Meta(description="[lo, hi]; null: fewer than 2 documents, or under 10 replicates"),
+]
 
 
 class EvalRun(TypedDict):
@@ -60,26 +66,26 @@ class LmRow(TypedDict):
     bytes: int | None
     chars: int | None
     nll_per_token: float | None
-    nll_per_token_ci95: Interval
+    nll_per_token_ci95: Bootstrapped
     bits_per_byte: float | None
-    bits_per_byte_ci95: Interval
+    bits_per_byte_ci95: Bootstrapped
     bits_per_char: float | None
-    bits_per_char_ci95: Interval
+    bits_per_char_ci95: Bootstrapped
     twin_nll_per_token: float | None
-    twin_nll_per_token_ci95: Interval
+    twin_nll_per_token_ci95: Bootstrapped
     twin_bits_per_byte: float | None
-    twin_bits_per_byte_ci95: Interval
+    twin_bits_per_byte_ci95: Bootstrapped
     twin_bits_per_char: float | None
-    twin_bits_per_char_ci95: Interval
+    twin_bits_per_char_ci95: Bootstrapped
     perplexity: float | None
-    perplexity_ci95: Interval
+    perplexity_ci95: Bootstrapped
     twin_minus_model: float | None
-    twin_minus_model_ci95: Interval
+    twin_minus_model_ci95: Bootstrapped
     twin_minus_model_bits_per_byte: Annotated[
         float | None,
         Meta(description="the gap to the twin in bits per byte: (twin - model NLL) / ln 2 / bytes"),
     ]
-    twin_minus_model_bits_per_byte_ci95: Interval
+    twin_minus_model_bits_per_byte_ci95: Bootstrapped
 
 
 class BaseRow(TypedDict):
@@ -89,9 +95,9 @@ class BaseRow(TypedDict):
     key: str
     documents: int
     base_bits_per_byte: float
-    base_bits_per_byte_ci95: Interval
+    base_bits_per_byte_ci95: Bootstrapped
     bits_per_byte: float
-    bits_per_byte_ci95: Interval
+    bits_per_byte_ci95: Bootstrapped
     ratio: float | None
     base_tokens: int
     tokens: int
