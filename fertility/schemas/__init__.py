@@ -5,12 +5,19 @@ Each `*.schema.json` beside these modules is written by `make schemas`
 tests/test_schemas.py checks that the committed files are what the records generate and that
 real outputs of the code validate against them.
 
-The code that writes an output builds a plain dict; where one function builds it (the gate's
-to_dict, run.json, ids-map.json, fertility_export.json, the manifest, the mix) it names the
-record as its type (imported under `if TYPE_CHECKING:`), so mypy checks its keys. Nothing
-imports these modules at run time. The report, fix, extend, eval and shard-index dicts are
-assembled from `dict`-typed parts across several functions: their records are checked against
-real outputs only (tests/test_schemas.py).
+The code that writes an output builds it as its record, and so do the functions that build
+its parts: each names the record as its type (imported under `if TYPE_CHECKING:`; nothing
+imports these modules at run time), so mypy (`make typecheck`) refuses a key written without
+its record, or a record's key left unwritten. So are built: the report (Report.to_dict), the
+gate's to_dict, fix-report.json (FixResult), extend-report.json (ExtendResult) and
+ids-map.json, eval's result and its stages, the shard index (pretrain's build_shards,
+tokenize's index) and tokenize's JSON, run.json, fertility_export.json, the manifest, the mix.
+A part a function adds to a bigger record is a record of its own, unpacked into it
+(report.Card, extend.BaseParts, shards.ShardParts, eval.TaskScores). Where a value arrives
+untyped (a pandas row, json_safe's output, dataclasses.asdict, Corpus.summary()'s counters,
+JSON read back, nll.summarize's per-model columns), one `cast` at that boundary names its
+record. tests/test_schemas.py validates real outputs against the schemas, checks that each
+builder names its record, and has mypy refuse a record built without a key.
 
 Constraints and descriptions are `Annotated[..., msgspec.Meta(...)]`, a record's docstring its
 description: msgspec, a test dependency, turns the records into JSON Schema.
