@@ -89,8 +89,9 @@ def click_decorator(f: dataclasses.Field, flag: Flag, tp: Any):
         "metavar": flag.metavar,
         "show_default": flag.show_default,
         "required": required,
-        "default": None if required else default,
     }
+    if not required:  # a required option gets no default at all: click 8.3+ takes an explicit
+        attrs["default"] = default  # default=None as a value that satisfies `required`
     if flag.parse is not None:  # text on the command line, the field's own type after
         attrs.update(type=str, callback=_parse(flag))
     elif kind is bool:
