@@ -1,7 +1,8 @@
 """URL corpus paths (fertility/corpus/remote.py) read through fsspec: a FineWeb-2-style tree
 served by a real HTTP server on 127.0.0.1 that answers range requests, and fsspec's memory://,
 give the documents and labels the same tree gives from the local disk; --precision reads only
-some row groups of a served parquet file; a dead host is one line within seconds. Nothing
+some row groups of a served parquet file; a dead host is one line within seconds, for every
+verb that takes a corpus; gate and tokenize read the served tree as the local one. Nothing
 here leaves this machine."""
 
 from __future__ import annotations
@@ -153,3 +154,80 @@ def test_a_dead_host_is_one_line_within_seconds(run):
     assert code == 2 and err.strip().splitlines() == [
         "error: http://127.0.0.1:9/corpus/: cannot reach http://127.0.0.1:9"
     ], err
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory):
+    """A byte-level BPE on the Bengali and English excerpts (the served tree's languages)."""
+    from tests.bpe import byte_level_bpe
+
+    lines = [x for lang in ("bn", "en") for x in (EXCERPT / f"{lang}.txt").read_text().split("\n")]
+    path = tmp_path_factory.mktemp("t") / "tok.json"
+    byte_level_bpe([x for x in lines if x.strip()], 800, path=path)
+    return path
+
+
+# Every verb that takes a corpus, with what else it needs; {tok} and {out} are filled in.
+VERBS = {
+    "report": ["-t", "{tok}"],
+    "gate": ["-t", "{tok}"],
+    "fix": ["--vocab-size", "300", "--out", "{out}"],
+    "extend": ["{tok}", "--add", "10", "--out", "{out}"],  # BASE comes before the paths
+    "tokenize": ["-t", "{tok}", "--out", "{out}"],
+    "pretrain": ["-t", "{tok}", "--out", "{out}"],
+}
+
+
+def _argv(verb: str, url: str, tok, out) -> list[str]:
+    extra = [a.format(tok=tok, out=out) for a in VERBS[verb]]
+    if verb == "extend":  # fertility extend BASE PATHS...
+        return [verb, extra[0], url, *extra[1:], "-q"]
+    return [verb, url, *extra, "-q"]
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_every_verb_that_takes_a_corpus_takes_a_url(verb, run, tok, tmp_path):
+    """A dead host is that verb's one-line error (its corpus went through the URL reader, not
+    the local walker's 'no such file'), in seconds, and no output is written."""
+    t0 = time.monotonic()
+    url = "http://127.0.0.1:9/corpus/"
+    code, out, err = run(*_argv(verb, url, tok, tmp_path / "out"))
+    assert time.monotonic() - t0 < 20
+    assert code == 2 and err.strip().splitlines()[-1] == (
+        f"error: {url}: cannot reach http://127.0.0.1:9"
+    ), err
+    # nothing written but, where the verb claimed its folder before reading, its own manifest
+    out_dir = tmp_path / "out"
+    assert not out_dir.exists() or [p.name for p in out_dir.iterdir()] == [
+        ".fertility-manifest.json"
+    ]
+
+
+@pytest.mark.parametrize("verb", ["gate", "tokenize"])
+def test_gate_and_tokenize_read_a_served_tree(verb, run, tok, tree, server, tmp_path):
+    """The served tree gives the gate and the shard writer what the local tree gives them."""
+    url = f"http://127.0.0.1:{server.server_port}/data/"
+    outs = {}
+    for name, path in (("url", url), ("local", str(tree / "data"))):
+        out = tmp_path / name
+        code, stdout, err = (
+            run(*_argv(verb, path, tok, out), "--format", "json")
+            if verb == "gate"
+            else run(*_argv(verb, path, tok, out))
+        )
+        assert code in (0, 1), err
+        outs[name] = (
+            json.loads(stdout) if verb == "gate" else json.loads((out / "index.json").read_text())
+        )
+    if verb == "gate":
+        assert outs["url"]["passed"] == outs["local"]["passed"]
+        assert outs["url"]["checks"] == outs["local"]["checks"]
+    else:  # which documents are held out hashes each file's path, so compare the totals
+        for index in outs.values():
+            index["total"] = [
+                sum(s[key] for part in ("train", "heldout") for s in index[part])
+                for key in ("docs", "tokens")
+            ]
+        assert outs["url"]["total"] == outs["local"]["total"]
+        en = (tree / "data/eng_Latn/train/000.jsonl").read_text(encoding="utf-8").count("\n")
+        assert outs["url"]["total"][0] == 400 * 20 + en  # the tree's parquet rows and lines
