@@ -72,7 +72,7 @@ def test_report_tasks_keeps_its_state_apart_says_where_and_removes_it(cli, setup
         return said[-1].split(" is in ", 1)[1].split(" (removed", 1)[0]
 
     # A run that fails after its tasks are done keeps their state where it said ...
-    import fertility.engine
+    import fertility.engine.tasks  # measure() looks merge up there
     from fertility.engine.step import MeasureCorpus
 
     ran, task = [], MeasureCorpus.run
@@ -82,14 +82,14 @@ def test_report_tasks_keeps_its_state_apart_says_where_and_removes_it(cli, setup
         yield from task(self, *a, **k)
 
     monkeypatch.setattr(MeasureCorpus, "run", counted)
-    merge = fertility.engine.merge
-    monkeypatch.setattr(fertility.engine, "merge", lambda *a, **k: 1 / 0)
+    merge = fertility.engine.tasks.merge
+    monkeypatch.setattr(fertility.engine.tasks, "merge", lambda *a, **k: 1 / 0)
     code, _, err = cli("report", one, *args)
     kept = Path(state(err))
     assert code == 2 and len(ran) == 2 and kept.parent == temp
     assert kept.name.startswith("fertility-tasks-") and (kept / "logs" / "completions").is_dir()
     # ... the same command relaunched resumes from it (no task runs again), then removes it
-    monkeypatch.setattr(fertility.engine, "merge", merge)
+    monkeypatch.setattr(fertility.engine.tasks, "merge", merge)
     code, out, err = cli("report", one, *args)
     assert code == 0 and json.loads(out)["settings"]["tasks"] == 2 and len(ran) == 2, err
     assert Path(state(err)) == kept and ours(temp) == [] and os.listdir(here) == []
