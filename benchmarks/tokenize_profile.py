@@ -79,7 +79,12 @@ STAGES = [
     ),
     ("held-out split hashing (heldout_mask)", "MainThread", ("parts.py", "heldout_mask")),
     ("token stream with separators (PartWriter._stream)", "MainThread", ("parts.py", "_stream")),
-    ("shard file writes (ShardWriter.append)", "MainThread", ("shards.py", "append")),
+    # (trainer/shards.py, or fertility/shards/format.py: both writers' append, one name)
+    (
+        "file writes of the shards and document tables (ShardWriter, DocTableWriter.append)",
+        "MainThread",
+        ("shards", "append"),
+    ),
     (
         "document table rows and language totals (PartWriter._table)",
         "MainThread",

@@ -125,6 +125,25 @@ def test_tasks_give_the_counts_of_one_process(setup, three):
     )
 
 
+def test_a_task_run_in_this_process_keeps_the_loaded_tokenizer(setup, tmp_path, monkeypatch):
+    """datatrove's one-worker executor deep-copies the step before running its task here:
+    the copy measures with the tokenizer loaded by the caller, not a second load and
+    fingerprint of its file (a quarter of a second of a 25 MB run), and writes the files the
+    command does."""
+    from fertility.engine import step
+    from fertility.engine.tokenize import tokenize
+
+    corpus, spec, _, _, one, _ = setup
+
+    def reload(keys):
+        raise AssertionError(f"the task loaded {keys} again")
+
+    monkeypatch.setattr(step, "load_keys", reload)
+    out = tmp_path / "out"
+    tokenize([str(corpus)], load_tokenizer_arg(spec), str(out), shard_tokens=2000, batch_size=64)
+    _same_files(one, out)
+
+
 def _same_files(a: Path, b: Path) -> None:
     names = sorted(str(p.relative_to(a)) for p in (a / "parts").rglob("*") if p.is_file())
     assert names == sorted(str(p.relative_to(b)) for p in (b / "parts").rglob("*") if p.is_file())
