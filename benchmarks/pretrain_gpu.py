@@ -32,12 +32,12 @@ from checkout import use_checkout  # noqa: E402
 ROOT = use_checkout()  # runs from a plain checkout: fertility.trainer is ./trainer
 
 from fertility.errors import FertilityError, TrainingError  # noqa: E402
+from fertility.shards.format import write_shard  # noqa: E402
 from fertility.trainer.config import TrainConfig  # noqa: E402
 from fertility.trainer.data import TokenData  # noqa: E402
 from fertility.trainer.distributed import DistEnv  # noqa: E402
 from fertility.trainer.loop import Trainer  # noqa: E402
 from fertility.trainer.model import PRESETS, config_from_preset  # noqa: E402
-from fertility.trainer.shards import write_shard  # noqa: E402
 from fertility.trainer.throughput import detect_peak_flops, flops_per_token, measure_matmul_peak  # noqa: E402
 
 FP = "b" * 64  # the shard's tokenizer fingerprint: any fixed string will do here

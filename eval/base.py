@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from fertility.errors import EvalError, FertilityError
 from fertility.eval import nll
+from fertility.shards.parts import choose_separator
 from fertility.tokenizers import load_tokenizer
 from fertility.trainer import init as base_model
 from fertility.trainer.model import Transformer
-from fertility.trainer.parts import choose_separator
 
 if TYPE_CHECKING:  # eval's `base` object (fertility/schemas/eval.py), for mypy only
     from fertility.schemas.eval import Base, BaseRow

@@ -21,11 +21,11 @@ from fertility.corpus import Corpus, CorpusOptions
 from fertility.errors import EvalError, FertilityError
 from fertility.eval import base as base_compare
 from fertility.eval import choice, nll
+from fertility.shards.parts import choose_separator
 from fertility.tokenizers import load_tokenizer
 from fertility.trainer.checkpoint import load_model
 from fertility.trainer.distributed import resolve_device
 from fertility.trainer.model import Transformer
-from fertility.trainer.parts import choose_separator
 from fertility.trainer.rundir import RUN_SCHEMA, RunDir
 
 if TYPE_CHECKING:  # eval's JSON (fertility/schemas/eval.py), for mypy only

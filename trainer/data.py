@@ -1,6 +1,7 @@
 """Token shards: the corpus tokenized once into memory-mapped files, then read in a seeded order.
 
-The shard file format is in trainer/shards.py; trainer/parts.py writes the folder. A data
+The shard file format is fertility/shards/format.py; fertility/shards/parts.py writes the
+folder and fertility/shards/index.py reads its index.json. A data
 folder holds `train-00000.bin ...`,
 `heldout-00000.bin ...`, `heldout.jsonl` (the held-out documents, so evaluation can score each
 language), `train-docs.bin` (per training document: where it lies, its language, characters
@@ -14,14 +15,12 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
-import stat
 import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,21 +29,20 @@ from fertility.errors import TrainingError, visible
 from fertility.measure.parallel import cap_workers, usable_cores
 from fertility.outputs import remove, replace_inside
 from fertility.progress import StatusLine
-from fertility.tokenizers import reload_key, reload_tokenizer
-from fertility.tokenizers.kinds import capabilities
-from fertility.trainer.parts import (
+from fertility.shards.format import dtype_for_vocab, open_doc_table, open_shard
+from fertility.shards.index import INDEX_SCHEMA, read_index
+from fertility.shards.parts import (
     DOC_TABLE,
     HELDOUT_JSONL,
     PART_JSON,
     PartWriter,
     shard_meta,
 )
-from fertility.trainer.shards import dtype_for_vocab, open_doc_table, open_shard
+from fertility.tokenizers import reload_key, reload_tokenizer
+from fertility.tokenizers.kinds import capabilities
 
 if TYPE_CHECKING:  # index.json's record (fertility/schemas/shards.py), for mypy only
     from fertility.schemas.shards import ShardLanguage, Shards
-
-INDEX_SCHEMA: Final = "fertility.shards/1"
 
 _worker_tok: Any = None
 _worker_err: str | None = None
@@ -86,7 +84,7 @@ def build_shards(
     summary: Any = None,
 ) -> Shards:
     """Tokenize `documents` (objects with text, lang, source, line) into `data_dir`, one part
-    (trainer/parts.py) at its root.
+    (fertility/shards/parts.py) at its root.
 
     Streams: documents are encoded `batch_size` at a time, in order, so the shards are the
     same whatever `workers` is. `workers` 0 uses the tokenizer's own threads where its kind
@@ -195,61 +193,6 @@ def _remove_ours(path: Path) -> None:
         remove(path.parent, path.name)
     if path.exists() or path.is_symlink():
         raise TrainingError(f"{path}: exists and was not written by fertility; not replaced")
-
-
-def read_index(data_dir: str | Path) -> Shards | None:
-    """The data folder's index, or None when there is no complete one."""
-    path = Path(data_dir) / "index.json"
-    if not path.is_file():
-        return None
-    try:
-        index = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise TrainingError(f"{path}: unreadable shard index ({e})") from None
-    if index.get("schema") != INDEX_SCHEMA:
-        raise TrainingError(f"{path}: unknown shard index schema {index.get('schema')!r}")
-    check_entries(path, index)
-    return index  # JSON read back (Any), its schema and shard entries checked
-
-
-def check_entries(path: Path, index: dict) -> None:
-    """Every shard the index lists is a regular file inside its folder, said by name before
-    any is opened: an entry edited to `../corpus/en.txt` or `/dev/zero` was opened (read
-    whole, or forever) before it was refused."""
-    folder = path.parent
-    for split in ("train", "heldout"):
-        entries = index.get(split)
-        if not isinstance(entries, list):
-            raise TrainingError(f"{path}: '{split}' is not a list of shards")
-        for entry in entries:
-            name = entry.get("file") if isinstance(entry, dict) else None
-            if not isinstance(name, str) or not _inside_name(name):
-                raise TrainingError(
-                    f"{path}: the {split} shard {name!r} is not a file inside {folder}; the "
-                    "index was edited or damaged: tokenize again"
-                )
-            try:
-                mode = os.lstat(folder / name).st_mode
-            except OSError as e:
-                raise TrainingError(
-                    f"{folder / name}: {split} shard listed in {path} ({e.strerror})"
-                ) from None
-            if not stat.S_ISREG(mode):
-                raise TrainingError(
-                    f"{folder / name}: {split} shard listed in {path} is not a regular file "
-                    "(a link, a device or a folder); tokenize again"
-                )
-
-
-def _inside_name(name: str) -> bool:
-    """A relative name that stays inside its folder (no `..`, not absolute, no backslash)."""
-    parts = PurePosixPath(name).parts
-    return (
-        bool(parts)
-        and not PurePosixPath(name).is_absolute()
-        and ".." not in parts
-        and ("\\" not in name)
-    )
 
 
 # -- reading -----------------------------------------------------------------------------
@@ -477,7 +420,7 @@ class Batches(BatchSource):
 def heldout_documents(heldout: TokenData, n: int) -> list[tuple[str, int]]:
     """(language, UTF-8 bytes) of the first `n` held-out documents: the first `n` lines of
     heldout.jsonl in the data folder, written in the order of the held-out shards' documents
-    (trainer/parts.py). [] when there is none, or it holds fewer (nothing is guessed)."""
+    (fertility/shards/parts.py). [] when there is none, or it holds fewer (nothing is guessed)."""
     if heldout.folder is None or n == 0:
         return []
     out: list[tuple[str, int]] = []

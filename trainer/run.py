@@ -38,6 +38,7 @@ from fertility.outputs import (
 )
 from fertility.report.gate import gate_text
 from fertility.report.summary import verdict_line
+from fertility.shards.parts import shard_meta
 from fertility.tokenizers import load_tokenizer_arg
 from fertility.tokenizers.spec import split_pattern_suffix
 from fertility.trainer import distributed as D
@@ -48,7 +49,6 @@ from fertility.trainer.data import TokenData, build_shards, read_index
 from fertility.trainer.mix import plan_for_run, record_consumed
 from fertility.trainer.model import config_from_preset
 from fertility.trainer.options import PretrainOptions
-from fertility.trainer.parts import shard_meta
 from fertility.trainer.rundir import CHECKPOINTS, OUTPUTS, RUN_SCHEMA, TOKENIZER_DIR, RunDir
 
 if TYPE_CHECKING:  # the run.json record (fertility/schemas/run.py), for mypy only

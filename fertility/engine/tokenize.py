@@ -2,11 +2,11 @@
 same pass, so `pretrain --shards` neither tokenizes nor reads the corpus again for its gate.
 
     OUT/parts/NNNNN/       task NNNNN's shards, document table, held-out JSONL, part.json
-                           (trainer/parts.py)
+                           (fertility/shards/parts.py)
     OUT/counts/NNNNN.*     task NNNNN's counts (fertility.engine.codec): the gate's evidence
     OUT/logs/              datatrove's logs and completion markers
     OUT/train-docs.bin, OUT/heldout.jsonl, OUT/index.json
-                           the folder's own, over the parts (trainer.parts.merge_parts);
+                           the folder's own, over the parts (shards.parts.merge_parts);
                            index.json is written last: a folder without it is unfinished
     OUT/fertility-run.json the inputs: a relaunch must tokenize the same ones
 
@@ -34,7 +34,8 @@ from fertility.measure.passes import KEEP_DOCS, encode_pass, run_pass
 from fertility.options import HELDOUT_FRACTION, SEPARATOR, SHARD_TOKENS
 from fertility.outputs import remove, write_inside
 from fertility.progress import Progress
-from fertility.trainer.parts import PartWriter, merge_parts, shard_meta
+from fertility.shards.index import INDEX_SCHEMA, read_index
+from fertility.shards.parts import PartWriter, merge_parts, shard_meta
 
 if TYPE_CHECKING:  # index.json's record (fertility/schemas/shards.py), for mypy only
     from fertility.schemas.shards import Shards
@@ -168,7 +169,6 @@ def tokenize(
     from fertility.corpus import CorpusOptions
     from fertility.engine import check_inputs, run_tasks
     from fertility.outputs import Inputs, claim_folder
-    from fertility.trainer.data import read_index
 
     options = corpus_options or CorpusOptions()
     spec = tokenizer if isinstance(tokenizer, str) else tokenizer.spec
@@ -222,9 +222,6 @@ def tokenize(
 def _write_index(root: Path, tasks: int, seed: int, heldout_fraction, settings) -> Shards:
     """index.json over the finished parts (written last: a folder without it is unfinished);
     `settings`: the counts' settings, None when the run measured none (--no-counts)."""
-    # deferred: the trainer's index schema with the shards
-    from fertility.trainer.data import INDEX_SCHEMA
-
     merged = merge_parts(root, [root / PARTS / f"{r:05d}" for r in range(tasks)])
     if not merged["train"]:
         raise FertilityError(f"{root}: the corpus produced no training tokens")
@@ -248,7 +245,6 @@ def shards_report(out: str | os.PathLike, tokenizer, index: Shards | None = None
     (loaded; its fingerprint must be the one that made the shards): the gate's evidence
     without a second pass over the corpus."""
     from fertility.engine import merge
-    from fertility.trainer.data import read_index
 
     index = index or read_index(os.fspath(out))
     if index is None:

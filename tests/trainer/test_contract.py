@@ -11,13 +11,13 @@ import torch
 import torch.nn.functional as F
 
 from fertility.errors import TrainingError
+from fertility.shards.format import write_shard
 from fertility.trainer import loop
 from fertility.trainer import model as M
 from fertility.trainer.config import TrainConfig
 from fertility.trainer.contract import check_contract
 from fertility.trainer.data import TokenData
 from fertility.trainer.model import Transformer, config_from_preset
-from fertility.trainer.shards import write_shard
 from tests.trainer.tokfixture import CORPUS, train_tokenizer
 
 FP = "c" * 64

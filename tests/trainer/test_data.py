@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from fertility.errors import TrainingError
+from fertility.shards.format import HEADER_BYTES, open_shard, read_header, write_shard
+from fertility.shards.parts import choose_separator
 from fertility.trainer.data import (
     Batches,
     TokenData,
@@ -18,8 +20,6 @@ from fertility.trainer.data import (
     grid_offsets,
     read_index,
 )
-from fertility.trainer.parts import choose_separator
-from fertility.trainer.shards import HEADER_BYTES, open_shard, read_header, write_shard
 from tests.bpe import byte_level_bpe
 
 FP_A = "a" * 64

@@ -28,12 +28,12 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from fertility.shards.format import write_shard
 from fertility.trainer import checkpoint as ck
 from fertility.trainer.config import TrainConfig
 from fertility.trainer.data import TokenData
 from fertility.trainer.loop import Trainer
 from fertility.trainer.model import config_from_preset
-from fertility.trainer.shards import write_shard
 
 FP = "f" * 64
 VOCAB = 64

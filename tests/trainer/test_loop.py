@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from fertility.errors import TrainingError
+from fertility.shards.format import write_shard
 from fertility.trainer import checkpoint as ck
 from fertility.trainer.config import TrainConfig
 from fertility.trainer.data import Batches, TokenData
 from fertility.trainer.loop import Trainer, lr_at
 from fertility.trainer.model import config_from_preset
-from fertility.trainer.shards import write_shard
 
 FP = "e" * 64
 VOCAB = 64

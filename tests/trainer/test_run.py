@@ -16,10 +16,10 @@ import torch
 
 from fertility.errors import TrainingError
 from fertility.gate import Check, GateResult, PolicySummary
+from fertility.shards.format import open_shard, read_header
 from fertility.trainer.checkpoint import load_model
 from fertility.trainer.config import TrainConfig, load_config
 from fertility.trainer.options import PretrainOptions
-from fertility.trainer.shards import open_shard, read_header
 from tests.trainer.tokfixture import CORPUS, REPO, train_tokenizer
 
 FAST = dict(

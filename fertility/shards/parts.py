@@ -1,7 +1,7 @@
 """Writing a data folder (trainer/data.py) from encoded batches, in one part or in many.
 
 A part is what one writer makes of the documents it is given: train and held-out shards
-(trainer/shards.py), the training documents' table, the held-out documents as JSONL and the
+(fertility/shards/format.py), the training documents' table, the held-out documents as JSONL and the
 per-language totals, closed by `part.json`, written last. `pretrain` writes one part at the
 root of its data folder (trainer.data.build_shards); `fertility tokenize` one part per
 datatrove task under `parts/NNNNN/` (fertility.engine.tokenize), and `merge_parts` then
@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # index.json's parts (fertility/schemas/shards.py), for mypy 
     from fertility.schemas.shards import Shard, ShardLanguage, ShardParts
 from fertility.hashing import mix64
 from fertility.outputs import open_inside
-from fertility.trainer.shards import (
+from fertility.shards.format import (
     DocTableWriter,
     ShardWriter,
     dtype_for_vocab,
@@ -209,7 +209,7 @@ class PartWriter:
         return out, step
 
     def _table(self, batch: Any, sel: np.ndarray, lens: np.ndarray) -> None:
-        """Document-table rows (trainer/shards.py) and the language totals of the training
+        """Document-table rows (fertility/shards/format.py) and the language totals of the training
         documents `sel` of `batch`, `lens` tokens each."""
         # per document: C-level map()s, no Python frame per document
         n, texts = len(batch.texts), batch.texts
