@@ -153,7 +153,7 @@ BUILDERS = {
     "fertility.eval.choice:score_task": "TaskScores",
     "fertility.eval.base:compare": "Base",
     "fertility.trainer.data:build_shards": "Shards",
-    "fertility.trainer.parts:merge_parts": "ShardParts",
+    "fertility.shards.parts:merge_parts": "ShardParts",
     "fertility.engine.tokenize:_write_index": "Shards",
 }
 # A builder of each kind the code has: a literal missing a key, one with a key the record

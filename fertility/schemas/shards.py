@@ -27,8 +27,8 @@ class ShardLanguage(TypedDict):
 
 
 class ShardParts(TypedDict):
-    """What the finished parts of a data folder share, merged (trainer/parts.py merge_parts;
-    unpacked into `fertility tokenize`'s Shards, so mypy checks they fit)."""
+    """What the finished parts of a data folder share, merged (fertility/shards/parts.py
+    merge_parts; unpacked into `fertility tokenize`'s Shards, so mypy checks they fit)."""
 
     vocab_size: int
     fingerprint: str
