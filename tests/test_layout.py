@@ -12,10 +12,10 @@ here: an import deferred to dodge a cycle is still the cycle. The graph is read 
 source with `ast`, not by importing it, so an import that only runs in a function is seen.
 
 The picture (the first diagram of docs/ARCHITECTURE.md) is read as stages, top to bottom:
-each row that names packages or modules (`corpus/`, `gate.py`, `report/fix.py`; paths as the
+each row that names packages or modules (`corpus/`, `gate.py`, `fix/text.py`; paths as the
 package installs, `trainer/` is fertility.trainer; text in parentheses is a comment) is one
-stage. A module's stage is the row naming its longest path (`report/fix.py` before
-`report/`); modules of one row may import each other, a row never imports a row below it.
+stage. A module's stage is the row naming its longest path (`fix/text.py` before
+`fix/`); modules of one row may import each other, a row never imports a row below it.
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ def test_a_deferred_import_that_closes_a_cycle_is_a_cycle(tmp_path, monkeypatch)
 # ---------------------------------------------------------------- the picture's stages
 
 ARCHITECTURE = REPO / "docs" / "ARCHITECTURE.md"
-# a package (`corpus/`) or module (`gate.py`, `report/fix.py`) as the picture names it
+# a package (`corpus/`) or module (`gate.py`, `fix/text.py`) as the picture names it
 PATH = re.compile(r"(?<![\w./])((?:[a-z_]+/)*[a-z_]+(?:/|\.py))(?![\w/.])")
 
 
