@@ -56,7 +56,9 @@ def record(
     changes["failures"] += 1
     changes["lost"].update(lost)
     changes["added"].update(added)
-    changes["causes"].update(causes(text, decoded, normalized, had_unk))
+    # sorted: a set's order follows the string hash, which differs per process (the counts
+    # files of two runs of the same inputs list the causes in one order)
+    changes["causes"].update(sorted(causes(text, decoded, normalized, had_unk)))
     if len(changes["examples"]) < EXAMPLES:
         changes["examples"].append({**diff_example(text, decoded), "order": order})
 
