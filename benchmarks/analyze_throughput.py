@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import timed  # benchmarks/timing.py: one whole process's wall, CPU and peak RSS
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 FERTILITY = str(Path(PY).with_name("fertility"))
@@ -145,40 +147,6 @@ def trained_bpe(vocab: int, family: str, synthetic: bool) -> Path:
     byte_level_bpe(lines, vocab, pre_tokenizer=split, path=path)
     print(f"trained {name} in {time.perf_counter() - t0:.1f} s -> {path}", flush=True)
     return path
-
-
-# Peak RSS through a small launcher: a child forked from this process would start with this
-# process's high-water mark (Linux keeps it across exec), so the launcher forks it instead.
-LAUNCH = r"""
-import json, os, sys, time
-t0 = time.perf_counter()
-pid = os.fork()
-if pid == 0:
-    os.execv(sys.argv[2], sys.argv[2:])
-_, status, ru = os.wait4(pid, 0)
-with open(sys.argv[1], "w") as fh:
-    json.dump({"wall": time.perf_counter() - t0, "cpu": ru.ru_utime + ru.ru_stime,
-               "rss": ru.ru_maxrss / 1024, "rc": os.waitstatus_to_exitcode(status)}, fh)
-"""
-
-
-def timed(cmd: list[str], env: dict | None = None) -> dict:
-    """Run `cmd` to its end: wall seconds, CPU seconds (all its processes), peak RSS in MiB
-    (the largest of the process and those it waited for) and its stdout."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as res:
-        proc = subprocess.run(
-            [PY, "-c", LAUNCH, res.name, *cmd],
-            capture_output=True,
-            env={**os.environ, **(env or {})},
-            check=False,
-        )
-        r = json.loads(Path(res.name).read_text())
-    if r["rc"] != 0 or proc.returncode != 0:
-        sys.exit(
-            f"error: {' '.join(cmd[:3])}...: exit {r['rc']}: "
-            f"{proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}"
-        )
-    return {**r, "out": proc.stdout.decode()}
 
 
 def raw_cmd(corpus: Path, toks: list[Path]) -> list[str]:

@@ -1,5 +1,5 @@
 """`fertility tokenize` (shards + the gate's counts, datatrove tasks) against the raw tokenizer
-writing its ids, both timed as whole processes as a user runs them, by farm-bench.
+writing its ids, both timed as whole processes as a user runs them (benchmarks/timing.py).
 
     python benchmarks/tokenize_throughput.py                 # 100 MB of real text, 3 runs
     python benchmarks/tokenize_throughput.py --mb 50 --runs 5 --tasks 1,2,4
@@ -15,9 +15,10 @@ the o200k split trained on it. Sides, each a fresh process over the same lines:
   ours: `fertility tokenize DIR -t tok.json --out OUT -q --tasks N` (into a new OUT each run):
         the shards, the held-out split, the document table and the counts its gate reads
         (with --no-counts: all but the counts).
-farm-bench pairs each `--tasks N` with raw (A B A B ...; the ratio is taken pair by pair) and
-prints min / median / max; quote the median. --profile: instead, one run of ours in this
-process with a CPU profile per thread and the stage table (tokenize_profile.py).
+Each `--tasks N` (A) is paired with raw (B), A B A B for --runs pairs (timing.paired: wall, CPU
+and peak RSS from os.wait4 of each process); it prints each pair and the median (min-max) of the
+per-pair ratios A/B for wall and CPU; quote the median. --profile: instead, one run of ours in
+this process with a CPU profile per thread and the stage table (tokenize_profile.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from analyze_throughput import CACHE, FERTILITY, PY, real_corpus, trained_bpe  # noqa: E402
+from timing import paired  # noqa: E402
 
 RAW = r"""
 import sys
@@ -83,9 +85,9 @@ def main() -> None:
             f"rm -rf {out} && exec {FERTILITY} tokenize {corpus} -t {tok} --out {out} -q "
             f"--tasks {n}{flag}"
         )
-        cmd = ["farm-bench", "-n", str(args.runs), "--timeout", "3600", "--vs", raw]
         print(f"\n== tokenize --tasks {n}{flag}  vs  raw encode_batch + write ids", flush=True)
-        subprocess.run([*cmd, "--", "sh", "-c", ours], check=True)
+        names = (f"tokenize --tasks {n}{flag}", "raw encode_batch + write ids")
+        paired(["/bin/sh", "-c", ours], ["/bin/sh", "-c", raw], args.runs, names)
 
 
 if __name__ == "__main__":
