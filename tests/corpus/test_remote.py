@@ -46,7 +46,9 @@ def test_a_path_that_is_no_dataset_is_one_line(run):
 def test_precision_is_refused_where_nothing_samples(run, tmp_path, command):
     """--precision is report's and gate's: the others read every document; one line, exit 2."""
     (tmp_path / "en.txt").write_text("a line of text\n", encoding="utf-8")
-    args = {"fix": ["--out", tmp_path / "o"], "eval": [tmp_path / "run"]}[command]
+    args = {"fix": ["--vocab-size", "300", "--out", tmp_path / "o"], "eval": [tmp_path / "run"]}[
+        command
+    ]
     if command == "eval":
         code, _, err = run("eval", *args, "--precision", "0.1")
     else:
