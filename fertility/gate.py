@@ -120,6 +120,14 @@ class GateResult:
     def uncertain(self) -> list[Check]:
         return [c for c in self.checks if c.verdict == "uncertain"]
 
+    @property
+    def failing(self) -> list[Check]:
+        """The checks that fail it: each "fail", and each "uncertain" under uncertain = "fail"."""
+        unsure = self.policy.uncertain == "fail"
+        return [
+            c for c in self.checks if c.verdict == "fail" or (unsure and c.verdict == "uncertain")
+        ]
+
     def to_dict(self) -> gate_json.Gate:
         return {
             "schema": "fertility.gate/1",
@@ -272,17 +280,13 @@ def verdicts(report: Report, policy: Policy) -> dict[str, dict]:
     (fertility.measure.card.carded), evaluated alone: passed, exit code, the checks that
     fail it and the blocking findings. A judgement, so the judging side computes it and
     sets `report.verdicts`; the Report only carries it into its JSON."""
-    fails = policy.uncertain == "fail"
     out = {}
     for info in card.carded(report):
         result = evaluate(report, policy, label=info.label, findings=report.findings or None)
-        failed = [
-            c for c in result.checks if c.verdict == "fail" or (fails and c.verdict == "uncertain")
-        ]
         out[info.label] = {
             "passed": result.passed,
             "exit_code": result.exit_code,
-            "failed_checks": [c.to_dict() for c in failed],
+            "failed_checks": [c.to_dict() for c in result.failing],
             "blocking_findings": [f.to_dict() for f in result.blocking],
         }
     return out
