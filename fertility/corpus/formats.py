@@ -403,7 +403,9 @@ def _line_blocks(
     offset = check_head(head, path, limits)
     pending: list[bytes] = []  # read but not given out: the start of an unfinished line
     held = 0  # bytes in pending
-    block = head[offset:]
+    # the head and the next read as one block: a block of a file read in small units
+    # (--precision's 16 KB) is then one batch of documents, not two
+    block = head[offset:] + (stream.read(READ_BLOCK) if head else b"")
     while True:
         cut = block.rfind(b"\n") + 1 if block else 0  # an empty block: end of file
         if block and cut == 0 and cr:  # not before a final \r: a \n may follow it

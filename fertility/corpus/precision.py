@@ -37,7 +37,13 @@ from fertility.corpus import formats as fmt
 from fertility.corpus.walk import CorpusFile
 from fertility.errors import CorpusError, one_line
 
-BLOCK_BYTES = 1 << 16  # 64 KB: hundreds of documents of real text, thousands of blocks per GB
+# 16 KB: tens of documents of real text. A language's interval needs MIN_CLUSTERS blocks, and
+# blocks are drawn in proportion, so the rarest language sets how many are read whatever
+# their size: with 64 KB the 13 fixture languages at 1% read 499 blocks (32 MB) although every
+# half-width was already 0.2-0.7%; with 16 KB, 737 blocks (12 MB), half-widths 0.3-1.0%, half
+# the time (benchmarks/RESULTS.md, 2026-12-05). Smaller blocks help more where neighbouring
+# documents agree (one site, one topic): a block then counts as one observation whatever its size.
+BLOCK_BYTES = 1 << 14
 
 
 class Unit(NamedTuple):

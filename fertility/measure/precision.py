@@ -1,6 +1,6 @@
 """`--precision REL`: measure random blocks of the corpus until every interval is narrow enough.
 
-The corpus is read in a seeded random order of blocks (fertility.corpus.precision: 64 KB of
+The corpus is read in a seeded random order of blocks (fertility.corpus.precision: 16 KB of
 text or jsonl lines, a parquet row group, a compressed file whole), each block its own
 batches. After each block the pass stops when, for every tokenizer, every language and every
 judged script (a "running" row holding at least MIN_SHARE of the characters, the default
@@ -88,7 +88,24 @@ class Stopper:
         for k, acc in enumerate(self.accs):
             tables = (acc.boot.lang, acc.boot.script, acc.boot_running.script)
             self.last[k] = [t[:, 1:3].copy() for t in tables]
-        return ended and self.check()
+        return ended and not self._too_few_blocks() and self.check()
+
+    def _too_few_blocks(self) -> bool:
+        """Whether a language not read whole still holds under MIN_CLUSTERS blocks: then
+        check() cannot pass, and its per-group intervals (most of a pass's checking time
+        while the early blocks come in) are not worked out. Block counts are the same for
+        every tokenizer (a block holds a language when it holds its characters)."""
+        if not self.accs:
+            return False
+        names = dict(self.state.langs)
+        lang_sums = self.sums[0][0]
+        for lang in set(names) | set(self.order.last_unit):
+            if self._exhausted(lang):
+                continue
+            i = names.get(lang)
+            if i is None or i >= len(lang_sums) or lang_sums[i][0] < MIN_CLUSTERS:
+                return True
+        return False
 
     def _flush(self) -> None:
         """Add the block measured since `start` (up to `last`) as one cluster."""

@@ -55,3 +55,15 @@ def _check(corpus_dir):
     # never a prefix: the first document read is not the first of a file for most seeds
     starts = {sequential[0], next(d for d in sequential if d[0] == "ru")}
     assert sum(_read(corpus_dir, s)[0] in starts for s in range(10)) <= 3
+
+
+def test_a_block_is_one_batch(rw, tmp_path):  # noqa: F811
+    """A text block of the real size (BLOCK_BYTES) is read as one batch of its documents,
+    not as the file reader's 8 KB head and the rest: each batch costs the measuring a fixed
+    amount, and --precision reads hundreds of blocks."""
+    lines = (rw / "text" / "ru.txt").read_text("utf-8").splitlines()
+    (tmp_path / "ru.txt").write_text("\n".join(lines[:1500]) + "\n", "utf-8")
+    assert (tmp_path / "ru.txt").stat().st_size > 3 * block_order.BLOCK_BYTES
+    order = block_order.BlockOrder(Corpus([tmp_path]), 0)
+    batches = list(order.doc_batches(4096, 1 << 18))
+    assert len(order.units) >= 4 and len(batches) == len(order.units)

@@ -38,7 +38,7 @@ def shuffled(rw, tmp_path_factory) -> Path:  # noqa: F811
 
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
-    # 4 KB blocks (real ones are 64 KB): the MIN_CLUSTERS blocks a language needs fit in
+    # 4 KB blocks (real ones are 16 KB): the MIN_CLUSTERS blocks a language needs fit in
     # this small corpus many times over, so the test reads a fraction of it in little time
     monkeypatch.setattr(block_order, "BLOCK_BYTES", 4096)
 
@@ -147,3 +147,25 @@ def test_running_text_is_counted_per_language_as_the_gate_judges_it(tmp_path):
     assert rep.running_langs[(label, "Cyrl")] == {"ru": 12 + 17}
     # en: "one two three" (13) and "four five" with its space (10): the lone "сем" is a fragment
     assert rep.running_langs[(label, "Latn")] == {"en": 13 + 10}
+
+
+def test_too_few_blocks_only_skips_checks_that_cannot_pass(shuffled, tok):
+    """The stopper skips working out intervals while a language holds under MIN_CLUSTERS
+    blocks (Stopper._too_few_blocks): at every block's end, whenever it says so, the full
+    check says no; and it stops saying so (the pass then stops where check() alone stops)."""
+    state, accs = PassState(3, 0, 0), [TokenizerAccumulator(tok)]
+    order = block_order.BlockOrder(Corpus([shuffled]), 3)
+    stop = Stopper(order, accs, state, 0.02)
+    skipped = checked = 0
+    for i, batch in enumerate(order.doc_batches(4096, BATCH_CHARS)):
+        measure_batch(batch, [encode_flat(tok, batch.texts)], accs, state, i)
+        done = stop(i, 0)
+        if i and order.batch_unit[i] != order.batch_unit[i - 1]:  # a block ended
+            if stop._too_few_blocks():
+                assert not done and not stop.check(), i
+                skipped += 1
+            else:
+                checked += 1
+        if done:
+            break
+    assert done and skipped >= 30 and checked >= 1  # both answers given; the pass stopped
