@@ -18,7 +18,7 @@ import multiprocessing
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +82,7 @@ def build_shards(
     workers: int = 0,
     quiet: bool = False,
     summary: Any = None,
+    file_keys: Mapping[str, str] | None = None,
 ) -> Shards:
     """Tokenize `documents` (objects with text, lang, source, line) into `data_dir`, one part
     (fertility/shards/parts.py) at its root.
@@ -90,8 +91,9 @@ def build_shards(
     same whatever `workers` is. `workers` 0 uses the tokenizer's own threads where its kind
     has them (kinds.Capabilities.batch_threads: HF tokenizers) and one process per core
     otherwise; 1 encodes in this process. `summary` is a
-    callable returning the corpus summary after the pass (stored in index.json). Returns the
-    index dict.
+    callable returning the corpus summary after the pass (stored in index.json). `file_keys`:
+    the corpus's Corpus.file_keys(), what the held-out split hashes for each source (without
+    it, the source as given). Returns the index dict.
     """
     data_dir = Path(data_dir)
     part = data_dir.with_name(data_dir.name + ".partial")
@@ -104,6 +106,7 @@ def build_shards(
         heldout_fraction=heldout_fraction,
         shard_tokens=shard_tokens,
         spec=tokenizer.spec,
+        file_keys=file_keys,
     )
 
     if workers == 0:

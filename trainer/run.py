@@ -617,6 +617,7 @@ def _prepare_data(
                     workers=cfg.tokenize_workers,
                     quiet=quiet,
                     summary=corpus.summary,
+                    file_keys=corpus.file_keys(),
                 )
             elif index["fingerprint"] != tok.fingerprint:
                 first = data_dir / index["train"][0]["file"]

@@ -409,6 +409,13 @@ class Corpus:
         twin._pass = _Pass()
         return twin
 
+    def file_keys(self) -> dict[str, str]:
+        """{document source: the file's path relative to the argument that named it}: what
+        the held-out split hashes (fertility.shards.parts.heldout_mask), so it is the same
+        whether the corpus is named `data`, `./data`, an absolute path, a moved copy or a URL
+        of the same tree."""
+        return {cf.path: cf.rel for cf in self.files}
+
     def sizes(self) -> dict[str, int]:
         """{path to open: bytes read of it}: hand to another Corpus (a worker process) so it
         reads exactly the same bytes of a file that grows meanwhile."""

@@ -96,6 +96,8 @@ class TokenizeCorpus(MeasureCorpus):
                 f"{folder}: exists and was not written by fertility tokenize; not replaced "
                 "(run tokenize(), which claims the folder, or choose another output)"
             )
+        quiet = None if rank == 0 else (lambda message: None)
+        corpus = Corpus(self.paths, self.options, sizes=self.sizes, on_warning=quiet)
         writer = PartWriter(
             folder,
             shard_meta(tok, self.separator),
@@ -103,9 +105,8 @@ class TokenizeCorpus(MeasureCorpus):
             heldout_fraction=self.heldout_fraction,
             shard_tokens=self.shard_tokens,
             spec=tok.spec,
+            file_keys=corpus.file_keys(),
         )
-        quiet = None if rank == 0 else (lambda message: None)
-        corpus = Corpus(self.paths, self.options, sizes=self.sizes, on_warning=quiet)
         # Task 0 shows progress on stderr: its own share of the corpus times the tasks (the
         # tasks take every N-th batch, so the shares are about equal).
         progress = Progress.for_corpus("tokenizing", corpus, quiet=self.quiet or rank != 0)

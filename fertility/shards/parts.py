@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -83,19 +83,28 @@ def shard_meta(tokenizer: Any, separator: int | str) -> dict[str, Any]:
 
 
 def heldout_mask(
-    seed: int, sources: Sequence[str], lines: Sequence[int], fraction: float
+    seed: int,
+    sources: Sequence[str],
+    lines: Sequence[int],
+    fraction: float,
+    file_keys: Mapping[str, str] | None = None,
 ) -> np.ndarray:
-    """Which documents are held out: a hash of (seed, source, line) per document under
+    """Which documents are held out: a hash of (seed, file, line) per document under
     `fraction` of its range, so the split depends neither on the order documents are read in
-    nor on how they are batched. blake2b of (seed, source) once per distinct source, mixed
-    with the line number by splitmix64 (vectorised: a hash call per document cost a tenth of
-    the tokenizing time)."""
+    nor on how they are batched. The file is `file_keys[source]` (Corpus.file_keys: its path
+    relative to the argument that named it), so `data`, `./data`, an absolute path, a moved
+    copy and a URL of one tree hold out the same documents; a source it lacks (documents
+    handed over without their corpus) is hashed as it is. blake2b of (seed, file) once per
+    distinct source, mixed with the line number by splitmix64 (vectorised: a hash call per
+    document cost a tenth of the tokenizing time)."""
     n = len(sources)
     if fraction <= 0 or n == 0:
         return np.zeros(n, bool)
+    keys = file_keys or {}
     salts = {
         src: int.from_bytes(
-            hashlib.blake2b(f"{seed}\0{src}".encode(), digest_size=8).digest(), "little"
+            hashlib.blake2b(f"{seed}\0{keys.get(src, src)}".encode(), digest_size=8).digest(),
+            "little",
         )
         for src in set(sources)
     }
@@ -147,8 +156,10 @@ class PartWriter:
         heldout_fraction: float,
         shard_tokens: int,
         spec: str = "",
+        file_keys: Mapping[str, str] | None = None,
     ) -> None:
         self.folder, self.meta, self.spec = folder, meta, spec
+        self.file_keys = file_keys  # what the held-out split hashes (heldout_mask)
         self.seed, self.fraction = seed, heldout_fraction
         folder.mkdir(parents=True, exist_ok=True)
         self.splits = {n: _Split(folder, n, meta, shard_tokens) for n in ("train", "heldout")}
@@ -170,7 +181,7 @@ class PartWriter:
                 f"(size {self.meta['vocab_size']})"
             )
         starts = np.cumsum(per_doc) - per_doc
-        held = heldout_mask(self.seed, batch.sources, batch.lines, self.fraction)
+        held = heldout_mask(self.seed, batch.sources, batch.lines, self.fraction, self.file_keys)
         some = per_doc > 0
         for name, mask in (("train", some & ~held), ("heldout", some & held)):
             sel = np.flatnonzero(mask)

@@ -389,3 +389,40 @@ def test_tokenize_workers_beyond_the_cores_are_capped_and_said(tmp_path, monkeyp
     )
     for split in ("train", "heldout"):
         assert np.array_equal(_concat(tmp_path / "one", split), _concat(tmp_path / "many", split))
+
+
+def test_heldout_split_does_not_depend_on_how_the_corpus_is_named(tmp_path, monkeypatch):
+    """pretrain's split (build_shards with the corpus's file_keys): `data`, `./data`, its
+    absolute path and a moved copy hold out the same documents, in a tree of two files;
+    without the keys (the source as given) the spellings disagree."""
+    from fertility.corpus import Corpus
+
+    for rel in ("data/en.txt", "data/sub/bn.txt"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("".join(f"{d.text}\n" for d in _docs(400)), "utf-8")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "data").rename(tmp_path / "elsewhere/data")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+
+    def held(path: str, name: str, keyed: bool = True) -> list:
+        corpus = Corpus([path])
+        build_shards(
+            corpus.documents(),
+            ByteTok(),
+            tmp_path / name,
+            seed=5,
+            workers=1,
+            heldout_fraction=0.2,
+            quiet=True,
+            file_keys=corpus.file_keys() if keyed else None,
+        )
+        records = (tmp_path / name / "heldout.jsonl").read_text().splitlines()
+        return [(r["text"], r["line"]) for r in map(json.loads, records)]
+
+    a = held("data", "a")
+    assert 100 < len(a) < 220  # 20% of 800, loosely
+    assert held("./data", "b") == a
+    assert held(str(tmp_path / "elsewhere/data"), "c") == a
+    (tmp_path / "elsewhere/data").rename(tmp_path / "moved")
+    assert held(str(tmp_path / "moved"), "d") == a
+    assert held(str(tmp_path / "moved"), "e", keyed=False) != a  # what the keys prevent
