@@ -329,14 +329,42 @@ def claim_folder(
     real, state = check_folder(
         path, made_by, entries, inputs, allow_in_corpus=allow_in_corpus, error=err
     )
+    made = [p for p in (real, *real.parents) if not p.exists()] if state == "new" else []
     if state == "new":
         try:
             real.mkdir(parents=True)
         except OSError as e:
             raise err(f"{path}: cannot create the output folder ({e.strerror or e})") from None
+    _CLAIMS.append((real, made))
     _check_writable(real, path, entries, err)
     record(real, list(entries), made_by=made_by, error=err)
     return real
+
+
+# This process's claims: (folder, the folders claim_folder created for it, innermost first).
+_CLAIMS: list[tuple[Path, list[Path]]] = []
+
+
+def forget_claims() -> None:
+    """Keep every folder claimed so far as it is (a command that ended as it should)."""
+    _CLAIMS.clear()
+
+
+def release_unused_claims() -> None:
+    """Undo this process's claims on folders that still hold nothing but the manifest (a
+    command that failed or was stopped before writing anything, e.g. on a corpus it could not
+    read): the manifest goes, and so do the folders the claim created; a folder the user had
+    made stays, empty as it was. Anything else in a folder keeps it and its manifest."""
+    while _CLAIMS:
+        folder, made = _CLAIMS.pop()
+        try:
+            if os.listdir(folder) != [MANIFEST]:
+                continue
+            os.unlink(folder / MANIFEST)
+            for p in made:  # innermost first; stops at the first that is not empty
+                os.rmdir(p)
+        except OSError:
+            continue
 
 
 def _check_writable(real: Path, given, entries: Iterable[str], err) -> None:

@@ -73,13 +73,16 @@ def main(argv: list[str] | None = None) -> None:
 
 def _run(argv: list[str] | None) -> None:
     _DEBUG["on"] = False
+    _release(forget=True)
     try:
         cli.main(args=argv, prog_name="fertility", standalone_mode=False)
         sys.stdout.flush()
     except FertilityError as exc:  # a file name may hold a newline: still one line
+        _release()
         click.echo(f"error: {visible(str(exc))}", err=True)
         sys.exit(exc.exit_code)
     except (Terminated, KeyboardInterrupt, click.exceptions.Abort) as exc:
+        _release()
         terminated = isinstance(exc, Terminated)
         click.echo("terminated" if terminated else "interrupted", err=True)
         sys.exit(143 if terminated else 130)
@@ -96,7 +99,21 @@ def _run(argv: list[str] | None) -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001  a bug, a Rust panic, MemoryError, ...
+        _release()
         _unexpected(exc)
+
+
+def _release(forget: bool = False) -> None:
+    """A command that stops on an error leaves no output folder it made and wrote nothing
+    into (fertility.outputs.release_unused_claims); `forget`: at a command's start, drop the
+    claims of an earlier command run in this process (tests, notebooks), which succeeded or
+    were dealt with. Without fertility.outputs loaded no folder was claimed, and it is not
+    imported here: it loads numpy, which --help and a usage error do without."""
+    outputs = sys.modules.get("fertility.outputs")
+    if outputs is not None and forget:
+        outputs.forget_claims()
+    elif outputs is not None:
+        outputs.release_unused_claims()
 
 
 def _unexpected(exc: BaseException) -> None:

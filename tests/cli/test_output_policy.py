@@ -265,3 +265,24 @@ def test_error_line_escapes_controls(run, tmp_path):
     code, out, err = run("report", name, "-q")
     line = refused(code, out, err)
     assert "a\\nb\\u202etxt.txt" in line and "\u202e" not in line
+
+
+def test_a_claim_is_undone_when_nothing_was_written(tmp_path):
+    """release_unused_claims (what the CLI calls when a command stops on an error): a folder
+    the claim created, parents included, goes when it holds only the manifest; a user's empty
+    folder stays, empty again; a folder holding anything else keeps it all."""
+    from fertility.outputs import Inputs, claim_folder, release_unused_claims
+
+    made = claim_folder(tmp_path / "new/deeper/out", "fix", ["a.txt"], Inputs.of())
+    users = tmp_path / "users"
+    users.mkdir()
+    claim_folder(users, "fix", ["a.txt"], Inputs.of())
+    written = claim_folder(tmp_path / "written", "fix", ["a.txt"], Inputs.of())
+    (written / "a.txt").write_text("kept")
+    assert (made / MANIFEST).is_file() and (users / MANIFEST).is_file()
+    release_unused_claims()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["users", "written"]
+    assert list(users.iterdir()) == []
+    assert sorted(p.name for p in written.iterdir()) == [MANIFEST, "a.txt"]
+    release_unused_claims()  # nothing left to undo: a second call changes nothing
+    assert sorted(p.name for p in written.iterdir()) == [MANIFEST, "a.txt"]
