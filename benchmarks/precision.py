@@ -3,6 +3,7 @@
     python benchmarks/precision.py                   # 200 MB of real text, REL 0.01
     python benchmarks/precision.py --mb 2000 --rel 0.01
     python benchmarks/precision.py --mb 10000 --no-full --keep /tmp/p10g   # (b) alone
+    python benchmarks/precision.py --no-full --seeds 1,2,3,4,5 --keep /tmp/p200
 
 Corpus: the fixtures' ROOT/text/<lang>.txt (tests/realworld/build.py; ROOT is
 $FERTILITY_REALWORLD or ~/.cache/fertility/realworld), each language written as shuffled
@@ -65,6 +66,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", help="build (or reuse) the corpus in this folder")
     ap.add_argument("--no-full", action="store_true", help="time --precision alone, twice")
+    ap.add_argument(
+        "--seeds",
+        help="with --no-full: one run per seed (e.g. 1,2,3): where the pass stops is random",
+    )
     args = ap.parse_args()
     tok = str(REALWORLD / "tokenizers" / "bpe-gpt2")
     with tempfile.TemporaryDirectory(prefix="fertility-precision-") as tmp:
@@ -78,14 +83,15 @@ def main() -> None:
         out = Path(tmp)
         report = [FERTILITY, "report", str(corpus), "-t", tok, "--format", "json", "-q"]
         if args.no_full:
-            sample = ["--precision", str(args.rel), "--seed", str(args.seed)]
-            times = [timed(report + sample + ["-o", str(out / "p.json")]) for _ in range(2)]
-            p = json.loads((out / "p.json").read_text())["corpus"]["precision"]
-            print(
-                f"corpus {size / 1e6:,.0f} MB: --precision {args.rel} took "
-                + ", ".join(f"{t:.1f} s" for t in times)
-                + f"; blocks read {p['blocks_read']:,} of {p['blocks']:,}"
-            )
+            seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed] * 2
+            for seed in seeds:
+                sample = ["--precision", str(args.rel), "--seed", str(seed)]
+                took = timed(report + sample + ["-o", str(out / "p.json")])
+                p = json.loads((out / "p.json").read_text())["corpus"]["precision"]
+                print(
+                    f"corpus {size / 1e6:,.0f} MB, seed {seed}: --precision {args.rel} took "
+                    f"{took:.1f} s; blocks read {p['blocks_read']:,} of {p['blocks']:,}"
+                )
             return
         full_s = timed(report + ["-o", str(out / "full.json")])
         prec_s = timed(

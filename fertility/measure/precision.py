@@ -225,7 +225,7 @@ class Stopper:
         self.check()
         units = self.order.batch_unit
         read = units[self.index] + 1 if self.index >= 0 else 0
-        total = len(self.order.units)
+        total = len(self.order)
         out: dict = {"target": self.rel, "seed": seed, "block_bytes": BLOCK_BYTES}
         out["blocks_read"], out["blocks"] = read if not went_to_end else total, total
         out["exhausted"] = went_to_end

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from fertility.corpus import Corpus
@@ -66,4 +67,21 @@ def test_a_block_is_one_batch(rw, tmp_path):  # noqa: F811
     assert (tmp_path / "ru.txt").stat().st_size > 3 * block_order.BLOCK_BYTES
     order = block_order.BlockOrder(Corpus([tmp_path]), 0)
     batches = list(order.doc_batches(4096, 1 << 18))
-    assert len(order.units) >= 4 and len(batches) == len(order.units)
+    assert len(order) >= 4 and len(batches) == len(order)
+
+
+def test_the_order_of_a_large_corpus_is_two_small_arrays(tmp_path):
+    """10 GB of text is 610,352 blocks: the order holds 12 bytes a block (a file number and
+    a block number), each block once, and a block's byte range is its number's (the last
+    one shorter). The file is sparse: nothing is written or read."""
+    big = tmp_path / "en.txt"
+    with open(big, "wb") as f:
+        f.truncate(10**10)
+    order = block_order.BlockOrder(Corpus([tmp_path]), 0)
+    n = -(-(10**10) // block_order.BLOCK_BYTES)
+    assert len(order) == n == 610_352
+    assert order.file.nbytes + order.part.nbytes == 12 * n
+    assert np.array_equal(np.sort(order.part), np.arange(n))
+    assert order.last_unit == {"en": n - 1}  # one file: its last block is the order's last
+    k = int(np.flatnonzero(order.part == n - 1)[0])
+    assert order.unit(k) == block_order.Unit(0, (n - 1) * block_order.BLOCK_BYTES, 10**10)
