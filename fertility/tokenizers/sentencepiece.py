@@ -5,7 +5,7 @@ Offsets: the Python binding reports code-point offsets into the original text, t
 (checked with 0.1.99, 0.2.0 and 0.2.3). SentencePiece gives a character's leading
 byte-fallback pieces an empty span and the last one the character; we widen the leading
 ones to the character too. Under the identity normaliser (Mistral's shipped models use it)
-encode_flat works the same spans out from the ids and the pieces' lengths, at a fifth of the
+encode_flat works the same spans out from the ids and the pieces' lengths, at a quarter of the
 cost, and asks the library where that cannot be exact (`_flat_from_lengths`).
 
 pre_tokenize: SentencePiece cuts its (normalised) input at whitespace and never merges
