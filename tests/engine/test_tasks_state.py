@@ -8,6 +8,8 @@ example corpus and a BPE trained here, two tasks (a pool of task processes)."""
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,7 +46,10 @@ def ours(folder):
 
 @pytest.fixture()
 def setup(tmp_path, monkeypatch):
-    """Two corpora, a tokenizer; the current folder and the temporary folder both tmp_path's."""
+    """Two corpora, a tokenizer; the current folder tmp_path's, the temporary folder a short
+    one of its own: multiprocessing's manager puts a socket in it, whose path may hold at
+    most 107 bytes (tmp_path's grew past that once pytest's run counter reached 3 digits
+    under xdist, and the task pool failed to start)."""
     corpora = []
     for name, langs in (("one", ("en", "bn")), ("two", ("ja", "th"))):
         folder = tmp_path / name
@@ -55,11 +60,12 @@ def setup(tmp_path, monkeypatch):
     lines = [line for c in corpora for p in c.iterdir() for line in p.read_text().splitlines()]
     tok = tmp_path / "tok.json"
     byte_level_bpe(lines, 400, path=tok)
-    here, temp = tmp_path / "here", tmp_path / "temp"
-    here.mkdir(), temp.mkdir()
+    here, temp = tmp_path / "here", Path(tempfile.mkdtemp(prefix="ft-"))
+    here.mkdir()
     monkeypatch.chdir(here)
     monkeypatch.setattr("tempfile.tempdir", str(temp))
-    return corpora, tok, here, temp
+    yield corpora, tok, here, temp
+    shutil.rmtree(temp)
 
 
 def test_report_tasks_keeps_its_state_apart_says_where_and_removes_it(cli, setup, monkeypatch):
