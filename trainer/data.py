@@ -26,7 +26,7 @@ import numpy as np
 
 from fertility.corpus import DocBatch, batched
 from fertility.errors import TrainingError, visible
-from fertility.measure.parallel import cap_workers, usable_cores
+from fertility.measure.parallel import cap_workers
 from fertility.outputs import remove, replace_inside
 from fertility.progress import StatusLine
 from fertility.shards.format import dtype_for_vocab, open_doc_table, open_shard
@@ -38,6 +38,7 @@ from fertility.shards.parts import (
     PartWriter,
     shard_meta,
 )
+from fertility.threads import usable_cores
 from fertility.tokenizers import reload_key, reload_tokenizer
 from fertility.tokenizers.kinds import capabilities
 

@@ -16,9 +16,10 @@ from fertility.engine.step import MeasureCorpus, quiet_logs
 from fertility.errors import FertilityError, OutputError
 from fertility.files import locked_folder
 from fertility.measure import Report
-from fertility.measure.parallel import cap_workers, usable_cores
+from fertility.measure.parallel import cap_workers
 from fertility.measure.passes import KEEP_DOCS
 from fertility.outputs import open_inside
+from fertility.threads import usable_cores
 
 EXECUTORS = ("local", "slurm", "ray")
 MANIFEST = "fertility-run.json"  # WORK's inputs: a relaunch must measure the same ones

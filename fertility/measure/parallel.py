@@ -25,6 +25,7 @@ from fertility.corpus import Corpus, warn
 from fertility.errors import FertilityError, one_line
 from fertility.measure.counters import TokenizerAccumulator
 from fertility.measure.passes import PassState, run_pass
+from fertility.threads import usable_cores
 from fertility.tokenizers import reload_key, reload_tokenizer
 from fertility.tokenizers.kinds import can_reload
 
@@ -47,14 +48,6 @@ def choose_workers(workers: int | None, paths, toks, warn=warn) -> int:
     if workers is not None:
         return cap_workers(max(1, int(workers)), warn) if reloadable(paths, toks) else 1
     return 1
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the system says), at least 1."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
 
 
 def cap_workers(workers: int, warn, option: str = "--workers") -> int:

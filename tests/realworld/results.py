@@ -144,7 +144,7 @@ def build(rw: Path) -> str:
     """The whole file, measured now."""
     # workers on every core from the start: the result is the same with any number (analyze's
     # contract), and the switch's probe would spend its first seconds on one core
-    from fertility.measure.parallel import usable_cores
+    from fertility.threads import usable_cores
 
     text = render(rw, measure(rw, list(TOKENIZERS), workers=usable_cores()))
     imported = sorted(m for m in sys.modules if m.startswith(UNKEYED))
