@@ -225,6 +225,10 @@ class HFTokenizer(ByteTable):
             flat = flat_from_id_lists(texts, ids, counts, self._token_lengths)
             if flat is not None:
                 return flat
+        elif texts:  # the library's own offsets, read into flat arrays in one pass
+            with rust_call(self.path, "tokenizers"):
+                encs = self._tok.encode_batch(texts, add_special_tokens=False)
+            return _flat_from_encodings(encs)
         return concat_encoded(self.encode_batch(texts))  # the library's own offsets
 
     def decode(self, ids) -> str:
@@ -363,6 +367,17 @@ def to_hf(tok: HFTokenizer, src: Path, probes: list[str], error: type[Exception]
     return Converted(
         json.loads(Path(src).read_text(encoding="utf-8")), "hf: the run's tokenizer.json"
     )
+
+
+def _flat_from_encodings(encs) -> Flat:
+    """concat_encoded of _from_encoding's, without an array per text (a BERT-style
+    tokenizer's 32,000 short texts: 0.4 s of its encode_flat went to those arrays)."""
+    counts = np.fromiter(map(len, encs), dtype=np.int64, count=len(encs))
+    n = int(counts.sum())
+    ids = np.fromiter(chain.from_iterable(map(attrgetter("ids"), encs)), dtype=np.int64, count=n)
+    spans = chain.from_iterable(chain.from_iterable(map(attrgetter("offsets"), encs)))
+    off = np.fromiter(spans, dtype=np.int64, count=2 * n)
+    return ids, off[0::2].copy(), off[1::2].copy(), counts
 
 
 def _from_encoding(e) -> Encoded:

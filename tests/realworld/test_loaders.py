@@ -102,3 +102,16 @@ def test_sentencepiece_flat_encoding_is_its_per_text_one(rw, lines):  # noqa: F8
     flat, ref = tok.encode_flat(texts), concat_encoded(tok.encode_batch(texts))
     assert tok.partial_mask()[flat[0]].any()  # byte pieces were widened
     assert all(np.array_equal(a, b) for a, b in zip(flat, ref))
+
+
+def test_wordpiece_flat_encoding_is_its_per_text_one(rw, lines):  # noqa: F811
+    """MiniLM's tokenizer.json (BERT's normaliser: lower case, accents stripped, so spans are
+    the library's own offsets): encode_flat reads them in one pass, the same ids and spans as
+    encode_batch end to end."""
+    from fertility.tokenizers.base import concat_encoded
+
+    tok = load_tokenizer(str(rw / "tokenizers" / "minilm" / "tokenizer.json"))
+    texts = [*lines[:300], "Café ÉCOLE", "", "ﬁ"]
+    flat, ref = tok.encode_flat(texts), concat_encoded(tok.encode_batch(texts))
+    assert not tok._fast and len(flat[0]) > 1000
+    assert all(np.array_equal(a, b) for a, b in zip(flat, ref))
