@@ -293,3 +293,22 @@ def test_the_doc_defines_exactly_the_distributions():
         body = re.search(rf"(?ms)^### {x.name}\n(.*?)(?=^### |\Z)", section).group(1)
         body = " ".join(body.split())
         assert x.formula in body and x.unit.value in body, x.name
+
+
+def test_verdicts_are_each_tokenizer_evaluated_alone(report):
+    """gate.verdicts evaluates every tokenizer once and splits the result
+    (GateResult.only); a second method: each tokenizer evaluated alone, as before."""
+    from fertility.gate import evaluate
+
+    assert set(report.verdicts) == set(TOKS)
+    for label, got in report.verdicts.items():
+        alone = evaluate(report, report.policy, label=label, findings=report.findings or None)
+        assert got == {
+            "passed": alone.passed,
+            "exit_code": alone.exit_code,
+            "failed_checks": [c.to_dict() for c in alone.failing],
+            "blocking_findings": [f.to_dict() for f in alone.blocking],
+        }, label
+    # not a comparison of empty lists: the tokenizers fail checks (each its own)
+    failed = [{c["tokenizer"] for c in v["failed_checks"]} for v in report.verdicts.values()]
+    assert failed == [{label} for label in report.verdicts]
