@@ -114,10 +114,9 @@ def token_classes(tok) -> list[str]:
     for i in np.flatnonzero(partial & ~special).tolist():
         out[i] = BYTES
     # one comprehension over the ids with text, not a loop over every id with its branches
-    decoded = [
-        (i, tok.token_bytes(i).decode("utf-8"))
-        for i in np.flatnonzero(~(partial | special)).tolist()
-    ]
+    # (nor a method call per id: token_bytes checks its argument, the table needs not)
+    table = tok.vocabulary_bytes()
+    decoded = [(i, table[i].decode("utf-8")) for i in np.flatnonzero(~(partial | special)).tolist()]
     which = [i for i, text in decoded if text]
     texts = [text for _, text in decoded if text]
     if texts:

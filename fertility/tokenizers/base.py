@@ -61,6 +61,7 @@ class Tokenizer(Protocol):
     def decode(self, ids) -> str: ...
     def pre_tokenize(self, text: str) -> list[tuple[int, int]]: ...  # code-point spans
     def token_bytes(self, id: int) -> bytes: ...  # what the token adds to decoded text
+    def vocabulary_bytes(self) -> Sequence[bytes]: ...  # token_bytes of every id, in order
     def partial_mask(self) -> np.ndarray: ...  # bool per id: byte pieces, split characters
     def normalize(self, text: str) -> str: ...  # the tokenizer's normaliser (identity if none)
 
@@ -220,6 +221,10 @@ class ByteTable:
         if not 0 <= int(id) < self.vocab_size:
             raise TokenizerError(f"{self.spec}: token id {id} outside the vocabulary")
         return self._table[int(id)]
+
+    def vocabulary_bytes(self) -> Sequence[bytes]:
+        """token_bytes of every id, in id order (the table itself: read, not changed)."""
+        return self._table
 
     @cached_property
     def _byte_pieces(self) -> np.ndarray:
