@@ -11,9 +11,10 @@ copies (a fresh shuffle of its lines per copy) to LANG.txt until the corpus hold
 every language its share. Tokenizer: the fixtures' bpe-gpt2 tokenizer.json.
   (a) full:      `fertility report DIR -t tok --format json -o full.json -q`
   (b) precision: `fertility report DIR -t tok --precision REL --seed S --format json -o p.json -q`
-One run each, side by side (a then b); wall time from the process. `--no-full` runs (b)
-alone, twice: whether its time grows with the corpus, where (a) would take hours. Printed: both times, the
-ratio b/a, the blocks read, and per language the sampled chars/token, its stated interval,
+One run each, side by side (a then b); wall, CPU and peak RSS of each whole process
+(benchmarks/timing.py). `--no-full` runs (b) alone, twice (or once per `--seeds` seed): whether
+its time grows with the corpus, where (a) would take hours. Printed: both times and peak RSS,
+the ratio b/a, the blocks read, and per language the sampled chars/token, its stated interval,
 the full pass's value and whether it lies inside.
 """
 
@@ -23,11 +24,12 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from timing import timed  # benchmarks/timing.py: one whole process's wall, CPU and peak RSS
 
 PY = sys.executable
 FERTILITY = str(Path(PY).with_name("fertility"))
@@ -51,12 +53,6 @@ def build(folder: Path, mb: float, seed: int) -> int:
                 written += size
         total += written
     return total
-
-
-def timed(argv: list[str]) -> float:
-    t = time.monotonic()
-    subprocess.run(argv, check=True)
-    return time.monotonic() - t
 
 
 def main() -> None:
@@ -90,7 +86,8 @@ def main() -> None:
                 p = json.loads((out / "p.json").read_text())["corpus"]["precision"]
                 print(
                     f"corpus {size / 1e6:,.0f} MB, seed {seed}: --precision {args.rel} took "
-                    f"{took:.1f} s; blocks read {p['blocks_read']:,} of {p['blocks']:,}"
+                    f"{took['wall']:.1f} s ({took['cpu']:.1f} s CPU, peak RSS "
+                    f"{took['rss']:.0f} MiB); blocks read {p['blocks_read']:,} of {p['blocks']:,}"
                 )
             return
         full_s = timed(report + ["-o", str(out / "full.json")])
@@ -101,9 +98,10 @@ def main() -> None:
         full, prec = (json.loads((out / n).read_text()) for n in ("full.json", "p.json"))
     p = prec["corpus"]["precision"]
     print(f"corpus {size / 1e6:,.0f} MB, {len(p['languages'])} languages, REL {args.rel}")
-    print(f"full pass   {full_s:8.1f} s")
+    print(f"full pass   {full_s['wall']:8.1f} s, peak RSS {full_s['rss']:.0f} MiB")
     print(
-        f"--precision {prec_s:8.1f} s   ratio {prec_s / full_s:.3f}   blocks read "
+        f"--precision {prec_s['wall']:8.1f} s, peak RSS {prec_s['rss']:.0f} MiB   "
+        f"ratio {prec_s['wall'] / full_s['wall']:.3f}   blocks read "
         f"{p['blocks_read']:,} of {p['blocks']:,}   not reached: {p['not_reached'] or 'none'}"
     )
 
