@@ -64,17 +64,25 @@ def _pack_header(h: ShardHeader) -> bytes:
     return packed.ljust(HEADER_BYTES, b"\0")
 
 
-def read_header(path: str | Path) -> ShardHeader:
+def _read_head(path: str | Path, what: str, layout: struct.Struct, magic: bytes) -> tuple:
+    """The header fields of a file of ours (`what`: its name in an error), refused when it
+    cannot be read, is not ours (magic) or is another version: a shard's and a document
+    table's alike."""
     try:
         with open(path, "rb") as f:
             raw = f.read(HEADER_BYTES)
     except OSError as e:
-        raise TrainingError(f"{path}: cannot read token shard ({e.strerror})") from None
-    if len(raw) < HEADER.size or raw[:8] != MAGIC:
-        raise TrainingError(f"{path}: not a fertility token shard (bad magic)")
-    magic, version, code, vocab, fp, n_tok, n_docs, sep = HEADER.unpack_from(raw)
-    if version != VERSION:
-        raise TrainingError(f"{path}: token shard version {version}, this build reads {VERSION}")
+        raise TrainingError(f"{path}: cannot read {what} ({e.strerror})") from None
+    if len(raw) < layout.size or raw[:8] != magic:
+        raise TrainingError(f"{path}: not a fertility {what} (bad magic)")
+    fields = layout.unpack_from(raw)
+    if fields[1] != VERSION:
+        raise TrainingError(f"{path}: {what} version {fields[1]}, this build reads {VERSION}")
+    return fields
+
+
+def read_header(path: str | Path) -> ShardHeader:
+    _, version, code, vocab, fp, n_tok, n_docs, sep = _read_head(path, "token shard", HEADER, MAGIC)
     if code not in _DTYPES:
         raise TrainingError(f"{path}: unknown token dtype code {code}")
     return ShardHeader(
@@ -204,16 +212,7 @@ class DocTableWriter:
 
 def open_doc_table(path: str | Path, *, fingerprint: str, n_tokens: int) -> np.ndarray:
     """The (n_docs, 6) int64 table, memory-mapped; refused when it does not match the shards."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(HEADER_BYTES)
-    except OSError as e:
-        raise TrainingError(f"{path}: cannot read document table ({e.strerror})") from None
-    if len(raw) < DOC_HEADER.size or raw[:8] != DOC_MAGIC:
-        raise TrainingError(f"{path}: not a fertility document table (bad magic)")
-    _, version, fp, n_docs, total = DOC_HEADER.unpack_from(raw)
-    if version != VERSION:
-        raise TrainingError(f"{path}: document table version {version}, this build reads {VERSION}")
+    _, _, fp, n_docs, total = _read_head(path, "document table", DOC_HEADER, DOC_MAGIC)
     fp = fp.rstrip(b"\0").decode("ascii")
     if fp != fingerprint:
         raise TrainingError(

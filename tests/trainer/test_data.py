@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from fertility.errors import TrainingError
-from fertility.shards.format import HEADER_BYTES, open_shard, read_header, write_shard
+from fertility.shards.format import (
+    HEADER_BYTES,
+    DocTableWriter,
+    open_doc_table,
+    open_shard,
+    read_header,
+    write_shard,
+)
 from fertility.shards.parts import choose_separator
 from fertility.trainer.data import (
     Batches,
@@ -73,6 +80,38 @@ def test_not_a_shard_and_truncated_shard_refused(tmp_path):
     path.write_bytes(path.read_bytes()[:-4])
     with pytest.raises(TrainingError, match="s.bin"):
         open_shard(path)
+
+
+@pytest.mark.parametrize("what", ["token shard", "document table"])
+def test_a_header_that_is_not_ours_is_one_line_naming_the_file(tmp_path, what):
+    """Both readers (read_header, open_doc_table) refuse a missing file, a file that is not
+    theirs and one of another version, naming the file and what it should have been."""
+    path = tmp_path / "x.bin"
+    if what == "token shard":
+        write_shard(path, np.arange(10), vocab_size=100, fingerprint=FP_A)
+
+        def read(p):
+            return read_header(p)
+    else:
+        table = DocTableWriter(path, FP_A)
+        table.append(np.zeros((2, 6), np.int64))
+        table.close()
+
+        def read(p):
+            return open_doc_table(p, fingerprint=FP_A, n_tokens=0)
+
+    read(path)  # its own header reads
+    with pytest.raises(TrainingError, match=rf"missing.bin: cannot read {what}"):
+        read(tmp_path / "missing.bin")
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"hello world" * 40)
+    with pytest.raises(TrainingError, match=rf"junk.bin: not a fertility {what} \(bad magic\)"):
+        read(junk)
+    raw = bytearray(path.read_bytes())
+    raw[8:12] = (99).to_bytes(4, "little")  # the version field, after the 8-byte magic
+    path.write_bytes(bytes(raw))
+    with pytest.raises(TrainingError, match=rf"x.bin: {what} version 99, this build reads"):
+        read(path)
 
 
 def test_fingerprint_mismatch_refused(tmp_path):
