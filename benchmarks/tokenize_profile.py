@@ -79,7 +79,7 @@ STAGES = [
     ),
     ("held-out split hashing (heldout_mask)", "MainThread", ("parts.py", "heldout_mask")),
     ("token stream with separators (PartWriter._stream)", "MainThread", ("parts.py", "_stream")),
-    # (trainer/shards.py, or fertility/shards/format.py: both writers' append, one name)
+    # (fertility/shards/format.py: both writers' append, one name)
     (
         "file writes of the shards and document tables (ShardWriter, DocTableWriter.append)",
         "MainThread",

@@ -160,7 +160,7 @@ def _count(corpus: Corpus, index: int, cf: CorpusFile) -> int:
 
 
 def _read(corpus: Corpus, cf: CorpusFile, unit: Unit, stats: fmt.FileStats) -> Iterator[fmt.Block]:
-    if unit.end == -1 and cf.format != "parquet" or cf.compression or corpus.whole_files:
+    if _whole(corpus, cf):  # (a unit ending at -1 is a whole file's or a row group)
         with closing(corpus._blocks(cf, stats, quiet=True)) as blocks:
             yield from blocks
         return

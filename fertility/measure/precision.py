@@ -53,6 +53,12 @@ def _language_shares(acc) -> np.ndarray:
     return share.max(axis=0)
 
 
+def _enough(exhausted: bool, blocks: int) -> bool:
+    """Whether a group's interval may be trusted for its number of blocks: MIN_CLUSTERS of
+    them, or all of its text read (its documents give the interval)."""
+    return exhausted or blocks >= MIN_CLUSTERS
+
+
 def _cluster_rows(dc: np.ndarray, dt: np.ndarray) -> np.ndarray:
     """Bootstrap's six sums for one block per row: (present, C, T, C^2, CT, T^2)."""
     return np.stack([(dc > 0).astype(np.int64), dc, dt, dc * dc, dc * dt, dt * dt], axis=-1)
@@ -103,7 +109,7 @@ class Stopper:
             if self._exhausted(lang):
                 continue
             i = names.get(lang)
-            if i is None or i >= len(lang_sums) or lang_sums[i][0] < MIN_CLUSTERS:
+            if i is None or i >= len(lang_sums) or not _enough(False, int(lang_sums[i][0])):
                 return True
         return False
 
@@ -169,7 +175,7 @@ class Stopper:
             lo, hi = Bootstrap.interval(sums)
             if sums[2] > 0 and lo == lo:  # not NaN
                 width = float((hi - lo) / 2 / (int(sums[1]) / int(sums[2])))
-        enough = exhausted or blocks >= MIN_CLUSTERS
+        enough = _enough(exhausted, blocks)
         reached = bool(enough and docs >= MIN_DOCUMENTS and width <= self.rel)
         why = self._why(blocks, docs, width, enough)
         g = groups.get(key)

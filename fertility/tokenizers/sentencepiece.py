@@ -296,10 +296,12 @@ class SPTokenizer(ByteTable):
 
     @cached_property
     def _byte_values(self) -> np.ndarray:
-        """Per id, the byte a byte piece (`<0x41>`) stands for; 0 for other pieces."""
+        """Per id, the byte a byte piece (`<0x41>`) stands for (its `_table` entry); 0 for
+        other pieces."""
         values = np.zeros(self.vocab_size, np.int64)
+        table = self._table
         for i in np.flatnonzero(self._byte_pieces).tolist():
-            values[i] = int(self._sp.IdToPiece(i)[3:5], 16)
+            values[i] = table[i][0]
         return values
 
     @property
