@@ -72,9 +72,11 @@ def realworld_root() -> Path:
     return root
 
 
-def real_corpus(out: Path, megabytes: float) -> int:
+def real_corpus(out: Path, megabytes: float, join: int = 1) -> int:
     """Every fixture language repeated to `megabytes` in all, in the fixtures' proportions;
-    blank lines dropped so both sides see exactly the documents the corpus reader yields."""
+    blank lines dropped so both sides see exactly the documents the corpus reader yields.
+    join > 1: every `join` lines become one document (joined by a space), for long documents
+    (the fixtures' lines are short UI strings and sentences, about 26 characters)."""
     out.mkdir(parents=True, exist_ok=True)
     texts = {
         p.stem: [ln for ln in p.read_text(encoding="utf-8").splitlines() if ln and not ln.isspace()]
@@ -87,7 +89,8 @@ def real_corpus(out: Path, megabytes: float) -> int:
         target, written = sizes[lang] * scale, 0
         with open(out / f"{lang}.txt", "w", encoding="utf-8") as fh:
             while written < target:
-                for ln in lines:
+                for i in range(0, len(lines), join):
+                    ln = " ".join(lines[i : i + join])
                     fh.write(ln + "\n")
                     written += len(ln.encode()) + 1
                     docs += 1

@@ -7,6 +7,7 @@ files" and "14 real files, 1.7 MB").
     python benchmarks/many_tokenizers.py --mb 6 --rounds 5 --keep /tmp/real6
     python benchmarks/many_tokenizers.py --profile       # one more run of ours under cProfile
     python benchmarks/many_tokenizers.py --check         # then both sides' token counts compared
+    python benchmarks/many_tokenizers.py --join 100      # long documents: 100 lines each (~6 KB)
 
 Files, from the real-world fixtures (tests/realworld/build.py), named as
 tests/realworld/results.py's TOKENIZERS names them (label=file#split):
@@ -125,6 +126,7 @@ def main() -> None:
     ap.add_argument("--set", choices=list(SETS), default="four", help="which files (default four)")
     ap.add_argument("--mb", type=float, help="corpus size (default 6 for four, 1.7 for all)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--join", type=int, default=1, help="lines per document (default 1)")
     ap.add_argument("--keep", help="folder to keep the corpus in (reused if present)")
     ap.add_argument("--profile", action="store_true", help="then one run of ours under cProfile")
     ap.add_argument("--check", action="store_true", help="then compare the token counts")
@@ -138,7 +140,7 @@ def main() -> None:
     try:
         corpus = Path(args.keep) if args.keep else tmp / "corpus"
         if not corpus.exists():
-            real_corpus(corpus, mb)
+            real_corpus(corpus, mb, args.join)
         size = sum(p.stat().st_size for p in corpus.glob("*.txt")) / 1e6
         raw = [PY, "-c", RAW, str(corpus), str(REPO), json.dumps(libs)]
         ours = [FERTILITY, "report", str(corpus), "--format", "json", "-o", str(tmp / "r.json")]

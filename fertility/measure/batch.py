@@ -21,6 +21,7 @@ from fertility.measure.counters import (
     C,
     DocGroups,
 )
+from fertility.options import DETAIL_CHARS
 from fertility.tokenizers.base import Flat
 from fertility.tokenizers.kinds import capabilities
 
@@ -133,7 +134,7 @@ def measure_batch(batch, encoded, accs, state, index: int = 0) -> None:
     texts, langs = batch.texts, batch.langs
     doc_lang, batch_langs = _lang_ids(langs, state)
     n_langs = len(state.langs)
-    detail = _detail_mask(doc_lang, batch_langs, state)
+    detail = _detail_mask(texts, doc_lang, batch_langs, state)
     keep = _keep_rows(n, state)
     state.docs_done += n
     if encoded is None or n == 0:
@@ -177,16 +178,22 @@ def _lang_ids(langs: list[str], state) -> tuple[np.ndarray, list[int]]:
     return doc_lang, ids
 
 
-def _detail_mask(doc_lang, batch_langs: list[int], state) -> np.ndarray:
+def _detail_mask(texts: list[str], doc_lang, batch_langs: list[int], state) -> np.ndarray:
+    """The documents that get the detail checks: the first detail_docs of each language,
+    stopping sooner once detail_docs x DETAIL_CHARS characters of it are checked."""
     if state.detail_docs is None:
         return np.ones(len(doc_lang), dtype=bool)
     mask = np.zeros(len(doc_lang), dtype=bool)
+    budget = state.detail_docs * DETAIL_CHARS
     for lang in sorted(batch_langs):  # the first documents of each language
-        seen = state.detail_seen.get(lang, 0)
-        if seen < state.detail_docs:
+        seen, chars = state.detail_seen.get(lang, (0, 0))
+        if seen < state.detail_docs and chars < budget:
             take = np.flatnonzero(doc_lang == lang)[: state.detail_docs - seen]
+            lengths = np.fromiter((len(texts[i]) for i in take.tolist()), np.int64, take.size)
+            before = chars + np.cumsum(lengths) - lengths  # characters ahead of each
+            take, lengths = take[before < budget], lengths[before < budget]
             mask[take] = True
-            state.detail_seen[lang] = seen + len(take)
+            state.detail_seen[lang] = (seen + take.size, chars + int(lengths.sum()))
     return mask
 
 

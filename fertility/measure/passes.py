@@ -148,7 +148,7 @@ class PassState:
         self.detail_docs = detail_docs
         self.keep_docs = keep_docs
         self.langs: dict[str, int] = {}
-        self.detail_seen: dict[int, int] = {}
+        self.detail_seen: dict[int, tuple[int, int]] = {}  # language: documents, characters
         self.docs_done = 0  # documents passed, measured here or not (corpus position)
         self.docs_measured = 0  # documents this process measured (progress)
         self.bytes_measured = 0

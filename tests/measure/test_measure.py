@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fertility.measure import analyze
+from tests.realworld.conftest import rw  # noqa: F401  (the fixture: real tokenizers and text)
 from tests.textdata import SENTENCE
 
 
@@ -271,3 +272,36 @@ def test_the_fast_encode_path_gives_the_librarys_tokens_and_spans_on_real_text(t
     assert starts.tolist() == [s for e in lib for s, _ in e.offsets]
     assert ends.tolist() == [t for e in lib for _, t in e.offsets]
     assert len(texts) > 500 and (ends - starts).max() > 1
+
+
+@pytest.mark.realworld
+def test_the_detail_checks_stop_at_n_times_detail_chars_on_long_documents(tmp_path, rw):  # noqa: F811
+    from fertility.options import DETAIL_CHARS
+
+    # Russian: documents of 10 real lines (hundreds of characters); English: one line each
+    ru = (rw / "text" / "ru.txt").read_text("utf-8").splitlines()
+    en = (rw / "text" / "en.txt").read_text("utf-8").splitlines()
+    docs = {
+        "ru": [" ".join(ru[i : i + 10]) for i in range(0, 300, 10)],
+        "en": [x for x in en if x.strip()][:30],
+    }
+    (tmp_path / "c").mkdir()
+    for lang, lines in docs.items():
+        (tmp_path / "c" / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    n = 6
+    # by hand: a document is checked while fewer than n are and the ones before it hold
+    # under n x DETAIL_CHARS characters (batches of 4 carry the count across batches)
+    expect = {}
+    for lang, lines in docs.items():
+        checked = chars = 0
+        for line in lines:
+            if checked == n or chars >= n * DETAIL_CHARS:
+                break
+            checked, chars = checked + 1, chars + len(line)
+        expect[lang] = (checked, chars)
+    assert expect["en"][0] == n and 1 < expect["ru"][0] < n  # both limits are exercised
+    tok = rw / "tokenizers" / "o200k_base.tiktoken"
+    rep = analyze([tmp_path / "c"], [f"o200k={tok}"], detail_docs=n, batch_size=4)
+    for lang, (checked, chars) in expect.items():
+        r = row(rep, "o200k", "language", lang)
+        assert (r.roundtrip_checked, r.pretoken_chars) == (checked, chars), lang
