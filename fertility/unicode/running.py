@@ -61,17 +61,18 @@ def running_mask(
     prev_space = np.ones(n, dtype=bool)
     prev_space[1:] = space[:-1]
     tok_start = ~space & (prev_space | doc_start)
-    tok_id = np.cumsum(tok_start) - 1  # of the token a non-space code point is in
+    idx = _index_type(n)
+    tok_id = np.cumsum(tok_start, dtype=idx) - 1  # of the token a non-space code point is in
     n_tok = int(tok_start.sum())
     brk = ((flags & break_bit) != 0) & ~space
     tok_brk = np.bincount(tok_id[brk], minlength=n_tok) > 0
-    letters = np.flatnonzero(fam > 0)
+    is_letter = fam > 0
+    letters = np.flatnonzero(is_letter)
     if letters.size == 0 or n_tok == 0:
         return out
     lf, lt = fam[letters], tok_id[letters]
     new_word = np.ones(len(letters), dtype=bool)
     new_word[1:] = (lt[1:] != lt[:-1]) | (lf[1:] != lf[:-1])
-    word_of_letter = np.cumsum(new_word) - 1
     w_first = np.flatnonzero(new_word)
     w_fam, w_tok = lf[w_first], lt[w_first]
     w_letters = np.diff(np.append(w_first, len(letters)))
@@ -88,41 +89,48 @@ def running_mask(
         | ~w_clean[:-1]
         | (before_next != cum_brk[w_tok[:-1]])
     )
-    run_of_word = np.cumsum(new_run) - 1
+    run_of_word = np.cumsum(new_run, dtype=idx) - 1
     r_first = np.flatnonzero(new_run)
     r_words = np.diff(np.append(r_first, len(w_fam)))
     r_letters = np.add.reduceat(w_letters, r_first)
     r_fam, r_doc, r_clean = w_fam[r_first], w_doc[r_first], w_clean[r_first]
     long_enough = np.where(nospace[r_fam], r_letters >= RUN_LETTERS, r_words >= RUN_WORDS)
     ok = r_clean & (long_enough | (r_fam == _dominant(w_doc, w_fam, w_clean)[r_doc]))
-    out[letters] = ok[run_of_word[word_of_letter]]
-    return _spread(out, fam > 0, doc_start, doc_offsets, doc_of_char)
+    # each word's flag, repeated over its letters (a gather per letter cost twice as much)
+    out[letters] = np.repeat(ok[run_of_word], w_letters)
+    return _spread(out, is_letter, letters, doc_of_char)
 
 
 def _dominant(w_doc: np.ndarray, w_fam: np.ndarray, w_clean: np.ndarray) -> np.ndarray:
     """Per document (indexed up to the last one with a word): the family with the most
     clean words, 0 where none or where two tie."""
     n_docs = int(w_doc.max()) + 1
-    width = int(w_fam.max()) + 1
-    counts = np.bincount(w_doc[w_clean] * width + w_fam[w_clean], minlength=n_docs * width)
-    counts = counts.reshape(n_docs, width)
+    # the families present, numbered 0..width-1: a batch holds a few of the 170 scripts,
+    # and a table of documents x every script cost a quarter of running_mask
+    present = np.flatnonzero(np.bincount(w_fam))
+    number = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+    number[present] = np.arange(present.size)
+    width = present.size
+    cells = w_doc[w_clean] * width + number[w_fam[w_clean]]
+    counts = np.bincount(cells, minlength=n_docs * width).reshape(n_docs, width)
     best = counts.argmax(axis=1)
     top = counts[np.arange(n_docs), best]
     tie = (counts == top[:, None]).sum(axis=1) > 1
-    return np.where((top > 0) & ~tie, best, 0)
+    return np.where((top > 0) & ~tie, present[best], 0)
 
 
-def _spread(flag, letter, doc_start, doc_offsets, doc_of_char) -> np.ndarray:
+def _spread(flag, letter, letters, doc_of_char) -> np.ndarray:
     """Give each non-letter the flag of the letter whose script it takes: the previous
-    letter of its document, else the next one (none: False)."""
-    # Worked on the non-letters alone, each finding its neighbours among the letters by a
-    # binary search: half the time of cumulative max/min passes over every code point.
+    letter of its document, else the next one (none: False). letters: flatnonzero(letter),
+    at least one."""
+    # Worked on the non-letters alone; a count of the letters up to each code point gives
+    # the neighbours (half the time of a binary search among the letters, which was half
+    # that of cumulative max/min passes over every code point).
     out = flag.copy()
     gaps = np.flatnonzero(~letter)
-    letters = np.flatnonzero(letter)
-    if gaps.size == 0 or letters.size == 0:
-        return out if gaps.size == 0 else np.zeros(len(flag), dtype=bool)
-    k = np.searchsorted(letters, gaps)  # the first letter after each non-letter
+    if gaps.size == 0:
+        return out
+    k = np.cumsum(letter, dtype=_index_type(len(letter))).take(gaps)  # first letter after
     doc = doc_of_char.take(gaps)
     prev = letters.take(np.maximum(k - 1, 0))
     nxt = letters.take(np.minimum(k, letters.size - 1))
@@ -130,3 +138,9 @@ def _spread(flag, letter, doc_start, doc_offsets, doc_of_char) -> np.ndarray:
     use_next = (k < letters.size) & (doc_of_char.take(nxt) == doc)
     out[gaps] = np.where(use_prev, flag.take(prev), use_next & flag.take(nxt))
     return out
+
+
+def _index_type(n: int) -> type:
+    """int32 for counts up to n where they fit: cumulative sums over every code point move
+    half the memory."""
+    return np.int32 if n < 2**31 - 1 else np.int64
