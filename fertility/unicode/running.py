@@ -62,7 +62,9 @@ def running_mask(
     prev_space[1:] = space[:-1]
     tok_start = ~space & (prev_space | doc_start)
     idx = _index_type(n)
-    tok_id = np.cumsum(tok_start, dtype=idx) - 1  # of the token a non-space code point is in
+    tok_id: np.ndarray = (
+        np.cumsum(tok_start, dtype=idx) - 1
+    )  # of the token a non-space code point is in
     n_tok = int(tok_start.sum())
     brk = ((flags & break_bit) != 0) & ~space
     tok_brk = np.bincount(tok_id[brk], minlength=n_tok) > 0
@@ -89,7 +91,7 @@ def running_mask(
         | ~w_clean[:-1]
         | (before_next != cum_brk[w_tok[:-1]])
     )
-    run_of_word = np.cumsum(new_run, dtype=idx) - 1
+    run_of_word: np.ndarray = np.cumsum(new_run, dtype=idx) - 1
     r_first = np.flatnonzero(new_run)
     r_words = np.diff(np.append(r_first, len(w_fam)))
     r_letters = np.add.reduceat(w_letters, r_first)
@@ -130,7 +132,9 @@ def _spread(flag, letter, letters, doc_of_char) -> np.ndarray:
     gaps = np.flatnonzero(~letter)
     if gaps.size == 0:
         return out
-    k = np.cumsum(letter, dtype=_index_type(len(letter))).take(gaps)  # first letter after
+    k: np.ndarray = np.cumsum(letter, dtype=_index_type(len(letter))).take(
+        gaps
+    )  # first letter after
     doc = doc_of_char.take(gaps)
     prev = letters.take(np.maximum(k - 1, 0))
     nxt = letters.take(np.minimum(k, letters.size - 1))
