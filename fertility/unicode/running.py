@@ -62,9 +62,8 @@ def running_mask(
     prev_space[1:] = space[:-1]
     tok_start = ~space & (prev_space | doc_start)
     idx = _index_type(n)
-    tok_id: np.ndarray = (
-        np.cumsum(tok_start, dtype=idx) - 1
-    )  # of the token a non-space code point is in
+    # the token a non-space code point is in
+    tok_id: np.ndarray = np.cumsum(tok_start, dtype=idx) - 1
     n_tok = int(tok_start.sum())
     brk = ((flags & break_bit) != 0) & ~space
     tok_brk = np.bincount(tok_id[brk], minlength=n_tok) > 0
@@ -132,9 +131,8 @@ def _spread(flag, letter, letters, doc_of_char) -> np.ndarray:
     gaps = np.flatnonzero(~letter)
     if gaps.size == 0:
         return out
-    k: np.ndarray = np.cumsum(letter, dtype=_index_type(len(letter))).take(
-        gaps
-    )  # first letter after
+    # the first letter after each non-letter
+    k: np.ndarray = np.cumsum(letter, dtype=_index_type(len(letter))).take(gaps)
     doc = doc_of_char.take(gaps)
     prev = letters.take(np.maximum(k - 1, 0))
     nxt = letters.take(np.minimum(k, letters.size - 1))
