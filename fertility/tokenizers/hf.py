@@ -65,6 +65,24 @@ def bytes_to_unicode() -> dict[int, str]:
 
 # Byte-level string -> latin-1 string with one character per byte, for str.translate.
 _UNBYTE = {ord(ch): b for b, ch in bytes_to_unicode().items()}
+# and back: a latin-1 character (one per byte) -> its byte-level stand-in
+_BYTE_LEVEL = {b: ch for b, ch in bytes_to_unicode().items()}
+_OUTSIDE = re.compile("[^" + re.escape("".join(_BYTE_LEVEL.values())) + "]")
+
+
+def byte_level_text(data: bytes) -> str:
+    """`data` in GPT-2's byte-level alphabet (bytes_to_unicode), one character per byte: a
+    str.translate, not a join per byte (extend writes 131,000 tokens and their merges)."""
+    return data.decode("latin-1").translate(_BYTE_LEVEL)
+
+
+def byte_level_bytes(text: str) -> bytes:
+    """The bytes a string of GPT-2's byte-level alphabet stands for; ValueError naming the
+    first character outside it (a plain space, say, which the alphabet writes as U+0120)."""
+    bad = _OUTSIDE.search(text)
+    if bad:
+        raise ValueError(f"{bad.group()!r} is not in the byte-level alphabet")
+    return text.translate(_UNBYTE).encode("latin-1")
 
 
 def _walk(component) -> Iterator[dict]:

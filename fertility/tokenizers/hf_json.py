@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from fertility.tokenizers.hf import bytes_to_unicode
+from fertility.tokenizers.hf import byte_level_text
 
 
 def mismatches(tok: Any, obj: dict, texts: list[str]) -> int:
@@ -66,11 +66,7 @@ def byte_level_bpe(
     """tokenizer.json of `tokens` (id -> bytes) made by `merges`, split by `regex`, with the
     `specials` (content -> id) as special added tokens; no normaliser, no post-processor. A
     piece that is a whole token is that token (ignore_merges), as tiktoken does."""
-    table = bytes_to_unicode()
-
-    def text(b: bytes) -> str:
-        return "".join(table[x] for x in b)
-
+    text = byte_level_text
     return {
         "version": "1.0",
         "truncation": None,

@@ -750,3 +750,21 @@ def test_tiktoken_encode_flat_equals_encode_batch(rank_dir):
         assert ends.tolist() == [i for e in encs for i in e.ends.tolist()]
         assert ids.dtype == starts.dtype == ends.dtype == np.int64
     assert [a.tolist() for a in tok.encode_flat([])] == [[], [], [], []]
+
+
+def test_byte_level_text_and_bytes_are_gpt2s_alphabet_both_ways():
+    import itertools
+
+    from fertility.tokenizers.hf import byte_level_bytes, byte_level_text, bytes_to_unicode
+
+    table = bytes_to_unicode()  # the alphabet, a character per byte, joined one by one
+    samples = [bytes(range(256)), b""] + [bytes(p) for p in itertools.product(range(256), repeat=2)]
+    for data in samples:
+        text = "".join(table[b] for b in data)
+        assert byte_level_text(data) == text
+        assert byte_level_bytes(text) == data
+    # a character the alphabet writes otherwise (a plain space is U+0120) is refused
+    with pytest.raises(ValueError, match="' ' is not in the byte-level alphabet"):
+        byte_level_bytes("a b")
+    with pytest.raises(ValueError, match="is not in the byte-level alphabet"):
+        byte_level_bytes("\u0100\u4e2d")
