@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from fertility.errors import ExtendError, one_line
 from fertility.tokenizers.base import merges_from_ranks, whole_chars
-from fertility.tokenizers.hf import byte_level_bytes, byte_level_text
+from fertility.tokenizers.hf import byte_level_bytes, byte_level_texts
 from fertility.tokenizers.hf_json import byte_level_bpe, special_added_token, split_then_bytes
 from fertility.tokenizers.kinds import extension
 
@@ -171,7 +171,6 @@ def hf_json(
     by the learned `merges` (a tokenizer.json base) or, for a rank-file base, by every split
     of each new token (as the base's merges are; see merges_from_ranks)."""
 
-    text = byte_level_text
     if bpe.hf is not None:
         obj = json.loads(json.dumps(bpe.hf))
         model = obj["model"]
@@ -181,14 +180,13 @@ def hf_json(
     else:
         obj = byte_level_bpe(bpe.tokens, bpe.merges, regex, bpe.specials)
         model, as_str = obj["model"], False
-    for i, b in new.items():
-        model["vocab"][text(b)] = i
+    model["vocab"].update(zip(byte_level_texts(new.values()), new))
     if bpe.hf is None:  # rank semantics: every split of each new token, as for the base's
         ranks = {b: i for i, b in [*bpe.tokens.items(), *new.items()]}
         merges = merges_from_ranks(ranks, [new[i] for i in sorted(new)])
-    model["merges"] = list(model["merges"]) + [
-        f"{text(a)} {text(b)}" if as_str else [text(a), text(b)] for a, b in merges
-    ]
+    halves = byte_level_texts(x for pair in merges for x in pair)
+    pairs = zip(halves[0::2], halves[1::2])
+    model["merges"] = list(model["merges"]) + [f"{a} {b}" if as_str else [a, b] for a, b in pairs]
     _close_ids(obj)
     return obj
 

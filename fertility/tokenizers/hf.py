@@ -15,9 +15,9 @@ import logging
 import re
 import time
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cached_property
-from itertools import chain
+from itertools import accumulate, chain
 from operator import attrgetter
 from pathlib import Path
 from typing import Literal, TypeVar, cast, get_args
@@ -74,6 +74,15 @@ def byte_level_text(data: bytes) -> str:
     """`data` in GPT-2's byte-level alphabet (bytes_to_unicode), one character per byte: a
     str.translate, not a join per byte (extend writes 131,000 tokens and their merges)."""
     return data.decode("latin-1").translate(_BYTE_LEVEL)
+
+
+def byte_level_texts(pieces: Iterable[bytes]) -> list[str]:
+    """byte_level_text of each piece: translated as one string and cut apart (a call per
+    piece was most of writing a 200,000-token vocabulary's merges)."""
+    pieces = list(pieces)
+    whole = byte_level_text(b"".join(pieces))
+    ends = list(accumulate(map(len, pieces)))
+    return [whole[a:b] for a, b in zip([0, *ends], ends)]
 
 
 def byte_level_bytes(text: str) -> bytes:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from fertility.tokenizers.hf import byte_level_text
+from fertility.tokenizers.hf import byte_level_texts
 
 
 def mismatches(tok: Any, obj: dict, texts: list[str]) -> int:
@@ -66,7 +66,8 @@ def byte_level_bpe(
     """tokenizer.json of `tokens` (id -> bytes) made by `merges`, split by `regex`, with the
     `specials` (content -> id) as special added tokens; no normaliser, no post-processor. A
     piece that is a whole token is that token (ignore_merges), as tiktoken does."""
-    text = byte_level_text
+    ids, pieces = zip(*sorted(tokens.items())) if tokens else ((), ())
+    halves = byte_level_texts(x for pair in merges for x in pair)
     return {
         "version": "1.0",
         "truncation": None,
@@ -92,7 +93,7 @@ def byte_level_bpe(
             "fuse_unk": False,
             "byte_fallback": False,
             "ignore_merges": True,
-            "vocab": {text(b): i for i, b in sorted(tokens.items())},
-            "merges": [[text(a), text(b)] for a, b in merges],
+            "vocab": dict(zip(byte_level_texts(pieces), ids)),
+            "merges": [list(pair) for pair in zip(halves[0::2], halves[1::2])],
         },
     }
