@@ -23,6 +23,7 @@ from fertility.tokenizers import load_tokenizer
 from fertility.tokenizers.base import Encoded
 from fertility.tokenizers.spec import default_label, parse_tokenizer_arg, split_pattern_suffix
 from tests.bpe import byte_level_bpe
+from tests.realworld.conftest import rw  # noqa: F401  (the fixture: real tokenizers and text)
 
 BENGALI = [
     "আমি বাংলায় গান গাই।",
@@ -768,3 +769,30 @@ def test_byte_level_text_and_bytes_are_gpt2s_alphabet_both_ways():
         byte_level_bytes("a b")
     with pytest.raises(ValueError, match="is not in the byte-level alphabet"):
         byte_level_bytes("\u0100\u4e2d")
+
+
+@pytest.mark.realworld
+@pytest.mark.parametrize("name", ["r50k_base.tiktoken#gpt2", "o200k_base.tiktoken"])
+def test_a_rank_files_fingerprint_is_the_sha256_of_its_lines_in_rank_order(rw, name):  # noqa: F811
+    import hashlib
+
+    from fertility.tokenizers.base import sha256_hex
+
+    tok = load_tokenizer(str(rw / "tokenizers" / name))
+    ranks = dict(tok._ranks)
+    # the definition, written out: every token by rank as `base64 rank` lines
+    lines = b"".join(
+        base64.b64encode(t) + b" " + str(r).encode() + b"\n"
+        for t, r in sorted(ranks.items(), key=lambda kv: kv[1])
+    )
+    want = sha256_hex("tiktoken", lines, tok._pattern, "{}")
+    assert tok.fingerprint == want
+    # a rank file's own lines are those lines (its bytes hashed the same way)
+    path = rw / "tokenizers" / name.partition("#")[0]
+    assert hashlib.sha256(path.read_bytes()).digest() == hashlib.sha256(lines).digest()
+    # ranks held in another order give the same fingerprint (sorted, not read in order)
+    shuffled = list(ranks.items())
+    random.Random(3).shuffle(shuffled)
+    other = load_tokenizer(str(rw / "tokenizers" / name))
+    other._ranks = dict(shuffled)
+    assert other.fingerprint == want
