@@ -257,7 +257,7 @@ def _measure_tokenizer(acc, enc, texts, tb, keys: _Keys, doc_lang, detail, index
 
     counts.update(_detail_checks(acc, texts, tb, keys, doc_lang, detail, enc, gs, ge, index))
     acc.counts.add(tuple(counts), *keys.groups.tables(np.stack(list(counts.values()))))
-    _take_samples(acc, texts, keys.dominant, ids, starts, ends, per_doc, index)
+    _take_samples(acc, texts, tb, keys.dominant, ids, starts, ends, per_doc, index)
     return tokens
 
 
@@ -443,7 +443,7 @@ def _pretoken_counts(tb, keys: _Keys, detail, ps, pe) -> dict:
     }
 
 
-def _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index) -> None:
+def _take_samples(acc, texts, tb, dominant, ids, starts, ends, per_doc, index) -> None:
     """Keep, per script, the `samples_per_script` documents that show a tokenizer's trouble
     there best: written in that script (nine in ten of their letters), long enough to read
     (80 characters), most tokens per character (where marks start tokens and characters
@@ -452,20 +452,17 @@ def _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index) -> No
     as it ranks (the HTML shows it once), as a worker cannot see another's."""
     min_chars = 80  # a shorter sample is shown only where no longer one exists
 
-    def foreign(text: str, script: int) -> bool:
-        """Under nine in ten of its letters are in `script` (Unicode's Script property, as
-        `regex` reads it): a Latin-majority line of placeholders around Amharic words is no
-        Latin sample, a Japanese line no Han one."""
-        import regex  # (a module-level import would be outside this function)
-
-        code = U.SCRIPTS[script]
-        if code in ("?", "Zzzz"):  # no script to be in
+    def foreign(i: int, cut: int, script: int) -> bool:
+        """Under nine in ten of the letters of document i's first `cut` characters are in
+        `script` (Unicode's Script property): a Latin-majority line of placeholders around
+        Amharic words is no Latin sample, a Japanese line no Han one."""
+        if U.SCRIPTS[script] in ("?", "Zzzz"):  # no script to be in
             return False
-        letters = len(regex.findall(r"\p{L}", text))
-        own = len(regex.findall(rf"(?=\p{{L}})\p{{sc={code}}}", text))
+        start = int(tb.doc_offsets[i])
+        letters, own = tb.script_letters(start, start + cut, script)
         return not letters or own < 0.9 * letters
 
-    n_chars = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    n_chars = np.diff(tb.doc_offsets)  # each document's length in code points
     tpc = per_doc / np.maximum(n_chars, 1)
     bounds = np.concatenate(([0], np.cumsum(per_doc)))
     k = acc.samples_per_script
@@ -481,7 +478,7 @@ def _take_samples(acc, texts, dominant, ids, starts, ends, per_doc, index) -> No
             full = len(kept) >= k
             if full and (False, *rest) >= kept[-1]["order"]:
                 continue  # not better than the last kept even if in its script
-            order = (foreign(text, int(s)), *rest)
+            order = (foreign(i, cut, int(s)), *rest)
             if full and order >= kept[-1]["order"]:
                 continue
             t0, t1 = bounds[i], bounds[i + 1]

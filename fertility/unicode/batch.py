@@ -14,6 +14,7 @@ from fertility.unicode.tables import (
     APOS_BIT,
     BREAK_BIT,
     FAMILY,
+    LETTER_BIT,
     NOSPACE_FAMILY,
     SCRIPT_TABLE,
     SPACE_BIT,
@@ -106,6 +107,13 @@ class TextBatch:
     @property
     def n_docs(self) -> int:
         return len(self.doc_offsets) - 1
+
+    def script_letters(self, start: int, end: int, script: int) -> tuple[int, int]:
+        """The letters (\\p{L}) among code points start..end-1 of the batch, and how many of
+        them have `script` (an index of SCRIPTS) as their Script property."""
+        letters = (self.flags[start:end] & LETTER_BIT) != 0
+        own = SCRIPT_TABLE.take(self.cps[start:end][letters]) == script
+        return int(letters.sum()), int(own.sum())
 
     def mark_or_joiner(self, pos: np.ndarray) -> np.ndarray:
         """is_mark_or_joiner of the code points at `pos`, from the batch's flags."""

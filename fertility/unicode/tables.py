@@ -68,7 +68,8 @@ NO_SPACE_SCRIPTS = frozenset(
 FAMILY, NOSPACE_FAMILY = families(SCRIPTS, NO_SPACE_SCRIPTS)
 
 # Flag bits of the per-code-point flag table.
-MARK_BIT, JOIN_BIT, WORD_BIT, APOS_BIT, SPACE_BIT, BREAK_BIT, DONE_BIT = 1, 2, 4, 8, 16, 32, 128
+MARK_BIT, JOIN_BIT, WORD_BIT, APOS_BIT, SPACE_BIT, BREAK_BIT = 1, 2, 4, 8, 16, 32
+LETTER_BIT, DONE_BIT = 64, 128
 
 SCRIPT_TABLE = np.zeros(0x110000, dtype=np.uint8)
 _FLAG_TABLE = np.zeros(0x110000, dtype=np.uint8)
@@ -76,6 +77,7 @@ _MARK_RE = regex.compile(r"\p{M}+")
 _WORD_RE = regex.compile(r"\w+")  # regex's \w includes marks, digits and ZWJ/ZWNJ
 _APOSTROPHES = {0x27, 0x2019}
 _SPACE_RE = regex.compile(r"\s+")
+_LETTER_RE = regex.compile(r"\p{L}+")
 # What does not occur inside running prose: maths, currency and modifier symbols, connector
 # punctuation (`_`), and the ASCII punctuation of markup, code and placeholders
 # (`{ $name }`, `%1$S`, `<label data-l10n-name="...">`, `$(ARG1)`). fertility.unicode.running
@@ -95,6 +97,7 @@ def _classify(new: np.ndarray) -> None:
         (_WORD_RE, WORD_BIT),
         (_SPACE_RE, SPACE_BIT),
         (BREAK_RE, BREAK_BIT),
+        (_LETTER_RE, LETTER_BIT),
     ):
         for m in pattern.finditer(chars):
             flags[m.start() : m.end()] |= bit

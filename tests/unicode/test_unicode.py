@@ -1,9 +1,11 @@
 """Unicode facts on text whose counts were worked out by hand (code point by code point)."""
 
 import numpy as np
+import pytest
 
 from fertility import unicode as U
 from fertility.unicode.tables import SCRIPT_TABLE
+from tests.realworld.conftest import rw  # noqa: F401  (the fixture: real tokenizers and text)
 from tests.textdata import AMI, BANGLA, GAN, KSHAMA, SENTENCE  # noqa: F401
 
 
@@ -105,3 +107,30 @@ def test_script_resolution_matches_a_plain_loop_on_random_text():
     texts = ["".join(rng.choice(pool) for _ in range(rng.randint(0, 12))) for _ in range(400)]
     tb = batch(*texts)
     assert [U.SCRIPTS[s] for s in tb.script] == _reference_scripts(texts)
+
+
+@pytest.mark.realworld
+def test_script_letters_counts_what_regex_counts_on_real_text(rw):  # noqa: F811
+    import regex
+
+    # the samples' "nine in ten letters in its script" reads these counts; regex's own
+    # \p{L} and \p{sc=...} over the same text are the second method
+    texts, checked = [], 0
+    for path in sorted((rw / "text").glob("*.txt")):
+        texts += [x for x in path.read_text("utf-8").splitlines() if x.strip()][:40]
+    texts.append("Firefox ফায়ারফক্স 火狐 ১২৩ ~ {brand}")  # mixed, with digits and symbols
+    tb = U.analyze_texts(texts)
+    for i, text in enumerate(texts):
+        start = int(tb.doc_offsets[i])
+        for s in sorted(set(tb.script[start : start + len(text)].tolist())):
+            code = U.SCRIPTS[s]
+            if code in ("?", "Zzzz"):
+                continue
+            for cut in (len(text), min(len(text), 17)):
+                want = (
+                    len(regex.findall(r"\p{L}", text[:cut])),
+                    len(regex.findall(rf"(?=\p{{L}})\p{{sc={code}}}", text[:cut])),
+                )
+                assert tb.script_letters(start, start + cut, s) == want, (text, code)
+                checked += 1
+    assert checked > 13 * 40
