@@ -335,13 +335,16 @@ def claim_folder(
             real.mkdir(parents=True)
         except OSError as e:
             raise err(f"{path}: cannot create the output folder ({e.strerror or e})") from None
-    _CLAIMS.append((real, made))
+    if state != "ours":  # this claim writes the manifest: a failed command may take it back
+        _CLAIMS.append((real, made))
     _check_writable(real, path, entries, err)
     record(real, list(entries), made_by=made_by, error=err)
     return real
 
 
-# This process's claims: (folder, the folders claim_folder created for it, innermost first).
+# This process's claims that wrote a folder's first manifest: (folder, the folders
+# claim_folder created for it, innermost first). A folder that held a manifest before (an
+# earlier run's) is not listed: its manifest is not this command's to take back.
 _CLAIMS: list[tuple[Path, list[Path]]] = []
 
 
@@ -351,10 +354,11 @@ def forget_claims() -> None:
 
 
 def release_unused_claims() -> None:
-    """Undo this process's claims on folders that still hold nothing but the manifest (a
-    command that failed or was stopped before writing anything, e.g. on a corpus it could not
-    read): the manifest goes, and so do the folders the claim created; a folder the user had
-    made stays, empty as it was. Anything else in a folder keeps it and its manifest."""
+    """Undo this process's claims on folders that still hold nothing but the manifest the
+    claim wrote (a command that failed or was stopped before writing anything, e.g. on a
+    corpus it could not read): the manifest goes, and so do the folders the claim created; a
+    folder the user had made stays, empty as it was. Anything else in a folder keeps it and
+    its manifest, and so does a manifest an earlier run had written."""
     while _CLAIMS:
         folder, made = _CLAIMS.pop()
         try:

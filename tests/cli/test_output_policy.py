@@ -271,7 +271,7 @@ def test_a_claim_is_undone_when_nothing_was_written(tmp_path):
     """release_unused_claims (what the CLI calls when a command stops on an error): a folder
     the claim created, parents included, goes when it holds only the manifest; a user's empty
     folder stays, empty again; a folder holding anything else keeps it all."""
-    from fertility.outputs import Inputs, claim_folder, release_unused_claims
+    from fertility.outputs import Inputs, claim_folder, forget_claims, release_unused_claims
 
     made = claim_folder(tmp_path / "new/deeper/out", "fix", ["a.txt"], Inputs.of())
     users = tmp_path / "users"
@@ -286,3 +286,12 @@ def test_a_claim_is_undone_when_nothing_was_written(tmp_path):
     assert sorted(p.name for p in written.iterdir()) == [MANIFEST, "a.txt"]
     release_unused_claims()  # nothing left to undo: a second call changes nothing
     assert sorted(p.name for p in written.iterdir()) == [MANIFEST, "a.txt"]
+    # an earlier run's folder holding only its manifest: claimed again and the command
+    # fails, the manifest stays (it is not this command's to take back)
+    earlier = claim_folder(tmp_path / "earlier", "fix", ["a.txt"], Inputs.of())
+    forget_claims()  # that run ended
+    before = (earlier / MANIFEST).read_bytes()
+    claim_folder(earlier, "fix", ["a.txt"], Inputs.of())
+    release_unused_claims()
+    assert [p.name for p in earlier.iterdir()] == [MANIFEST]
+    assert (earlier / MANIFEST).read_bytes() == before
