@@ -69,7 +69,8 @@ class BlockOrder:
         if not corpus.lang_field:
             labels = [cf.lang or "und" for cf in corpus.files]
             names = sorted(set(labels))
-            label_of = np.array([names.index(x) for x in labels], np.int64)
+            number = {name: i for i, name in enumerate(names)}
+            label_of = np.array([number[x] for x in labels], np.int64)
             last = np.full(len(names), -1, np.int64)
             np.maximum.at(last, label_of[self.file], np.arange(len(self.file)))
             self.last_unit = {n: int(k) for n, k in zip(names, last) if k >= 0}
