@@ -1,7 +1,9 @@
-"""The small byte-level BPE tokenizers the tests train themselves (never downloaded)."""
+"""The small tokenizers the tests train themselves (never downloaded): byte-level BPE
+tokenizer.json files and SentencePiece models."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -39,3 +41,21 @@ def byte_level_bpe(
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         tok.save(str(path))
     return tok
+
+
+def sentencepiece_bpe(lines: Iterable[str], vocab_size: int, **settings) -> bytes:
+    """A SentencePiece BPE model trained on `lines` (the model file's bytes), with
+    SentencePiece's own `settings` (byte_fallback, normalization_rule_name, ...)."""
+    import sentencepiece as spm
+
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=out,
+        vocab_size=vocab_size,
+        model_type="bpe",
+        hard_vocab_limit=False,
+        minloglevel=2,
+        **settings,
+    )
+    return out.getvalue()

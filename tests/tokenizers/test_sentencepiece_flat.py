@@ -7,13 +7,11 @@ piece)."""
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pytest
-import sentencepiece as spm
 
 from fertility.tokenizers import load_tokenizer
+from tests.bpe import sentencepiece_bpe
 from tests.realworld.conftest import rw  # noqa: F401  (the fixture: real tokenizers and text)
 
 MISTRAL = ["mistral/tokenizer.model.v1", "mistral/mistral_instruct_tokenizer_240323.model.v3"]
@@ -63,19 +61,9 @@ def test_lengths_give_the_librarys_spans_on_real_text(rw, model):  # noqa: F811
 
 
 def _train(tmp_path, name: str, **settings) -> str:
-    out = io.BytesIO()
     text = ["আমার সোনার বাংলা, আমি তোমায় ভালোবাসি।", "The quick brown fox jumps over it."] * 50
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(text),
-        model_writer=out,
-        vocab_size=400,
-        model_type="bpe",
-        hard_vocab_limit=False,
-        minloglevel=2,
-        **settings,
-    )
     path = tmp_path / f"{name}.model"
-    path.write_bytes(out.getvalue())
+    path.write_bytes(sentencepiece_bpe(text, 400, **settings))
     return str(path)
 
 

@@ -6,7 +6,6 @@ Tiny tokenizers are trained here on a few KB of Bengali and English; nothing is 
 from __future__ import annotations
 
 import base64
-import io
 import json
 import random
 import signal
@@ -22,7 +21,7 @@ from fertility.errors import TokenizerError
 from fertility.tokenizers import load_tokenizer
 from fertility.tokenizers.base import Encoded
 from fertility.tokenizers.spec import default_label, parse_tokenizer_arg, split_pattern_suffix
-from tests.bpe import byte_level_bpe
+from tests.bpe import byte_level_bpe, sentencepiece_bpe
 from tests.realworld.conftest import rw  # noqa: F401  (the fixture: real tokenizers and text)
 
 BENGALI = [
@@ -284,18 +283,7 @@ def test_hf_byte_fallback_model(tmp_path):
 
 def train_sentencepiece() -> bytes:
     """A 420-piece SentencePiece BPE with byte fallback, trained on CORPUS: the model file."""
-    out = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(CORPUS),
-        model_writer=out,
-        vocab_size=420,
-        model_type="bpe",
-        byte_fallback=True,
-        character_coverage=1.0,
-        hard_vocab_limit=False,
-        minloglevel=2,
-    )
-    return out.getvalue()
+    return sentencepiece_bpe(CORPUS, 420, byte_fallback=True, character_coverage=1.0)
 
 
 @pytest.fixture(scope="module")
