@@ -41,28 +41,37 @@ PY = sys.executable
 FERTILITY = str(Path(PY).with_name("fertility"))
 CACHE = Path(os.environ.get("FERTILITY_BENCH_CACHE", "/tmp/fertility-bench"))
 
-RAW = r"""
+# How every raw side reads the corpus (real_corpus: *.txt, one document per line), as code
+# the raw script starts with: lines in batches of 1,000, file by file in name order.
+RAW_BATCHES = r"""
+def batches(folder, size=1000):
+    from pathlib import Path
+    for path in sorted(Path(folder).glob("*.txt")):
+        with open(path, encoding="utf-8") as fh:
+            buf = []
+            for line in fh:
+                buf.append(line[:-1])
+                if len(buf) == size:
+                    yield buf
+                    buf = []
+            if buf:
+                yield buf
+"""
+
+RAW = (
+    RAW_BATCHES
+    + r"""
 import sys
-from pathlib import Path
 from tokenizers import Tokenizer
 toks = [Tokenizer.from_file(p) for p in sys.argv[2:]]
 docs = 0
-for path in sorted(Path(sys.argv[1]).glob("*.txt")):
-    with open(path, encoding="utf-8") as fh:
-        buf = []
-        for line in fh:
-            buf.append(line[:-1])
-            if len(buf) == 1000:
-                for t in toks:
-                    t.encode_batch(buf, add_special_tokens=False)
-                docs += len(buf)
-                buf = []
-        if buf:
-            for t in toks:
-                t.encode_batch(buf, add_special_tokens=False)
-            docs += len(buf)
+for buf in batches(sys.argv[1]):
+    for t in toks:
+        t.encode_batch(buf, add_special_tokens=False)
+    docs += len(buf)
 print(docs)
 """
+)
 
 
 def realworld_root() -> Path:

@@ -49,7 +49,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))  # tests.realworld.results: the fixtures' list of tokenizer files
-from analyze_throughput import FERTILITY, PY, real_corpus, realworld_root, timed  # noqa: E402
+from analyze_throughput import (  # noqa: E402
+    FERTILITY,
+    PY,
+    RAW_BATCHES,
+    real_corpus,
+    realworld_root,
+    timed,
+)
 
 from fertility.tokenizers.patterns import ALIASES  # noqa: E402
 from tests.realworld.results import TOKENIZERS  # noqa: E402
@@ -58,9 +65,10 @@ SETS = {"four": ["o200k", "cl100k", "mistral-v1", "minilm"], "all": list(TOKENIZ
 DEFAULT_MB = {"four": 6.0, "all": 1.7}
 
 # argv: corpus, repository, JSON [[library, path, family], ...], "count" or "time"
-RAW = r"""
+RAW = (
+    RAW_BATCHES
+    + r"""
 import json, sys
-from pathlib import Path
 import sentencepiece, tiktoken, tokenizers
 from tiktoken.load import load_tiktoken_bpe
 sys.path.insert(0, sys.argv[2])
@@ -90,21 +98,13 @@ count = sys.argv[4] == "count"
 totals = []
 for encode in encs:  # the libraries in turn, each over the whole corpus
     n = 0
-    for path in sorted(Path(sys.argv[1]).glob("*.txt")):
-        with open(path, encoding="utf-8") as fh:
-            buf = []
-            for line in fh:
-                buf.append(line[:-1])
-                if len(buf) == 1000:
-                    r = encode(buf)
-                    n += sum(map(len, r)) if count else 0
-                    buf = []
-            if buf:
-                r = encode(buf)
-                n += sum(map(len, r)) if count else 0
+    for buf in batches(sys.argv[1]):
+        r = encode(buf)
+        n += sum(map(len, r)) if count else 0
     totals.append(n)
 print(json.dumps(totals))
 """
+)
 
 
 def library(spec: str) -> tuple[str, str | None]:

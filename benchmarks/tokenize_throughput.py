@@ -31,29 +31,30 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from analyze_throughput import CACHE, FERTILITY, PY, real_corpus, trained_bpe  # noqa: E402
+from analyze_throughput import (  # noqa: E402
+    CACHE,
+    FERTILITY,
+    PY,
+    RAW_BATCHES,
+    real_corpus,
+    trained_bpe,
+)
 from timing import paired  # noqa: E402
 
-RAW = r"""
+RAW = (
+    RAW_BATCHES
+    + r"""
 import sys
 import numpy as np
-from pathlib import Path
 from tokenizers import Tokenizer
 tok = Tokenizer.from_file(sys.argv[2])
 sep = np.array([tok.get_vocab_size()], np.uint16)
 with open(sys.argv[3], "wb") as out:
-    for path in sorted(Path(sys.argv[1]).glob("*.txt")):
-        with open(path, encoding="utf-8") as fh:
-            buf = []
-            for line in fh:
-                buf.append(line[:-1])
-                if len(buf) == 1000:
-                    for e in tok.encode_batch(buf, add_special_tokens=False):
-                        out.write(np.asarray(e.ids, np.uint16).tobytes() + sep.tobytes())
-                    buf = []
-            for e in tok.encode_batch(buf, add_special_tokens=False):
-                out.write(np.asarray(e.ids, np.uint16).tobytes() + sep.tobytes())
+    for buf in batches(sys.argv[1]):
+        for e in tok.encode_batch(buf, add_special_tokens=False):
+            out.write(np.asarray(e.ids, np.uint16).tobytes() + sep.tobytes())
 """
+)
 
 
 def main() -> None:
