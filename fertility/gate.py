@@ -94,7 +94,6 @@ class PolicySummary:
 
 @dataclass
 class GateResult:
-    passed: bool
     checks: list[Check]
     findings: list[Finding]  # all findings of the gated tokenizers
     policy: PolicySummary  # a Policy is taken too
@@ -107,6 +106,11 @@ class GateResult:
 
     def __post_init__(self) -> None:
         self.policy = PolicySummary.of(self.policy)
+
+    @property
+    def passed(self) -> bool:
+        """The rule, declared here only: no failing check and no blocking finding."""
+        return not self.failing and not self.blocking
 
     @property
     def exit_code(self) -> int:
@@ -128,21 +132,16 @@ class GateResult:
             c for c in self.checks if c.verdict == "fail" or (unsure and c.verdict == "uncertain")
         ]
 
-    def judged(self) -> GateResult:
-        """This result with `passed` set by the rule: no failing check, no blocking finding."""
-        self.passed = not self.failing and not self.blocking
-        return self
-
     def only(self, label: str) -> GateResult:
-        """The result of one gated tokenizer: its checks, findings and skipped rows, judged
-        by the same rule; what `evaluate(report, policy, label=label)` gives, without
-        measuring the premiums and the rules again for each tokenizer."""
+        """The result of one gated tokenizer: its checks, findings and skipped rows; what
+        `evaluate(report, policy, label=label)` gives, without measuring the premiums and the
+        rules again for each tokenizer."""
         return replace(
             self,
             checks=[c for c in self.checks if c.tokenizer == label],
             findings=[f for f in self.findings if f.tokenizer == label],
             skipped=[s for s in self.skipped if s["tokenizer"] == label],
-        ).judged()
+        )
 
     def to_dict(self) -> gate_json.Gate:
         return {
@@ -278,14 +277,13 @@ def evaluate(
                 )
             )
     return GateResult(
-        False,  # set by judged()
         checks,
         findings,
         PolicySummary.of(policy),
         skipped,
         premium_note=str(prem.attrs.get("note", "")),
         subset=read_subset(getattr(report, "corpus", None) or {}),
-    ).judged()
+    )
 
 
 def verdicts(report: Report, policy: Policy) -> dict[str, dict]:

@@ -333,7 +333,7 @@ def test_a_verb_body_reads_its_options_object(tmp_path, monkeypatch):
 
     def fake_fix(paths, out_dir, config, **kw):
         seen.update(paths=paths, out_dir=out_dir, config=config, **kw)
-        gate = GateResult(True, [], [], PolicySummary())
+        gate = GateResult([], [], PolicySummary())
         return type("R", (), {"gate": gate})()
 
     monkeypatch.setattr(fix_module, "fix", fake_fix)
@@ -362,7 +362,7 @@ def test_policy_summary_is_of_a_policy_not_of_a_mapping():
         policy.fail_on,
     )
     assert summary.to_dict() == policy.to_dict() and PolicySummary.of(summary) is summary
-    assert GateResult(True, [], [], policy).policy == summary
+    assert GateResult([], [], policy).policy == summary
     with pytest.raises(TypeError, match="Policy or a PolicySummary"):
         PolicySummary.of(policy.to_dict())  # type: ignore[arg-type]
 

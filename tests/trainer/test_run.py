@@ -40,7 +40,7 @@ class FakeGate(GateResult):
     def __init__(self, passed: bool):
         verdict = "pass" if passed else "fail"
         check = Check("chars_per_token", "x", "script", "Latn", 1.0, 1.0, 1.0, 2.0, ">=", verdict)
-        super().__init__(passed, [check], [], PolicySummary())
+        super().__init__([check], [], PolicySummary())  # passed: the check's verdict
 
     def to_dict(self) -> dict:
         return {"schema": "fertility.gate/1", "passed": self.passed}

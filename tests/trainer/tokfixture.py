@@ -22,7 +22,7 @@ class PassingGate(GateResult):
     a real GateResult with no checks, so the trainer renders it as it renders any verdict."""
 
     def __init__(self):
-        super().__init__(passed=True, checks=[], findings=[], policy=PolicySummary())
+        super().__init__(checks=[], findings=[], policy=PolicySummary())
 
     def to_dict(self):
         return {"passed": True}
