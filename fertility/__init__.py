@@ -3,7 +3,8 @@
     import fertility
     report = fertility.analyze(["corpus/"], ["bpe=tokenizer.json"])
     report.frame          # one tidy DataFrame: a row per (tokenizer, language|script)
-    report.findings       # diagnosed with the same policy `fertility report` uses
+    report.findings       # diagnosed with the same policy `fertility report` uses (None
+                          # with findings=False: not diagnosed)
     report.to_json()      # the same document as `fertility report --format json`
 
 The public names load on first use (`__getattr__`) so `fertility --help` never imports numpy

@@ -297,7 +297,7 @@ def verdicts(report: Report, policy: Policy) -> dict[str, dict]:
         return out
     # one evaluation of every tokenizer (a premium bootstrap and the rules once), then each
     # tokenizer's share of it: with 12 tokenizers, evaluating each alone cost 12 of each
-    everyone = evaluate(report, policy, findings=report.findings or None)
+    everyone = evaluate(report, policy, findings=report.findings)
     for info in carded:
         result = everyone.only(info.label)
         out[info.label] = {

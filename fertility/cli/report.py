@@ -91,7 +91,7 @@ def report(**kw) -> None:
         # deferred: the library loads when a command runs (fast --help)
         from fertility.report.html import render_html
 
-        write_output(render_html(rep, rep.findings, policy=pol), output)
+        write_output(render_html(rep, rep.findings or [], policy=pol), output)
     else:
         # deferred: the library loads when a command runs (fast --help)
         from fertility.report.text import render_table

@@ -71,7 +71,9 @@ class Report:
         default_factory=dict
     )  # {(label, lang): fertility.measure.roundtrip changes}
     settings: report_json.MeasureSettings = field(default_factory=_no_settings)
-    findings: list = field(default_factory=list)
+    # the rules' findings (fertility.findings.diagnose_under) once run, [] when none fired;
+    # None: not diagnosed (--no-diagnose), so whoever judges the report runs the rules
+    findings: list | None = None
     # label -> the pairwise overlap of its languages' token distributions (card.overlap)
     overlap: dict = field(default_factory=dict)
     # (label, script) -> {language: characters of its running text in that language}: what a

@@ -39,7 +39,7 @@ COLUMNS = (
 def leaderboard_rows(report, policy=None) -> list[dict]:
     """One dict per gated tokenizer (COLUMNS' keys), best first."""
     policy = policy or report.policy or default_policy()
-    result = evaluate(report, policy, findings=report.findings or None)
+    result = evaluate(report, policy, findings=report.findings)
     vs = sorted(S.verdicts(report, result), key=lambda v: v.rank)
     prem = premium_table(
         report, policy.thresholds, reference=policy.reference, parallel=policy.parallel

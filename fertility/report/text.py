@@ -299,7 +299,7 @@ def render_table(
         min_size=(policy.min_chars, policy.min_documents),
     )
     parts += findings_lines(
-        report.findings, [t.label for t in report.tokenizers], width, verbose, report.frame
+        report.findings or [], [t.label for t in report.tokenizers], width, verbose, report.frame
     )
     # every line visible (the tables already are): nothing from the data reaches the
     # terminal raw, whichever line carries it

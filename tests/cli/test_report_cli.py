@@ -163,3 +163,20 @@ def test_one_path_for_the_report_and_the_plots_is_refused_before_any_work(
         "elsewhere"
     ]
     assert [p.name for p in out.rglob("*")] == ["plots"]  # nothing written
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "leaderboard", "html"])
+def test_the_rules_run_once_even_when_none_fires(run, corpus, tok_path, monkeypatch, fmt):
+    """The report's findings are what its verdicts weigh: the verdict of the table, the JSON
+    and the leaderboard reuses them, an empty list included, instead of running every rule
+    again. With --no-diagnose there are none, so the JSON's verdict runs them itself."""
+    from fertility.findings import diagnosis
+
+    calls = []
+    monkeypatch.setattr(diagnosis, "diagnose", lambda *a, **k: calls.append(1) or [])
+    args = ("report", corpus, "-t", tok_path, "--format", fmt, "-q")
+    code, out, err = run(*args, "-o", corpus.parent / f"r.{fmt}")
+    assert code == 0 and len(calls) == 1, err
+    calls.clear()
+    code, _, err = run(*args, "--no-diagnose", "-o", corpus.parent / f"s.{fmt}")
+    assert code == 0 and len(calls) == (1 if fmt in ("json", "leaderboard") else 0), err
