@@ -34,22 +34,17 @@ from dataclasses import dataclass
 from itertools import compress, count
 from typing import BinaryIO, NamedTuple, cast
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 try:  # only .zst files need it: pretrain and eval run where it is not installed (#37)
     import zstandard
 except ImportError:
     zstandard = None  # type: ignore[assignment]
 
-from fertility.errors import CorpusError, one_line
+from fertility.errors import CorpusError
 from fertility.options import MAX_DOC_CHARS, MAX_INVALID_SHARE
 
 FORMATS = {".txt": "txt", ".jsonl": "jsonl", ".parquet": "parquet"}
 COMPRESSIONS = {".gz": "gzip", ".zst": "zstd", ".xz": "xz", ".bz2": "bzip2"}
 BINARY_PROBE = 8192  # a NUL byte in this many leading (decompressed) bytes: a binary file
-PARQUET_BATCH = 1024  # rows per pyarrow batch: memory stays flat on any file size
 # MAX_DOC_CHARS (the longest document measured) and MAX_INVALID_SHARE (the share of invalid
 # UTF-8 that makes a file binary) are declared with the corpus options: fertility.options.
 MIN_SHARE_BYTES = 512  # a shorter head is too small to judge by its share
@@ -671,99 +666,3 @@ def spool(stream: BinaryIO, path: str, limit: int) -> BinaryIO:
     except BaseException:
         file.close()
         raise
-
-
-def check_row_groups(
-    parquet: pq.ParquetFile, path: str, columns: Sequence[str], limits: Limits
-) -> None:
-    """Refuse, from the footer alone, a row group whose column (text, or lang) holds more
-    bytes a row than a value within --max-doc-chars can (4 bytes a character, its 4-byte
-    length, PAGE_SLACK a row for levels and page headers): one of its values is longer, and
-    decoding it would hold it whole (a 400 MB cell, 18 MB on disk, peaked at 1.72 GB)."""
-    meta = parquet.metadata
-    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
-    first = 1
-    for g in range(meta.num_row_groups):
-        group = meta.row_group(g)
-        rows = max(group.num_rows, 1)
-        for name in columns:
-            if name not in names:
-                continue
-            size = group.column(names.index(name)).total_uncompressed_size
-            if size > rows * (4 * limits.max_doc_chars + 4 + PAGE_SLACK) + PAGE_SLACK:
-                raise CorpusError(
-                    f"{path}: row group {g} (rows {first:,}-{first + group.num_rows - 1:,}) "
-                    f"holds {size:,} bytes of column '{name}', so one of its rows is longer "
-                    f"than --max-doc-chars ({limits.max_doc_chars} characters); raise it or "
-                    "split the document"
-                )
-        first += group.num_rows
-
-
-# What a row group's column holds besides its values' bytes and lengths, at most, a row (the
-# repetition and definition levels, a page header per row at worst, with statistics of up to
-# 4,096 bytes each for min and max) and once (the dictionary page's header): so a footer's
-# size proves a long value.
-PAGE_SLACK = 16384
-
-
-def check_lengths(column: pa.Array, path: str, first: int, limits: Limits) -> None:
-    """Refuse a value of a decoded parquet text column over --max-doc-chars before it becomes
-    a Python string (`to_pylist` held it twice more); `first` is its first row's number."""
-    if column.nbytes <= limits.max_doc_chars:  # fewer bytes than the limit has characters
-        return
-    if pa.types.is_dictionary(column.type):  # the longest of the values that are used
-        lengths = pc.take(pc.utf8_length(column.dictionary), column.indices)
-    else:
-        lengths = pc.utf8_length(column)
-    over = pc.greater(lengths, limits.max_doc_chars)
-    if pc.any(over).as_py():
-        raise too_long(path, f"row {first + pc.index(over, True).as_py()}", limits)
-
-
-def read_parquet(
-    stream: BinaryIO,
-    compressed_size: int | None,
-    path: str,
-    text_field: str,
-    lang_field: str | None,
-    stats: FileStats,
-    limits: Limits = Limits(),
-) -> Generator[Record, None, None]:
-    """`compressed_size`: the file's size when `stream` decompresses it, else None."""
-    if compressed_size is not None:  # parquet needs to seek: spool to disk, not memory
-        with spool(stream, path, spool_limit(compressed_size)) as file:
-            yield from read_parquet(file, None, path, text_field, lang_field, stats, limits)
-        return
-    try:
-        parquet = pq.ParquetFile(stream)
-        schema = parquet.schema_arrow
-    except (pa.ArrowException, OSError) as e:
-        raise CorpusError(f"{path}: not a readable parquet file ({one_line(e)})") from None
-    if text_field not in schema.names:
-        raise CorpusError(f"{path}: no column '{text_field}' (columns: {', '.join(schema.names)})")
-    kind = schema.field(text_field).type
-    if pa.types.is_dictionary(kind):  # categorical strings: to_pylist gives the values
-        kind = kind.value_type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-        raise CorpusError(f"{path}: column '{text_field}' is {kind}, not a string column")
-    columns = [text_field] + ([lang_field] if lang_field and lang_field in schema.names else [])
-    check_row_groups(parquet, path, columns, limits)
-    number = 0
-    try:
-        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH, columns=columns):
-            check_lengths(batch.column(0), path, number + 1, limits)
-            texts = batch.column(0).to_pylist()
-            langs = batch.column(1).to_pylist() if len(columns) > 1 else [None] * len(texts)
-            for text, lang in zip(texts, langs):
-                number += 1
-                if text is None or not text.strip():
-                    stats.empty_records += 1
-                    continue
-                if len(text) > limits.max_doc_chars:
-                    raise too_long(path, f"row {number}", limits)
-                yield number, text, lang if isinstance(lang, str) and lang else None
-    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
-        raise CorpusError(
-            f"{path}: corrupt parquet data after row {number} ({one_line(e)})"
-        ) from None

@@ -21,20 +21,17 @@ file for parquet. `summary()` is the corpus's, with the files and counts of what
 
 from __future__ import annotations
 
-import functools
 import io
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any, NamedTuple
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from fertility.corpus import Corpus, DocBatch, file_entry, remote
 from fertility.corpus import formats as fmt
 from fertility.corpus.walk import CorpusFile
-from fertility.errors import CorpusError, one_line
+from fertility.errors import CorpusError
 
 # 16 KB: tens of documents of real text. A language's interval needs MIN_CLUSTERS blocks, and
 # blocks are drawn in proportion, so the rarest language sets how many are read whatever
@@ -153,10 +150,10 @@ def _count(corpus: Corpus, index: int, cf: CorpusFile) -> int:
     if _whole(corpus, cf):
         return 1
     if cf.format == "parquet":
-        try:
-            return int(_footer(cf.fs_path or cf.path, cf.size).num_row_groups)
-        except (pa.ArrowException, OSError) as e:
-            raise CorpusError(f"{cf.path}: not a readable parquet file ({one_line(e)})") from None
+        # deferred: pyarrow only where a parquet file is read
+        from fertility.corpus.parquet import footer
+
+        return int(footer(cf.path, cf.fs_path or cf.path, cf.size).num_row_groups)
     return -(-cf.size // BLOCK_BYTES)  # ceil: a last, shorter block
 
 
@@ -219,59 +216,13 @@ def _row_group(
         raw = remote.open_file(path)  # a URL: the footer and this row group are read
     except OSError as e:
         raise CorpusError(f"{cf.path}: cannot open ({e.strerror or e})") from None
+    # deferred: pyarrow only where a parquet file is read
+    from fertility.corpus.parquet import footer, row_group_block
+
     with raw:
-        return _group_block(corpus, cf, raw, group, stats)
-
-
-def _group_block(
-    corpus: Corpus, cf: CorpusFile, raw: Any, group: int, stats: fmt.FileStats
-) -> fmt.Block:
-    text_field, lang_field = corpus.text_field, corpus.lang_field
-    try:
-        # the footer read once per file (a URL: one request fewer per row group)
-        parquet = pq.ParquetFile(raw, metadata=_footer(cf.fs_path or cf.path, cf.size))
-        names = parquet.schema_arrow.names
-        if text_field not in names:
-            raise CorpusError(f"{cf.path}: no column '{text_field}' (columns: {', '.join(names)})")
-        columns = [text_field] + ([lang_field] if lang_field and lang_field in names else [])
-        fmt.check_row_groups(parquet, cf.path, columns, corpus.limits)  # before decoding
-        table = parquet.read_row_group(group, columns=columns)
-        before = sum(parquet.metadata.row_group(g).num_rows for g in range(group))
-    except (pa.ArrowException, OSError) as e:
-        raise CorpusError(f"{cf.path}: corrupt parquet row group {group} ({one_line(e)})") from None
-    texts = table.column(0).to_pylist()
-    langs = table.column(1).to_pylist() if len(columns) > 1 else [None] * len(texts)
-    numbers, kept, kept_langs = [], [], []
-    for j, (text, lang) in enumerate(zip(texts, langs)):
-        if not isinstance(text, str):
-            if text is not None:
-                raise CorpusError(f"{cf.path}: column '{text_field}' is not a string column")
-            stats.empty_records += 1
-            continue
-        if not text.strip():
-            stats.empty_records += 1
-            continue
-        if len(text) > corpus.limits.max_doc_chars:
-            raise fmt.too_long(cf.path, f"row {before + j + 1}", corpus.limits)
-        numbers.append(before + j + 1)
-        kept.append(text)
-        kept_langs.append(lang if isinstance(lang, str) and lang else None)
-    return fmt.Block(numbers, kept, kept_langs if len(columns) > 1 else None)
-
-
-def _footer(path: str, size: int) -> Any:
-    """A parquet file's metadata (its footer). A URL's is kept for the files read most
-    recently (the blocks are row groups drawn in random order, each read on its own: one
-    request fewer each); a local file's is read again, so a file rewritten since is seen."""
-    if remote.is_remote(path):
-        return _remote_footer(path, size)
-    return pq.ParquetFile(path).metadata
-
-
-@functools.lru_cache(maxsize=64)
-def _remote_footer(url: str, size: int) -> Any:
-    with remote.open_file(url) as raw:  # the footer's bytes only
-        return pq.ParquetFile(raw).metadata
+        meta = footer(cf.path, cf.fs_path or cf.path, cf.size)
+        names = (corpus.text_field, corpus.lang_field)
+        return row_group_block(raw, meta, cf.path, group, names, corpus.limits, stats)
 
 
 __all__ = ["BLOCK_BYTES", "BlockOrder", "Unit"]

@@ -467,7 +467,10 @@ class Corpus:
     ) -> Generator[fmt.Record, None, None]:
         """The per-record readers: .parquet, .jsonl, whole .txt files."""
         if cf.format == "parquet":
-            return fmt.read_parquet(
+            # deferred: pyarrow only where a parquet file is read
+            from fertility.corpus.parquet import read_parquet
+
+            return read_parquet(
                 stream,
                 cf.size if cf.compression else None,
                 cf.path,

@@ -25,26 +25,38 @@ from __future__ import annotations
 
 import os
 import zlib
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from fertility.corpus import labels
 from fertility.errors import PolicyError
 from fertility.policy import Thresholds
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
-EMPTY = pd.DataFrame(
-    {
-        "tokenizer": pd.Series(dtype=str),
-        "lang": pd.Series(dtype=str),
-        "reference": pd.Series(dtype=str),
-        "lines": pd.Series(dtype=int),
-        "premium": pd.Series(dtype=float),
-        "lo": pd.Series(dtype=float),
-        "hi": pd.Series(dtype=float),
-    }
-)
+if TYPE_CHECKING:  # pandas loads with the first table: a measuring process never needs it
+    import pandas as pd
+
+# The premium table's columns and their types, in order.
+COLUMNS = {
+    "tokenizer": str,
+    "lang": str,
+    "reference": str,
+    "lines": int,
+    "premium": float,
+    "lo": float,
+    "hi": float,
+}
+
+
+def empty_table() -> pd.DataFrame:
+    """A premium table of no rows (COLUMNS), its note empty."""
+    # deferred: pandas off the measuring processes' start-up (fertility.measure imports this)
+    import pandas as pd
+
+    out = pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in COLUMNS.items()})
+    out.attrs["note"] = ""
+    return out
 
 
 def pair_rng(seed: int, tokenizer: str, lang: str) -> np.random.Generator:
@@ -91,6 +103,9 @@ def rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
     NaN for fewer than three pairs or a constant side."""
     if len(a) < 3:
         return float("nan")
+    # deferred: pandas off the measuring processes' start-up (fertility.measure imports this)
+    import pandas as pd
+
     ra = pd.Series(np.asarray(a, float)).rank().to_numpy()
     rb = pd.Series(np.asarray(b, float)).rank().to_numpy()
     if ra.std() == 0 or rb.std() == 0:
@@ -231,11 +246,13 @@ def premiums(
     reps: int,
     seed: int,
 ) -> pd.DataFrame:
-    """The premium table (EMPTY's columns); `attrs["note"]`: why some or all languages have
+    """The premium table (COLUMNS); `attrs["note"]`: why some or all languages have
     no premium, one line ("" when every candidate pair is parallel). declared: the user
     says the files are parallel (`--parallel`)."""
-    out = EMPTY.copy()
-    out.attrs["note"] = ""
+    # deferred: pandas off the measuring processes' start-up (fertility.measure imports this)
+    import pandas as pd
+
+    out = empty_table()
     if docs.empty:
         return out
     first = docs[docs["tokenizer"] == docs["tokenizer"].iloc[0]]
@@ -266,7 +283,7 @@ def premiums(
     if not pairs:
         return out
     rows = _premium_rows(docs, pairs, ref, reps, seed)
-    table = pd.DataFrame(rows, columns=EMPTY.columns)
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
     table.attrs["note"] = out.attrs["note"]
     return table
 

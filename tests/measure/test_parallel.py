@@ -51,3 +51,38 @@ def test_worker_errors_reach_the_caller(setup, tmp_path):
     (tmp_path / "en.txt").write_bytes(b"fine\nbad \xff\n")
     with pytest.raises(CorpusError, match="invalid UTF-8"):
         analyze([tmp_path], [str(setup[1])], workers=2, corpus_options=CorpusOptions(strict=True))
+
+
+WORKER = """
+import os, queue, sys
+from fertility.corpus import Corpus, CorpusOptions
+from fertility.measure.parallel import _worker
+from fertility.tokenizers import load_tokenizer, reload_key
+
+corpus, tok = sys.argv[1], sys.argv[2]
+options = CorpusOptions()
+specs = [reload_key(load_tokenizer(tok))]
+sizes = Corpus([corpus], options).sizes()
+messages = queue.Queue()
+_worker(os.getppid(), 0, 1, [corpus], options, sizes, specs, (0, 30, 1000), 64, 0, messages)
+kinds = [kind for kind, _, _ in list(messages.queue)]
+print(kinds[-1], *sorted({"pandas", "pyarrow"} & set(sys.modules)))
+"""
+
+
+def test_a_worker_measures_without_pandas_or_pyarrow(setup):
+    """A measuring process (each of --workers N) runs the pass alone: it loads neither pandas
+    (the frame is built by the parent) nor pyarrow (no parquet file here), each of which cost
+    every worker about 0.4 s and 40-80 MB before it read a batch."""
+    import subprocess
+    import sys
+
+    corpus, tok = setup
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER, str(corpus), str(tok)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["result"]  # the pass ran to its result, nothing else loaded
