@@ -93,10 +93,19 @@ def check_max_id(path, max_id: int) -> None:
         )
 
 
-def sha256_hex(*parts: bytes | str) -> str:
+def sha256_hex(*parts: bytes | str | Iterable[bytes]) -> str:
+    """sha256 of the parts, each followed by a NUL byte. A part may be an iterable of byte
+    strings, hashed as their concatenation, so a whole vocabulary's lines never need to be
+    joined in memory at once."""
     h = hashlib.sha256()
     for part in parts:
-        h.update(part.encode("utf-8") if isinstance(part, str) else part)
+        if isinstance(part, str):
+            h.update(part.encode("utf-8"))
+        elif isinstance(part, bytes):
+            h.update(part)
+        else:
+            for piece in part:
+                h.update(piece)
         h.update(b"\0")
     return h.hexdigest()
 
