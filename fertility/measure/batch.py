@@ -207,7 +207,7 @@ def _measure_tokenizer(acc, enc, texts, tb, keys: _Keys, doc_lang, detail, index
     gs, ge = starts + tok_off, ends + tok_off
     # A token that covers no text (at a document's end) belongs to the last character.
     pos = np.minimum(gs, np.repeat(off[1:] - 1, per_doc))
-    partial = acc.partial[ids] if acc.track_vocab else None
+    partial = acc.tok.partial_of(ids) if acc.track_vocab else None
     at = _attributed(tb, keys, pos, gs, ge, partial, (starts, ids, tok_doc))
     key = keys.char.take(at)
     tokens = keys.count(key)

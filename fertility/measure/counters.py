@@ -258,7 +258,7 @@ class TokenizerAccumulator:
     such an export in, each attribute by its rule in MERGE. An attribute added to __init__
     without a rule there is refused by `merge`, not dropped."""
 
-    CONFIG = ("tok", "track_vocab", "partial", "unk_id", "samples_per_script")
+    CONFIG = ("tok", "track_vocab", "unk_id", "samples_per_script")
     # attribute -> (this accumulator, its value, the other's value) -> the merged value
     MERGE: ClassVar[dict[str, Callable[[TokenizerAccumulator, Any, Any], Any]]] = {
         "counts": _merge_tables,
@@ -288,7 +288,6 @@ class TokenizerAccumulator:
         self.vocab_lang: dict[int, np.ndarray] = {}
         self.vocab_script: dict[int, np.ndarray] = {}
         self.vocab_all = np.zeros(size if self.track_vocab else 0, dtype=bool)
-        self.partial = tok.partial_mask() if self.track_vocab else None
         self.unk_id = getattr(tok, "unk_id", None)
         self.byte_fallback_chars: dict[int, Counter] = {}
         self.unk_chars: dict[int, Counter] = {}

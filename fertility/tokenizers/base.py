@@ -63,6 +63,7 @@ class Tokenizer(Protocol):
     def token_bytes(self, id: int) -> bytes: ...  # what the token adds to decoded text
     def vocabulary_bytes(self) -> Sequence[bytes]: ...  # token_bytes of every id, in order
     def partial_mask(self) -> np.ndarray: ...  # bool per id: byte pieces, split characters
+    def partial_of(self, ids: np.ndarray) -> np.ndarray: ...  # partial_mask()[ids], sized by ids
     def normalize(self, text: str) -> str: ...  # the tokenizer's normaliser (identity if none)
 
     # {"kind", "model", "byte_level", "byte_fallback", "normalizer", "pre_tokenizer",
@@ -255,6 +256,27 @@ class ByteTable:
 
     def partial_mask(self) -> np.ndarray:
         return self._partial.copy()
+
+    def partial_of(self, ids: np.ndarray) -> np.ndarray:
+        """partial_mask()[ids], working out only the ids not asked about before: the
+        measuring pass asks for each batch's ids, so a short text costs its own few ids,
+        not a decode of the whole vocabulary (o200k: 200,000 tokens for a one-line report)."""
+        if "_partial" in self.__dict__:  # the whole mask is known already (a card asked)
+            return self._partial[ids]
+        known, partial = self._partial_seen
+        fresh = ids[~known[ids]]
+        if fresh.size:
+            fresh = np.unique(fresh)
+            table = self._table
+            split = [not whole_chars(table[i]) for i in fresh.tolist()]
+            partial[fresh] = np.array(split, dtype=np.bool_) | self._byte_pieces[fresh]
+            known[fresh] = True
+        return partial[ids]
+
+    @cached_property
+    def _partial_seen(self) -> tuple[np.ndarray, np.ndarray]:
+        """partial_of's cache: (asked about, partial) per id."""
+        return np.zeros(self.vocab_size, np.bool_), np.zeros(self.vocab_size, np.bool_)
 
 
 def whole_chars(data: bytes) -> bool:

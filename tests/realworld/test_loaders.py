@@ -115,3 +115,25 @@ def test_wordpiece_flat_encoding_is_its_per_text_one(rw, lines):  # noqa: F811
     flat, ref = tok.encode_flat(texts), concat_encoded(tok.encode_batch(texts))
     assert not tok._fast and len(flat[0]) > 1000
     assert all(np.array_equal(a, b) for a, b in zip(flat, ref))
+
+
+@pytest.mark.parametrize(
+    "name", ["o200k_base.tiktoken", "mistral/tokenizer.model.v1", "tekken/tekken_240911.json"]
+)
+def test_partial_of_the_ids_seen_is_the_whole_masks(rw, lines, name):  # noqa: F811
+    """The measuring pass asks which of each batch's ids are partial (split characters, byte
+    pieces), id by id as they first appear; the answers are the whole-vocabulary mask's
+    (computed by a second tokenizer loaded from the same file): rank-file tokens that split a
+    character, SentencePiece's <0xNN> pieces, Tekken's byte tokens; asked twice, asked once
+    the whole mask is known, and on real text."""
+    path = str(rw / "tokenizers" / name)
+    tok, whole = load_tokenizer(path), load_tokenizer(path).partial_mask()
+    rng = np.random.default_rng(0)
+    seen = tok.encode_flat([*lines[:400], "😀 a😀b 𝔘𝔫𝔦"])[0]
+    # the partial ids first among a random draw: the ones that differ from a plain table
+    draws = [seen, np.flatnonzero(whole)[:500], rng.integers(0, tok.vocab_size, 5000), seen]
+    assert whole[seen].any() and not whole.all()  # both answers are asked for
+    for ids in draws:
+        assert np.array_equal(tok.partial_of(ids), whole[ids])
+    assert np.array_equal(tok.partial_mask(), whole)
+    assert np.array_equal(tok.partial_of(draws[2]), whole[draws[2]])  # the whole mask's now
