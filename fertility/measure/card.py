@@ -112,29 +112,42 @@ def token_classes(tok) -> list[str]:
     special = np.zeros(size, dtype=bool)
     special[[i for i in tok.special_tokens.values() if 0 <= i < size]] = True
     classes[partial & ~special] = BYTES
-    # one comprehension over the ids with text, not a loop over every id with its branches
-    # (nor a method call per id: token_bytes checks its argument, the table needs not)
     table = tok.vocabulary_bytes()
-    decoded = [(i, table[i].decode("utf-8")) for i in np.flatnonzero(~(partial | special)).tolist()]
-    which = [i for i, text in decoded if text]
-    texts = [text for _, text in decoded if text]
-    if texts:
-        # only the scripts: the word, grapheme and running-text tables of the whole vocabulary
-        # cost 1 s and 360 MB on o200k and are not used here
-        doc_of_char, scripts = U.resolved_scripts(texts)
-        # a token is of its first character's script (after Common and Inherited took a
-        # neighbour's) unless another character's differs: then it is mixed (no sort of
-        # the (token, script) pairs and no loop over the ids; the same classes as before on
-        # every fixture vocabulary, o200k 226 -> 192 ms)
-        starts = np.flatnonzero(np.diff(doc_of_char, prepend=-1))
-        first = scripts[starts]
-        mixed = np.zeros(len(texts), dtype=bool)
-        mixed[doc_of_char[scripts != first[doc_of_char]]] = True
-        names = np.array([*U.SCRIPTS, MIXED], dtype=object)
-        classes[which] = names[np.where(mixed, len(U.SCRIPTS), first)]
+    ids = np.flatnonzero(~(partial | special))
+    # the ids with text in chunks: a whole vocabulary's decoded tokens and per-character
+    # tables at once peaked 72 MB on o200k (the classes are per token, so chunks change none)
+    for at in range(0, len(ids), CLASS_CHUNK):
+        _classify(table, ids[at : at + CLASS_CHUNK], classes)
     out: list[str] = classes.tolist()
     _CLASSES[key] = out
     return out
+
+
+CLASS_CHUNK = 16384  # token ids classified at a time
+
+
+def _classify(table, ids: np.ndarray, classes: np.ndarray) -> None:
+    """classes[ids] of tokens `ids`, each whole UTF-8 (not partial, not special)."""
+    # one comprehension over the ids, not a loop over every id with its branches (nor a
+    # method call per id: token_bytes checks its argument, the table needs not)
+    texts = [table[i].decode("utf-8") for i in ids.tolist()]
+    which = ids[np.fromiter(map(len, texts), np.int64, len(texts)) > 0]
+    texts = [text for text in texts if text]  # an empty token decodes to nothing: special
+    if not texts:
+        return
+    # only the scripts: the word, grapheme and running-text tables of the whole vocabulary
+    # cost 1 s and 360 MB on o200k and are not used here
+    doc_of_char, scripts = U.resolved_scripts(texts)
+    # a token is of its first character's script (after Common and Inherited took a
+    # neighbour's) unless another character's differs: then it is mixed (no sort of the
+    # (token, script) pairs and no loop over the ids; the same classes as before on every
+    # fixture vocabulary, o200k 226 -> 192 ms)
+    starts = np.flatnonzero(np.diff(doc_of_char, prepend=-1))
+    first = scripts[starts]
+    mixed = np.zeros(len(texts), dtype=bool)
+    mixed[doc_of_char[scripts != first[doc_of_char]]] = True
+    names = np.array([*U.SCRIPTS, MIXED], dtype=object)
+    classes[which] = names[np.where(mixed, len(U.SCRIPTS), first)]
 
 
 def vocabulary_scripts(tok) -> dict[str, float]:
