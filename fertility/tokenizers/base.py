@@ -260,8 +260,11 @@ class ByteTable:
     def partial_of(self, ids: np.ndarray) -> np.ndarray:
         """partial_mask()[ids], working out only the ids not asked about before: the
         measuring pass asks for each batch's ids, so a short text costs its own few ids,
-        not a decode of the whole vocabulary (o200k: 200,000 tokens for a one-line report)."""
-        if "_partial" in self.__dict__:  # the whole mask is known already (a card asked)
+        not a decode of the whole vocabulary (o200k: 200,000 tokens for a one-line report).
+        Once it has been asked about as many ids as the vocabulary holds, the whole mask
+        costs no more than the text did, and each later batch is one lookup in it."""
+        self._partial_asked += len(ids)
+        if "_partial" in self.__dict__ or self._partial_asked >= self.vocab_size:
             return self._partial[ids]
         known, partial = self._partial_seen
         fresh = ids[~known[ids]]
@@ -272,6 +275,8 @@ class ByteTable:
             partial[fresh] = np.array(split, dtype=np.bool_) | self._byte_pieces[fresh]
             known[fresh] = True
         return partial[ids]
+
+    _partial_asked = 0  # ids partial_of was asked about, in all (repeats counted)
 
     @cached_property
     def _partial_seen(self) -> tuple[np.ndarray, np.ndarray]:

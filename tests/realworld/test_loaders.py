@@ -133,7 +133,11 @@ def test_partial_of_the_ids_seen_is_the_whole_masks(rw, lines, name):  # noqa: F
     # the partial ids first among a random draw: the ones that differ from a plain table
     draws = [seen, np.flatnonzero(whole)[:500], rng.integers(0, tok.vocab_size, 5000), seen]
     assert whole[seen].any() and not whole.all()  # both answers are asked for
+    assert sum(map(len, draws)) < tok.vocab_size  # each id worked out as it comes
     for ids in draws:
         assert np.array_equal(tok.partial_of(ids), whole[ids])
+    # asked about a vocabulary's worth of ids, it works out the whole mask: the same answers
+    many = rng.integers(0, tok.vocab_size, tok.vocab_size)
+    assert np.array_equal(tok.partial_of(many), whole[many])
+    assert "_partial" in vars(tok) and np.array_equal(tok.partial_of(seen), whole[seen])
     assert np.array_equal(tok.partial_mask(), whole)
-    assert np.array_equal(tok.partial_of(draws[2]), whole[draws[2]])  # the whole mask's now
