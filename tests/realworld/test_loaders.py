@@ -130,7 +130,7 @@ def test_partial_of_the_ids_seen_is_the_whole_masks(rw, lines, name):  # noqa: F
     tok, whole = load_tokenizer(path), load_tokenizer(path).partial_mask()
     rng = np.random.default_rng(0)
     seen = tok.encode_flat([*lines[:400], "😀 a😀b 𝔘𝔫𝔦"])[0]
-    # the partial ids first among a random draw: the ones that differ from a plain table
+    # real text's ids, the partial ids themselves, a random draw, real text's ids again
     draws = [seen, np.flatnonzero(whole)[:500], rng.integers(0, tok.vocab_size, 5000), seen]
     assert whole[seen].any() and not whole.all()  # both answers are asked for
     assert sum(map(len, draws)) < tok.vocab_size  # each id worked out as it comes
