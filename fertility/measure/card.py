@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -25,44 +25,58 @@ from fertility.tokenizers.pretokenizer import PRETOKENIZER
 RENYI_ALPHA = 2.5  # Zouhar et al. (ACL 2023): the order that best predicted downstream BLEU
 
 
-def _probabilities(h: np.ndarray) -> np.ndarray:
-    """The nonzero probabilities of a histogram, float64."""
-    nz = h[h > 0].astype(np.float64)
-    return nz / nz.sum()
+class Histogram(NamedTuple):
+    """A row's token-id histogram as its used ids (ascending) and their counts: what the
+    metrics read, sized by the text rather than by the vocabulary (a one-line row of o200k
+    holds five ids of 199,998)."""
+
+    ids: np.ndarray  # int64
+    counts: np.ndarray  # int64, each > 0
+
+    @classmethod
+    def of(cls, h: np.ndarray) -> Histogram:
+        """The histogram of a dense count per id (index = id)."""
+        ids = np.flatnonzero(h)
+        return cls(ids, np.asarray(h)[ids].astype(np.int64))
 
 
-def renyi_entropy(h: np.ndarray, alpha: float = RENYI_ALPHA) -> float:
+def _probabilities(h: Histogram) -> np.ndarray:
+    """The (nonzero) probabilities of a histogram, float64."""
+    c = h.counts.astype(np.float64)
+    return c / c.sum()
+
+
+def renyi_entropy(h: Histogram, alpha: float = RENYI_ALPHA) -> float:
     """H_alpha = log2(sum p^alpha) / (1 - alpha), in bits (alpha != 1)."""
     return float(np.log2(np.sum(_probabilities(h) ** alpha)) / (1.0 - alpha))
 
 
-def shannon_entropy(h: np.ndarray) -> float:
+def shannon_entropy(h: Histogram) -> float:
     """H = -sum p log2 p, in bits."""
     p = _probabilities(h)
     return float(-np.sum(p * np.log2(p)))
 
 
-def renyi_efficiency(h: np.ndarray, vocab: int) -> float:
+def renyi_efficiency(h: Histogram, vocab: int) -> float:
     return renyi_entropy(h) / np.log2(vocab)
 
 
-def shannon_efficiency(h: np.ndarray, vocab: int) -> float:
+def shannon_efficiency(h: Histogram, vocab: int) -> float:
     return shannon_entropy(h) / np.log2(vocab)
 
 
-def unique_tokens(h: np.ndarray, vocab: int) -> float:
-    return float(np.count_nonzero(h))
+def unique_tokens(h: Histogram, vocab: int) -> float:
+    return float(len(h.ids))
 
 
-def vocab_utilisation(h: np.ndarray, vocab: int) -> float:
-    return np.count_nonzero(h) / vocab
+def vocab_utilisation(h: Histogram, vocab: int) -> float:
+    return len(h.ids) / vocab
 
 
-def avg_token_rank(h: np.ndarray, vocab: int) -> float:
+def avg_token_rank(h: Histogram, vocab: int) -> float:
     """The token-weighted mean id: sum(id * count) / sum(count), exact in int64 sums while
     tokens x vocabulary < 9e18."""
-    ids = np.arange(len(h), dtype=np.int64)
-    return int(np.dot(ids, h)) / int(h.sum())
+    return int(np.dot(h.ids, h.counts)) / int(h.counts.sum())
 
 
 # name -> f(histogram, vocabulary size); the registry's DISTRIBUTIONS name these
@@ -79,11 +93,15 @@ FUNCTIONS = {
 
 
 def distribution_values(h: np.ndarray | None, vocab: int, names) -> list[float]:
-    """The metrics `names` of one row's histogram; NaN for no histogram (a pre-tokenizer
-    family), an empty one (no tokens) or a vocabulary of fewer than 2 ids."""
-    if h is None or vocab < 2 or not h.any():
+    """The metrics `names` of one row's dense histogram (a count per id); NaN for no
+    histogram (a pre-tokenizer family), an empty one (no tokens) or a vocabulary of fewer
+    than 2 ids."""
+    if h is None or vocab < 2:
         return [float("nan")] * len(names)
-    return [float(FUNCTIONS[n](h, vocab)) for n in names]
+    used = Histogram.of(h)  # one pass over the vocabulary; the metrics read the used ids
+    if not len(used.ids):
+        return [float("nan")] * len(names)
+    return [float(FUNCTIONS[n](used, vocab)) for n in names]
 
 
 # ---------------------------------------------------------------- per tokenizer

@@ -152,8 +152,10 @@ def test_tokenization_scorer_formula_on_a_hand_histogram():
     h[[0, 3, 7, 49]] = [5, 1, 1, 3]
     p = np.array([5, 1, 1, 3]) / 10
     want = (1 / (1 - 2.5)) * np.log2(np.sum(p**2.5)) / np.log2(50)
-    assert card.renyi_efficiency(h, 50) == pytest.approx(want, rel=1e-15)
-    assert card.avg_token_rank(h, 50) == (3 + 7 + 3 * 49) / 10
+    used = card.Histogram.of(h)
+    assert used.ids.tolist() == [0, 3, 7, 49] and used.counts.tolist() == [5, 1, 1, 3]
+    assert card.renyi_efficiency(used, 50) == pytest.approx(want, rel=1e-15)
+    assert card.avg_token_rank(used, 50) == (3 + 7 + 3 * 49) / 10
 
 
 _SCRIPT = regex.compile("|".join(f"(?P<{c}>\\p{{Script={c}}})" for c in U.SCRIPTS[3:]))
