@@ -243,16 +243,21 @@ class ByteTable:
 
     @cached_property
     def _partial(self) -> np.ndarray:
+        return self._partial_ids(np.arange(self.vocab_size))
+
+    def _partial_ids(self, ids: np.ndarray) -> np.ndarray:
+        """The rule, once: per id, a byte piece or bytes that are not whole UTF-8."""
+        table = self._table
         # Only a token that decodes with a replacement character can be incomplete UTF-8 (and
-        # few do): the strict check runs on those alone, not on the whole vocabulary.
-        split = np.zeros(self.vocab_size, dtype=np.bool_)
+        # few do): the strict check runs on those alone.
         suspects = [
-            i
-            for i, b in enumerate(self._table)
-            if not b.isascii() and "\ufffd" in b.decode("utf-8", "replace")
+            k
+            for k, i in enumerate(ids.tolist())
+            if not table[i].isascii() and "\ufffd" in table[i].decode("utf-8", "replace")
         ]
-        split[[i for i in suspects if not whole_chars(self._table[i])]] = True
-        return split | self._byte_pieces
+        split = np.zeros(len(ids), dtype=np.bool_)
+        split[[k for k in suspects if not whole_chars(table[ids[k]])]] = True
+        return split | self._byte_pieces[ids]
 
     def partial_mask(self) -> np.ndarray:
         return self._partial.copy()
@@ -270,9 +275,7 @@ class ByteTable:
         fresh = ids[~known[ids]]
         if fresh.size:
             fresh = np.unique(fresh)
-            table = self._table
-            split = [not whole_chars(table[i]) for i in fresh.tolist()]
-            partial[fresh] = np.array(split, dtype=np.bool_) | self._byte_pieces[fresh]
+            partial[fresh] = self._partial_ids(fresh)
             known[fresh] = True
         return partial[ids]
 
