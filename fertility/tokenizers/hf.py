@@ -66,7 +66,7 @@ def bytes_to_unicode() -> dict[int, str]:
 # Byte-level string -> latin-1 string with one character per byte, for str.translate.
 _UNBYTE = {ord(ch): b for b, ch in bytes_to_unicode().items()}
 # and back: a latin-1 character (one per byte) -> its byte-level stand-in
-_BYTE_LEVEL = {b: ch for b, ch in bytes_to_unicode().items()}
+_BYTE_LEVEL = bytes_to_unicode()
 _OUTSIDE = re.compile("[^" + re.escape("".join(_BYTE_LEVEL.values())) + "]")
 
 
