@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from fertility.corpus import Corpus, CorpusOptions, warn
 from fertility.errors import TokenizerError
-from fertility.measure import parallel
+from fertility.measure import parallel, precision
 from fertility.measure.counters import TokenizerAccumulator
 from fertility.measure.passes import KEEP_DOCS, PassState, run_pass
 from fertility.measure.report import Report, build_report
@@ -63,9 +63,6 @@ def analyze(
     # --precision measures in one process: it stops between batches (fertility.measure.precision)
     precise = options.precision is not None
     if precise:
-        # deferred: --precision's block reader (pyarrow for parquet row groups) only for it
-        from fertility.measure import precision
-
         precision.check(options)
     n_workers = (
         1 if precise else parallel.choose_workers(workers, paths, toks, options.on_warning or warn)
