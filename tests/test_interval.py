@@ -119,3 +119,46 @@ def test_the_csv_prints_no_float_noise(tmp_path, run):
     cells = [c for row in out.splitlines()[1:] for c in row.split(",")]
     tiny = [c for c in cells if "e-" in c and float(c) < 1e-9]
     assert tiny == []  # a zero rate's interval starts at 0, not at 1e-19
+
+
+def _blocks(rng, n: int, ratio: float) -> tuple[np.ndarray, np.ndarray]:
+    """n blocks' (chars, tokens): tokens 2,000-6,000, chars the ratio times them, 5% noise."""
+    t = rng.integers(2000, 6000, n)
+    return np.rint(t * ratio * rng.normal(1, 0.05, n)).astype(np.int64), t
+
+
+def _six(c: np.ndarray, t: np.ndarray) -> np.ndarray:
+    return np.array([np.count_nonzero(c), c.sum(), t.sum(), c @ c, c @ t, t @ t], np.int64)
+
+
+def test_stratified_interval_against_the_blocks_in_float64():
+    """Bootstrap.stratified from each stratum's six integer sums against the formula worked
+    from the blocks themselves in float64: R = sum w c / sum w t, d = c - R t, Var = sum_h
+    w_h^2 n_h / (n_h - 1) sum (d - mean_h d)^2 / (sum w t)^2 (Cochran 6.11). Three strata
+    with the ratios and weights of a run where one language was read seven times more
+    thoroughly than another. Tolerance: the reference's d are float64 differences of
+    numbers near 2e4 (relative error 1e-16 x c/d, about 1e-15), summed over 135 blocks;
+    the code's centred moments are exact integers rounded once, then lose about log10(30)
+    digits to the correlation of c and t (docstring): both are within 1e-13 of the exact
+    value, so 1e-9 leaves six orders of margin on any CPU."""
+    rng = np.random.default_rng(0)
+    parts = [(7.5, *_blocks(rng, 40, 4.1)), (1.0, *_blocks(rng, 35, 1.4))]
+    parts.append((2.25, *_blocks(rng, 60, 2.6)))
+    r = sum(w * c.sum() for w, c, t in parts) / sum(w * t.sum() for w, c, t in parts)
+    var = 0.0
+    for w, c, t in parts:
+        d = c - r * t.astype(float)
+        var += w * w * len(d) / (len(d) - 1) * ((d - d.mean()) ** 2).sum()
+    se = np.sqrt(var) / sum(w * t.sum() for w, c, t in parts)
+    lo, hi = Bootstrap.stratified([(w, len(c), _six(c, t), False) for w, c, t in parts])
+    assert lo == pytest.approx(r - 1.959963984540054 * se, rel=1e-9)
+    assert hi == pytest.approx(r + 1.959963984540054 * se, rel=1e-9)
+    # one stratum, every block holding the group: the unstratified interval, whatever w
+    w, c, t = parts[1]
+    alone = Bootstrap.stratified([(3.0, len(c), _six(c, t), False)])
+    assert alone == pytest.approx(Bootstrap.interval(_six(c, t)), rel=1e-12)
+    # a stratum with one observation: no spread to measure, unless it was read whole
+    one = _six(c[:1], t[:1])
+    assert np.isnan(Bootstrap.stratified([(1.0, 1, one, False), (w, len(c), _six(c, t), False)])[0])
+    both = Bootstrap.stratified([(1.0, 1, one, True), (1.0, len(c), _six(c, t), False)])
+    assert both[0] < (c.sum() + c[0]) / (t.sum() + t[0]) < both[1]

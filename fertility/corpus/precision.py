@@ -2,7 +2,9 @@
 
 `BlockOrder(corpus, seed)` reads the same files as `corpus` but cuts them into units and
 reads the units in a random order drawn from the seed, so a pass stopped at any point has
-read a random sample of blocks from every file and language: never a prefix.
+read a random sample of blocks from every file and language: never a prefix. When files name
+the languages, each language (stratum) has a random order of its own and the order deals
+the languages in turn; a language the measuring side closes (`done`) is skipped from then on.
 
 Units
     an uncompressed `.txt` or `.jsonl` file: blocks of BLOCK_BYTES bytes; a block holds the
@@ -33,12 +35,13 @@ from fertility.corpus import formats as fmt
 from fertility.corpus.walk import CorpusFile
 from fertility.errors import CorpusError
 
-# 16 KB: tens of documents of real text. A language's interval needs MIN_CLUSTERS blocks, and
-# blocks are drawn in proportion, so the rarest language sets how many are read whatever
-# their size: with 64 KB the 13 fixture languages at 1% read 499 blocks (32 MB) although every
+# 16 KB: tens of documents of real text. A language's interval needs MIN_CLUSTERS blocks
+# whatever their size, so the block size sets the least a language costs (30 x 16 KB): drawn in
+# proportion, with 64 KB the 13 fixture languages at 1% read 499 blocks (32 MB) although every
 # half-width was already 0.2-0.7%; with 16 KB, 737 blocks (12 MB), half-widths 0.3-1.0%, half
-# the time (benchmarks/RESULTS.md, 2026-12-05). Smaller blocks help more where neighbouring
-# documents agree (one site, one topic): a block then counts as one observation whatever its size.
+# the time (benchmarks/RESULTS.md, stop 41); drawn apart, most languages stop at that floor
+# (stop 44). Smaller blocks help more where neighbouring documents agree (one site, one topic):
+# a block then counts as one observation whatever its size.
 BLOCK_BYTES = 1 << 14
 
 
@@ -49,30 +52,49 @@ class Unit(NamedTuple):
 
 
 class BlockOrder:
-    """`corpus` read a unit at a time in a seeded random order (see the top)."""
+    """`corpus` read a unit at a time in a seeded random order (see the top).
+
+    Strata: when languages are named by files, each label is a stratum and the order deals
+    the strata in turn (the r-th unit of every stratum, in random order, before any stratum's
+    (r+1)-th), each stratum's units in a random order; a stratum in `done` (set by
+    fertility.measure.precision while the pass runs) is skipped from then on. With labels
+    read from records there is one stratum, and the order is a plain random permutation."""
 
     def __init__(self, corpus: Corpus, seed: int):
         self.corpus = corpus
-        # The order as two arrays, a unit's file and its number in the file (12 bytes a
-        # unit, not a Python tuple's ~170: 10 GB is 610,000 units of 16 KB): Unit k is
-        # made when it is read (`unit`).
+        # The order as three arrays, a unit's file, its number in the file and its stratum
+        # (16 bytes a unit, not a Python tuple's ~170: 10 GB is 610,000 units of 16 KB):
+        # Unit k is made when it is read (`unit`).
         counts = np.array([_count(corpus, i, cf) for i, cf in enumerate(corpus.files)], np.int64)
-        order = np.random.default_rng(seed).permutation(int(counts.sum()))
-        self.file = np.repeat(np.arange(len(counts), dtype=np.int32), counts)[order]
-        self.part = (order - np.repeat(np.cumsum(counts) - counts, counts)[order]).astype(np.int64)
-        # per file label, the index in the order of its last unit: once that unit is read, the
-        # language is exhausted (None: labels come from records, unknown before reading)
-        self.last_unit: dict[str, int] = {}
-        if not corpus.lang_field:
-            labels = [cf.lang or "und" for cf in corpus.files]
-            names = sorted(set(labels))
-            number = {name: i for i, name in enumerate(names)}
-            label_of = np.array([number[x] for x in labels], np.int64)
-            last = np.full(len(names), -1, np.int64)
-            np.maximum.at(last, label_of[self.file], np.arange(len(self.file)))
-            self.last_unit = {n: int(k) for n, k in zip(names, last) if k >= 0}
-        self.units_read = 0
+        total = int(counts.sum())
+        unit_file = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+        unit_part = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        labels = [cf.lang or "und" for cf in corpus.files]
+        # per stratum its name: the files' labels, or one stratum ("") of every language
+        self.strata: list[str] = [""] if corpus.lang_field else sorted(set(labels)) or [""]
+        number = {name: i for i, name in enumerate(self.strata)}
+        of_file = np.array([number.get(x, 0) for x in labels] or [0], np.int32)
+        unit_stratum = of_file[unit_file] if total else np.zeros(0, np.int32)
+        order = np.random.default_rng(seed).permutation(total)
+        if len(self.strata) > 1:  # deal the strata in turn: by each unit's rank in its stratum
+            s = unit_stratum[order]
+            by = np.argsort(s, kind="stable")
+            size = np.bincount(s, minlength=len(self.strata))
+            rank = np.empty(total, np.int64)
+            rank[by] = np.arange(total) - np.repeat(np.cumsum(size) - size, size)
+            order = order[np.argsort(rank, kind="stable")]
+        self.file, self.part = unit_file[order], unit_part[order]
+        self.stratum = unit_stratum[order]
+        self.units_in = np.bincount(unit_stratum, minlength=len(self.strata))  # per stratum
+        self.done: set[int] = set()  # strata not to read further (the measuring thread's)
+        self.drawn: list[int] = []  # the order's positions read, in order (skipped ones not)
         self.batch_unit: list[int] = []  # batch number -> the unit it came from
+        self.batch_last: list[bool] = []  # batch number -> whether its unit's last batch
+
+    @property
+    def by_label(self) -> bool:
+        """Whether the strata are the files' labels (each a language), read in turn."""
+        return not self.corpus.lang_field
 
     def __len__(self) -> int:  # units
         return len(self.file)
@@ -94,17 +116,22 @@ class BlockOrder:
 
     def doc_batches(self, size: int, max_chars: int) -> Iterator[DocBatch]:
         """Each unit's documents, in batches of at most `size` documents and about
-        `max_chars` characters, never mixing two units."""
+        `max_chars` characters, never mixing two units; `batch_unit` and `batch_last` say
+        each batch's unit, and whether the unit ends with it, when it is given out."""
         corpus = self.corpus
         run = corpus._pass = type(corpus._pass)()  # a fresh pass's counters, as summary() reads
         entries: dict[int, Any] = {}  # file -> its summary()["files"] entry
         for k in range(len(self)):
+            if int(self.stratum[k]) in self.done:
+                continue
+            self.drawn.append(k)
             unit = self.unit(k)
             cf = corpus.files[unit.file]
             if unit.file not in entries:
                 entries[unit.file] = file_entry(cf)
                 run.files.append(entries[unit.file])
             stats = fmt.FileStats()
+            pending = None  # a batch is given out once the next one says whether it is the last
             try:
                 for block in _read(corpus, cf, unit, stats):
                     numbers, texts, record_langs = block
@@ -122,8 +149,9 @@ class BlockOrder:
                             and ends[end] - ends[start] < max_chars
                         ):
                             end += 1
-                        self.batch_unit.append(k)
-                        yield kept.cut(start, end)
+                        if pending is not None:  # not the unit's last batch
+                            yield self._given(pending, k, False)
+                        pending = kept.cut(start, end)
                         start = end
             except fmt.BinaryFile as binary:
                 run.binary_files.append(
@@ -132,13 +160,19 @@ class BlockOrder:
                 corpus.warn(
                     f"{cf.path}: a block at byte {unit.start} skipped (binary: {binary.why})"
                 )
+            if pending is not None:
+                yield self._given(pending, k, True)
             if stats.invalid_utf8:
                 run.invalid_utf8[cf.path] = run.invalid_utf8.get(cf.path, 0) + stats.invalid_utf8
             run.empty_records += stats.empty_records
-            self.units_read = k + 1
-        run.complete = True
+        run.complete = len(self.drawn) == len(self)  # not when a closed language was skipped
         if run.documents == 0:
             raise CorpusError(corpus._why_empty(run))
+
+    def _given(self, batch: DocBatch, k: int, last: bool) -> DocBatch:
+        self.batch_unit.append(k)
+        self.batch_last.append(last)
+        return batch
 
 
 def _whole(corpus: Corpus, cf: CorpusFile) -> bool:

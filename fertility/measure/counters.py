@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -196,6 +196,55 @@ class Bootstrap(GroupTables):
         resid = cc * t * t - 2 * c * t * ct + c * c * tt
         se = math.sqrt(resid * n / (n - 1)) / (t * t)
         return (c / t - Z95 * se, c / t + Z95 * se)
+
+    @staticmethod
+    def stratified(strata: list[tuple[float, int, np.ndarray, bool]]) -> tuple[float, float]:
+        """The interval of R = sum_h w_h C_h / sum_h w_h T_h over strata sampled apart
+        (--precision's languages): `strata` holds, per stratum, its weight w, its number of
+        observations n (its blocks drawn, those without the group counting as zeros; or its
+        documents holding the group, for a stratum read whole), the six sums of `interval`
+        and whether it was read whole. The delta method per stratum: Var(R) ~ sum_h w_h^2 n_h / (n_h - 1)
+        S_h / (sum_h w_h T_h)^2, with S_h = sum_i (d_i - mean d)^2 over the stratum's
+        observations and d_i = c_i - R t_i (Cochran, Sampling Techniques, 6.11). One stratum
+        of weight 1 gives `interval`'s value but for n (its blocks, not those holding it).
+        S_h is worked out from the stratum's centred moments, each exact in integers:
+        S_h = A - 2 R B + R^2 D with A = CC - C^2/n, B = CT - C T/n, D = TT - T^2/n. The
+        floats then lose digits only as c and t are correlated within the stratum:
+        A / S_h ~ 1 / (1 - rho^2), about 50 (two of float64's 16 digits) where blocks'
+        ratios vary by a tenth of their sizes'. A stratum with one observation has no
+        spread to measure: NaN, unless it was read whole, when it adds none."""
+        wc = sum(w * int(s[1]) for w, _, s, _ in strata)
+        wt = sum(w * int(s[2]) for w, _, s, _ in strata)
+        if wt <= 0:
+            return (float("nan"), float("nan"))
+        r = wc / wt
+        var = 0.0
+        for w, n, s, whole in strata:
+            c, t, cc, ct, tt = (int(x) for x in s[1:])
+            if n < 2:
+                if (c or t) and not whole:
+                    return (float("nan"), float("nan"))
+                continue
+            a = (n * cc - c * c) / n
+            b = (n * ct - c * t) / n
+            d = (n * tt - t * t) / n
+            var += w * w * n / (n - 1) * max(a - 2 * r * b + r * r * d, 0.0)
+        se = math.sqrt(var) / wt
+        return (r - Z95 * se, r + Z95 * se)
+
+
+class PooledRow(NamedTuple):
+    """A pooled row (`all`, script, running) of a --precision pass whose languages were drawn
+    apart (fertility.measure.precision): its weighted counts, its stratified interval, its
+    weighted token-id histogram (None: none kept), the blocks holding it and whether every
+    stratum holding it was read whole. fertility.measure.frame.build_frame puts it in place
+    of the row the plain sums would give."""
+
+    counts: np.ndarray
+    interval: tuple[float, float]
+    histogram: np.ndarray | None
+    blocks: int
+    whole: bool
 
 
 NORMALIZATION_EXAMPLES = 5  # texts the normaliser changed, kept per tokenizer

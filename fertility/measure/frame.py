@@ -25,7 +25,10 @@ def _div(a, b):
         return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
 
 
-def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
+def build_frame(accs, langs: dict[str, int], pooled: Mapping | None = None) -> pd.DataFrame:
+    """The frame of every tokenizer's rows. pooled: (tokenizer label, group, key) ->
+    counters.PooledRow, put in place of the rows that the sums would give (a --precision
+    pass whose languages were drawn apart weights its all, script and running rows)."""
     # deferred: pandas off the start-up path
     import pandas as pd
 
@@ -42,16 +45,21 @@ def build_frame(accs, langs: dict[str, int]) -> pd.DataFrame:
         boot_lang = grow_rows(acc.boot.lang, n)  # a language with no batch measured here
 
         def add(group, key, counts, sums, vocab):
+            weighted = pooled.get((t.label, group, key)) if pooled else None
+            if weighted is None:
+                a, z = Bootstrap.interval(sums)
+            else:
+                counts, (a, z), vocab = weighted.counts, weighted.interval, weighted.histogram
             groups.append(group)
             keys.append(key)
             rows.append(counts)
-            a, z = Bootstrap.interval(sums)
             lo.append(a)
             hi.append(z)
             dist.append(card.distribution_values(vocab, size, DISTRIBUTION_NAMES))
 
         every = sum(acc.vocab_lang.values(), none) if acc.track_vocab else None
         add("all", "all", total, boot_lang[:n].sum(0), every)
+        total = rows[0]  # the all row's counts: the shares' denominators
         for i, name in enumerate(lang_names):
             add(
                 "language",

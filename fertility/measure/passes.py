@@ -31,6 +31,7 @@ def run_pass(
     progress=None,
     until=None,
     sink=None,
+    route=None,
 ) -> int | None:
     """One pass over the corpus; with `owned` (batch number -> bool) only those batches are
     encoded and measured, the others only advance the order-dependent bookkeeping. With
@@ -38,7 +39,10 @@ def run_pass(
     the reading thread's CPU seconds in its read_seconds) the pass stops after the first batch
     it says True for and returns the next batch's number; None when the pass went to the end.
     `sink(batch, encoded)` sees every measured batch with its encodings (one per tokenizer,
-    encode_flat's form): `fertility tokenize` writes its shards from the ids measured here."""
+    encode_flat's form): `fertility tokenize` writes its shards from the ids measured here.
+    `route` (batch number -> accumulators, one per tokenizer, or None to leave the batch out)
+    measures each batch into the accumulators it names instead of `accs` (--precision: each
+    language into its own)."""
 
     def encoded(batches):
         for index, batch in enumerate(batches):
@@ -56,7 +60,10 @@ def run_pass(
     reading = _ahead(docs, depth=4, name="fertility-read")
     with closing(reading), closing(_ahead(encoded(reading), name="fertility-encode")) as batches:
         for index, (batch, enc) in enumerate(batches):
-            measure_batch(batch, enc, accs, state, index)
+            into = accs if route is None else route(index)
+            if into is None:  # a batch `route` leaves out
+                continue
+            measure_batch(batch, enc, into, state, index)
             if sink is not None and enc is not None:
                 sink(batch, enc)
             if progress and enc is not None:

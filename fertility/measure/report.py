@@ -124,9 +124,12 @@ class Report:
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent, allow_nan=False)
 
 
-def build_report(accs, state: PassState, summary: dict, toks, settings: dict) -> Report:
+def build_report(
+    accs, state: PassState, summary: dict, toks, settings: dict, pooled: dict | None = None
+) -> Report:
     """The Report of measured accumulators (one per tokenizer of `toks`, same order) and the
-    pass's bookkeeping: analyze's end, and fertility.engine's merge of its tasks' counts."""
+    pass's bookkeeping: analyze's end, and fertility.engine's merge of its tasks' counts.
+    pooled: a stratified --precision pass's weighted pooled rows (build_frame)."""
     summary["docs_table_full"] = state.docs_table_full
     # The corpus object and the settings arrive untyped: Corpus.summary()'s counters of a
     # pass, or the JSON of fertility.engine's task files read back. They are the records
@@ -137,7 +140,7 @@ def build_report(accs, state: PassState, summary: dict, toks, settings: dict) ->
     )
     lang_names = {i: name for name, i in state.langs.items()}
     return Report(
-        frame=build_frame(accs, state.langs),
+        frame=build_frame(accs, state.langs, pooled),
         docs=docs_frame(state),
         corpus=corpus,
         tokenizers=[_describe(t) for t in toks],

@@ -56,8 +56,13 @@ def tok(rw):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def full(shuffled, tok):
-    return _run(shuffled, tok, None, None)[1]
+def full_report(shuffled, tok):
+    return _run(shuffled, tok, None, None)[0]
+
+
+@pytest.fixture(scope="module")
+def full(full_report):
+    return full_report.frame[full_report.frame["group"] == "language"].set_index("key")
 
 
 def test_sample_agrees_with_full_pass(shuffled, tok, full):
@@ -80,6 +85,35 @@ def test_sample_agrees_with_full_pass(shuffled, tok, full):
     assert rows2["chars_per_token"].tolist() == rows["chars_per_token"].tolist()
 
 
+def test_pooled_rows_weight_each_language_by_its_share_read(shuffled, tok, full_report):
+    """The languages are drawn in turn, so at the stop each holds another share of its
+    blocks (en, the smallest file, the largest share); the all and judged script rows weight
+    each language by its blocks over those read, relative to the most thoroughly read one
+    (worked here from the files' sizes and the statement's block counts): the full pass's
+    value is inside each of their intervals, and the plain sum of the sampled language rows,
+    which over-represents en, is outside the all row's."""
+    rep, rows = _run(shuffled, tok, 1, 0.02)
+    p = rep.corpus["precision"]
+    assert p["not_reached"] == [] and "in turn" in p["statement"]
+    blocks = {x: -(-(shuffled / f"{x}.txt").stat().st_size // 4096) for x in LANGS}
+    read = {x: p["languages"][x]["blocks"] for x in LANGS}  # every 4 KB block holds lines
+    ratio = {x: blocks[x] / read[x] for x in LANGS}
+    assert max(ratio.values()) > 1.5 * min(ratio.values())  # unequal shares read
+    weight = {x: ratio[x] / min(ratio.values()) for x in LANGS}
+    got = rep.frame.set_index(["group", "key"])
+    truth = full_report.frame.set_index(["group", "key"])
+    for col in ("chars", "tokens", "documents"):  # rounded once, so within 1
+        hand = sum(weight[x] * rows.loc[x, col] for x in LANGS)
+        assert abs(got.loc[("all", "all"), col] - hand) <= 1, col
+    lo, hi = got.loc[("all", "all"), ["chars_per_token_lo", "chars_per_token_hi"]]
+    assert lo <= truth.loc[("all", "all"), "chars_per_token"] <= hi
+    plain = rows["chars"].sum() / rows["tokens"].sum()
+    assert not lo <= plain <= hi, (lo, plain, hi)
+    for script in p["scripts"]:
+        lo, hi = got.loc[("running", script), ["chars_per_token_lo", "chars_per_token_hi"]]
+        assert lo <= truth.loc[("running", script), "chars_per_token"] <= hi, script
+
+
 def _interval(path: Path, tok, seed: int, rel: float, encoded: dict) -> tuple[float, float]:
     """English's stated interval under --precision `rel`: run_pass's loop without its reading
     and encoding threads (whose start and stop cost more than these short passes measure).
@@ -87,15 +121,17 @@ def _interval(path: Path, tok, seed: int, rel: float, encoded: dict) -> tuple[fl
     250 blocks in other orders (1,750 batches), and encoding is a pure function of the text."""
     state, accs = PassState(seed, 0, 0), [TokenizerAccumulator(tok)]
     order = block_order.BlockOrder(Corpus([path]), seed)
-    stop = Stopper(order, accs, state, rel)
+    stop = Stopper(order, [accs], state, rel)  # one file: one stratum
+    ended = True
     for i, batch in enumerate(order.doc_batches(4096, BATCH_CHARS)):
         key = tuple(batch.texts)
         if key not in encoded:
             encoded[key] = encode_flat(tok, batch.texts)
         measure_batch(batch, [encoded[key]], accs, state, i)
         if stop(i, 0):
+            ended = False
             break
-    stop.finish()  # the batch sums where the frame reads its interval's
+    stop.finish(ended)  # the batch sums where the frame reads its interval's
     return Bootstrap.interval(accs[0].boot.lang[state.langs["en"]])
 
 
@@ -153,14 +189,14 @@ def test_too_few_blocks_only_skips_checks_that_cannot_pass(shuffled, tok):
     """The stopper skips working out intervals while a language holds under MIN_CLUSTERS
     blocks (Stopper._too_few_blocks): at every block's end, whenever it says so, the full
     check says no; and it stops saying so (the pass then stops where check() alone stops)."""
-    state, accs = PassState(3, 0, 0), [TokenizerAccumulator(tok)]
+    state = PassState(3, 0, 0)
     order = block_order.BlockOrder(Corpus([shuffled]), 3)
-    stop = Stopper(order, accs, state, 0.02)
+    stop = Stopper(order, [[TokenizerAccumulator(tok)] for _ in order.strata], state, 0.02)
     skipped = checked = 0
     for i, batch in enumerate(order.doc_batches(4096, BATCH_CHARS)):
-        measure_batch(batch, [encode_flat(tok, batch.texts)], accs, state, i)
+        measure_batch(batch, [encode_flat(tok, batch.texts)], stop.route(i), state, i)
         done = stop(i, 0)
-        if i and order.batch_unit[i] != order.batch_unit[i - 1]:  # a block ended
+        if order.batch_last[i]:  # a block ended
             if stop._too_few_blocks():
                 assert not done and not stop.check(), i
                 skipped += 1
