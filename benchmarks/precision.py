@@ -4,6 +4,7 @@
     python benchmarks/precision.py --mb 2000 --rel 0.01
     python benchmarks/precision.py --mb 10000 --no-full --keep /tmp/p10g   # (b) alone
     python benchmarks/precision.py --no-full --seeds 1,2,3,4,5 --keep /tmp/p200
+    python benchmarks/precision.py --no-full --seeds 1,2,3 --keep /tmp/p200 --base /tmp/old
 
 Corpus: the fixtures' ROOT/text/<lang>.txt (tests/realworld/build.py; ROOT is
 $FERTILITY_REALWORLD or ~/.cache/fertility/realworld), each language written as shuffled
@@ -13,7 +14,9 @@ every language its share. Tokenizer: the fixtures' bpe-gpt2 tokenizer.json.
   (b) precision: `fertility report DIR -t tok --precision REL --seed S --format json -o p.json -q`
 One run each, side by side (a then b); wall, CPU and peak RSS of each whole process
 (benchmarks/timing.py). `--no-full` runs (b) alone, twice (or once per `--seeds` seed): whether
-its time grows with the corpus, where (a) would take hours. Printed: both times and peak RSS,
+its time grows with the corpus, where (a) would take hours; with `--base TREE` each (b) is
+followed by the same command from another checkout (`python -P -m fertility.cli` with TREE on
+PYTHONPATH: the tree before a change), seed by seed, and their ratio. Printed: both times and peak RSS,
 the ratio b/a, the blocks read, and per language the sampled chars/token, its stated interval,
 the full pass's value and whether it lies inside.
 """
@@ -62,6 +65,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", help="build (or reuse) the corpus in this folder")
     ap.add_argument("--no-full", action="store_true", help="time --precision alone, twice")
+    ap.add_argument("--base", help="with --no-full: also time this checkout, seed by seed")
     ap.add_argument(
         "--seeds",
         help="with --no-full: one run per seed (e.g. 1,2,3): where the pass stops is random",
@@ -80,15 +84,25 @@ def main() -> None:
         report = [FERTILITY, "report", str(corpus), "-t", tok, "--format", "json", "-q"]
         if args.no_full:
             seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed] * 2
+            trees = [("", report, None)]
+            if args.base:
+                base = [PY, "-P", "-m", "fertility.cli", *report[1:]]  # -P: not the cwd's
+                trees.append((f" base {args.base}", base, {"PYTHONPATH": args.base}))
             for seed in seeds:
                 sample = ["--precision", str(args.rel), "--seed", str(seed)]
-                took = timed(report + sample + ["-o", str(out / "p.json")])
-                p = json.loads((out / "p.json").read_text())["corpus"]["precision"]
-                print(
-                    f"corpus {size / 1e6:,.0f} MB, seed {seed}: --precision {args.rel} took "
-                    f"{took['wall']:.1f} s ({took['cpu']:.1f} s CPU, peak RSS "
-                    f"{took['rss']:.0f} MiB); blocks read {p['blocks_read']:,} of {p['blocks']:,}"
-                )
+                walls = []
+                for name, cmd, env in trees:
+                    took = timed(cmd + sample + ["-o", str(out / "p.json")], env=env)
+                    p = json.loads((out / "p.json").read_text())["corpus"]["precision"]
+                    walls.append(took["wall"])
+                    print(
+                        f"corpus {size / 1e6:,.0f} MB, seed {seed}{name}: --precision "
+                        f"{args.rel} took {took['wall']:.1f} s ({took['cpu']:.1f} s CPU, peak "
+                        f"RSS {took['rss']:.0f} MiB); blocks read {p['blocks_read']:,} of "
+                        f"{p['blocks']:,}; not reached: {p['not_reached'] or 'none'}"
+                    )
+                if args.base:
+                    print(f"  this tree / base: {walls[0] / walls[1]:.2f}")
             return
         full_s = timed(report + ["-o", str(out / "full.json")])
         prec_s = timed(
@@ -106,22 +120,26 @@ def main() -> None:
     )
 
     def rows(r: dict) -> dict:
-        return {x["key"]: x for x in r["tokenizers"][0]["rows"] if x["group"] == "language"}
+        return {(x["group"], x["key"]): x for x in r["tokenizers"][0]["rows"]}
 
     f, s = rows(full), rows(prec)
-    inside = 0
-    print("lang   full     sampled  [95% interval]       half-width  docs     inside")
-    for lang in sorted(f):
-        a, b = f[lang], s[lang]
+    inside = judged = 0
+    print("row               full     sampled  [95% interval]       half-width  inside")
+    for key in sorted(f, key=lambda k: ("all language script running".split().index(k[0]), k[1])):
+        group, name = key
+        g = p["languages"].get(name) if group == "language" else p["scripts"].get(name)
+        if group not in ("all", "language") and not (group == "running" and g):
+            continue  # the rows the stop judges (a judged script's running row) and `all`
+        a, b = f[key], s[key]
         ok = b["chars_per_token_lo"] <= a["chars_per_token"] <= b["chars_per_token_hi"]
-        inside += ok
-        g = p["languages"][lang]
+        inside, judged = inside + ok, judged + 1
+        half = (b["chars_per_token_hi"] - b["chars_per_token_lo"]) / 2 / b["chars_per_token"]
         print(
-            f"{lang:6} {a['chars_per_token']:.4f}   {b['chars_per_token']:.4f}   "
+            f"{group[:8]:8} {name:8} {a['chars_per_token']:.4f}   {b['chars_per_token']:.4f}   "
             f"[{b['chars_per_token_lo']:.4f}, {b['chars_per_token_hi']:.4f}]   "
-            f"{g['half_width']:.4f}      {g['documents']:<8,} {'yes' if ok else 'NO'}"
+            f"{half:.4f}      {'yes' if ok else 'NO'}"
         )
-    print(f"inside its interval: {inside} of {len(f)}")
+    print(f"inside its interval: {inside} of {judged}")
 
 
 if __name__ == "__main__":
