@@ -235,7 +235,8 @@ class Bootstrap(GroupTables):
 
 class PooledRow(NamedTuple):
     """A pooled row (`all`, script, running) of a --precision pass whose languages were drawn
-    apart (fertility.measure.precision): its weighted counts, its stratified interval, its
+    apart (fertility.measure.precision): its counts (each language's weighted, the sum scaled
+    back to the characters read), its stratified interval, its
     weighted token-id histogram (None: none kept), the blocks holding it and whether every
     stratum holding it was read whole. fertility.measure.frame.build_frame puts it in place
     of the row the plain sums would give."""

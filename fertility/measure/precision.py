@@ -85,6 +85,16 @@ def _boot_tables(acc) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return acc.boot.lang, acc.boot.script, acc.boot_running.script
 
 
+def _as_counts(weighted: np.ndarray, scale: float) -> np.ndarray:
+    """Weighted counts as a pooled row's counts: times `scale`, the row's sampled characters
+    over its weighted ones, so the row keeps the size of what was read (its characters, and
+    about its tokens and documents: a Wilson interval over its rates is as wide as the
+    sample allows, not as the weights would pretend) with the weighted mix of languages;
+    rounded, a count above 0 stays at least 1 (what was seen stays seen)."""
+    x = np.asarray(weighted, dtype=float) * scale
+    return np.where(x > 0, np.maximum(np.rint(x), 1), 0).astype(np.int64)
+
+
 LANG, SCRIPT, RUNNING = range(3)  # the stopper's tables, in _boot_tables's order
 SCRIPT_INDEX = {name: i for i, name in enumerate(U.SCRIPTS)}
 
@@ -191,21 +201,19 @@ class Stopper:
         return False
 
     def weights(self) -> np.ndarray:
-        """Per stratum, what its blocks count for in the pooled rows (all, script, running):
-        its blocks over those measured, divided by the smallest such ratio (the stratum read
-        most thoroughly), so every weight is >= 1 and equal weights are 1: a stratum's counts
-        times its weight estimate what it would hold had it been read as thoroughly as that
-        one (Horvitz-Thompson, scaled). 0 for a stratum with no block measured."""
+        """Per stratum, what each of its measured blocks stands for in the pooled rows (all,
+        script, running): its blocks over those measured (Horvitz-Thompson); 0 for a stratum
+        with no block measured. A pooled row is then scaled back to its sample's size
+        (_as_counts), so only the ratios of the weights matter."""
         n, size = self.drawn.astype(float), self.order.units_in.astype(float)
-        ratio = np.divide(size, n, out=np.zeros_like(n), where=n > 0)
-        base = ratio[n > 0].min() if (n > 0).any() else 1.0
-        return ratio / base
+        return np.divide(size, n, out=np.zeros_like(n), where=n > 0)
 
     def pooled(self, k: int, table: int, weights: np.ndarray) -> dict[int, PooledRow]:
         """Tokenizer k's pooled rows of `table` (LANG: the one `all` row, key -1; SCRIPT,
-        RUNNING: per script index) over the strata: the weighted counts (rounded: a weight
-        is >= 1, so no count rounds to 0), the stratified interval (Bootstrap.stratified),
-        the blocks holding the row and whether every stratum holding it was read whole."""
+        RUNNING: per script index) over the strata: the weighted counts scaled back to the
+        characters the row's sample holds (_as_counts), the stratified interval
+        (Bootstrap.stratified), the blocks holding the row and whether every stratum holding
+        it was read whole."""
         rows: dict[int, list] = {}
         for h, accs in enumerate(self.strata):
             acc, sums = accs[k], self.sums[h][k][table]
@@ -225,16 +233,21 @@ class Stopper:
                     continue
                 s6 = by_docs[key] if whole else by_blocks[key]
                 n = int(s6[0]) if whole else int(self.drawn[h])
-                entry = rows.setdefault(key, [np.zeros(len(row)), [], 0, True])
+                entry = rows.setdefault(key, [0.0, 0, [], 0, True])
                 entry[0] = entry[0] + w * row
-                entry[1].append((w, n, s6, whole))
-                entry[2] += int(by_blocks[key][0])
-                entry[3] = entry[3] and whole
+                entry[1] = entry[1] + row
+                entry[2].append((w, n, s6, whole))
+                entry[3] += int(by_blocks[key][0])
+                entry[4] = entry[4] and whole
         return {
             key: PooledRow(
-                np.rint(total).astype(np.int64), Bootstrap.stratified(strata), None, blocks, whole
+                _as_counts(weighted, sample[C["chars"]] / weighted[C["chars"]]),
+                Bootstrap.stratified(strata),
+                None,
+                blocks,
+                whole,
             )
-            for key, (total, strata, blocks, whole) in rows.items()
+            for key, (weighted, sample, strata, blocks, whole) in rows.items()
         }
 
     def check(self) -> bool:
@@ -407,11 +420,12 @@ class Stopper:
             return None
         if table != LANG:
             return first.vocab_script.get(key)
+        chars = np.array([accs[k].counts.lang[:, C["chars"]].sum() for accs in self.strata])
         total = np.zeros(len(first.vocab_all))
         for h, accs in enumerate(self.strata):
             for part in accs[k].vocab_lang.values():
                 total += float(weights[h]) * part
-        return np.rint(total).astype(np.int64)
+        return _as_counts(total, chars.sum() / (weights * chars).sum())
 
     def _merged(self) -> list[TokenizerAccumulator]:
         """One accumulator per tokenizer: the strata's added up (their language rows are

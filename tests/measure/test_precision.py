@@ -89,9 +89,10 @@ def test_pooled_rows_weight_each_language_by_its_share_read(shuffled, tok, full_
     """The languages are drawn in turn, so at the stop each holds another share of its
     blocks (en, the smallest file, the largest share); the all and judged script rows weight
     each language by its blocks over those read, relative to the most thoroughly read one
-    (worked here from the files' sizes and the statement's block counts): the full pass's
-    value is inside each of their intervals, and the plain sum of the sampled language rows,
-    which over-represents en, is outside the all row's."""
+    (worked here from the files' sizes and the statement's block counts), scaled back to
+    the characters read (so a rate's Wilson interval is as wide as the text read allows):
+    the full pass's value is inside each of their intervals, and the plain sum of the
+    sampled language rows, which over-represents en, is outside the all row's."""
     rep, rows = _run(shuffled, tok, 1, 0.02)
     p = rep.corpus["precision"]
     assert p["not_reached"] == [] and "in turn" in p["statement"]
@@ -102,9 +103,13 @@ def test_pooled_rows_weight_each_language_by_its_share_read(shuffled, tok, full_
     weight = {x: ratio[x] / min(ratio.values()) for x in LANGS}
     got = rep.frame.set_index(["group", "key"])
     truth = full_report.frame.set_index(["group", "key"])
+    # scaled back to the characters read: the all row holds the sample's characters
+    scale = rows["chars"].sum() / sum(weight[x] * rows.loc[x, "chars"] for x in LANGS)
     for col in ("chars", "tokens", "documents"):  # rounded once, so within 1
-        hand = sum(weight[x] * rows.loc[x, col] for x in LANGS)
+        hand = scale * sum(weight[x] * rows.loc[x, col] for x in LANGS)
         assert abs(got.loc[("all", "all"), col] - hand) <= 1, col
+    assert abs(got.loc[("all", "all"), "chars"] - rows["chars"].sum()) <= 1
+    assert 0.8 < got.loc[("all", "all"), "tokens"] / rows["tokens"].sum() < 1.2  # not inflated
     lo, hi = got.loc[("all", "all"), ["chars_per_token_lo", "chars_per_token_hi"]]
     assert lo <= truth.loc[("all", "all"), "chars_per_token"] <= hi
     plain = rows["chars"].sum() / rows["tokens"].sum()
