@@ -45,6 +45,21 @@ COUNTS = (
     "pretoken_cut_words",
 )
 C = {name: i for i, name in enumerate(COUNTS)}
+# The counts of the per-document checks (round trip, the pre-tokenizer's ceiling), made on
+# the detail subset: the first documents of each language up to a fixed number
+# (fertility.measure.batch._detail_mask), not a share of what was read. A --precision pass
+# that weights its languages sums these as they are (fertility.measure.precision).
+DETAIL = (
+    "roundtrip_checked",
+    "roundtrip_failures",
+    "pretoken_chars",
+    "pretokens",
+    "pretoken_mark_initial",
+    "pretoken_zwj_initial",
+    "pretoken_zwnj_initial",
+    "pretoken_words",
+    "pretoken_cut_words",
+)
 NS = len(U.SCRIPTS)
 NOSPACE = np.zeros(NS, dtype=bool)  # per script index: written without spaces
 NOSPACE[[U.SCRIPT_INDEX[s] for s in U.NO_SPACE_SCRIPTS if s in U.SCRIPT_INDEX]] = True
@@ -246,6 +261,17 @@ class PooledRow(NamedTuple):
     histogram: np.ndarray | None
     blocks: int
     whole: bool
+
+
+class Weighted(NamedTuple):
+    """What a --precision pass whose languages were drawn apart hands the frame
+    (fertility.measure.frame.build_frame): its pooled rows, (tokenizer label, group, key) ->
+    PooledRow, and per (tokenizer label, language) the factor of the language row's counts
+    in a share of the `all` row (its weight times the `all` row's scale-back): a language's
+    share of the characters or tokens is then the corpus's, not the sample's."""
+
+    rows: dict[tuple[str, str, str], PooledRow]
+    shares: dict[tuple[str, str], float]
 
 
 NORMALIZATION_EXAMPLES = 5  # texts the normaliser changed, kept per tokenizer

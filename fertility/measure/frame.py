@@ -11,7 +11,7 @@ import numpy as np
 
 from fertility import unicode as U
 from fertility.measure import card
-from fertility.measure.counters import COUNTS, Bootstrap, C, grow_rows
+from fertility.measure.counters import COUNTS, Bootstrap, C, Weighted, grow_rows
 from fertility.measure.metrics import DISTRIBUTIONS, METRICS, NOSPACE_SHARE_MAX, Interval, Unit
 from fertility.stats import wilson_columns
 
@@ -25,10 +25,11 @@ def _div(a, b):
         return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
 
 
-def build_frame(accs, langs: dict[str, int], pooled: Mapping | None = None) -> pd.DataFrame:
-    """The frame of every tokenizer's rows. pooled: (tokenizer label, group, key) ->
-    counters.PooledRow, put in place of the rows that the sums would give (a --precision
-    pass whose languages were drawn apart weights its all, script and running rows)."""
+def build_frame(accs, langs: dict[str, int], weighted: Weighted | None = None) -> pd.DataFrame:
+    """The frame of every tokenizer's rows. weighted: what a --precision pass whose
+    languages were drawn apart weighted (counters.Weighted): its pooled rows (all, script,
+    running) in place of those the sums would give, and each language row's factor in its
+    shares of the all row."""
     # deferred: pandas off the start-up path
     import pandas as pd
 
@@ -36,7 +37,9 @@ def build_frame(accs, langs: dict[str, int], pooled: Mapping | None = None) -> p
     frames = []
     for acc in accs:
         t = acc.tok
-        rows, keys, groups, lo, hi, dist = [], [], [], [], [], []
+        rows: list[np.ndarray] = []
+        keys, groups, lo, hi, dist = [], [], [], [], []
+        share: dict[int, float] = {}  # row -> its factor in a share of the all row (weighted)
         n = len(lang_names)
         size = len(acc.vocab_all)
         none = np.zeros(size, np.int64)
@@ -45,11 +48,13 @@ def build_frame(accs, langs: dict[str, int], pooled: Mapping | None = None) -> p
         boot_lang = grow_rows(acc.boot.lang, n)  # a language with no batch measured here
 
         def add(group, key, counts, sums, vocab):
-            weighted = pooled.get((t.label, group, key)) if pooled else None
-            if weighted is None:
+            pooled = weighted.rows.get((t.label, group, key)) if weighted else None
+            if pooled is None:
                 a, z = Bootstrap.interval(sums)
             else:
-                counts, (a, z), vocab = weighted.counts, weighted.interval, weighted.histogram
+                counts, (a, z), vocab = pooled.counts, pooled.interval, pooled.histogram
+            if weighted and group == "language":
+                share[len(rows)] = weighted.shares.get((t.label, key), 1.0)
             groups.append(group)
             keys.append(key)
             rows.append(counts)
@@ -93,6 +98,7 @@ def build_frame(accs, langs: dict[str, int], pooled: Mapping | None = None) -> p
             has_vocab=acc.track_vocab,
             delta=(lo, hi),
             distributions=False,  # computed below, from the histograms
+            share=_factors(share, len(rows)),
         )
         # the registry's DISTRIBUTIONS, from each row's token-id histogram (null without one)
         values = np.array(dist, dtype=float).reshape(-1, len(DISTRIBUTION_NAMES))
@@ -108,6 +114,15 @@ def build_frame(accs, langs: dict[str, int], pooled: Mapping | None = None) -> p
 DISTRIBUTION_NAMES = [m.name for m in DISTRIBUTIONS]
 
 
+def _factors(share: dict[int, float], n: int) -> np.ndarray | None:
+    """add_metrics's `share` of n rows: the rows of `share` theirs, the others 1."""
+    if not share:
+        return None
+    out = np.ones(n)
+    out[list(share)] = list(share.values())
+    return out
+
+
 def add_metrics(
     f: pd.DataFrame,
     *,
@@ -115,6 +130,7 @@ def add_metrics(
     has_vocab: bool = True,
     delta: tuple | None = None,
     distributions: bool = True,
+    share: np.ndarray | None = None,
 ) -> None:
     """Add to `f` (rows of summed counts: the columns of COUNTS) every metric of the registry,
     in its order: the value, then `<name>_lo`, `<name>_hi` for one with an interval.
@@ -125,7 +141,8 @@ def add_metrics(
     sequences of the delta-method interval (Bootstrap.interval per row); None: null. Any
     frame of counts gets the same numbers: a folded row of the table, a test's rows.
     distributions: also add the DISTRIBUTIONS columns it lacks, null (they need the rows'
-    token-id histograms, which a frame of counts does not hold)."""
+    token-id histograms, which a frame of counts does not hold). share: per row, the factor
+    of its counts in the shares of the all row (counters.Weighted; None: 1)."""
     if totals is None:
         every = f[f["group"] == "all"] if "group" in f else f.iloc[:0]
         totals = every.iloc[0] if len(every) else {}
@@ -135,6 +152,8 @@ def add_metrics(
         num = f[m.numerator[0]].to_numpy()
         for extra in m.numerator[1:]:
             num = num + f[extra].to_numpy()
+        if m.of_all and share is not None:
+            num = num * share
         den = np.full(n, totals.get(m.denominator, 0)) if m.of_all else f[m.denominator]
         num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
         null = np.zeros(n, dtype=bool)

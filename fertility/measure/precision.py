@@ -26,7 +26,8 @@ rarest language set the length of the pass: 737-1,089 blocks of the 13-language 
 against 469-496 drawn apart (benchmarks/RESULTS.md). The languages then hold different
 shares of their blocks, so the pooled rows (all, script, running) weight each language's
 counts by its blocks over those measured (Stopper.weights) and take the stratified interval
-(Bootstrap.stratified); each language's own rows are its sample, unweighted. With labels
+(Bootstrap.stratified); each language's own rows are its sample, unweighted, but for their
+shares of the all row (counters.Weighted). With labels
 read from records there is one stratum, drawn in proportion, and no weight.
 """
 
@@ -41,11 +42,13 @@ from fertility.corpus import Corpus
 from fertility.corpus.precision import BLOCK_BYTES, BlockOrder
 from fertility.errors import CorpusError
 from fertility.measure.counters import (
+    DETAIL,
     NS,
     Bootstrap,
     C,
     PooledRow,
     TokenizerAccumulator,
+    Weighted,
     grow_rows,
 )
 from fertility.measure.passes import run_pass
@@ -93,6 +96,19 @@ def _as_counts(weighted: np.ndarray, scale: float) -> np.ndarray:
     rounded, a count above 0 stays at least 1 (what was seen stays seen)."""
     x = np.asarray(weighted, dtype=float) * scale
     return np.where(x > 0, np.maximum(np.rint(x), 1), 0).astype(np.int64)
+
+
+DETAIL_COLUMNS = [C[name] for name in DETAIL]
+
+
+def _pooled_counts(weighted: np.ndarray, sample: np.ndarray) -> np.ndarray:
+    """A pooled row's counts from its languages' weighted and plain sums: the weighted ones
+    scaled back to the sample's characters (_as_counts), but the detail subset's as they
+    are (counters.DETAIL: a fixed number of documents per language, which the full pass
+    sums alike, whatever share of each language was read)."""
+    out = _as_counts(weighted, sample[C["chars"]] / weighted[C["chars"]])
+    out[DETAIL_COLUMNS] = sample[DETAIL_COLUMNS]
+    return out
 
 
 LANG, SCRIPT, RUNNING = range(3)  # the stopper's tables, in _boot_tables's order
@@ -241,7 +257,7 @@ class Stopper:
                 entry[4] = entry[4] and whole
         return {
             key: PooledRow(
-                _as_counts(weighted, sample[C["chars"]] / weighted[C["chars"]]),
+                _pooled_counts(weighted, sample),
                 Bootstrap.stratified(strata),
                 None,
                 blocks,
@@ -370,9 +386,9 @@ class Stopper:
             return "no interval"
         return f"half-width {width:.1%} > {self.rel:g}"
 
-    def finish(self, ended: bool) -> tuple[list[TokenizerAccumulator], dict | None]:
+    def finish(self, ended: bool) -> tuple[list[TokenizerAccumulator], Weighted | None]:
         """The accumulators of the report and, for a stratified pass not read whole, its
-        pooled rows (frame.build_frame's `pooled`). `ended`: the order ran out (every block
+        pooled rows and language shares (frame.build_frame's `weighted`). `ended`: the order ran out (every block
         drawn was measured; the pass stops only where a block ends). The block (cluster)
         sums go where the frame reads the interval's, except for what was read whole (a
         language every block of which was read; everything when every block was): its
@@ -382,15 +398,7 @@ class Stopper:
         self.whole = bool((self.drawn >= self.order.units_in).all())
         if self.whole:
             return self._merged(), None
-        pooled: dict = {}
-        if self.stratified:  # from the documents' sums of what was read whole: before below
-            weights = self.weights()
-            for k, acc in enumerate(self.strata[0]):
-                for table, group in ((LANG, "all"), (SCRIPT, "script"), (RUNNING, "running")):
-                    for key, row in self.pooled(k, table, weights).items():
-                        name = "all" if table == LANG else U.SCRIPTS[key]
-                        hist = None if table == RUNNING else self._histogram(k, table, key, weights)
-                        pooled[(acc.tok.label, group, name)] = row._replace(histogram=hist)
+        weighted = self._weighted() if self.stratified else None  # before the sums move
         names = dict(self.state.langs)
         for h, accs in enumerate(self.strata):
             whole = [i for lang, i in names.items() if self._stratum_of(lang) == h]
@@ -405,7 +413,26 @@ class Stopper:
                 if not self.stratified:  # (a stratified pass's pooled rows are `pooled`)
                     acc.boot.script = script.copy()
                     acc.boot_running.script = running.copy()
-        return self._merged(), pooled or None
+        return self._merged(), weighted
+
+    def _weighted(self) -> Weighted:
+        """The pooled rows and the language rows' share factors (Weighted), from the strata's
+        documents' sums where read whole: before `finish` puts the block sums in their place."""
+        weights = self.weights()
+        rows: dict[tuple[str, str, str], PooledRow] = {}
+        shares: dict[tuple[str, str], float] = {}
+        for k, acc in enumerate(self.strata[0]):
+            label = acc.tok.label
+            for table, group in ((LANG, "all"), (SCRIPT, "script"), (RUNNING, "running")):
+                for key, row in self.pooled(k, table, weights).items():
+                    name = "all" if table == LANG else U.SCRIPTS[key]
+                    hist = None if table == RUNNING else self._histogram(k, table, key, weights)
+                    rows[(label, group, name)] = row._replace(histogram=hist)
+            chars = np.array([accs[k].counts.lang[:, C["chars"]].sum() for accs in self.strata])
+            scale = chars.sum() / (weights * chars).sum()
+            for lang in self.state.langs:
+                shares[(label, lang)] = float(weights[self._stratum_of(lang)] * scale)
+        return Weighted(rows, shares)
 
     def _histogram(self, k: int, table: int, key: int, weights: np.ndarray):
         """The token-id histogram of a pooled row (None without a vocabulary): the `all`
@@ -489,17 +516,17 @@ def check(options) -> None:
 
 def run(
     corpus: Corpus, options, toks, state, batch_size: int, progress: Callable | None
-) -> tuple[list[TokenizerAccumulator], dict, dict | None]:
+) -> tuple[list[TokenizerAccumulator], dict, Weighted | None]:
     """analyze's pass over `corpus` under `options.precision` (one process; the options
-    passed `check` first): accumulators, summary and the pooled rows of a stratified pass
-    (fertility.measure.frame.build_frame's `pooled`; None when not weighted)."""
+    passed `check` first): accumulators, summary and what a stratified pass weighted
+    (fertility.measure.frame.build_frame's `weighted`; None when nothing was)."""
     order = BlockOrder(corpus, options.seed)
     strata = [[TokenizerAccumulator(t) for t in toks] for _ in order.strata]
     stop = Stopper(order, strata, state, options.precision)
     rest = run_pass(
         order, toks, strata[0], state, batch_size, progress=progress, until=stop, route=stop.route
     )
-    accs, pooled = stop.finish(ended=rest is None)
+    accs, weighted = stop.finish(ended=rest is None)
     summary = corpus.summary()
     summary["precision"] = stop.statement(options.seed)
     # what was measured: the reading thread reads a few blocks past the stop
@@ -509,4 +536,4 @@ def run(
     summary["bytes"] = state.bytes_measured
     summary["subset"]["method"] = "precision"
     summary["subset"]["statement"] = summary["precision"]["statement"]
-    return accs, summary, pooled
+    return accs, summary, weighted

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from fertility import unicode as U
 from fertility.files import json_safe
 from fertility.measure import card
+from fertility.measure.counters import Weighted
 from fertility.measure.frame import build_frame, docs_frame, running_by_language
 from fertility.measure.passes import PassState
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
@@ -125,11 +126,11 @@ class Report:
 
 
 def build_report(
-    accs, state: PassState, summary: dict, toks, settings: dict, pooled: dict | None = None
+    accs, state: PassState, summary: dict, toks, settings: dict, weighted: Weighted | None = None
 ) -> Report:
     """The Report of measured accumulators (one per tokenizer of `toks`, same order) and the
     pass's bookkeeping: analyze's end, and fertility.engine's merge of its tasks' counts.
-    pooled: a stratified --precision pass's weighted pooled rows (build_frame)."""
+    weighted: what a stratified --precision pass weighted (build_frame)."""
     summary["docs_table_full"] = state.docs_table_full
     # The corpus object and the settings arrive untyped: Corpus.summary()'s counters of a
     # pass, or the JSON of fertility.engine's task files read back. They are the records
@@ -140,7 +141,7 @@ def build_report(
     )
     lang_names = {i: name for name, i in state.langs.items()}
     return Report(
-        frame=build_frame(accs, state.langs, pooled),
+        frame=build_frame(accs, state.langs, weighted),
         docs=docs_frame(state),
         corpus=corpus,
         tokenizers=[_describe(t) for t in toks],

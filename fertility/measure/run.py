@@ -71,9 +71,9 @@ def analyze(
     corpus = paths if isinstance(paths, Corpus) else Corpus(list(paths), options)
     if on_corpus is not None:
         on_corpus(corpus)
-    switch, pooled = None, None
+    switch, weighted = None, None
     if precise:
-        accs, summary, pooled = precision.run(corpus, options, toks, state, batch_size, progress)
+        accs, summary, weighted = precision.run(corpus, options, toks, state, batch_size, progress)
     elif n_workers > 1:
         accs, state, summary = parallel.run(corpus, toks, state, n_workers, batch_size, progress)
     else:
@@ -97,7 +97,7 @@ def analyze(
         "workers": n_workers,
         "switch": switch.decided if switch else None,
     }
-    return build_report(accs, state, summary, toks, settings, pooled=pooled)
+    return build_report(accs, state, summary, toks, settings, weighted=weighted)
 
 
 def _ahead_of_the_end(toks) -> None:

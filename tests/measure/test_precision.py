@@ -13,7 +13,7 @@ from fertility.corpus import Corpus, CorpusOptions
 from fertility.corpus import precision as block_order
 from fertility.measure import analyze
 from fertility.measure.batch import encode_flat, measure_batch
-from fertility.measure.counters import Bootstrap, TokenizerAccumulator
+from fertility.measure.counters import DETAIL, Bootstrap, TokenizerAccumulator
 from fertility.measure.passes import BATCH_CHARS, PassState
 from fertility.measure.precision import Stopper
 from fertility.tokenizers import load_tokenizer_arg
@@ -92,7 +92,8 @@ def test_pooled_rows_weight_each_language_by_its_share_read(shuffled, tok, full_
     (worked here from the files' sizes and the statement's block counts), scaled back to
     the characters read (so a rate's Wilson interval is as wide as the text read allows):
     the full pass's value is inside each of their intervals, and the plain sum of the
-    sampled language rows, which over-represents en, is outside the all row's."""
+    sampled language rows, which over-represents en, is outside the all row's. A language
+    row's shares of the all row weigh it the same way."""
     rep, rows = _run(shuffled, tok, 1, 0.02)
     p = rep.corpus["precision"]
     assert p["not_reached"] == [] and "in turn" in p["statement"]
@@ -117,6 +118,20 @@ def test_pooled_rows_weight_each_language_by_its_share_read(shuffled, tok, full_
     for script in p["scripts"]:
         lo, hi = got.loc[("running", script), ["chars_per_token_lo", "chars_per_token_hi"]]
         assert lo <= truth.loc[("running", script), "chars_per_token"] <= hi, script
+    # a language's share of the characters and tokens is the corpus's, not the sample's (the
+    # sample's puts en at about 0.45 of the characters; the corpus's is 0.30): each share is
+    # N blocks times the mean of 30-45 random blocks of shuffled lines, about 1% off (seen:
+    # 0.9% at most over three seeds), so 0.02 of the whole is a margin of several errors
+    for lang in LANGS:
+        for col in ("char_share", "token_share", "byte_share"):
+            assert abs(got.loc[("language", lang), col] - truth.loc[("language", lang), col]) < 0.02
+    assert (
+        abs(
+            rows.loc["en", "chars"] / rows["chars"].sum()
+            - truth.loc[("language", "en"), "char_share"]
+        )
+        > 0.1
+    )
 
 
 def _interval(path: Path, tok, seed: int, rel: float, encoded: dict) -> tuple[float, float]:
@@ -210,3 +225,18 @@ def test_too_few_blocks_only_skips_checks_that_cannot_pass(shuffled, tok):
         if done:
             break
     assert done and skipped >= 30 and checked >= 1  # both answers given; the pass stopped
+
+
+def test_pooled_rows_sum_the_detail_checks_unweighted(shuffled, tok):
+    """The round trip and pre-token counts come from the first documents of each language
+    (a fixed number: fertility.measure.batch._detail_mask), not a share of its blocks: the
+    pooled all row sums them as the languages hold them, as a full pass does, while the
+    counts of every document are weighted."""
+    opts = CorpusOptions(seed=1, precision=0.02)
+    rep = analyze([shuffled], [tok], corpus_options=opts, detail_docs=20, keep_docs=0, workers=1)
+    f = rep.frame.set_index(["group", "key"])
+    langs = f.loc["language"]
+    for col in DETAIL:
+        assert f.loc[("all", "all"), col] == langs[col].sum(), col
+    assert langs["roundtrip_checked"].sum() == 20 * len(LANGS)
+    assert f.loc[("all", "all"), "tokens"] != langs["tokens"].sum()  # weighted
