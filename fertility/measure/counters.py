@@ -250,28 +250,31 @@ class Bootstrap(GroupTables):
 
 class PooledRow(NamedTuple):
     """A pooled row (`all`, script, running) of a --precision pass whose languages were drawn
-    apart (fertility.measure.precision): its counts (each language's weighted, the sum scaled
-    back to the characters read), its stratified interval, its
-    weighted token-id histogram (None: none kept), the blocks holding it and whether every
-    stratum holding it was read whole. fertility.measure.frame.build_frame puts it in place
-    of the row the plain sums would give."""
+    apart (fertility.measure.precision): its counts (each language's weighted, the sum times
+    `scale` to the characters its sample holds), its stratified interval, its token-id
+    histogram (None: none kept), the blocks holding it and whether every stratum holding it
+    was read whole. fertility.measure.frame.build_frame puts it in place of the row the
+    plain sums would give."""
 
     counts: np.ndarray
     interval: tuple[float, float]
     histogram: np.ndarray | None
     blocks: int
     whole: bool
+    scale: float = 1.0
 
 
 class Weighted(NamedTuple):
     """What a --precision pass whose languages were drawn apart hands the frame
     (fertility.measure.frame.build_frame): its pooled rows, (tokenizer label, group, key) ->
-    PooledRow, and per (tokenizer label, language) the factor of the language row's counts
-    in a share of the `all` row (its weight times the `all` row's scale-back): a language's
-    share of the characters or tokens is then the corpus's, not the sample's."""
+    PooledRow, and per row (the same keys, languages too) the factor of its counts in a
+    share of the `all` row: a language's weight, a pooled row's scale undone, each times the
+    `all` row's scale. Every share of the all row (`char_share`, `token_share`,
+    `byte_share`) is then the corpus's, not the sample's, though each row keeps the size of
+    its sample."""
 
     rows: dict[tuple[str, str, str], PooledRow]
-    shares: dict[tuple[str, str], float]
+    shares: dict[tuple[str, str, str], float]
 
 
 NORMALIZATION_EXAMPLES = 5  # texts the normaliser changed, kept per tokenizer

@@ -29,7 +29,7 @@ def build_frame(accs, langs: dict[str, int], weighted: Weighted | None = None) -
     """The frame of every tokenizer's rows. weighted: what a --precision pass whose
     languages were drawn apart weighted (counters.Weighted): its pooled rows (all, script,
     running) in place of those the sums would give, and each language row's factor in its
-    shares of the all row."""
+    shares of the all row (every row's, pooled ones too)."""
     # deferred: pandas off the start-up path
     import pandas as pd
 
@@ -53,8 +53,8 @@ def build_frame(accs, langs: dict[str, int], weighted: Weighted | None = None) -
                 a, z = Bootstrap.interval(sums)
             else:
                 counts, (a, z), vocab = pooled.counts, pooled.interval, pooled.histogram
-            if weighted and group == "language":
-                share[len(rows)] = weighted.shares.get((t.label, key), 1.0)
+            if weighted:
+                share[len(rows)] = weighted.shares.get((t.label, group, key), 1.0)
             groups.append(group)
             keys.append(key)
             rows.append(counts)
@@ -259,14 +259,14 @@ def running_shares(frame: pd.DataFrame) -> dict[tuple[str, str], tuple[float, fl
     out: dict[tuple[str, str], tuple[float, float]] = {}
     if frame.empty:
         return out
+    # char_share: the rows' characters over the all row's (every character is one script's),
+    # which a --precision pass that weighted its languages makes the corpus's share
     for label, g in frame.groupby("tokenizer", sort=False):
         scripts = g[g["group"] == "script"]
-        total = float(scripts["chars"].sum()) or 1.0
-        running = dict(
-            zip(g.loc[g["group"] == "running", "key"], g.loc[g["group"] == "running", "chars"])
-        )
-        for key, chars in zip(scripts["key"], scripts["chars"]):
-            out[(str(label), str(key))] = (float(running.get(key, 0)) / total, float(chars) / total)
+        run = g[g["group"] == "running"]
+        running = dict(zip(run["key"], run["char_share"].fillna(0.0)))
+        for key, share in zip(scripts["key"], scripts["char_share"].fillna(0.0)):
+            out[(str(label), str(key))] = (float(running.get(key, 0.0)), float(share))
     return out
 
 

@@ -262,6 +262,7 @@ class Stopper:
                 None,
                 blocks,
                 whole,
+                float(sample[C["chars"]] / weighted[C["chars"]]),
             )
             for key, (weighted, sample, strata, blocks, whole) in rows.items()
         }
@@ -305,6 +306,10 @@ class Stopper:
             total = int(every.counts[C["chars"]]) if every is not None else 0
             rows = self.pooled(k, RUNNING, weights)
             own = np.max([_language_shares(accs[k]) for accs in self.strata], axis=0)
+            # the share of the corpus is the weighted one (Weighted.shares), the row's own
+            # counts those of its sample
+            base = every.scale if every is not None else 1.0
+            factor: dict[int, float] = {s: base / r.scale for s, r in rows.items()}
         else:
             acc = self.strata[0][k]
             total = int(acc.counts.script[:, C["chars"]].sum())
@@ -318,10 +323,11 @@ class Stopper:
                 rows[int(s)] = PooledRow(
                     acc.counts.running[s], Bootstrap.interval(sums), None, blocks, self.whole
                 )
+            factor = {}
         for s, row in sorted(rows.items()):
             chars, docs = int(row.counts[C["chars"]]), int(row.counts[C["documents"]])
             big = chars >= MIN_CHARS and docs >= MIN_DOCUMENTS and own[s] >= MIN_SHARE
-            if chars >= MIN_SHARE * total or big:
+            if chars * factor.get(s, 1.0) >= MIN_SHARE * total or big:
                 yield s, row.counts, row.interval, row.blocks, row.whole
 
     def _done(self, groups: dict) -> set[int]:
@@ -420,18 +426,19 @@ class Stopper:
         documents' sums where read whole: before `finish` puts the block sums in their place."""
         weights = self.weights()
         rows: dict[tuple[str, str, str], PooledRow] = {}
-        shares: dict[tuple[str, str], float] = {}
+        shares: dict[tuple[str, str, str], float] = {}
         for k, acc in enumerate(self.strata[0]):
             label = acc.tok.label
+            every = 1.0
             for table, group in ((LANG, "all"), (SCRIPT, "script"), (RUNNING, "running")):
                 for key, row in self.pooled(k, table, weights).items():
                     name = "all" if table == LANG else U.SCRIPTS[key]
                     hist = None if table == RUNNING else self._histogram(k, table, key, weights)
                     rows[(label, group, name)] = row._replace(histogram=hist)
-            chars = np.array([accs[k].counts.lang[:, C["chars"]].sum() for accs in self.strata])
-            scale = chars.sum() / (weights * chars).sum()
+                    every = row.scale if table == LANG else every
+                    shares[(label, group, name)] = every / row.scale
             for lang in self.state.langs:
-                shares[(label, lang)] = float(weights[self._stratum_of(lang)] * scale)
+                shares[(label, "language", lang)] = float(weights[self._stratum_of(lang)] * every)
         return Weighted(rows, shares)
 
     def _histogram(self, k: int, table: int, key: int, weights: np.ndarray):

@@ -101,11 +101,10 @@ def _rows(frame: pd.DataFrame, labels: list[str], min_share: float, judged: set[
     first = frame[frame["tokenizer"] == labels[0]]
     langs = sorted(first.loc[first["group"] == "language", "key"].astype(str))
     scripts = first[first["group"] == "script"]
-    total = float(scripts["chars"].sum()) or 1.0
-    small = sorted(
+    small = sorted(  # char_share: of the corpus (weighted when --precision drew languages apart)
         str(k)
-        for k, c in zip(scripts["key"], scripts["chars"])
-        if c / total < min_share and str(k) not in judged
+        for k, c in zip(scripts["key"], scripts["char_share"].fillna(0.0))
+        if c < min_share and str(k) not in judged
     )
     big = sorted(str(k) for k in scripts["key"] if str(k) not in small)
     keys = [("all", str(k)) for k in first.loc[first["group"] == "all", "key"]]

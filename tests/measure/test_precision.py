@@ -118,13 +118,16 @@ def test_pooled_rows_weight_each_language_by_its_share_read(shuffled, tok, full_
     for script in p["scripts"]:
         lo, hi = got.loc[("running", script), ["chars_per_token_lo", "chars_per_token_hi"]]
         assert lo <= truth.loc[("running", script), "chars_per_token"] <= hi, script
-    # a language's share of the characters and tokens is the corpus's, not the sample's (the
+    # a row's share of the characters and tokens is the corpus's, not the sample's (the
     # sample's puts en at about 0.45 of the characters; the corpus's is 0.30): each share is
     # N blocks times the mean of 30-45 random blocks of shuffled lines, about 1% off (seen:
     # 0.9% at most over three seeds), so 0.02 of the whole is a margin of several errors
-    for lang in LANGS:
+    shared = [("language", x) for x in LANGS] + [
+        (g, x) for g in ("script", "running") for x in p["scripts"]
+    ]
+    for row in shared:
         for col in ("char_share", "token_share", "byte_share"):
-            assert abs(got.loc[("language", lang), col] - truth.loc[("language", lang), col]) < 0.02
+            assert abs(got.loc[row, col] - truth.loc[row, col]) < 0.02, (row, col)
     assert (
         abs(
             rows.loc["en", "chars"] / rows["chars"].sum()
