@@ -218,8 +218,9 @@ class Bootstrap(GroupTables):
         (--precision's languages): `strata` holds, per stratum, its weight w, its number of
         observations n (its blocks drawn, those without the group counting as zeros; or its
         documents holding the group, for a stratum read whole), the six sums of `interval`
-        and whether it was read whole. The delta method per stratum: Var(R) ~ sum_h w_h^2 n_h / (n_h - 1)
-        S_h / (sum_h w_h T_h)^2, with S_h = sum_i (d_i - mean d)^2 over the stratum's
+        and whether it was read whole. The delta method per stratum:
+        Var(R) ~ sum_h w_h^2 n_h / (n_h - 1) S_h / (sum_h w_h T_h)^2, with
+        S_h = sum_i (d_i - mean d)^2 over the stratum's
         observations and d_i = c_i - R t_i (Cochran, Sampling Techniques, 6.11). One stratum
         of weight 1 gives `interval`'s value but for n (its blocks, not those holding it).
         S_h is worked out from the stratum's centred moments, each exact in integers:

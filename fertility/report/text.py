@@ -19,7 +19,7 @@ from fertility.findings import not_judged
 from fertility.gate import evaluate
 from fertility.measure.counters import COUNTS
 from fertility.measure.frame import add_metrics
-from fertility.measure.metrics import Metric, shown
+from fertility.measure.metrics import METRICS, Metric, shown
 from fertility.numbers import fmt
 from fertility.policy import Policy, default_policy
 from fertility.report import summary as S
@@ -114,7 +114,9 @@ def _rows(frame: pd.DataFrame, labels: list[str], min_share: float, judged: set[
 def _folded(frame: pd.DataFrame, label: str, small: list[str]) -> dict:
     """The "other" row of one tokenizer (the small scripts): counts summed, then every metric derived as
     the frame's own are (fertility.measure.frame.add_metrics); no chars/token interval (it is
-    no single script's: the delta method needs the per-document sums)."""
+    no single script's: the delta method needs the per-document sums). Its shares of the all
+    row are the rows' shares added up: the same where nothing is weighted, and the corpus's
+    where --precision weighted the rows (counters.Weighted)."""
     sub = frame[
         (frame["tokenizer"] == label)
         & (frame["group"] == "script")
@@ -124,7 +126,11 @@ def _folded(frame: pd.DataFrame, label: str, small: list[str]) -> dict:
     row = pd.DataFrame([sub.reindex(columns=list(COUNTS), fill_value=0).sum()])
     has_vocab = "unique_tokens" in sub and bool(sub["unique_tokens"].notna().any())
     add_metrics(row, totals=allrow.iloc[0] if len(allrow) else {}, has_vocab=has_vocab)
-    return row.iloc[0].to_dict()
+    out = row.iloc[0].to_dict()
+    for m in METRICS:
+        if m.of_all and m.name in sub:
+            out[m.name] = float(sub[m.name].sum())
+    return out
 
 
 def _header_width(header: str, data: int, wrap: bool) -> int:
