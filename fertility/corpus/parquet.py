@@ -75,6 +75,39 @@ def check_lengths(column: pa.Array, path: str, first: int, limits: Limits) -> No
         raise too_long(path, f"row {first + pc.index(over, True).as_py()}", limits)
 
 
+def _columns(parquet: pq.ParquetFile, path: str, fields: tuple[str, str | None]) -> list[str]:
+    """The columns to read, (text) or (text, lang), after refusing a file whose text column
+    is missing or holds no strings. fields: the (text, lang) names (lang None or absent from
+    the file: not read)."""
+    text_field, lang_field = fields
+    schema = parquet.schema_arrow
+    if text_field not in schema.names:
+        raise CorpusError(f"{path}: no column '{text_field}' (columns: {', '.join(schema.names)})")
+    kind = schema.field(text_field).type
+    if pa.types.is_dictionary(kind):  # categorical strings: to_pylist gives the values
+        kind = kind.value_type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise CorpusError(f"{path}: column '{text_field}' is {kind}, not a string column")
+    return [text_field] + ([lang_field] if lang_field and lang_field in schema.names else [])
+
+
+def _records(
+    table: pa.Table | pa.RecordBatch, first: int, path: str, stats: FileStats, limits: Limits
+) -> Generator[Record, None, None]:
+    """The documents of decoded rows, numbered from `first`: an empty or blank text is
+    counted and skipped, one over --max-doc-chars refused, a label that is no string or
+    empty is None."""
+    texts = table.column(0).to_pylist()
+    langs = table.column(1).to_pylist() if table.num_columns > 1 else [None] * len(texts)
+    for number, text, lang in zip(range(first, first + len(texts)), texts, langs):
+        if text is None or not text.strip():
+            stats.empty_records += 1
+            continue
+        if len(text) > limits.max_doc_chars:
+            raise too_long(path, f"row {number}", limits)
+        yield number, text, lang if isinstance(lang, str) and lang else None
+
+
 def read_parquet(
     stream: BinaryIO,
     compressed_size: int | None,
@@ -91,32 +124,16 @@ def read_parquet(
         return
     try:
         parquet = pq.ParquetFile(stream)
-        schema = parquet.schema_arrow
     except (pa.ArrowException, OSError) as e:
         raise CorpusError(f"{path}: not a readable parquet file ({one_line(e)})") from None
-    if text_field not in schema.names:
-        raise CorpusError(f"{path}: no column '{text_field}' (columns: {', '.join(schema.names)})")
-    kind = schema.field(text_field).type
-    if pa.types.is_dictionary(kind):  # categorical strings: to_pylist gives the values
-        kind = kind.value_type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-        raise CorpusError(f"{path}: column '{text_field}' is {kind}, not a string column")
-    columns = [text_field] + ([lang_field] if lang_field and lang_field in schema.names else [])
+    columns = _columns(parquet, path, (text_field, lang_field))
     check_row_groups(parquet, path, columns, limits)
     number = 0
     try:
         for batch in parquet.iter_batches(batch_size=PARQUET_BATCH, columns=columns):
             check_lengths(batch.column(0), path, number + 1, limits)
-            texts = batch.column(0).to_pylist()
-            langs = batch.column(1).to_pylist() if len(columns) > 1 else [None] * len(texts)
-            for text, lang in zip(texts, langs):
-                number += 1
-                if text is None or not text.strip():
-                    stats.empty_records += 1
-                    continue
-                if len(text) > limits.max_doc_chars:
-                    raise too_long(path, f"row {number}", limits)
-                yield number, text, lang if isinstance(lang, str) and lang else None
+            yield from _records(batch, number + 1, path, stats, limits)
+            number += batch.num_rows
     except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
         raise CorpusError(
             f"{path}: corrupt parquet data after row {number} ({one_line(e)})"
@@ -135,36 +152,17 @@ def row_group_block(
     """Row group `group` of the parquet file open as `raw` (its footer `meta`, read once per
     file by `footer`) as one block of --precision, numbered by row in the file. fields: the
     (text, lang) columns (lang None or absent: none)."""
-    text_field, lang_field = fields
     try:
         parquet = pq.ParquetFile(raw, metadata=meta)
-        names = parquet.schema_arrow.names
-        if text_field not in names:
-            raise CorpusError(f"{path}: no column '{text_field}' (columns: {', '.join(names)})")
-        columns = [text_field] + ([lang_field] if lang_field and lang_field in names else [])
+        columns = _columns(parquet, path, fields)
         check_row_groups(parquet, path, columns, limits)  # before decoding
         table = parquet.read_row_group(group, columns=columns)
         before = sum(parquet.metadata.row_group(g).num_rows for g in range(group))
     except (pa.ArrowException, OSError) as e:
         raise CorpusError(f"{path}: corrupt parquet row group {group} ({one_line(e)})") from None
-    texts = table.column(0).to_pylist()
-    langs = table.column(1).to_pylist() if len(columns) > 1 else [None] * len(texts)
-    numbers, kept, kept_langs = [], [], []
-    for j, (text, lang) in enumerate(zip(texts, langs)):
-        if not isinstance(text, str):
-            if text is not None:
-                raise CorpusError(f"{path}: column '{text_field}' is not a string column")
-            stats.empty_records += 1
-            continue
-        if not text.strip():
-            stats.empty_records += 1
-            continue
-        if len(text) > limits.max_doc_chars:
-            raise too_long(path, f"row {before + j + 1}", limits)
-        numbers.append(before + j + 1)
-        kept.append(text)
-        kept_langs.append(lang if isinstance(lang, str) and lang else None)
-    return Block(numbers, kept, kept_langs if len(columns) > 1 else None)
+    rows = list(_records(table, before + 1, path, stats, limits))
+    numbers, kept, langs = (list(x) for x in zip(*rows)) if rows else ([], [], [])
+    return Block(numbers, kept, langs if len(columns) > 1 else None)
 
 
 def footer(shown: str, path: str, size: int) -> pq.FileMetaData:
