@@ -3,10 +3,10 @@
 The corpus is read in a seeded random order of blocks (fertility.corpus.precision: 16 KB of
 text or jsonl lines, a parquet row group, a compressed file whole), each block its own
 batches. After each block the pass stops when, for every tokenizer, every language and every
-judged script (a "running" row holding at least MIN_SHARE of the characters, the default
-policy's min_share, or of a language's with MIN_CHARS characters in MIN_DOCUMENTS
-documents: fertility.findings.not_judged) has a chars/token 95% interval of relative
-half-width <= REL, with at least MIN_CLUSTERS blocks and MIN_DOCUMENTS documents holding it;
+judged script (a "running" row holding at least the default policy's min_share of the
+characters, or of a language's with its min_chars characters in min_documents documents:
+fertility.findings.not_judged) has a chars/token 95% interval of relative half-width
+<= REL, with at least MIN_CLUSTERS blocks and min_documents documents holding it;
 a language all of whose blocks were measured is exhausted and its documents give its
 interval (no block minimum); a language named by a file or folder that no block read yet is
 not reached.
@@ -52,11 +52,9 @@ from fertility.measure.counters import (
     grow_rows,
 )
 from fertility.measure.passes import run_pass
+from fertility.policy import default_policy
 
 MIN_CLUSTERS = 30  # blocks holding a group before its interval is trusted (delta method)
-MIN_DOCUMENTS = 10  # the default policy's min_documents
-MIN_SHARE = 0.01  # the default policy's min_share: a running script under it is not judged
-MIN_CHARS = 1000  # the default policy's min_chars
 
 
 def _language_shares(acc) -> np.ndarray:
@@ -128,13 +126,13 @@ class Stopper:
             for acc, first in zip(accs, strata[0]):  # per language (_histogram says why)
                 acc.vocab_script, acc.vocab_all = first.vocab_script, first.vocab_all
         self.read_seconds = 0.0  # run_pass counts the reading thread's time here
+        # what the default policy judges: its min_documents, min_chars and min_share
+        self.least = default_policy()
         empty = [np.zeros((0, 2), np.int64), np.zeros((NS, 2), np.int64)]
         six = [np.zeros((0, 6), np.int64), np.zeros((NS, 6), np.int64)]
-        # per stratum and tokenizer, (C, T) of the language, script and running tables: at
-        # the start of the stratum's block being measured, and after its last batch; and
-        # Bootstrap's six sums over the stratum's blocks
+        # per stratum and tokenizer, (C, T) of the language, script and running tables at
+        # the end of the stratum's last block, and Bootstrap's six sums over its blocks
         self.start = [[[empty[0], empty[1], empty[1]] for _ in accs] for accs in strata]
-        self.last = [[[empty[0], empty[1], empty[1]] for _ in accs] for accs in strata]
         self.sums = [[[six[0], six[1], six[1].copy()] for _ in accs] for accs in strata]
         self.drawn = np.zeros(len(strata), np.int64)  # per stratum, blocks measured whole
         self._counted = 0  # of order.drawn, the positions counted in `drawn`
@@ -157,13 +155,10 @@ class Stopper:
     def __call__(self, index: int, bytes_measured: int) -> bool:
         """After batch `index`: when its block ends with it (a block can span batches: a
         cluster is the block, not the batch), add the block and check."""
-        unit = self.order.batch_unit[index]
-        h = int(self.order.stratum[unit])
-        for k, acc in enumerate(self.strata[h]):
-            self.last[h][k] = [t[:, 1:3].copy() for t in _boot_tables(acc)]
         if not self.order.batch_last[index]:
             return False
-        self._flush(h)
+        unit = self.order.batch_unit[index]
+        self._flush(int(self.order.stratum[unit]))
         self._count_drawn(unit + 1)
         return not self._too_few_blocks() and self.check()
 
@@ -179,10 +174,11 @@ class Stopper:
             self._counted += 1
 
     def _flush(self, stratum: int) -> None:
-        """Add the block measured since `start` (up to `last`) as one cluster of `stratum`."""
-        for k in range(len(self.strata[stratum])):
-            for j in range(3):
-                last = self.last[stratum][k][j]
+        """Add the block whose last batch was just measured (what its stratum's tables
+        gained since `start`) as one cluster of `stratum`."""
+        for k, acc in enumerate(self.strata[stratum]):
+            for j, table in enumerate(_boot_tables(acc)):
+                last = table[:, 1:3].copy()
                 start = grow_rows(self.start[stratum][k][j], last.shape[0])
                 rows = _cluster_rows(*(last - start).T)
                 self.sums[stratum][k][j] = grow_rows(self.sums[stratum][k][j], last.shape[0]) + rows
@@ -326,8 +322,11 @@ class Stopper:
             factor = {}
         for s, row in sorted(rows.items()):
             chars, docs = int(row.counts[C["chars"]]), int(row.counts[C["documents"]])
-            big = chars >= MIN_CHARS and docs >= MIN_DOCUMENTS and own[s] >= MIN_SHARE
-            if chars * factor.get(s, 1.0) >= MIN_SHARE * total or big:
+            least = self.least
+            big = chars >= least.min_chars and docs >= least.min_documents
+            if chars * factor.get(s, 1.0) >= least.min_share * total or (
+                big and own[s] >= least.min_share
+            ):
                 yield s, row.counts, row.interval, row.blocks, row.whole
 
     def _done(self, groups: dict) -> set[int]:
@@ -362,7 +361,7 @@ class Stopper:
             if lo == lo:  # not NaN
                 width = float((hi - lo) / (hi + lo))  # (hi - lo) / 2 / the midpoint, R
         enough = _enough(exhausted, blocks)
-        reached = bool(enough and docs >= MIN_DOCUMENTS and width <= self.rel)
+        reached = bool(enough and docs >= self.least.min_documents and width <= self.rel)
         why = self._why(blocks, docs, width, enough)
         g = groups.get(key)
         if g is None:  # the first tokenizer
@@ -386,8 +385,8 @@ class Stopper:
         if not enough:
             blocks = f"{clusters} block" + ("" if clusters == 1 else "s")
             return f"{blocks}, an interval over blocks needs {MIN_CLUSTERS}"
-        if docs < MIN_DOCUMENTS:
-            return f"{docs} documents, under {MIN_DOCUMENTS}"
+        if docs < self.least.min_documents:
+            return f"{docs} documents, under {self.least.min_documents}"
         if width != width:
             return "no interval"
         return f"half-width {width:.1%} > {self.rel:g}"
