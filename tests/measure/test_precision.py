@@ -61,6 +61,21 @@ def full_report(shuffled, tok):
 
 
 @pytest.fixture(scope="module")
+def library(shuffled, rw):  # noqa: F811
+    """Per language, (characters, tokens) of its documents (one a line) from the tokenizer's
+    own library: the corpus's values that a sample must estimate, by a second method."""
+    from tokenizers import Tokenizer
+
+    lib = Tokenizer.from_file(str(rw / "tokenizers" / "bpe-gpt2" / "tokenizer.json"))
+    out = {}
+    for lang in LANGS:
+        lines = (shuffled / f"{lang}.txt").read_text("utf-8").splitlines()
+        enc = lib.encode_batch(lines, add_special_tokens=False)
+        out[lang] = (sum(map(len, lines)), sum(len(e.ids) for e in enc))
+    return out
+
+
+@pytest.fixture(scope="module")
 def full(full_report):
     return full_report.frame[full_report.frame["group"] == "language"].set_index("key")
 
@@ -85,13 +100,15 @@ def test_sample_agrees_with_full_pass(shuffled, tok, full):
     assert rows2["chars_per_token"].tolist() == rows["chars_per_token"].tolist()
 
 
-def test_pooled_rows_weight_each_language_by_its_share_read(shuffled, tok, full_report):
+def test_pooled_rows_weight_each_language_by_its_share_read(shuffled, tok, full_report, library):
     """The languages are drawn in turn, so at the stop each holds another share of its
     blocks (en, the smallest file, the largest share); the all and judged script rows weight
     each language by its blocks over those read, relative to the most thoroughly read one
     (worked here from the files' sizes and the statement's block counts), scaled back to
     the characters read (so a rate's Wilson interval is as wide as the text read allows):
-    the full pass's value is inside each of their intervals, and the plain sum of the
+    the corpus's value (the all row's and the languages' shares by the tokenizer's own
+    library, which the full pass equals; the running scripts' by the full pass) is inside
+    each of their intervals, and the plain sum of the
     sampled language rows, which over-represents en, is outside the all row's. A language
     row's shares of the all row weigh it the same way."""
     rep, rows = _run(shuffled, tok, 1, 0.02)
@@ -114,8 +131,11 @@ def test_pooled_rows_weight_each_language_by_its_share_read(shuffled, tok, full_
     # to the characters read, the all row's tokens over those read are the sample's
     # chars/token over the weighted one (2.29 / 2.34 = 0.98, fixed by the seed)
     assert 0.8 < got.loc[("all", "all"), "tokens"] / rows["tokens"].sum() < 1.2
+    # the corpus's chars/token by the library (the full pass's equals it)
+    chars, tokens = (sum(v[i] for v in library.values()) for i in (0, 1))
+    assert truth.loc[("all", "all"), ["chars", "tokens"]].tolist() == [chars, tokens]
     lo, hi = got.loc[("all", "all"), ["chars_per_token_lo", "chars_per_token_hi"]]
-    assert lo <= truth.loc[("all", "all"), "chars_per_token"] <= hi
+    assert lo <= chars / tokens <= hi
     plain = rows["chars"].sum() / rows["tokens"].sum()
     assert not lo <= plain <= hi, (lo, plain, hi)
     for script in p["scripts"]:
@@ -125,6 +145,9 @@ def test_pooled_rows_weight_each_language_by_its_share_read(shuffled, tok, full_
     # sample's puts en at about 0.45 of the characters; the corpus's is 0.30): each share is
     # N blocks times the mean of 30-45 random blocks of shuffled lines, about 1% off (seen:
     # 0.9% at most over three seeds), so 0.02 of the whole is a margin of several errors
+    for x in LANGS:  # the languages' shares of the corpus, by the library
+        assert abs(got.loc[("language", x), "char_share"] - library[x][0] / chars) < 0.02
+        assert abs(got.loc[("language", x), "token_share"] - library[x][1] / tokens) < 0.02
     shared = [("language", x) for x in LANGS] + [
         (g, x) for g in ("script", "running") for x in p["scripts"]
     ]
