@@ -243,18 +243,18 @@ def evaluate(
                     continue
             checks.extend(_row_checks(report, r, policy, baseline_label))
         if policy.premium is not None:
-            for p in prem[prem["tokenizer"] == lab].itertuples():
-                row = {"tokenizer": lab, "group": "language", "key": p.lang}
+            for p in prem.of(lab):
+                row = {"tokenizer": lab, "group": "language", "key": p["lang"]}
                 checks.append(
                     _check(
                         "premium",
                         row,
-                        p.premium,
-                        p.lo,
-                        p.hi,
+                        p["premium"],
+                        p["lo"],
+                        p["hi"],
                         policy.premium,
                         "<=",
-                        f"vs {p.reference}, {p.lines} aligned lines",
+                        f"vs {p['reference']}, {p['lines']} aligned lines",
                     )
                 )
         for _, r in rows[rows["group"] == "language"].iterrows():
@@ -281,7 +281,7 @@ def evaluate(
         findings,
         PolicySummary.of(policy),
         skipped,
-        premium_note=str(prem.attrs.get("note", "")),
+        premium_note=prem.note,
         subset=read_subset(getattr(report, "corpus", None) or {}),
     )
 

@@ -112,8 +112,8 @@ def not_judged(
     elsewhere. Each entry: running_share, share (with fragments), language (the one it is
     the largest share of), language_share, chars, documents (of the running text), reason."""
     frame = report.frame
-    shares = running_shares(frame)
-    by_lang = language_shares(frame, getattr(report, "running_langs", None) or {})
+    shares = running_shares(report.table)
+    by_lang = language_shares(report.table, getattr(report, "running_langs", None) or {})
     run = frame[frame["group"] == "running"]
     size = {
         (str(t), str(k)): (int(c), int(d))

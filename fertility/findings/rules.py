@@ -631,8 +631,8 @@ def balance_inversion(x: Inputs) -> Iterator[Finding]:
     content, so their premiums (the premium table, parity's thresholds) are that cost."""
     t = x.t
     aligned: dict[str, dict[str, float]] = {}
-    for p in x.premium_table.itertuples():
-        aligned.setdefault(p.tokenizer, {p.reference: 1.0})[p.lang] = p.premium
+    for p in x.premium_table.rows:
+        aligned.setdefault(p["tokenizer"], {p["reference"]: 1.0})[p["lang"]] = p["premium"]
     rows = _rows(x, groups=("script", "language"))
     over: set[tuple[str, str]] = set()
     for _, r in rows.iterrows():
@@ -715,27 +715,27 @@ def parity(x: Inputs) -> Iterator[Finding]:
     """The premium table (fertility.measure.parity.premium_table: parallel files, its
     bootstrap) against the `premium` threshold."""
     t, reference = x.t, x.reference
-    for r in x.premium_table.itertuples():
-        if r.premium <= t.premium:
+    for r in x.premium_table.rows:
+        if r["premium"] <= t.premium:
             continue
-        sure = r.lo > t.premium
+        sure = r["lo"] > t.premium
         ev = {
-            "premium": number(r.premium),
-            "lo": number(r.lo),
-            "hi": number(r.hi),
+            "premium": number(r["premium"]),
+            "lo": number(r["lo"]),
+            "hi": number(r["hi"]),
             "reference": reference,
-            "lines": int(r.lines),
+            "lines": int(r["lines"]),
             "threshold": t.premium,
         }
         yield x.finding(
             "warning",
-            {"tokenizer": r.tokenizer, "group": "language", "key": r.lang},
+            {"tokenizer": r["tokenizer"], "group": "language", "key": r["lang"]},
             ev,
-            f"The same content costs {r.premium:.2f}x the tokens of {reference} in "
-            f"{r.lang} (95% interval {r.lo:.2f}-{r.hi:.2f}"
+            f"The same content costs {r['premium']:.2f}x the tokens of {reference} in "
+            f"{r['lang']} (95% interval {r['lo']:.2f}-{r['hi']:.2f}"
             + ("" if sure else f", reaching below {t.premium:g}")
             + ").",
-            f"Give {r.lang} more weight in the tokenizer's training data or more "
+            f"Give {r['lang']} more weight in the tokenizer's training data or more "
             f"vocabulary; a premium above {t.premium:g}x multiplies cost and divides "
             "context by as much.",
         )

@@ -217,10 +217,10 @@ def language_gini(report, label: str, premium_table) -> dict:
     the lines they share, the reference itself 1) it is over the tokens each language needs
     for the same lines; otherwise over each language's tokens per character (1 /
     chars_per_token)."""
-    prem = premium_table[premium_table["tokenizer"] == label]
-    if len(prem):
-        values = [1.0, *prem["premium"].astype(float)]
-        langs = [str(prem["reference"].iloc[0]), *prem["lang"].astype(str)]
+    prem = premium_table.of(label)
+    if prem:
+        values = [1.0, *(float(p["premium"]) for p in prem)]
+        langs = [str(prem[0]["reference"]), *(str(p["lang"]) for p in prem)]
         return {"value": gini(values), "basis": "tokens_same_lines", "languages": langs}
     f = report.frame
     rows = f[(f["tokenizer"] == label) & (f["group"] == "language") & (f["tokens"] > 0)]

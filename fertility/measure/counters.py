@@ -254,7 +254,7 @@ class PooledRow(NamedTuple):
     apart (fertility.measure.precision): its counts (each language's weighted, the sum times
     `scale` to the characters its sample holds), its stratified interval, its token-id
     histogram (None: none kept), the blocks holding it and whether every stratum holding it
-    was read whole. fertility.measure.frame.build_frame puts it in place of the row the
+    was read whole. fertility.measure.frame.build_table puts it in place of the row the
     plain sums would give."""
 
     counts: np.ndarray
@@ -267,7 +267,7 @@ class PooledRow(NamedTuple):
 
 class Weighted(NamedTuple):
     """What a --precision pass whose languages were drawn apart hands the frame
-    (fertility.measure.frame.build_frame): its pooled rows, (tokenizer label, group, key) ->
+    (fertility.measure.frame.build_table): its pooled rows, (tokenizer label, group, key) ->
     PooledRow, and per row (the same keys, languages too) the factor of its counts in a
     share of the `all` row: a language's weight, a pooled row's scale undone, each times the
     `all` row's scale. Every share of the all row (`char_share`, `token_share`,

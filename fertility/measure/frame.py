@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import chain
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -13,6 +13,7 @@ from fertility import unicode as U
 from fertility.measure import card
 from fertility.measure.counters import COUNTS, Bootstrap, C, Weighted, grow_rows
 from fertility.measure.metrics import DISTRIBUTIONS, METRICS, NOSPACE_SHARE_MAX, Interval, Unit
+from fertility.numbers import finite
 from fertility.stats import wilson_columns
 
 if TYPE_CHECKING:  # pandas is imported when a frame is built: measuring processes never need it
@@ -25,16 +26,16 @@ def _div(a, b):
         return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
 
 
-def build_frame(accs, langs: dict[str, int], weighted: Weighted | None = None) -> pd.DataFrame:
-    """The frame of every tokenizer's rows. weighted: what a --precision pass whose
-    languages were drawn apart weighted (counters.Weighted): its pooled rows (all, script,
-    running) in place of those the sums would give, and each language row's factor in its
-    shares of the all row (every row's, pooled ones too)."""
-    # deferred: pandas off the start-up path
-    import pandas as pd
-
+def build_table(accs, langs: dict[str, int], weighted: Weighted | None = None) -> list[dict]:
+    """The measurement table of every tokenizer: a row per (tokenizer, group, key) as a dict
+    of plain Python values (TABLE's columns; null: NaN, or None in a token-id count), built
+    from the sums without pandas (Report.frame is the same table as a DataFrame, on demand).
+    weighted: what a --precision pass whose languages were drawn apart weighted
+    (counters.Weighted): its pooled rows (all, script, running) in place of those the sums
+    would give, and each language row's factor in its shares of the all row (every row's,
+    pooled ones too)."""
     lang_names = sorted(langs, key=langs.__getitem__)
-    frames = []
+    table: list[dict] = []
     for acc in accs:
         t = acc.tok
         rows: list[np.ndarray] = []
@@ -84,16 +85,17 @@ def build_frame(accs, langs: dict[str, int], weighted: Weighted | None = None) -
         # each script's running text (fertility.unicode.running), the rows the gate judges
         for s in np.flatnonzero(acc.counts.running[:, C["chars"]]):
             add("running", U.SCRIPTS[s], acc.counts.running[s], acc.boot_running.script[s], None)
-        f = pd.DataFrame(
-            np.array(rows, dtype=np.int64).reshape(-1, len(COUNTS)), columns=list(COUNTS)
-        )
-        f.insert(0, "key", keys)
-        f.insert(0, "group", groups)
-        f.insert(0, "kind", t.kind)
-        f.insert(0, "tokenizer", t.label)
+        counts = np.array(rows, dtype=np.int64).reshape(-1, len(COUNTS))
+        cols: dict[str, Any] = {
+            "tokenizer": [t.label] * len(rows),
+            "kind": [t.kind] * len(rows),
+            "group": groups,
+            "key": keys,
+            **{c: counts[:, j] for j, c in enumerate(COUNTS)},
+        }
         # without a vocabulary (a pre-tokenizer) there is no UNK or byte fallback either
         add_metrics(
-            f,
+            cols,
             totals=dict(zip(COUNTS, total)),
             has_vocab=acc.track_vocab,
             delta=(lo, hi),
@@ -102,16 +104,43 @@ def build_frame(accs, langs: dict[str, int], weighted: Weighted | None = None) -
         )
         # the registry's DISTRIBUTIONS, from each row's token-id histogram (null without one)
         values = np.array(dist, dtype=float).reshape(-1, len(DISTRIBUTION_NAMES))
-        for j, m in enumerate(DISTRIBUTIONS):
-            f[m.name] = values[:, j]
-            if m.unit is Unit.TOKEN_IDS and acc.track_vocab:  # a count: an integer column
-                # (null where the row has no histogram: the running-text rows)
-                f[m.name] = pd.array(values[:, j], dtype="Float64").astype("Int64")
-        frames.append(f)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        for j, name in enumerate(DISTRIBUTION_NAMES):
+            cols[name] = values[:, j]
+        table.extend(records(cols))
+    return table
+
+
+def records(cols: Mapping[str, Any]) -> list[dict]:
+    """Columns (equal-length sequences) -> one dict per row of plain Python values: numbers
+    as int and float (NaN where null), a token-id count (Unit.TOKEN_IDS) an int or None."""
+    names = list(cols)
+    lists = []
+    for name in names:
+        values = np.asarray(cols[name]).tolist()
+        if name in COUNT_IDS:
+            values = [None if v != v else int(v) for v in values]  # v != v: NaN
+        lists.append(values)
+    return [dict(zip(names, row)) for row in zip(*lists)]
+
+
+def to_frame(table: list[dict]) -> pd.DataFrame:
+    """The measurement table as one tidy DataFrame (Report.frame): a token-id count is a
+    nullable integer column (null where the row has no histogram: the running-text rows)."""
+    # deferred: pandas off the start-up path, and off the report's when no one asks for it
+    import pandas as pd
+
+    if not table:
+        return pd.DataFrame()
+    f = pd.DataFrame.from_records(table, columns=list(table[0]))
+    for name in COUNT_IDS:
+        if name in f:
+            f[name] = pd.array(f[name].astype("float64"), dtype="Float64").astype("Int64")
+    return f
 
 
 DISTRIBUTION_NAMES = [m.name for m in DISTRIBUTIONS]
+# the distributions that count token ids: integers, None where a row has no histogram
+COUNT_IDS = frozenset(m.name for m in DISTRIBUTIONS if m.unit is Unit.TOKEN_IDS)
 
 
 def _factors(share: dict[int, float], n: int) -> np.ndarray | None:
@@ -124,7 +153,7 @@ def _factors(share: dict[int, float], n: int) -> np.ndarray | None:
 
 
 def add_metrics(
-    f: pd.DataFrame,
+    f,
     *,
     totals: Mapping | None = None,
     has_vocab: bool = True,
@@ -132,29 +161,31 @@ def add_metrics(
     distributions: bool = True,
     share: np.ndarray | None = None,
 ) -> None:
-    """Add to `f` (rows of summed counts: the columns of COUNTS) every metric of the registry,
-    in its order: the value, then `<name>_lo`, `<name>_hi` for one with an interval.
+    """Add to `f` (columns of summed counts, COUNTS: a dict of arrays or a DataFrame) every
+    metric of the registry, in its order: the value, then `<name>_lo`, `<name>_hi` for one
+    with an interval.
 
     totals: the counts of the tokenizer's `all` row, the denominators of the shares (default:
     the row of `f` whose group is "all"; none: the shares are null). has_vocab False: the
     metrics that need a vocabulary are null (a pre-tokenizer family). delta: the (lo, hi)
     sequences of the delta-method interval (Bootstrap.interval per row); None: null. Any
-    frame of counts gets the same numbers: a folded row of the table, a test's rows.
+    table of counts gets the same numbers: a folded row of the table, a test's rows.
     distributions: also add the DISTRIBUTIONS columns it lacks, null (they need the rows'
-    token-id histograms, which a frame of counts does not hold). share: per row, the factor
+    token-id histograms, which a table of counts does not hold). share: per row, the factor
     of its counts in the shares of the all row (counters.Weighted; None: 1)."""
+    col = lambda name: np.asarray(f[name])
+    n = len(col("chars"))
     if totals is None:
-        every = f[f["group"] == "all"] if "group" in f else f.iloc[:0]
-        totals = every.iloc[0] if len(every) else {}
-    n = len(f)
-    unsegmented = _div(f["nospace_chars"], f["chars"]) > NOSPACE_SHARE_MAX
+        every = np.flatnonzero(col("group") == "all") if "group" in f else np.array([], int)
+        totals = {c: col(c)[every[0]] for c in COUNTS if c in f} if len(every) else {}
+    unsegmented = _div(col("nospace_chars"), col("chars")) > NOSPACE_SHARE_MAX
     for m in METRICS:
-        num = f[m.numerator[0]].to_numpy()
+        num = col(m.numerator[0])
         for extra in m.numerator[1:]:
-            num = num + f[extra].to_numpy()
+            num = num + col(extra)
         if m.of_all and share is not None:
             num = num * share
-        den = np.full(n, totals.get(m.denominator, 0)) if m.of_all else f[m.denominator]
+        den = np.full(n, totals.get(m.denominator, 0)) if m.of_all else col(m.denominator)
         num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
         null = np.zeros(n, dtype=bool)
         if m.spaced_only:
@@ -204,39 +235,54 @@ DOC_COLUMNS = (
 )
 
 
-def docs_frame(state) -> pd.DataFrame:
-    """One row per (tokenizer, document) for the documents kept (parity, bootstrap checks),
-    tokenizer by tokenizer in corpus order: each column built once, not a frame per batch."""
-    # deferred: pandas off the start-up path
-    import pandas as pd
-
-    cols = list(DOC_COLUMNS)
+def doc_columns(state) -> dict | None:
+    """The per-document table's columns (Report.docs, as a frame on demand): the kept
+    documents' (fertility.measure.passes.PassState.doc_rows) in corpus order, each built once
+    (not a frame per batch): "lang" and "source" lists, "line", "script" (codes into
+    unicode.SCRIPTS), "chars", "graphemes", "bytes" arrays, and "tokens": label -> array.
+    None when no document was kept."""
     chunks = sorted(state.doc_rows, key=lambda c: c["order"])
     if not chunks:
-        return pd.DataFrame(columns=cols)
+        return None
     joined = lambda key: list(chain.from_iterable(c[key] for c in chunks))
     stacked = lambda key: np.concatenate([c[key] for c in chunks])
-    lines = np.fromiter(chain.from_iterable(c["line"] for c in chunks), dtype=np.int64)
-    base = {
-        "lang": _strings(joined("lang")),
-        "source": _strings(joined("source")),
-        "line": lines,
-        "script": pd.Series(U.SCRIPTS).array.take(stacked("script")),
+    return {
+        "lang": joined("lang"),
+        "source": joined("source"),
+        "line": np.fromiter(chain.from_iterable(c["line"] for c in chunks), dtype=np.int64),
+        "script": stacked("script"),
         "chars": stacked("chars"),
         "graphemes": stacked("graphemes"),
         "bytes": stacked("bytes"),
+        "tokens": {
+            label: np.concatenate([c["tokens"][label] for c in chunks])
+            for label in chunks[0]["tokens"]
+        },
+    }
+
+
+def docs_frame(cols: dict | None) -> pd.DataFrame:
+    """One row per (tokenizer, document) of doc_columns, tokenizer by tokenizer in corpus
+    order (DOC_COLUMNS)."""
+    # deferred: pandas off the start-up path, and off the report's when no one asks for it
+    import pandas as pd
+
+    if cols is None:
+        return pd.DataFrame(columns=list(DOC_COLUMNS))
+    base = {
+        "lang": _strings(cols["lang"]),
+        "source": _strings(cols["source"]),
+        "line": cols["line"],
+        "script": pd.Series(U.SCRIPTS).array.take(cols["script"]),
+        "chars": cols["chars"],
+        "graphemes": cols["graphemes"],
+        "bytes": cols["bytes"],
     }
     parts = [
-        pd.DataFrame(
-            {
-                "tokenizer": label,
-                **base,
-                "tokens": np.concatenate([c["tokens"][label] for c in chunks]),
-            }
-        )
-        for label in chunks[0]["tokens"]
+        pd.DataFrame({"tokenizer": label, **base, "tokens": tokens})
+        for label, tokens in cols["tokens"].items()
     ]
-    return pd.concat(parts, ignore_index=True)[cols]
+    return pd.concat(parts, ignore_index=True)[list(DOC_COLUMNS)]
 
 
 def _strings(values: list[str]):
@@ -251,23 +297,32 @@ def _strings(values: list[str]):
     return pd.Series(list(index)).array.take(codes)
 
 
-def running_shares(frame: pd.DataFrame) -> dict[tuple[str, str], tuple[float, float]]:
+def running_shares(table: list[dict]) -> dict[tuple[str, str], tuple[float, float]]:
     """(tokenizer, script) -> (share of the tokenizer's characters that are the script's
     running text, share of them in the script at all), from the "running" and "script" rows.
     A script is judged when its running share reaches the policy's min_share
     (docs/GATE.md, "Running text"); below it, it is reported, not judged."""
-    out: dict[tuple[str, str], tuple[float, float]] = {}
-    if frame.empty:
-        return out
     # char_share: the rows' characters over the all row's (every character is one script's),
     # which a --precision pass that weighted its languages makes the corpus's share
-    for label, g in frame.groupby("tokenizer", sort=False):
-        scripts = g[g["group"] == "script"]
-        run = g[g["group"] == "running"]
-        running = dict(zip(run["key"], run["char_share"].fillna(0.0)))
-        for key, share in zip(scripts["key"], scripts["char_share"].fillna(0.0)):
-            out[(str(label), str(key))] = (float(running.get(key, 0.0)), float(share))
-    return out
+    running = {
+        (r["tokenizer"], r["key"]): _share(r["char_share"])
+        for r in table
+        if r["group"] == "running"
+    }
+    return {
+        (str(r["tokenizer"]), str(r["key"])): (
+            running.get((r["tokenizer"], r["key"]), 0.0),
+            _share(r["char_share"]),
+        )
+        for r in table
+        if r["group"] == "script"
+    }
+
+
+def _share(x) -> float:
+    """A share cell as a float, 0 where it is null."""
+    v = finite(x)
+    return 0.0 if v is None else v
 
 
 def running_by_language(accs, lang_names: dict[int, str]) -> dict:
@@ -283,17 +338,17 @@ def running_by_language(accs, lang_names: dict[int, str]) -> dict:
 
 
 def language_shares(
-    frame: pd.DataFrame, running_langs: dict
+    table: list[dict], running_langs: dict
 ) -> dict[tuple[str, str], tuple[str, float]]:
     """(tokenizer, script) -> (the language, its share): the language whose own characters
     the script's running text is the largest share of (Report.running_langs), so a script
     is judged by its language's text, whatever else the corpus holds (docs/GATE.md,
     "Running text")."""
     out: dict[tuple[str, str], tuple[str, float]] = {}
-    langs = frame[frame["group"] == "language"]
     chars = {
-        (str(t), str(k)): float(c)
-        for t, k, c in zip(langs["tokenizer"], langs["key"], langs["chars"])
+        (str(r["tokenizer"]), str(r["key"])): float(r["chars"])
+        for r in table
+        if r["group"] == "language"
     }
     for (label, script), per_lang in running_langs.items():
         best = ("", 0.0)

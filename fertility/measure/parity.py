@@ -10,8 +10,8 @@ Two files are parallel only on evidence, three things together:
        lines are not documents, so a few may differ);
     3. their records' lengths agree: the rank correlation (Spearman) of the characters of
        each aligned line reaches MIN_RANK_CORRELATION, as translations' do.
-Otherwise there is no premium, and the table's `attrs["note"]` says why in one line (the
-report and the gate print it). Lines align on their number. When a file could pair with
+Otherwise there is no premium, and the table's `note` says why in one line (the report and
+the gate print it). Lines align on their number. When a file could pair with
 several reference files, the one with the same file name (`en/part-1.txt` with
 `bn/part-1.txt`) wins; if that does not decide, it is skipped.
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,9 +33,6 @@ from fertility.corpus import labels
 from fertility.errors import PolicyError
 from fertility.policy import Thresholds
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
-
-if TYPE_CHECKING:  # pandas loads with the first table: a measuring process never needs it
-    import pandas as pd
 
 # The premium table's columns and their types, in order.
 COLUMNS = {
@@ -49,14 +46,18 @@ COLUMNS = {
 }
 
 
-def empty_table() -> pd.DataFrame:
-    """A premium table of no rows (COLUMNS), its note empty."""
-    # deferred: pandas off the measuring processes' start-up (fertility.measure imports this)
-    import pandas as pd
+@dataclass
+class Premiums:
+    """The premium table: a row per (tokenizer, language) with a premium (a dict of
+    COLUMNS), and `note`: why some or all languages have none, in one line ("" when every
+    candidate pair is parallel)."""
 
-    out = pd.DataFrame({name: pd.Series(dtype=kind) for name, kind in COLUMNS.items()})
-    out.attrs["note"] = ""
-    return out
+    rows: list[dict] = field(default_factory=list)
+    note: str = ""
+
+    def of(self, label: str) -> list[dict]:
+        """The rows of one tokenizer."""
+        return [r for r in self.rows if r["tokenizer"] == label]
 
 
 def pair_rng(seed: int, tokenizer: str, lang: str) -> np.random.Generator:
@@ -103,14 +104,22 @@ def rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
     NaN for fewer than three pairs or a constant side."""
     if len(a) < 3:
         return float("nan")
-    # deferred: pandas off the measuring processes' start-up (fertility.measure imports this)
-    import pandas as pd
-
-    ra = pd.Series(np.asarray(a, float)).rank().to_numpy()
-    rb = pd.Series(np.asarray(b, float)).rank().to_numpy()
+    ra, rb = _ranks(a), _ranks(b)
     if ra.std() == 0 or rb.std() == 0:
         return float("nan")
     return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _ranks(x) -> np.ndarray:
+    """1-based ranks of `x`, ties sharing the mean of the ranks they span."""
+    x = np.asarray(x, float)
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])  # each run of equal values
+    sizes = np.diff(np.r_[starts, len(x)])
+    out = np.empty(len(x))
+    out[order] = np.repeat(starts + (sizes + 1) / 2, sizes)  # mean of starts+1 .. starts+size
+    return out
 
 
 def flores_pair(a: str, b: str) -> bool:
@@ -123,56 +132,90 @@ def flores_pair(a: str, b: str) -> bool:
     )
 
 
-def _candidates(
-    files: pd.DataFrame, reference: str, min_lines: int, min_overlap: float
-) -> list[tuple[str, str, str]]:
-    """(source, lang, reference source) for every file whose lines could align with a
-    reference file's: the same number of lines, most of them shared."""
-    refs = files[files["lang"] == reference]
+@dataclass
+class _File:
+    """One source file of the per-document table: its language, and its documents' rows
+    (positions in the table's columns) and line numbers, in line order."""
+
+    source: str
+    lang: str
+    rows: np.ndarray
+    lines: np.ndarray
+
+    @property
+    def nlines(self) -> int:
+        return int(self.lines.max())
+
+
+def _files(cols: dict) -> list[_File]:
+    """The table's files, by name (doc_columns)."""
+    where: dict[str, list[int]] = {}
+    for i, src in enumerate(cols["source"]):
+        where.setdefault(src, []).append(i)
     out = []
-    for f in files[files["lang"] != reference].itertuples():
+    for src in sorted(where):
+        rows = np.array(where[src])
+        rows = rows[np.argsort(cols["line"][rows], kind="stable")]
+        out.append(_File(src, cols["lang"][rows[0]], rows, cols["line"][rows]))
+    return out
+
+
+def _aligned(a: _File, b: _File) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of `a` and of `b` holding the lines both have, in line order."""
+    _, ia, ib = np.intersect1d(a.lines, b.lines, assume_unique=True, return_indices=True)
+    return a.rows[ia], b.rows[ib]
+
+
+def _candidates(
+    files: list[_File], reference: str, min_lines: int, min_overlap: float
+) -> list[tuple[_File, _File]]:
+    """(file, reference file) for every file whose lines could align with a reference
+    file's: the same number of lines, most of them shared."""
+    refs = [g for g in files if g.lang == reference]
+    out = []
+    for f in files:
+        if f.lang == reference:
+            continue
         cands = []
-        for g in refs.itertuples():
-            shared = len(f.lines & g.lines)
+        for g in refs:
+            shared = len(np.intersect1d(f.lines, g.lines, assume_unique=True))
             if (
                 f.nlines == g.nlines
                 and shared >= min_lines
                 and shared >= min_overlap * max(len(f.lines), len(g.lines))
             ):
-                cands.append(g.source)
+                cands.append(g)
         if len(cands) > 1:
-            same = [c for c in cands if os.path.basename(c) == os.path.basename(f.source)]
+            same = [c for c in cands if os.path.basename(c.source) == os.path.basename(f.source)]
             cands = same if len(same) == 1 else []
         if len(cands) == 1:
-            out.append((f.source, f.lang, cands[0]))
+            out.append((f, cands[0]))
     return out
 
 
 def _evidence(
-    first: pd.DataFrame, pairs: list[tuple[str, str, str]], declared: bool
-) -> tuple[list[tuple[str, str, str]], list[str]]:
+    chars: np.ndarray, pairs: list[tuple[_File, _File]], declared: bool
+) -> tuple[list[tuple[_File, _File]], list[str]]:
     """The candidate pairs that are parallel on evidence, and why each other one is not."""
-    chars = first.set_index(["source", "line"])["chars"]
     kept, why = [], []
-    for src, lang, ref in pairs:
-        name = f"{_short(src)} / {_short(ref)}"
-        if not (declared or flores_pair(src, ref)):
+    for f, g in pairs:
+        name = f"{_short(f.source)} / {_short(g.source)}"
+        if not (declared or flores_pair(f.source, g.source)):
             why.append(
                 f"{name} have the same number of records but are not declared parallel "
                 "(--parallel, or FLORES-style names such as eng_Latn.txt in one folder)"
             )
             continue
-        a, b = chars.loc[src], chars.loc[ref]
-        common = a.index.intersection(b.index)
-        rho = rank_correlation(a.loc[common].to_numpy(), b.loc[common].to_numpy())
+        ia, ib = _aligned(f, g)
+        rho = rank_correlation(chars[ia], chars[ib])
         if not rho >= MIN_RANK_CORRELATION:  # NaN too: no evidence
             why.append(
                 f"{name}: line lengths do not agree (rank correlation "
-                f"{'n/a' if rho != rho else f'{rho:.2f}'} over {len(common)} lines, "
+                f"{'n/a' if rho != rho else f'{rho:.2f}'} over {len(ia)} lines, "
                 f"translations reach {MIN_RANK_CORRELATION})"
             )
             continue
-        kept.append((src, lang, ref))
+        kept.append((f, g))
     return kept, why
 
 
@@ -213,21 +256,18 @@ def premium_table(
     *,
     reference: str = "en",
     parallel: bool = False,
-) -> pd.DataFrame:
+) -> Premiums:
     """Token premium per (tokenizer, language) of a Report against `reference` on parallel
     files (`premiums` of its per-document table, pre-tokenizer families left out; only on
     evidence; parallel: the user declares the layout). fertility.findings names it
-    `premiums`.
-
-    Columns: tokenizer, lang, reference (the corpus's label of it), lines, premium, lo, hi.
-    Empty without parallel files; `attrs["note"]` says why in one line.
+    `premiums`. No premium without parallel files; the table's `note` says why in one line.
     """
     t = t or Thresholds()
-    families = [d.label for d in report.tokenizers if d.kind == PRETOKENIZER]
-    docs = report.docs[~report.docs["tokenizer"].isin(families)]
+    families = {d.label for d in report.tokenizers if d.kind == PRETOKENIZER}
     return premiums(
-        docs,
+        report.doc_columns,
         reference,
+        skip=families,
         declared=parallel,
         min_lines=t.parity_min_lines,
         min_overlap=t.parity_min_overlap,
@@ -237,68 +277,47 @@ def premium_table(
 
 
 def premiums(
-    docs: pd.DataFrame,
+    cols: dict | None,
     reference: str,
     *,
+    skip=(),
     declared: bool = False,
     min_lines: int,
     min_overlap: float,
     reps: int,
     seed: int,
-) -> pd.DataFrame:
-    """The premium table (COLUMNS); `attrs["note"]`: why some or all languages have
-    no premium, one line ("" when every candidate pair is parallel). declared: the user
-    says the files are parallel (`--parallel`)."""
-    # deferred: pandas off the measuring processes' start-up (fertility.measure imports this)
-    import pandas as pd
-
-    out = empty_table()
-    if docs.empty:
-        return out
-    first = docs[docs["tokenizer"] == docs["tokenizer"].iloc[0]]
-    langs = [str(x) for x in pd.unique(first["lang"])]
+) -> Premiums:
+    """The premium table of the per-document table's columns (frame.doc_columns; None: no
+    documents) for each tokenizer but those in `skip`; its `note`: why some or all
+    languages have no premium, one line ("" when every candidate pair is parallel).
+    declared: the user says the files are parallel (`--parallel`)."""
+    labels_ = [label for label in (cols or {}).get("tokens", {}) if label not in skip]
+    if cols is None or not labels_:
+        return Premiums()
+    langs = list(dict.fromkeys(cols["lang"]))
     if len(langs) < 2:
-        return out
+        return Premiums()
     ref, why = _reference(langs, reference)
     if ref is None:
-        out.attrs["note"] = why
-        return out
-    files = (
-        first.groupby("source")
-        .agg(lang=("lang", "first"), nlines=("line", "max"), lines=("line", frozenset))
-        .reset_index()
-    )
-    cands = _candidates(files, ref, min_lines, min_overlap)
-    pairs, refused = _evidence(first, cands, declared)
+        return Premiums(note=why)
+    cands = _candidates(_files(cols), ref, min_lines, min_overlap)
+    pairs, refused = _evidence(np.asarray(cols["chars"]), cands, declared)
+    note = ""
     if not cands:
-        out.attrs["note"] = (
+        note = (
             f"no premium: no file aligns line for line with a file of the reference {ref} "
             "(parallel text: translations of the same lines)"
         )
     elif refused:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
-        out.attrs["note"] = (
-            f"no premium for {len(refused)} of {len(cands)} file pairs: {refused[0]}{more}"
-        )
-    if not pairs:
-        return out
-    rows = _premium_rows(docs, pairs, ref, reps, seed)
-    table = pd.DataFrame(rows, columns=list(COLUMNS))
-    table.attrs["note"] = out.attrs["note"]
-    return table
-
-
-def _premium_rows(docs, pairs, reference, reps, seed) -> list[dict]:
+        note = f"no premium for {len(refused)} of {len(cands)} file pairs: {refused[0]}{more}"
     rows = []
-    for label, d in docs.groupby("tokenizer", sort=False):
-        tok = d.set_index(["source", "line"])["tokens"]
+    for label in labels_ if pairs else []:
+        tokens = np.asarray(cols["tokens"][label])
         by_lang: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-        for src, lang, ref in pairs:
-            a, b = tok.loc[src], tok.loc[ref]
-            common = a.index.intersection(b.index)
-            by_lang.setdefault(lang, []).append(
-                (a.loc[common].to_numpy(), b.loc[common].to_numpy())
-            )
+        for f, g in pairs:
+            ia, ib = _aligned(f, g)
+            by_lang.setdefault(f.lang, []).append((tokens[ia], tokens[ib]))
         for lang, parts in by_lang.items():
             num = np.concatenate([p[0] for p in parts])
             den = np.concatenate([p[1] for p in parts])
@@ -307,11 +326,11 @@ def _premium_rows(docs, pairs, reference, reps, seed) -> list[dict]:
                 {
                     "tokenizer": str(label),
                     "lang": lang,
-                    "reference": reference,
+                    "reference": ref,
                     "lines": len(num),
                     "premium": float(num.sum() / den.sum()),
                     "lo": lo,
                     "hi": hi,
                 }
             )
-    return rows
+    return Premiums(rows, note)

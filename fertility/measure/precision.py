@@ -393,7 +393,7 @@ class Stopper:
 
     def finish(self, ended: bool) -> tuple[list[TokenizerAccumulator], Weighted | None]:
         """The accumulators of the report and, for a stratified pass not read whole, its
-        pooled rows and language shares (frame.build_frame's `weighted`). `ended`: the order ran out (every block
+        pooled rows and language shares (frame.build_table's `weighted`). `ended`: the order ran out (every block
         drawn was measured; the pass stops only where a block ends). The block (cluster)
         sums go where the frame reads the interval's, except for what was read whole (a
         language every block of which was read; everything when every block was): its
@@ -525,7 +525,7 @@ def run(
 ) -> tuple[list[TokenizerAccumulator], dict, Weighted | None]:
     """analyze's pass over `corpus` under `options.precision` (one process; the options
     passed `check` first): accumulators, summary and what a stratified pass weighted
-    (fertility.measure.frame.build_frame's `weighted`; None when nothing was)."""
+    (fertility.measure.frame.build_table's `weighted`; None when nothing was)."""
     order = BlockOrder(corpus, options.seed)
     strata = [[TokenizerAccumulator(t) for t in toks] for _ in order.strata]
     stop = Stopper(order, strata, state, options.precision)

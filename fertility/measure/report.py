@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from fertility import unicode as U
 from fertility.files import json_safe
 from fertility.measure import card
 from fertility.measure.counters import Weighted
-from fertility.measure.frame import build_frame, docs_frame, running_by_language
+from fertility.measure.frame import (
+    build_table,
+    doc_columns,
+    docs_frame,
+    running_by_language,
+    to_frame,
+)
 from fertility.measure.passes import PassState
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
@@ -60,8 +67,12 @@ class TokenizerInfo:
 
 @dataclass
 class Report:
-    frame: pd.DataFrame
-    docs: pd.DataFrame
+    # the measurement: a row per (tokenizer, group, key) as a dict of plain values
+    # (frame.build_table; `frame` is the same as a DataFrame, made when first asked for)
+    table: list[dict]
+    # the per-document table's columns (frame.doc_columns; None: no document kept), `docs`
+    # as a DataFrame when first asked for (parity's premiums, a baseline's check)
+    doc_columns: dict | None
     corpus: MeasuredCorpus
     tokenizers: list[TokenizerInfo]
     samples: dict = field(default_factory=dict)
@@ -87,10 +98,23 @@ class Report:
     # (fertility.gate.verdicts; the report command and fertility.analyze); none when empty
     verdicts: dict = field(default_factory=dict)
 
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        """The measurement table as one tidy DataFrame (frame.to_frame)."""
+        return to_frame(self.table)
+
+    @cached_property
+    def docs(self) -> pd.DataFrame:
+        """One row per (tokenizer, kept document): frame.DOC_COLUMNS."""
+        return docs_frame(self.doc_columns)
+
     def rows(self, label: str) -> list[dict]:
-        sub = self.frame[self.frame["tokenizer"] == label]
-        cols = [c for c in sub.columns if c not in ("tokenizer", "kind")]
-        return [json_safe(r) for r in sub[cols].to_dict(orient="records")]
+        """The JSON's rows of one tokenizer: its table rows without tokenizer and kind."""
+        return [
+            json_safe({k: v for k, v in r.items() if k not in ("tokenizer", "kind")})
+            for r in self.table
+            if r["tokenizer"] == label
+        ]
 
     def to_dict(self) -> report_json.Report:
         # json_safe walks the cards' numpy numbers into plain ones and so returns Any: the
@@ -130,7 +154,7 @@ def build_report(
 ) -> Report:
     """The Report of measured accumulators (one per tokenizer of `toks`, same order) and the
     pass's bookkeeping: analyze's end, and fertility.engine's merge of its tasks' counts.
-    weighted: what a stratified --precision pass weighted (build_frame)."""
+    weighted: what a stratified --precision pass weighted (build_table)."""
     summary["docs_table_full"] = state.docs_table_full
     # The corpus object and the settings arrive untyped: Corpus.summary()'s counters of a
     # pass, or the JSON of fertility.engine's task files read back. They are the records
@@ -141,8 +165,8 @@ def build_report(
     )
     lang_names = {i: name for name, i in state.langs.items()}
     return Report(
-        frame=build_frame(accs, state.langs, weighted),
-        docs=docs_frame(state),
+        table=build_table(accs, state.langs, weighted),
+        doc_columns=doc_columns(state),
         corpus=corpus,
         tokenizers=[_describe(t) for t in toks],
         samples={

@@ -5,7 +5,6 @@ is build_report (fertility/measure/report.py)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import threading
 import time
@@ -102,10 +101,10 @@ def analyze(
 
 def _ahead_of_the_end(toks) -> None:
     """What the end needs and the measuring does not, done beside the first batches where it
-    overlaps the tokenizer instead of following the last batch: pandas for the frame, and
-    each tokenizer's fingerprint (an HF one serialises the whole vocabulary)."""
+    overlaps the tokenizer instead of following the last batch: each tokenizer's fingerprint
+    (an HF one serialises the whole vocabulary). pandas is not among it: the report is built
+    without it (Report.frame makes a DataFrame when asked for one)."""
     try:
-        importlib.import_module("pandas")
         for tok in toks:
             tok.fingerprint  # noqa: B018  (cached on the tokenizer)
     except Exception:  # the end asks again and reports it there, on the main thread

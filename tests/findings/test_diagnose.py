@@ -17,11 +17,11 @@ import pandas as pd
 import pytest
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
+from fertility import unicode as U
 from fertility.errors import PolicyError
 from fertility.findings import Finding, diagnose, not_judged, parity, premiums
 from fertility.findings.tokconfig import inspect_config
 from fertility.measure import Report, TokenizerInfo
-from fertility.measure.frame import DOC_COLUMNS
 from fertility.policy import Thresholds
 from fertility.tokenizers.patterns import FAMILIES
 
@@ -147,10 +147,31 @@ def make_report(rows, *, configs=None, docs=None, **extra) -> Report:
         )
         for lab in kinds
     ]
-    if docs is None:
-        docs = pd.DataFrame(columns=list(DOC_COLUMNS))
     corpus = extra.pop("corpus", {})
-    return Report(frame=frame, docs=docs, corpus=corpus, tokenizers=tokenizers, **extra)
+    return Report(
+        table=frame.to_dict(orient="records"),
+        doc_columns=None if docs is None else doc_columns_of(docs),
+        corpus=corpus,
+        tokenizers=tokenizers,
+        **extra,
+    )
+
+
+def doc_columns_of(docs: pd.DataFrame) -> dict:
+    """A hand-built per-document frame (DOC_COLUMNS, every tokenizer on the same documents
+    in the same order) as Report.doc_columns (fertility.measure.frame.doc_columns)."""
+    labels = list(dict.fromkeys(docs["tokenizer"]))
+    first = docs[docs["tokenizer"] == labels[0]]
+    return {
+        "lang": first["lang"].tolist(),
+        "source": first["source"].tolist(),
+        "line": first["line"].to_numpy(np.int64),
+        "script": np.array([U.SCRIPTS.index(s) for s in first["script"]]),
+        **{c: first[c].to_numpy(np.int64) for c in ("chars", "graphemes", "bytes")},
+        "tokens": {
+            lab: docs.loc[docs["tokenizer"] == lab, "tokens"].to_numpy(np.int64) for lab in labels
+        },
+    }
 
 
 def rules(findings, rule=None):
@@ -615,13 +636,13 @@ def test_parity_silent_below_two_and_without_parallel_files():
     rep = make_report([row("t", "Beng")], docs=parallel_docs("t", en, en + 2))
     assert rules(diagnose(rep, parallel=True), "parity") == []
     # exact: 480 / 400, one division
-    assert premiums(rep, parallel=True)["premium"].tolist() == [1.2]
+    assert [r["premium"] for r in premiums(rep, parallel=True).rows] == [1.2]
     # bn has 30 lines, en 40: not parallel, no premium at all
     odd = make_report([row("t", "Beng")], docs=parallel_docs("t", en, np.full(30, 50)))
-    assert premiums(odd, parallel=True).empty and rules(diagnose(odd), "parity") == []
+    assert not premiums(odd, parallel=True).rows and rules(diagnose(odd), "parity") == []
     # another reference language: none in the corpus, nothing to compare, and it says so
     other = premiums(rep, reference="fr", parallel=True)
-    assert other.empty and other.attrs["note"].startswith("no premium: no language")
+    assert not other.rows and other.note.startswith("no premium: no language")
 
 
 def test_rank_correlation_by_hand():
@@ -639,13 +660,13 @@ def test_same_record_counts_are_parallel_only_on_evidence():
     rep = make_report([row("t", "Beng")], docs=docs)
     # not declared: no premium, and why
     none = premiums(rep)
-    assert none.empty and "not declared parallel" in none.attrs["note"]
+    assert not none.rows and "not declared parallel" in none.note
     # declared, but Bengali line i is as long as English line 41 - i: rho = -1 by hand
     flipped = docs.copy()
     bn = flipped["lang"] == "bn"
     flipped.loc[bn, "chars"] = 45 + (41 - flipped.loc[bn, "line"])
     rev = premiums(make_report([row("t", "Beng")], docs=flipped), parallel=True)
-    assert rev.empty and "rank correlation -1.00 over 40 lines" in rev.attrs["note"]
+    assert not rev.rows and "rank correlation -1.00 over 40 lines" in rev.note
     # FLORES-style names in one folder need no declaration; `en` is eng_Latn
     flores = docs.replace(
         {
@@ -656,8 +677,10 @@ def test_same_record_counts_are_parallel_only_on_evidence():
         }
     )
     got = premiums(make_report([row("t", "Beng")], docs=flores))
-    assert got[["lang", "reference", "premium"]].values.tolist() == [["ben_Beng", "eng_Latn", 3.0]]
-    assert got.attrs["note"] == ""
+    assert [[r["lang"], r["reference"], r["premium"]] for r in got.rows] == [
+        ["ben_Beng", "eng_Latn", 3.0]
+    ]
+    assert got.note == ""
 
 
 def test_an_absent_reference_is_refused_by_name():

@@ -16,7 +16,6 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 import regex
 import sentencepiece
@@ -29,6 +28,7 @@ from fertility import unicode as U
 from fertility.gate import verdicts
 from fertility.measure import analyze, card
 from fertility.measure.metrics import DISTRIBUTIONS
+from fertility.measure.parity import Premiums
 from fertility.policy import default_policy
 from fertility.report import leaderboard
 from tests.realworld.conftest import rw  # noqa: F401  (the fixture: real tokenizers and text)
@@ -236,7 +236,7 @@ def test_gini_without_parallel_files_is_over_tokens_per_character(report):
     rows = f[(f.tokenizer == "gpt2") & (f.group == "language")]
     x = (rows.tokens / rows.chars).tolist()
     want = sum(abs(a - b) for a in x for b in x) / (2 * len(x) ** 2 * (sum(x) / len(x)))
-    no_parallel = pd.DataFrame(columns=["tokenizer", "premium"])  # an empty premium table
+    no_parallel = Premiums()  # an empty premium table
     got = card.language_gini(report, "gpt2", no_parallel)
     assert got["basis"] == "tokens_per_char" and got["value"] == pytest.approx(want, rel=1e-12)
 

@@ -255,7 +255,7 @@ def test_balance_on_parallel_files_never_blames_the_best_served_language(rw, loa
             # every language holds the same messages: judged per aligned line, no pairs
             assert "/" not in f.key and f.evidence["unit"] == "aligned lines", f
     premiums = diagnose_premiums(report, parallel=True)
-    assert set(premiums["lang"]) == langs - {"en"}  # all files align with en.txt
+    assert {p["lang"] for p in premiums.rows} == langs - {"en"}  # all files align with en.txt
 
 
 # ---------------------------------------------------------------- UNK
