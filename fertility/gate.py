@@ -4,8 +4,8 @@ Statistics rule. Every numeric check compares an interval with its threshold:
     the interval lies wholly on the right side   -> "pass"
     the interval lies wholly on the wrong side   -> "fail"
     the interval straddles the threshold         -> "uncertain" (need more text)
-Intervals: chars per token from the frame (`chars_per_token_lo/hi`, delta method over
-documents); byte-fallback and UNK rates a 95% Wilson interval on token counts, the frame's
+Intervals: chars per token from the table (`chars_per_token_lo/hi`, delta method over
+documents); byte-fallback and UNK rates a 95% Wilson interval on token counts, the table's
 `<rate>_lo/_hi` (tokens are treated as independent, which narrows it when errors cluster in a
 few documents); the premium and the baseline comparison a bootstrap over aligned lines /
 shared documents.
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
-import pandas as pd
 
+from fertility import unicode as U
 from fertility.errors import TokenizerError
 from fertility.findings import Finding, diagnose_under, not_judged, premiums
 from fertility.findings.evidence import rate_interval
@@ -206,7 +206,7 @@ def evaluate(
     baseline_label: str | None = None,
     findings: list | None = None,
 ) -> GateResult:
-    """Apply `policy` to the measurements in `report`. Reads the frame only; no I/O.
+    """Apply `policy` to the measurements in `report`. Reads its table only; no I/O.
 
     findings: `diagnose(report, ...)` for every tokenizer when the caller already has them
     (fertility fix reports them all), so the rules run once."""
@@ -222,7 +222,7 @@ def evaluate(
             "nothing to gate: the report holds no tokenizer besides the "
             "baseline and pre-tokenizer families"
         )
-    frame = report.frame
+    table = report.table
     # One premium table (a bootstrap per language) for the parity rule and the premium check.
     prem = premiums(report, policy.thresholds, reference=policy.reference, parallel=policy.parallel)
     if findings is None:
@@ -232,11 +232,10 @@ def evaluate(
     skipped: list[gate_json.Skipped] = []
     small = not_judged(report, policy.min_share, policy.min_chars, policy.min_documents)
     for lab in gated:
-        rows = frame[(frame["tokenizer"] == lab) & frame["group"].isin(["script", "language"])]
-        running = frame[(frame["tokenizer"] == lab) & (frame["group"] == "running")]
-        running = running.set_index("key")
+        rows = [r for r in table if r["tokenizer"] == lab and r["group"] in ("script", "language")]
+        running = {r["key"]: r for r in table if r["tokenizer"] == lab and r["group"] == "running"}
         before = len(checks)
-        for _, r in rows.iterrows():
+        for r in rows:
             if r["group"] == "script":  # judged on its running text, or not at all
                 r = _running_row(r, running, small, policy, baseline_label, skipped)
                 if r is None:
@@ -257,8 +256,8 @@ def evaluate(
                         f"vs {p['reference']}, {p['lines']} aligned lines",
                     )
                 )
-        for _, r in rows[rows["group"] == "language"].iterrows():
-            if int(r["roundtrip_checked"]) > 0:
+        for r in rows:
+            if r["group"] == "language" and int(r["roundtrip_checked"]) > 0:
                 checks.append(_roundtrip_check(r, policy))
         if len(checks) == before:
             checks.append(
@@ -345,15 +344,15 @@ def read_subset(corpus: dict) -> gate_json.GateSubset | None:
 
 
 def _running_row(
-    r: pd.Series,
-    running: pd.DataFrame,
+    r: dict,
+    running: dict[str, dict],
     small: dict[tuple[str, str], gate_json.NotJudged],
     policy: Policy,
     baseline: str | None,
     skipped: list[gate_json.Skipped],
-) -> pd.Series | None:
+) -> dict | None:
     """The script row `r` as the gate judges it: the counts and metrics of its running text
-    (the frame's "running" row, labelled as the script); None, with the reason in `skipped`,
+    (the table's "running" row of the script, `running`: key -> row, labelled as the script); None, with the reason in `skipped`,
     when that running text is under the policy's min_share of every language's characters
     and of the corpus's (`small`: fertility.findings.not_judged; fragments: reported, not
     judged) or the script has no check."""
@@ -361,7 +360,7 @@ def _running_row(
     if not _wanted(r, policy, baseline):
         return None
     why = small.get((label, key))
-    if why is not None or key not in running.index:
+    if why is not None or key not in running:
         why = why or {
             "running_share": 0.0,
             "share": 0.0,
@@ -371,12 +370,10 @@ def _running_row(
         }
         skipped.append({"tokenizer": label, "group": "script", "key": key, **why})
         return None
-    judged = running.loc[key].copy()
-    judged["tokenizer"], judged["group"], judged["key"] = label, "script", key
-    return judged
+    return {**running[key], "tokenizer": label, "group": "script", "key": key}
 
 
-def _wanted(r: pd.Series, policy: Policy, baseline: str | None = None) -> bool:
+def _wanted(r: dict, policy: Policy, baseline: str | None = None) -> bool:
     """Whether a row has any check under `policy`."""
     group, key = r["group"], r["key"]
     return policy.floor_for(group, key) is not None or (
@@ -392,7 +389,7 @@ def _wanted(r: pd.Series, policy: Policy, baseline: str | None = None) -> bool:
 
 def _row_checks(
     report: Any,
-    r: pd.Series,
+    r: dict,
     policy: Policy,
     baseline: str | None,
 ) -> Iterable[Check]:
@@ -459,7 +456,7 @@ def _row_checks(
     return out
 
 
-def _roundtrip_check(r: pd.Series, policy: Policy) -> Check:
+def _roundtrip_check(r: dict, policy: Policy) -> Check:
     """decode(encode(text)) == text on every checked document of the language. One changed
     document is a fact, not an estimate, so no interval decides it: it fails unless the
     policy accepts a lossy tokenizer on purpose (`allow_lossy = true`)."""
@@ -486,26 +483,30 @@ def _roundtrip_check(r: pd.Series, policy: Policy) -> Check:
     )
 
 
-def _baseline_check(report: Any, r: pd.Series, baseline: str, policy: Policy) -> list[Check]:
+def _baseline_check(report: Any, r: dict, baseline: str, policy: Policy) -> list[Check]:
     """Candidate chars per token / baseline's, on the documents written mainly in the script."""
-    f = report.frame
-    base = f[(f["tokenizer"] == baseline) & (f["group"] == "running") & (f["key"] == r["key"])]
-    if base.empty:
+    base = [
+        b
+        for b in report.table
+        if b["tokenizer"] == baseline and b["group"] == "running" and b["key"] == r["key"]
+    ]
+    if not base:
         return []
-    b = base.iloc[0]
+    b = base[0]
     threshold = 1.0 - policy.baseline_margin
     note = f"vs {baseline}: {b['chars_per_token']:.3f} chars per token"
-    d = report.docs[report.docs["script"] == r["key"]]
-    cand = d[d["tokenizer"] == r["tokenizer"]].set_index(["source", "line"])["tokens"]
-    ref = d[d["tokenizer"] == baseline].set_index(["source", "line"])["tokens"]
-    common = cand.index.intersection(ref.index)
-    if len(common):
-        num, den = ref.loc[common].to_numpy(), cand.loc[common].to_numpy()
-        rng = np.random.default_rng(policy.thresholds.seed)
-        lo, hi = parity.bootstrap_ratio(num, den, policy.thresholds.bootstrap, rng)
-        return [_check("vs_baseline", r, num.sum() / den.sum(), lo, hi, threshold, ">=", note)]
-    # No shared documents in the per-document table (it keeps the first `keep_docs`): a
-    # conservative interval from the two frame intervals.
+    # the per-document table holds every tokenizer's tokens for the same documents
+    docs = report.doc_columns
+    tokens = docs["tokens"] if docs is not None else {}
+    if r["tokenizer"] in tokens and baseline in tokens:
+        mine = np.asarray(docs["script"]) == U.SCRIPTS.index(str(r["key"]))
+        num, den = tokens[baseline][mine], tokens[r["tokenizer"]][mine]
+        if len(num):
+            rng = np.random.default_rng(policy.thresholds.seed)
+            lo, hi = parity.bootstrap_ratio(num, den, policy.thresholds.bootstrap, rng)
+            return [_check("vs_baseline", r, num.sum() / den.sum(), lo, hi, threshold, ">=", note)]
+    # No document of the script in the per-document table (it keeps the first `keep_docs`):
+    # a conservative interval from the two rows' intervals.
     value = r["chars_per_token"] / b["chars_per_token"]
     lo = r["chars_per_token_lo"] / b["chars_per_token_hi"]
     hi = r["chars_per_token_hi"] / b["chars_per_token_lo"]

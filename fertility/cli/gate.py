@@ -55,7 +55,7 @@ def gate(**kw) -> None:
         # deferred: the library loads when a command runs (fast --help)
         from fertility.measure.parity import require_reference
 
-        require_reference(rep.frame.loc[rep.frame["group"] == "language", "key"], o.reference)
+        require_reference([r["key"] for r in rep.table if r["group"] == "language"], o.reference)
     if o.fmt == "json":
         text = json.dumps(result.to_dict(), ensure_ascii=False, indent=2, allow_nan=False)
     else:

@@ -245,8 +245,7 @@ def _require_reference(rep, reference: str) -> None:
     # deferred: the library loads when a command runs (fast --help)
     from fertility.measure.parity import require_reference
 
-    frame = rep.frame
-    require_reference(frame.loc[frame["group"] == "language", "key"], reference)
+    require_reference([r["key"] for r in rep.table if r["group"] == "language"], reference)
 
 
 def _diagnose(rep, policy):
