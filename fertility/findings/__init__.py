@@ -1,10 +1,10 @@
 """Findings: why a script collapses under a tokenizer, and what to change.
 
-Every rule reads the measurement frame of a Report (and, for parity, its per-document table);
-nothing recounts the corpus. A rule yields Findings: a rule id, a severity, the row it is
-about (tokenizer, group, key), the measured evidence, one plain sentence of cause and one of
-fix. Thresholds holds every number a rule compares with; docs/GATE.md gives the reasons, and
-a policy's `[rules]` table overrides them.
+Every rule reads the measurement table of a Report (Report.table, a dict per row; for
+parity, also its per-document table); nothing recounts the corpus. A rule yields Findings: a
+rule id, a severity, the row it is about (tokenizer, group, key), the measured evidence, one
+plain sentence of cause and one of fix. Thresholds holds every number a rule compares with;
+docs/GATE.md gives the reasons, and a policy's `[rules]` table overrides them.
 
 Each rule id has one declaration and one function: `@rule(...)` on its function in rules.py
 (registry.py: severities, thresholds read, one-line summary, GATE.md section). `diagnose`

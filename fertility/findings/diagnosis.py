@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 # rules: imported for its @rule declarations, which fill REGISTRY
 from fertility.findings import rules  # noqa: F401
 from fertility.findings.finding import Finding
@@ -15,6 +13,7 @@ from fertility.findings.registry import REGISTRY, SEVERITY_ORDER
 from fertility.measure.frame import language_shares, running_shares
 
 # the premium table is measured (fertility.measure.parity); the parity rule and the gate judge it
+from fertility.measure.parity import Premiums
 from fertility.measure.parity import premium_table as premiums
 from fertility.numbers import pct
 from fertility.policy import Policy, Thresholds
@@ -31,7 +30,7 @@ def diagnose(
     thresholds: Thresholds | None = None,
     *,
     reference: str = "en",
-    premium_table: pd.DataFrame | None = None,
+    premium_table: Premiums | None = None,
     min_share: float | None = None,
     parallel: bool = False,
     min_size: tuple[int, int] | None = None,
@@ -68,7 +67,7 @@ def diagnose(
 
 
 def diagnose_under(
-    report: Report, policy: Policy, premium_table: pd.DataFrame | None = None
+    report: Report, policy: Policy, premium_table: Premiums | None = None
 ) -> list[Finding]:
     """diagnose() with everything `policy` sets (thresholds, reference, min_share, parallel,
     the minimum size of a judged script): what report, gate, fix, extend and the library run."""
@@ -110,14 +109,15 @@ def not_judged(
     large enough on its own for an interval (`min_chars` characters in `min_documents`
     documents): a language's prose stays judged whatever unrelated text the corpus adds
     elsewhere. Each entry: running_share, share (with fragments), language (the one it is
-    the largest share of), language_share, chars, documents (of the running text), reason."""
-    frame = report.frame
+    the largest share of), language_share, chars, documents (of the running text), reason.
+    All of it read from the measurement table (Report.table), not its DataFrame: the report
+    and the gate run this, and building the frame would import pandas for them."""
     shares = running_shares(report.table)
     by_lang = language_shares(report.table, getattr(report, "running_langs", None) or {})
-    run = frame[frame["group"] == "running"]
     size = {
-        (str(t), str(k)): (int(c), int(d))
-        for t, k, c, d in zip(run["tokenizer"], run["key"], run["chars"], run["documents"])
+        (str(r["tokenizer"]), str(r["key"])): (int(r["chars"]), int(r["documents"]))
+        for r in report.table
+        if r["group"] == "running"
     }
     out: dict[tuple[str, str], NotJudged] = {}
     for key, (running, share) in shares.items():

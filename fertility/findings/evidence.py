@@ -1,11 +1,11 @@
-"""The measured numbers a finding or a gate check quotes, read from a frame row."""
+"""The measured numbers a finding or a gate check quotes, read from a row of the measurement
+table (Report.table: a dict per row)."""
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
 from typing import Any
-
-import pandas as pd
 
 from fertility.numbers import finite
 from fertility.stats import wilson
@@ -17,13 +17,13 @@ def number(x: Any) -> float | None:
     return None if v is None else round(v, 4)
 
 
-def rate_interval(row: pd.Series, rate: str, k: float, n: float) -> tuple[Any, Any]:
-    """The 95% Wilson interval of the frame rate `rate` (k of n) on a frame row: the frame's
-    own `<rate>_lo` / `<rate>_hi`, nothing recounted."""
+def rate_interval(row: Mapping[str, Any], rate: str, k: float, n: float) -> tuple[Any, Any]:
+    """The 95% Wilson interval of the rate `rate` (k of n) on a row of the measurement table:
+    the row's own `<rate>_lo` / `<rate>_hi`, nothing recounted."""
     if f"{rate}_lo" in row:
         return row[f"{rate}_lo"], row[f"{rate}_hi"]
-    # A frame without the columns (fertility.measure has not yet written them for every
-    # rate; the tests' hand-built frames): the same value from the counts. When every frame
+    # A table without the columns (fertility.measure has not yet written them for every
+    # rate; the tests' hand-built rows): the same value from the counts. When every table
     # holds them, this fallback (and the k, n arguments) goes.
     return wilson(k, n)
 

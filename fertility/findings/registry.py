@@ -14,14 +14,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-import pandas as pd
-
 from fertility.findings.finding import Finding
 from fertility.options import Group, Severity
 from fertility.policy import SEVERITIES, Thresholds
 
 if TYPE_CHECKING:
     from fertility.measure import Report
+    from fertility.measure.parity import Premiums
 
 SEVERITY_ORDER = {s: i for i, s in enumerate(SEVERITIES)}  # "error" first
 
@@ -44,22 +43,22 @@ class Inputs:
 
     report: Report
     t: Thresholds
-    premium_table: pd.DataFrame
+    premium_table: Premiums
     reference: str
     rule: Rule
 
     def finding(
         self, severity: Severity, row: Mapping[str, Any], evidence: dict, cause: str, fix: str
     ) -> Finding:
-        """A Finding of this rule about `row` (a frame row or any mapping with tokenizer,
-        group and key)."""
+        """A Finding of this rule about `row` (a row of the measurement table, Report.table,
+        or any mapping with tokenizer, group and key)."""
         if severity not in self.rule.severities:
             raise ValueError(f"rule {self.rule.id} declares no severity {severity!r}")
         return Finding(
             self.rule.id,
             severity,
             str(row["tokenizer"]),
-            cast(Group, str(row["group"])),  # a frame row's: "all", "language" or "script"
+            cast(Group, str(row["group"])),  # a table row's: "all", "language" or "script"
             str(row["key"]),
             evidence,
             cause,
@@ -79,7 +78,7 @@ class Rule:
     doc: str  # its section of docs/GATE.md ("docs/GATE.md#<id>")
     function: RuleFunction = field(compare=False, repr=False)
 
-    def run(self, report: Report, t: Thresholds, premium_table: pd.DataFrame, reference: str):
+    def run(self, report: Report, t: Thresholds, premium_table: Premiums, reference: str):
         return self.function(Inputs(report, t, premium_table, reference, self))
 
 

@@ -1,9 +1,11 @@
 """The rules behind `diagnose`, one function per rule id, each declared by its `@rule(...)`
 (fertility.findings.registry): the severities it gives, the Thresholds it reads, the evidence
-its one-line summary names. Each reads a Report's frame (balance and parity also the premium
-table) and yields its own Findings through `x.finding`. The order of this file is the order of
-the findings in every output. docs/GATE.md gives the reasons for every threshold, one section
-per rule.
+its one-line summary names. Each reads a Report's measurement table (Report.table: a dict per
+row, in the table's order; balance and parity also the premium table) and yields its own
+Findings through `x.finding`. None reads Report.frame: that would import pandas for every
+report and gate, which judge a table of a few rows per tokenizer. The order of this file is
+the order of the findings in every output. docs/GATE.md gives the reasons for every
+threshold, one section per rule.
 
 Adding a rule: a decorated function here, its section in docs/GATE.md, its tests in
 tests/findings/test_diagnose.py."""
@@ -11,17 +13,16 @@ tests/findings/test_diagnose.py."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-import pandas as pd
 
 from fertility.corpus import labels
 from fertility.findings.evidence import char_names, number, rate_interval
 from fertility.findings.finding import Finding
 from fertility.findings.registry import Inputs, Summary, rule
 from fertility.findings.tokconfig import ConfigInfo, inspect_config
+from fertility.numbers import finite
 from fertility.options import Severity
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
@@ -33,14 +34,26 @@ if TYPE_CHECKING:
 IDEOGRAPHIC = ("Hani", "Hira", "Kana", "Hang", "Yiii", "Bopo")
 
 
-# ---------------------------------------------------------------- frame helpers
+# ---------------------------------------------------------------- table helpers
 
 
-def _rows(x: Inputs, *, groups=("script",), pretokenizer=False) -> pd.DataFrame:
-    f = x.report.frame
-    is_pre = f["kind"] == PRETOKENIZER
-    sel = f[(is_pre if pretokenizer else ~is_pre) & f["group"].isin(groups)]
-    return sel[sel["tokens"] >= x.t.min_tokens]
+def _rows(x: Inputs, *, groups=("script",), pretokenizer=False) -> list[dict]:
+    """The table's rows of `groups` with at least min_tokens tokens, of the tokenizers (or,
+    pretokenizer, of the pre-tokenizer families), in the table's order."""
+    return [
+        r
+        for r in x.report.table
+        if (r["kind"] == PRETOKENIZER) == pretokenizer
+        and r["group"] in groups
+        and _at_least(r["tokens"], x.t.min_tokens)
+    ]
+
+
+def _at_least(x: Any, limit: float) -> bool:
+    """x >= limit; False for a missing number (None, NaN, pandas' NA in a hand-built row),
+    as a comparison with NaN is."""
+    v = finite(x)
+    return v is not None and v >= limit
 
 
 def _configs(x: Inputs) -> dict[str, TokenizerInfo]:
@@ -53,7 +66,7 @@ class _Marks:
     pre-tokens that begin with a mark, a ZWJ or a ZWNJ (the detail pass). mark-split and the
     vocabulary half of merge-starvation read the same numbers and show the same evidence."""
 
-    row: pd.Series
+    row: Mapping[str, Any]
     info: ConfigInfo
     rate: float  # mark-initial tokens
     n_pre: int
@@ -72,7 +85,7 @@ class _Marks:
 def _marks(x: Inputs) -> Iterator[_Marks]:
     t = x.t
     infos = {lab: inspect_config(d.config) for lab, d in _configs(x).items()}
-    for _, r in _rows(x).iterrows():
+    for r in _rows(x):
         info = infos.get(r["tokenizer"]) or inspect_config(None)
         rate = float(r["mark_initial_rate"])
         lo, hi = rate_interval(
@@ -210,20 +223,21 @@ def mark_split(x: Inputs) -> Iterator[Finding]:
                 "whether the pre-tokenizer or the vocabulary cuts them.",
                 "Measure with the per-document checks on (--detail N or all).",
             )
-    for r in _rows(x, pretokenizer=True).itertuples():
+    for r in _rows(x, pretokenizer=True):
         # its tokens are its pre-tokens; the pre-token counts tell a ZWNJ from a mark or ZWJ
+        n_pre = r["pretokens"]
         fam_rate = (
-            (r.pretoken_mark_initial + r.pretoken_zwj_initial) / r.pretokens if r.pretokens else 0.0
+            (r["pretoken_mark_initial"] + r["pretoken_zwj_initial"]) / n_pre if n_pre else 0.0
         )
         if fam_rate >= t.mark_initial_rate:
             yield x.finding(
                 "info",
-                {"tokenizer": r.tokenizer, "group": r.group, "key": r.key},
+                {"tokenizer": r["tokenizer"], "group": r["group"], "key": r["key"]},
                 {
-                    "mark_initial_rate": number(r.mark_initial_rate),
+                    "mark_initial_rate": number(r["mark_initial_rate"]),
                     "pretoken_mark_initial_rate": number(fam_rate),
                 },
-                f"The {r.tokenizer} pre-tokenizer would cut {r.key} words at combining "
+                f"The {r['tokenizer']} pre-tokenizer would cut {r['key']} words at combining "
                 f"marks or ZWJ ({fam_rate:.0%} of its pre-tokens begin with one).",
                 "Do not train a tokenizer for this script with this pre-tokenizer; "
                 "use one whose letter class includes \\p{M}.",
@@ -246,7 +260,7 @@ def mark_split(x: Inputs) -> Iterator[Finding]:
 def pretokenizer_ceiling(x: Inputs) -> Iterator[Finding]:
     t = x.t
     for pre in (False, True):
-        for _, r in _rows(x, groups=("script", "language"), pretokenizer=pre).iterrows():
+        for r in _rows(x, groups=("script", "language"), pretokenizer=pre):
             floor = t.floor_for(r["group"], r["key"])
             ceiling = r["chars_per_token"] if pre else r["chars_per_pretoken"]
             if floor is None or number(ceiling) is None:
@@ -321,7 +335,7 @@ def merge_starvation(x: Inputs) -> Iterator[Finding]:
                 "check the mark-initial rate again.",
             )
     sizes = {d.label: d.vocab_size for d in x.report.tokenizers}
-    for _, r in _rows(x).iterrows():
+    for r in _rows(x):
         bpt, gpt = float(r["bytes_per_token"]), float(r["graphemes_per_token"])
         near_bytes = bpt <= t.starvation_bytes_per_token
         near_graphemes = r["key"] not in IDEOGRAPHIC and gpt <= t.starvation_graphemes_per_token
@@ -330,6 +344,8 @@ def merge_starvation(x: Inputs) -> Iterator[Finding]:
         if not ((near_bytes or near_graphemes) and below):
             continue
         size = sizes.get(r["tokenizer"])
+        # None in a row without a token-id histogram (the table's null for a count)
+        unique = finite(r.get("unique_tokens"))
         ev = {
             "bytes_per_token": number(bpt),
             "graphemes_per_token": number(gpt),
@@ -337,9 +353,9 @@ def merge_starvation(x: Inputs) -> Iterator[Finding]:
             "lo": number(r["chars_per_token_lo"]),
             "hi": number(r["chars_per_token_hi"]),
             "chars_per_pretoken": ceiling,
-            "unique_tokens": number(r.get("unique_tokens")),
+            "unique_tokens": number(unique),
             "vocab_size": size,
-            "vocab_share": number(r.get("unique_tokens") / size) if size else None,
+            "vocab_share": number(unique / size) if size and unique is not None else None,
         }
         unit = f"{bpt:.2f} bytes" if near_bytes else f"{gpt:.2f} graphemes"
         yield x.finding(
@@ -358,7 +374,7 @@ def _token_rate(
 ) -> Iterator[Finding]:
     """byte-fallback and unk: a share of tokens at or above its threshold, with its interval
     and the characters behind it."""
-    for _, r in _rows(x).iterrows():
+    for r in _rows(x):
         rate = float(r[col])
         if rate < limit or rate == 0:
             continue
@@ -532,9 +548,14 @@ def roundtrip(x: Inputs) -> Iterator[Finding]:
     often, and the causes the evidence shows (fertility.measure.roundtrip)."""
     report, t = x.report, x.t
     infos = {d.label: inspect_config(d.config) for d in report.tokenizers}
-    f = report.frame
-    lang = f[(f["kind"] != PRETOKENIZER) & (f["group"] == "language")]
-    for _, r in lang[lang["roundtrip_failures"] > 0].iterrows():
+    failed = (
+        r
+        for r in report.table
+        if r["kind"] != PRETOKENIZER
+        and r["group"] == "language"
+        and (finite(r["roundtrip_failures"]) or 0) > 0
+    )
+    for r in failed:
         n, k = int(r["roundtrip_checked"]), int(r["roundtrip_failures"])
         ch = report.roundtrip.get((r["tokenizer"], r["key"])) or {}
         lost = char_names(ch.get("lost"), t.top_chars)
@@ -590,7 +611,7 @@ def roundtrip(x: Inputs) -> Iterator[Finding]:
     summary=Summary("grapheme_split_rate", "max", "{:.1%} of boundaries inside a grapheme"),
 )
 def grapheme_split(x: Inputs) -> Iterator[Finding]:
-    for _, r in _rows(x).iterrows():
+    for r in _rows(x):
         rate = float(r["grapheme_split_rate"])
         if rate >= x.t.grapheme_split_rate:
             lo, hi = rate_interval(
@@ -635,7 +656,7 @@ def balance_inversion(x: Inputs) -> Iterator[Finding]:
         aligned.setdefault(p["tokenizer"], {p["reference"]: 1.0})[p["lang"]] = p["premium"]
     rows = _rows(x, groups=("script", "language"))
     over: set[tuple[str, str]] = set()
-    for _, r in rows.iterrows():
+    for r in rows:
         prem = aligned.get(r["tokenizer"], {})
         if r["group"] == "language" and r["key"] in prem and len(prem) > 1:
             others = [v for k, v in prem.items() if k != r["key"]]
@@ -681,25 +702,35 @@ def balance_inversion(x: Inputs) -> Iterator[Finding]:
     # A flip (a has more characters, b more tokens) is named only for a language b found
     # over-represented above, never between aligned languages (same content by construction).
     m = 1 + t.flip_margin
-    for label, g in rows[rows["group"] == "language"].groupby("tokenizer"):
+    # each tokenizer's language rows, tokenizers in sorted order (as a groupby gave them),
+    # rows in the table's order
+    langs: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["group"] == "language":
+            langs.setdefault(r["tokenizer"], []).append(r)
+    for label in sorted(langs):
         prem = aligned.get(label, {})
-        recs = list(g.itertuples())
+        recs = langs[label]
         for a in recs:
             for b in recs:
-                if (label, b.key) not in over or (a.key in prem and b.key in prem):
+                ak, bk = a["key"], b["key"]
+                if (label, bk) not in over or (ak in prem and bk in prem):
                     continue
-                if a.char_share > b.char_share * m and b.token_share > a.token_share * m:
+                if (
+                    a["char_share"] > b["char_share"] * m
+                    and b["token_share"] > a["token_share"] * m
+                ):
                     ev = {
-                        "chars": {a.key: number(a.char_share), b.key: number(b.char_share)},
-                        "tokens": {a.key: number(a.token_share), b.key: number(b.token_share)},
-                        "bytes": {a.key: number(a.byte_share), b.key: number(b.byte_share)},
+                        "chars": {ak: number(a["char_share"]), bk: number(b["char_share"])},
+                        "tokens": {ak: number(a["token_share"]), bk: number(b["token_share"])},
+                        "bytes": {ak: number(a["byte_share"]), bk: number(b["byte_share"])},
                     }
                     yield x.finding(
                         "warning",
-                        {"tokenizer": label, "group": "language", "key": f"{a.key}/{b.key}"},
+                        {"tokenizer": label, "group": "language", "key": f"{ak}/{bk}"},
                         ev,
-                        f"{a.key} has more characters than {b.key} but fewer tokens: "
-                        f"counted in tokens, {b.key} looks like the larger part of "
+                        f"{ak} has more characters than {bk} but fewer tokens: "
+                        f"counted in tokens, {bk} looks like the larger part of "
                         "the corpus though it holds less text.",
                         "Set and report the mixture in characters, not tokens.",
                     )
