@@ -2,7 +2,8 @@
 
     import fertility
     report = fertility.analyze(["corpus/"], ["bpe=tokenizer.json"])
-    report.frame          # one tidy DataFrame: a row per (tokenizer, language|script)
+    report.table          # the measurement: a row per (tokenizer, group, key), each a dict
+    report.frame          # the same as one tidy pandas DataFrame (made on first use)
     report.findings       # diagnosed with the same policy `fertility report` uses (None
                           # with findings=False: not diagnosed)
     report.to_json()      # the same document as `fertility report --format json`
