@@ -216,18 +216,25 @@ def language_gini(report, label: str, premium_table) -> dict:
     fertility.measure.parity.premium_table: each language's tokens over the reference's on
     the lines they share, the reference itself 1) it is over the tokens each language needs
     for the same lines; otherwise over each language's tokens per character (1 /
-    chars_per_token)."""
+    chars_per_token) in the report's table."""
     prem = premium_table.of(label)
     if prem:
         values = [1.0, *(float(p["premium"]) for p in prem)]
         langs = [str(prem[0]["reference"]), *(str(p["lang"]) for p in prem)]
         return {"value": gini(values), "basis": "tokens_same_lines", "languages": langs}
-    f = report.frame
-    rows = f[(f["tokenizer"] == label) & (f["group"] == "language") & (f["tokens"] > 0)]
+    rows = [
+        r
+        for r in report.table
+        if r["tokenizer"] == label and r["group"] == "language" and r["tokens"] > 0
+    ]
+    tokens = np.array([r["tokens"] for r in rows], dtype=np.float64)
+    chars = np.array([r["chars"] for r in rows], dtype=np.float64)
+    with np.errstate(divide="ignore"):  # a language of no characters: inf, as pandas divides
+        per_char = tokens / chars
     return {
-        "value": gini((rows["tokens"] / rows["chars"]).astype(float)),
+        "value": gini(per_char),
         "basis": "tokens_per_char",
-        "languages": rows["key"].astype(str).tolist(),
+        "languages": [str(r["key"]) for r in rows],
     }
 
 

@@ -111,7 +111,7 @@ def render_html(report: Any, findings: list, gate_result: Any = None, *, policy:
     parts.append(_table_section(frame, shown, scripts))
     if gate_result is not None:
         parts.append(_gate_section(gate_result))
-    parts.append(_findings_section(findings, shown, frame))
+    parts.append(_findings_section(findings, shown, report.table))
     parts.append(_samples_section(report, findings, labels + families))
     body = "\n".join(parts)
     return (
@@ -280,12 +280,12 @@ def _evidence(ev: dict) -> str:
     return "<br>".join(items)
 
 
-def _findings_section(findings: list, labels: list[str], frame=None) -> str:
+def _findings_section(findings: list, labels: list[str], table: list[dict] | None = None) -> str:
     """One collapsed <details> per (severity, rule, tokenizer), errors first; inside, a row
     per finding with its cause, fix and evidence."""
     if not findings:
         return "<h2>Findings</h2><p>No findings.</p>"
-    groups = S.group_findings(findings, labels, frame)
+    groups = S.group_findings(findings, labels, table)
     by: dict[tuple, list] = {}
     for f in findings:
         by.setdefault((f.severity, f.rule, f.tokenizer), []).append(f)

@@ -44,10 +44,9 @@ def leaderboard_rows(report, policy=None) -> list[dict]:
     prem = premium_table(
         report, policy.thresholds, reference=policy.reference, parallel=policy.parallel
     )
-    f = report.frame
     rows = []
     for i, v in enumerate(vs, 1):
-        allrow = f[(f["tokenizer"] == v.label) & (f["group"] == "all")]
+        allrow = [r for r in report.table if r["tokenizer"] == v.label and r["group"] == "all"]
         gini = card.language_gini(report, v.label, prem)
         rows.append(
             {
@@ -59,9 +58,7 @@ def leaderboard_rows(report, policy=None) -> list[dict]:
                 "floor": v.worst.threshold if v.worst else None,
                 "gini": gini.get("value"),
                 "gini_basis": gini.get("basis"),
-                "renyi_efficiency": float(allrow["renyi_efficiency"].iloc[0])
-                if len(allrow)
-                else None,
+                "renyi_efficiency": float(allrow[0]["renyi_efficiency"]) if allrow else None,
                 "max_premium": v.premium.value if v.premium else None,
                 "premium_language": v.premium.key if v.premium else None,
                 "roundtrip_failures": v.rt_failures,

@@ -52,7 +52,6 @@ def verdicts(report: Any, result: Any) -> list[Verdict]:
     labels = list(dict.fromkeys(c.tokenizer for c in result.checks))
     order = [d.label for d in report.tokenizers if d.label in labels]
     out = []
-    frame = report.frame
     for lab in order:
         checks = [c for c in result.checks if c.tokenizer == lab]
         n = {v: sum(c.verdict == v for c in checks) for v in ("fail", "uncertain", "pass")}
@@ -69,8 +68,9 @@ def verdicts(report: Any, result: Any) -> list[Verdict]:
         prem = [c for c in checks if c.name == "premium" and c.value is not None]
         top = max(prem, key=lambda c: c.value, default=None)
         # the documents the gate's round-trip checks count: every language's checked ones
-        langs = frame[(frame["tokenizer"] == lab) & (frame["group"] == "language")]
-        rt_f, rt_n = int(langs["roundtrip_failures"].sum()), int(langs["roundtrip_checked"].sum())
+        langs = [r for r in report.table if r["tokenizer"] == lab and r["group"] == "language"]
+        rt_f = int(sum(r["roundtrip_failures"] for r in langs))
+        rt_n = int(sum(r["roundtrip_checked"] for r in langs))
         if n["fail"] or blocking:
             word = "FAIL"
         elif n["uncertain"] and policy.uncertain == "fail":
@@ -209,13 +209,15 @@ def _value_format(phrase: str) -> tuple[str, str]:
     return spec, phrase[:start] + "N" + sign + phrase[end:]
 
 
-def group_findings(findings: list, labels: list[str] | None = None, frame=None) -> list[Group]:
+def group_findings(
+    findings: list, labels: list[str] | None = None, table: list[dict] | None = None
+) -> list[Group]:
     """One Group per (severity, rule, tokenizer), errors first, then the rules in diagnose's
     order, then the tokenizers in report order. Within a group each key (script, language)
     comes once, with the worst value its findings give (a rule may find one script twice:
-    merge-starvation's mark test and its length test), worst first. frame: the report's
-    frame, which gives the value of a finding whose evidence lacks the summary's key when
-    that key is a metric of the row the finding is about."""
+    merge-starvation's mark test and its length test), worst first. table: the report's
+    table (Report.table), which gives the value of a finding whose evidence lacks the
+    summary's key when that key is a metric of the row the finding is about."""
     groups: dict[tuple, list] = {}
     for f in findings:
         groups.setdefault((f.severity, f.rule, f.tokenizer), []).append(f)
@@ -228,7 +230,7 @@ def group_findings(findings: list, labels: list[str] | None = None, frame=None) 
         for f in fs:
             v = f.evidence.get(summary.key) if summary else None
             if v is None and summary is not None:
-                v = _frame_value(frame, f, summary.key)
+                v = _table_value(table, f, summary.key)
             v = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
             old = best.setdefault(f.key, v)
             if v is not None and (old is None or sign * v < sign * old):
@@ -255,16 +257,18 @@ def group_findings(findings: list, labels: list[str] | None = None, frame=None) 
     return out
 
 
-def _frame_value(frame, f, column: str):
-    """The frame's `column` on the row a finding is about, or None."""
-    if frame is None or column not in frame.columns:
+def _table_value(table: list[dict] | None, f, column: str):
+    """The table's `column` on the row a finding is about, or None."""
+    if not table or column not in table[0]:  # every row has the same columns
         return None
-    rows = frame[
-        (frame["tokenizer"] == f.tokenizer) & (frame["group"] == f.group) & (frame["key"] == f.key)
+    rows = [
+        r
+        for r in table
+        if r["tokenizer"] == f.tokenizer and r["group"] == f.group and r["key"] == f.key
     ]
     if len(rows) != 1:
         return None
-    v = rows.iloc[0][column]
+    v = rows[0][column]
     return None if v is None or v != v else v  # NaN: no value
 
 

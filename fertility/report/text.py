@@ -1,5 +1,5 @@
 """Renderers of a measured Report: the terminal report and CSV here, JSON on the Report itself,
-HTML in fertility.report.html. They only format what the frame holds; nothing recounts.
+HTML in fertility.report.html. They only format what the report's table holds; nothing recounts.
 
 The terminal report reads top to bottom: the verdict of each tokenizer (fertility.report.summary),
 one table with the tokenizers side by side, the findings one line per (rule, tokenizer).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import textwrap
 
-import pandas as pd
+import numpy as np
 
 from fertility.errors import visible
 from fertility.findings import not_judged
@@ -20,7 +20,7 @@ from fertility.gate import evaluate
 from fertility.measure.counters import COUNTS
 from fertility.measure.frame import add_metrics
 from fertility.measure.metrics import METRICS, Metric, shown
-from fertility.numbers import fmt
+from fertility.numbers import finite, fmt
 from fertility.policy import Policy, default_policy
 from fertility.report import summary as S
 from fertility.report import table as T
@@ -94,42 +94,39 @@ def corpus_lines(corpus: dict) -> list[str]:
 # ---------------------------------------------------------------- the side-by-side table
 
 
-def _rows(frame: pd.DataFrame, labels: list[str], min_share: float, judged: set[str]):
+def _rows(table: list[dict], labels: list[str], min_share: float, judged: set[str]):
     """Row keys in order (all, languages, scripts) and the scripts folded into "other
     scripts": those under `min_share` of the characters that the gate does not judge either
     (`judged`: a script judged by its own language's text keeps its row)."""
-    first = frame[frame["tokenizer"] == labels[0]]
-    langs = sorted(first.loc[first["group"] == "language", "key"].astype(str))
-    scripts = first[first["group"] == "script"]
-    small = sorted(  # char_share: of the corpus (weighted when --precision drew languages apart)
-        str(k)
-        for k, c in zip(scripts["key"], scripts["char_share"].fillna(0.0))
-        if c < min_share and str(k) not in judged
-    )
-    big = sorted(str(k) for k in scripts["key"] if str(k) not in small)
-    keys = [("all", str(k)) for k in first.loc[first["group"] == "all", "key"]]
+    first = [r for r in table if r["tokenizer"] == labels[0]]
+    of = lambda group: [r for r in first if r["group"] == group]
+    # char_share: of the corpus (weighted when --precision drew languages apart); null: 0
+    share = {str(r["key"]): finite(r["char_share"]) for r in of("script")}
+    small = sorted(k for k, c in share.items() if (c or 0.0) < min_share and k not in judged)
+    big = sorted(k for k in share if k not in small)
+    langs = sorted(str(r["key"]) for r in of("language"))
+    keys = [("all", str(r["key"])) for r in of("all")]
     return keys + [("language", k) for k in langs] + [("script", k) for k in big], small
 
 
-def _folded(frame: pd.DataFrame, label: str, small: list[str]) -> dict:
+def _folded(table: list[dict], label: str, small: list[str]) -> dict:
     """The "other" row of one tokenizer (the small scripts): counts summed, then every metric derived as
-    the frame's own are (fertility.measure.frame.add_metrics); no chars/token interval (it is
-    no single script's: the delta method needs the per-document sums). Its shares of the all
-    row are the rows' shares added up: the same where nothing is weighted, and the corpus's
-    where --precision weighted the rows (counters.Weighted)."""
-    sub = frame[
-        (frame["tokenizer"] == label)
-        & (frame["group"] == "script")
-        & frame["key"].astype(str).isin(small)
-    ]
-    allrow = frame[(frame["tokenizer"] == label) & (frame["group"] == "all")]
-    row = pd.DataFrame([sub.reindex(columns=list(COUNTS), fill_value=0).sum()])
-    has_vocab = "unique_tokens" in sub and bool(sub["unique_tokens"].notna().any())
-    add_metrics(row, totals=allrow.iloc[0] if len(allrow) else {}, has_vocab=has_vocab)
-    out = row.iloc[0].to_dict()
+    the table's own are (fertility.measure.frame.add_metrics, on one-row columns); no
+    chars/token interval (it is no single script's: the delta method needs the per-document
+    sums). Its shares of the all row are the rows' shares added up: the same where nothing is
+    weighted, and the corpus's where --precision weighted the rows (counters.Weighted)."""
+    mine = [r for r in table if r["tokenizer"] == label]
+    sub = [r for r in mine if r["group"] == "script" and str(r["key"]) in small]
+    allrow = next((r for r in mine if r["group"] == "all"), {})
+    cols: dict = {c: np.array([sum((r.get(c, 0) for r in sub), 0)], dtype=np.int64) for c in COUNTS}
+    # a script with a token-id histogram: the tokenizer has a vocabulary (no pre-tokenizer)
+    has_vocab = any(finite(r.get("unique_tokens")) is not None for r in sub)
+    add_metrics(cols, totals=allrow, has_vocab=has_vocab)
+    out = {name: np.asarray(col)[0].item() for name, col in cols.items()}
     for m in METRICS:
-        if m.of_all and m.name in sub:
-            out[m.name] = float(sub[m.name].sum())
+        if m.of_all and m.name in table[0]:  # every row has the same columns
+            # a null share counts 0; numpy's sum, in numpy's order (pandas' sum is the same)
+            out[m.name] = float(np.nansum(np.array([r[m.name] for r in sub], dtype=float)))
     return out
 
 
@@ -179,18 +176,16 @@ def table_lines(
     min_share, min_size: the policy's min_share and (min_chars, min_documents): a script
     under min_share of the characters folds into "other" unless the gate judges it."""
     width = width or terminal_width()
-    frame = report.frame
+    table = report.table
     labels = [t.label for t in report.tokenizers]
-    if not labels or frame.empty:
+    if not labels or not table:
         return []
     skipped = not_judged(report, min_share, *min_size) if min_share else {}
-    scripts = frame.loc[(frame["tokenizer"] == labels[0]) & (frame["group"] == "script"), "key"]
+    scripts = [r["key"] for r in table if r["tokenizer"] == labels[0] and r["group"] == "script"]
     judged = {str(k) for k in scripts if (labels[0], str(k)) not in skipped}
-    keys, small = _rows(frame, labels, min_share, judged)
-    by = {
-        (str(r["tokenizer"]), r["group"], str(r["key"])): r for r in frame.to_dict(orient="records")
-    }
-    folded = {lab: _folded(frame, lab, small) for lab in labels} if small else {}
+    keys, small = _rows(table, labels, min_share, judged)
+    by = {(str(r["tokenizer"]), r["group"], str(r["key"])): r for r in table}
+    folded = {lab: _folded(table, lab, small) for lab in labels} if small else {}
     # a label comes from the data (a file name, a --lang-field value): escaped before the
     # widths are taken, so a control or bidi character neither prints raw nor skews a column
     names = [visible("all" if g == "all" else f"{g}:{k}") for g, k in keys]
@@ -304,7 +299,7 @@ def render_table(
         min_size=(policy.min_chars, policy.min_documents),
     )
     parts += findings_lines(
-        report.findings or [], [t.label for t in report.tokenizers], width, verbose, report.frame
+        report.findings or [], [t.label for t in report.tokenizers], width, verbose, report.table
     )
     # every line visible (the tables already are): nothing from the data reaches the
     # terminal raw, whichever line carries it
@@ -346,7 +341,7 @@ def summary_lines(report, policy, width: int, verbose: bool = False) -> list[str
 
 
 def findings_lines(
-    findings: list, labels: list[str], width: int, verbose: bool, frame=None
+    findings: list, labels: list[str], width: int, verbose: bool, table: list[dict] | None = None
 ) -> list[str]:
     if not findings:
         return []
@@ -367,7 +362,7 @@ def findings_lines(
             ):
                 out += wrap.wrap(visible(text))
         return out
-    groups = S.group_findings(findings, labels, frame)
+    groups = S.group_findings(findings, labels, table)
     return (
         [""]
         + S.wrap_text(S.findings_head(findings, len(groups)), width)
@@ -376,6 +371,7 @@ def findings_lines(
 
 
 def render_csv(report) -> str:
+    # every row with every column: the frame's CSV (--format csv may import pandas)
     buf = io.StringIO()
     report.frame.to_csv(buf, index=False)
     return buf.getvalue()
