@@ -3,12 +3,14 @@ encoding the line, each timed as a whole process, alternated (issue #36's last r
 
     python benchmarks/one_line.py                       # o200k_base.tiktoken, 5 rounds
     python benchmarks/one_line.py --ranks PATH --rounds 9
+    python benchmarks/one_line.py --base /tmp/old       # also another checkout, in turn
 
 The rank file is the real-world fixtures' o200k_base.tiktoken (tests/realworld/build.py; ROOT is
 $FERTILITY_REALWORLD or ~/.cache/fertility/realworld). Three commands run in turn, a round at a
 time: (a) `python -c` with tiktoken's own `load_tiktoken_bpe` and `Encoding` (o200k's pattern)
 encoding the line; (b) `fertility report LINE -t RANKS -q` (the table); (c) the same with
-`--format json -o r.json`. Each prints its median, min and max wall seconds and peak RSS (os.wait4
+`--format json -o r.json`; with `--base TREE`, (b) and (c) again from that checkout (`python -P
+-m fertility.cli` with TREE on PYTHONPATH), each right after this tree's. Each prints its median, min and max wall seconds and peak RSS (os.wait4
 of the process), and (b) and (c) the median of their per-round differences from (a).
 """
 
@@ -35,10 +37,12 @@ print(len(enc.encode_ordinary(open(sys.argv[2], encoding="utf-8").read())))
 LINE = "The quick brown fox jumps over the lazy dog, and then it rests.\n"
 
 
-def run(cmd: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak RSS MiB) of one whole process."""
+def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of one whole process (env: added to this one's)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     err = proc.stderr.read().decode() if proc.stderr else ""
@@ -52,6 +56,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=Path, default=root / "tokenizers" / "o200k_base.tiktoken")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--base", help="also time this checkout's report, in turn with this tree's")
     args = ap.parse_args()
     if not args.ranks.is_file():
         sys.exit(f"error: {args.ranks}: no rank file (python tests/realworld/build.py)")
@@ -67,16 +72,21 @@ def main() -> None:
             "report": report,
             "report --format json": [*report, "--format", "json", "-o", f"{tmp}/r.json"],
         }
+        envs: dict[str, dict[str, str]] = {}
+        if args.base:  # -P: not the cwd's fertility but the base's
+            for name in ("report", "report --format json"):
+                cmds[f"{name} (base)"] = [PY, "-P", *cmds[name][1:]]
+                envs[f"{name} (base)"] = {"PYTHONPATH": args.base}
         got: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
         for _ in range(args.rounds):
             for name, cmd in cmds.items():
-                got[name].append(run(cmd))
+                got[name].append(run(cmd, envs.get(name)))
     base = [w for w, _ in got["tiktoken"]]
     for name, runs in got.items():
         walls = [w for w, _ in runs]
         rss = statistics.median(m for _, m in runs)
         line_out = (
-            f"{name:22s} wall median {statistics.median(walls):.2f} s "
+            f"{name:29s} wall median {statistics.median(walls):.2f} s "
             f"(min {min(walls):.2f}, max {max(walls):.2f}), peak RSS {rss:.0f} MiB"
         )
         if name != "tiktoken":
