@@ -114,7 +114,7 @@ def rows(report, before: str, after: str) -> list[ExtendRow]:
     chars/token ratio."""
 
     def metrics(r: dict) -> RowNumbers:
-        # a row of the frame (pandas' to_dict: untyped); BEFORE_AFTER are RowNumbers' keys
+        # a row of the table (Report.rows: untyped); BEFORE_AFTER are RowNumbers' keys
         return cast("RowNumbers", {c: r[c] for c in BEFORE_AFTER if c in r})
 
     old = {(r["group"], r["key"]): metrics(r) for r in report.rows(before)}

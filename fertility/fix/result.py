@@ -93,7 +93,7 @@ def heldout_rows(report, has_before: bool) -> list[fix_json.FixRow]:
     the ratio."""
 
     def metrics(r: dict) -> RowNumbers:
-        # a row of the frame (pandas' to_dict: untyped); BEFORE_AFTER are RowNumbers' keys
+        # a row of the table (Report.rows: untyped); BEFORE_AFTER are RowNumbers' keys
         return cast("RowNumbers", {c: r[c] for c in BEFORE_AFTER if c in r})
 
     before = {

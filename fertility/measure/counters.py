@@ -266,7 +266,7 @@ class PooledRow(NamedTuple):
 
 
 class Weighted(NamedTuple):
-    """What a --precision pass whose languages were drawn apart hands the frame
+    """What a --precision pass whose languages were drawn apart hands the table
     (fertility.measure.frame.build_table): its pooled rows, (tokenizer label, group, key) ->
     PooledRow, and per row (the same keys, languages too) the factor of its counts in a
     share of the `all` row: a language's weight, a pooled row's scale undone, each times the

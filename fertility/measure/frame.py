@@ -1,5 +1,7 @@
-"""Summed counts -> the tidy measurement frame: every metric of the registry
-(fertility.measure.metrics) derived from the sums, with its interval where it has one."""
+"""Summed counts -> the measurement table (Report.table, a dict per row): every metric of the
+registry (fertility.measure.metrics) derived from the sums, with its interval where it has
+one; the same rows as a pandas DataFrame (Report.frame) and the per-document table's
+columns, for those who ask for them."""
 
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ def _div(a, b):
 
 def build_table(accs, langs: dict[str, int], weighted: Weighted | None = None) -> list[dict]:
     """The measurement table of every tokenizer: a row per (tokenizer, group, key) as a dict
-    of plain Python values (TABLE's columns; null: NaN, or None in a token-id count), built
-    from the sums without pandas (Report.frame is the same table as a DataFrame, on demand).
+    of plain Python values (tokenizer, kind, group, key, the COUNTS, each metric of METRICS
+    with its interval, the DISTRIBUTIONS; null: NaN, or None in a token-id count), built from
+    the sums without pandas (Report.frame is the same table as a DataFrame, on demand).
     weighted: what a --precision pass whose languages were drawn apart weighted
     (counters.Weighted): its pooled rows (all, script, running) in place of those the sums
     would give, and each language row's factor in its shares of the all row (every row's,

@@ -1,9 +1,10 @@
-"""The metric registry: every ratio of the measurement frame, declared once.
+"""The metric registry: every ratio of the measurement table, declared once.
 
 A metric is a ratio of summed counts (sum, then divide): its numerator and denominator are
-count columns of the frame (COUNTS, fertility/measure/counters.py). From this registry alone
+count columns of the measurement table (COUNTS, fertility/measure/counters.py). From this
+registry alone
 
-- the frame (fertility.measure.frame.add_metrics) computes each value and, for a metric with an
+- the table (fertility.measure.frame.add_metrics) computes each value and, for a metric with an
   interval, its 95% bounds in the columns `<name>_lo` and `<name>_hi`;
 - the JSON and the CSV carry those columns, in this order (each value before its bounds);
 - the terminal table (fertility.report.text) shows the metrics with a `table` display, in
@@ -15,7 +16,7 @@ Adding a metric: declare it in METRICS below; a count it needs goes into COUNTS 
 in fertility/measure/batch.py; define it in docs/METRICS.md; test it in tests/measure/.
 
 DISTRIBUTIONS are the other kind: a function of the row's token-id histogram (not a ratio of
-counts), computed by fertility.measure.card; their columns follow the ratios in the frame,
+counts), computed by fertility.measure.card; their columns follow the ratios in the table,
 and docs/METRICS.md defines them under "Token distributions" (tests/measure/test_card.py).
 """
 
@@ -136,7 +137,7 @@ class Metric:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """Its columns in the frame, in order: the value, then the bounds if any."""
+        """Its columns in the table, in order: the value, then the bounds if any."""
         b = self.bounds
         return (self.name,) if b is None else (self.name, *b)
 

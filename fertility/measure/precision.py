@@ -16,7 +16,7 @@ sample is a cluster sample: the interval of the report is the ratio's delta-meth
 over blocks, not documents (Bootstrap.interval's formula with each block's characters and
 tokens as one observation). It is wider than the per-document one when neighbours agree,
 which is what makes it cover. At the end these block sums replace the per-document ones in
-the accumulators, so the frame's interval columns (and the gate) use them.
+the accumulators, so the table's interval columns (and the gate) use them.
 
 Strata. When files name the languages, each language is a stratum, measured into its own
 accumulators: the order deals the languages in turn, and once a language's interval and
@@ -395,7 +395,7 @@ class Stopper:
         """The accumulators of the report and, for a stratified pass not read whole, its
         pooled rows and language shares (frame.build_table's `weighted`). `ended`: the order ran out (every block
         drawn was measured; the pass stops only where a block ends). The block (cluster)
-        sums go where the frame reads the interval's, except for what was read whole (a
+        sums go where the table reads the interval's, except for what was read whole (a
         language every block of which was read; everything when every block was): its
         documents' interval stays."""
         if ended:  # blocks drawn after the last one with documents were empty

@@ -24,7 +24,7 @@ from fertility.measure.frame import (
 from fertility.measure.passes import PassState
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
-if TYPE_CHECKING:  # the frame is built with pandas at the end; measuring needs only numpy
+if TYPE_CHECKING:  # Report.frame and .docs are built with pandas when asked for
     import pandas as pd
 
     from fertility.policy import Policy
