@@ -146,23 +146,28 @@ CLASS_CHUNK = 16384  # token ids classified at a time
 
 def _classify(table, ids: np.ndarray, classes: np.ndarray) -> None:
     """classes[ids] of tokens `ids`, each whole UTF-8 (not partial, not special)."""
-    # one comprehension over the ids, not a loop over every id with its branches (nor a
-    # method call per id: token_bytes checks its argument, the table needs not)
-    texts = [table[i].decode("utf-8") for i in ids.tolist()]
-    which = ids[np.fromiter(map(len, texts), np.int64, len(texts)) > 0]
-    texts = [text for text in texts if text]  # an empty token decodes to nothing: special
-    if not texts:
+    tokens = [table[i] for i in ids.tolist()]
+    data = b"".join(tokens)
+    # Whole UTF-8 tokens joined are whole UTF-8, and a token's characters are its bytes that
+    # do not continue a character (10xxxxxx): one decode and numpy sums, not a decode and a
+    # string per token (o200k: 0.11 -> 0.06 s, the same classes)
+    nbytes = np.fromiter(map(len, tokens), np.int64, len(tokens))
+    starts = ((np.frombuffer(data, np.uint8) & 0xC0) != 0x80).view(np.uint8)
+    before = np.zeros(len(data) + 1, np.int64)
+    np.cumsum(starts, out=before[1:])
+    ends = np.cumsum(nbytes)
+    nchars = before[ends] - before[ends - nbytes]
+    which, lengths = ids[nchars > 0], nchars[nchars > 0]  # an empty token: special
+    if not len(which):
         return
     # only the scripts: the word, grapheme and running-text tables of the whole vocabulary
     # cost 1 s and 360 MB on o200k and are not used here
-    doc_of_char, scripts = U.resolved_scripts(texts)
+    doc_of_char, scripts = U.resolved_scripts(data.decode("utf-8"), lengths)
     # a token is of its first character's script (after Common and Inherited took a
     # neighbour's) unless another character's differs: then it is mixed (no sort of the
-    # (token, script) pairs and no loop over the ids; the same classes as before on every
-    # fixture vocabulary, o200k 226 -> 192 ms)
-    starts = np.flatnonzero(np.diff(doc_of_char, prepend=-1))
-    first = scripts[starts]
-    mixed = np.zeros(len(texts), dtype=bool)
+    # (token, script) pairs and no loop over the ids)
+    first = scripts[np.cumsum(lengths) - lengths]
+    mixed = np.zeros(len(which), dtype=bool)
     mixed[doc_of_char[scripts != first[doc_of_char]]] = True
     names = np.array([*U.SCRIPTS, MIXED], dtype=object)
     classes[which] = names[np.where(mixed, len(U.SCRIPTS), first)]

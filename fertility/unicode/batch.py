@@ -123,19 +123,27 @@ class TextBatch:
 def _joined(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The code points of `texts` joined: (cps, doc_offsets, doc_of_char, doc_starts)."""
     lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    return _spans(code_points("".join(texts)), lengths)
+
+
+def _spans(
+    cps: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(cps, doc_offsets, doc_of_char, doc_starts) of documents of `lengths` code points held
+    one after another in `cps`."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    cps = code_points("".join(texts))
-    doc_of_char = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+    doc_of_char = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
     doc_starts = np.zeros(len(cps), dtype=bool)
     doc_starts[offsets[:-1][lengths > 0]] = True
     return cps, offsets, doc_of_char, doc_starts
 
 
-def resolved_scripts(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(doc_of_char, script) of `texts` as `analyze_texts` gives them, without the word,
-    grapheme and running-text tables (a vocabulary's classes need only these)."""
-    cps, _, doc_of_char, doc_starts = _joined(texts)
+def resolved_scripts(text: str, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(doc_of_char, script) of the documents `text` holds one after another, `lengths` code
+    points each, as `analyze_texts` gives them, without the word, grapheme and running-text
+    tables (a vocabulary's classes need only these, and pass its tokens as one string)."""
+    cps, _, doc_of_char, doc_starts = _spans(code_points(text), np.asarray(lengths, np.int64))
     ensure_classified(cps)
     return doc_of_char, _resolve(SCRIPT_TABLE.take(cps), doc_starts)
 

@@ -42,7 +42,8 @@ def test_common_and_inherited_take_neighbouring_script():
 def test_resolved_scripts_alone_give_the_hand_worked_scripts():
     """The scripts without the word, grapheme and running tables (the card's vocabulary
     classes use them): the two tests above, worked by hand, through resolved_scripts."""
-    doc, script = U.resolved_scripts(["«হ্যাঁ» ok, 2024!", "123 !!", "", "abc", "।।", "কখ"])
+    texts = ["«হ্যাঁ» ok, 2024!", "123 !!", "", "abc", "।।", "কখ"]
+    doc, script = U.resolved_scripts("".join(texts), [len(t) for t in texts])
     got = [U.SCRIPTS[s] for s in script]
     n = len("«হ্যাঁ» ok, 2024!")
     assert got[:8] == ["Beng"] * 8 and got[8:n] == ["Latn"] * (n - 8)
