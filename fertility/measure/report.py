@@ -97,6 +97,9 @@ class Report:
     # label -> the JSON's per-tokenizer verdict: a judgement, so the judging side sets it
     # (fertility.gate.verdicts; the report command and fertility.analyze); none when empty
     verdicts: dict = field(default_factory=dict)
+    # (reference, families, parity settings) -> its parity.premium_table: the card, the gate
+    # and the rules read one table, its bootstraps run once
+    premium_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @cached_property
     def frame(self) -> pd.DataFrame:

@@ -618,6 +618,21 @@ def parallel_docs(label: str, en_tokens, bn_tokens, *, bn_lines=None) -> pd.Data
     return pd.DataFrame(rows)
 
 
+def test_one_premium_table_per_report_and_settings(monkeypatch):
+    """The card's Gini, the gate and the rules read one premium table of a report: its
+    bootstraps run once for the same reference and settings, again for another."""
+    calls = []
+    real = parity.premiums
+    monkeypatch.setattr(parity, "premiums", lambda *a, **k: calls.append(1) or real(*a, **k))
+    en = np.full(40, 10)
+    rep = make_report([row("t", "Beng")], docs=parallel_docs("t", en, en * 3))
+    first = premiums(rep, parallel=True)
+    assert premiums(rep, parallel=True) is first and len(calls) == 1
+    assert rules(diagnose(rep, parallel=True), "parity") and len(calls) == 1  # the same table
+    other = premiums(rep, reference="bn", parallel=True)
+    assert len(calls) == 2 and [(r["lang"], r["premium"]) for r in other.rows] == [("en", 1 / 3)]
+
+
 def test_parity_premium_above_two_with_interval():
     rng = np.random.default_rng(1)
     en = rng.integers(10, 20, size=40)
