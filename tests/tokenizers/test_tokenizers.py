@@ -415,6 +415,39 @@ def test_tiktoken_explicit_pattern_wins_and_fingerprint(rank_dir):
     assert tok.fingerprint != load_tokenizer(str(rank_dir / "gpt2.tiktoken")).fingerprint
 
 
+def test_tiktoken_fingerprint_is_the_canonical_lines_however_the_file_writes_them(rank_dir):
+    """The fingerprint is sha256 of "tiktoken", the ranks written as canonical ``base64
+    rank`` lines in rank order, the pattern and the specials' JSON, each followed by a NUL
+    byte (worked here with the standard library). A file in exactly that form is hashed as read
+    (canonical_text); one that writes the same ranks otherwise (a rank with a leading zero,
+    base64 with spare bits set, the lines out of order, no last newline) is not, and gets
+    the same digest."""
+    import hashlib
+
+    from fertility.tokenizers.patterns import FAMILIES
+    from fertility.tokenizers.tiktoken import canonical_text
+
+    h = hashlib.sha256()
+    for part in (b"tiktoken", rank_file_bytes(), FAMILIES["gpt2"].encode(), b"{}"):
+        h.update(part + b"\0")
+    canonical = rank_file_bytes()
+    assert canonical_text(canonical) == canonical
+    lines = canonical.splitlines(keepends=True)
+    assert lines[65] == b"QQ== 65\n"  # "A"
+    variants = {
+        "leading zero": b"".join([*lines[:65], b"QQ== 065\n", *lines[66:]]),
+        "spare bits": b"".join([*lines[:65], b"QR== 65\n", *lines[66:]]),  # still "A"
+        "out of order": b"".join([lines[1], lines[0], *lines[2:]]),
+        "no last newline": canonical[:-1],
+    }
+    for name, data in [("canonical", canonical), *variants.items()]:
+        if name in ("leading zero", "spare bits"):
+            assert canonical_text(data) is None, name
+        (rank_dir / "v.tiktoken").write_bytes(data)
+        tok = load_tokenizer(str(rank_dir / "v.tiktoken") + "#gpt2")
+        assert tok.fingerprint == h.hexdigest(), name
+
+
 def test_tiktoken_pattern_that_skips_text_keeps_spans_right(rank_dir):
     tok = load_tokenizer(str(rank_dir / "ranks.tiktoken") + r"#re:\S+")
     (enc,) = tok.encode_batch(["বা the"])  # the space matches no piece: tiktoken drops it
