@@ -295,9 +295,9 @@ class TiktokenTokenizer(ByteTable):
             while part := list(islice(it, 8192)):
                 yield b"".join([b64(tok, newline=False) + b" %d\n" % rank for tok, rank in part])
 
-        # a file already in that form (canonical_text; every published one) is hashed as it
-        # was read: the same digest, without a Python step per token (that held the
-        # interpreter beside a short report's pass), and its bytes are let go after
+        # a file already in that form (canonical_text: o200k, cl100k, r50k, Llama 3's and 4's
+        # are) is hashed as it was read: the same digest, without a Python step per token
+        # (that held the interpreter beside a short report's pass); its bytes are let go after
         text, self._rank_text = self._rank_text if by_rank else None, None
         return sha256_hex(
             "tiktoken",
