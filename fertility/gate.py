@@ -499,7 +499,7 @@ def _baseline_check(report: Any, r: dict, baseline: str, policy: Policy) -> list
     docs = report.doc_columns
     tokens = docs["tokens"] if docs is not None else {}
     if r["tokenizer"] in tokens and baseline in tokens:
-        mine = np.asarray(docs["script"]) == U.SCRIPTS.index(str(r["key"]))
+        mine = np.asarray(docs["script"]) == U.SCRIPT_INDEX[str(r["key"])]
         num, den = tokens[baseline][mine], tokens[r["tokenizer"]][mine]
         if len(num):
             rng = np.random.default_rng(policy.thresholds.seed)

@@ -110,7 +110,6 @@ def _pooled_counts(weighted: np.ndarray, sample: np.ndarray) -> np.ndarray:
 
 
 LANG, SCRIPT, RUNNING = range(3)  # the stopper's tables, in _boot_tables's order
-SCRIPT_INDEX = {name: i for i, name in enumerate(U.SCRIPTS)}
 
 
 class Stopper:
@@ -334,7 +333,7 @@ class Stopper:
         every script row they hold running text of reached (a stratum stops once its own
         rows need nothing more; another that still does goes on)."""
         open_scripts = [
-            SCRIPT_INDEX[key]
+            U.SCRIPT_INDEX[key]
             for (kind, key), g in groups.items()
             if kind == "script" and not (g["reached"] or g["exhausted"])
         ]

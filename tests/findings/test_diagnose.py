@@ -166,7 +166,7 @@ def doc_columns_of(docs: pd.DataFrame) -> dict:
         "lang": first["lang"].tolist(),
         "source": first["source"].tolist(),
         "line": first["line"].to_numpy(np.int64),
-        "script": np.array([U.SCRIPTS.index(s) for s in first["script"]]),
+        "script": np.array([U.SCRIPT_INDEX[s] for s in first["script"]]),
         **{c: first[c].to_numpy(np.int64) for c in ("chars", "graphemes", "bytes")},
         "tokens": {
             lab: docs.loc[docs["tokenizer"] == lab, "tokens"].to_numpy(np.int64) for lab in labels
