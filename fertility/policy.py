@@ -98,6 +98,25 @@ _CEILING_KEYS = {"byte_fallback_rate", "unk_rate", "premium"}
 _FLOOR_FIELDS = ("script_floors", "language_floors", "default_floor", "exempt_scripts")
 
 
+def judges_running(
+    running_share: float,
+    language_share: float,
+    chars: int,
+    documents: int,
+    min_share: float,
+    min_chars: int,
+    min_documents: int,
+) -> bool:
+    """Whether a script's running text is judged (docs/GATE.md, "Running text"): it is
+    `min_share` of the corpus's characters, or `min_share` of some language's own characters
+    (`language_share`) and large enough on its own for an interval (`min_chars` characters in
+    `min_documents` documents), so a language's prose stays judged whatever unrelated text
+    the corpus adds elsewhere. fertility.findings.not_judged and --precision's stopping rule
+    (fertility.measure.precision) both ask it."""
+    big = chars >= min_chars and documents >= min_documents
+    return running_share >= min_share or (language_share >= min_share and big)
+
+
 @dataclass
 class Policy:
     byte_fallback_rate: float | None  # ceilings (None: not checked)

@@ -16,7 +16,7 @@ from fertility.measure.frame import language_shares, running_shares
 from fertility.measure.parity import Premiums
 from fertility.measure.parity import premium_table as premiums
 from fertility.numbers import pct
-from fertility.policy import Policy, Thresholds
+from fertility.policy import Policy, Thresholds, judges_running
 
 if TYPE_CHECKING:
     from fertility.measure import Report
@@ -123,8 +123,7 @@ def not_judged(
     for key, (running, share) in shares.items():
         lang, own = by_lang.get(key, ("", 0.0))
         chars, docs = size.get(key, (0, 0))
-        big = chars >= min_chars and docs >= min_documents
-        if running >= min_share or (own >= min_share and big):
+        if judges_running(running, own, chars, docs, min_share, min_chars, min_documents):
             continue
         at_most = f" and at most {pct(own)} of a language's ({lang})" if lang else ""
         why = (

@@ -52,7 +52,7 @@ from fertility.measure.counters import (
     grow_rows,
 )
 from fertility.measure.passes import run_pass
-from fertility.policy import default_policy
+from fertility.policy import default_policy, judges_running
 
 MIN_CLUSTERS = 30  # blocks holding a group before its interval is trusted (delta method)
 
@@ -294,7 +294,7 @@ class Stopper:
 
     def _running(self, k: int, weights: np.ndarray):
         """Tokenizer k's judged running-script rows, as the default policy judges them
-        (fertility.findings.not_judged: by the row's share of the corpus, or of a language
+        (fertility.policy.judges_running: by the row's share of the corpus, or of a language
         when large enough on its own): (script, counts, interval, blocks, read whole)."""
         if self.stratified:
             every = self.pooled(k, LANG, weights).get(-1)
@@ -319,12 +319,12 @@ class Stopper:
                     acc.counts.running[s], Bootstrap.interval(sums), None, blocks, self.whole
                 )
             factor = {}
+        least = self.least
         for s, row in sorted(rows.items()):
             chars, docs = int(row.counts[C["chars"]]), int(row.counts[C["documents"]])
-            least = self.least
-            big = chars >= least.min_chars and docs >= least.min_documents
-            if chars * factor.get(s, 1.0) >= least.min_share * total or (
-                big and own[s] >= least.min_share
+            share = chars * factor.get(s, 1.0) / total if total else 1.0
+            if judges_running(
+                share, own[s], chars, docs, least.min_share, least.min_chars, least.min_documents
             ):
                 yield s, row.counts, row.interval, row.blocks, row.whole
 
