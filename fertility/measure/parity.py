@@ -198,8 +198,10 @@ def _candidates(
 
 def _evidence(
     chars: np.ndarray, pairs: list[tuple[_File, _File]], declared: bool
-) -> tuple[list[tuple[_File, _File]], list[str]]:
-    """The candidate pairs that are parallel on evidence, and why each other one is not."""
+) -> tuple[list[tuple[str, np.ndarray, np.ndarray]], list[str]]:
+    """The candidate pairs that are parallel on evidence, each as (its language, the rows
+    of its aligned lines in it, theirs in the reference file), and why each other one is
+    not."""
     kept, why = [], []
     for f, g in pairs:
         name = f"{_short(f.source)} / {_short(g.source)}"
@@ -218,7 +220,7 @@ def _evidence(
                 f"translations reach {MIN_RANK_CORRELATION})"
             )
             continue
-        kept.append((f, g))
+        kept.append((f.lang, ia, ib))
     return kept, why
 
 
@@ -327,9 +329,8 @@ def premiums(
     for label in labels_ if pairs else []:
         tokens = np.asarray(cols["tokens"][label])
         by_lang: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-        for f, g in pairs:
-            ia, ib = _aligned(f, g)
-            by_lang.setdefault(f.lang, []).append((tokens[ia], tokens[ib]))
+        for lang, ia, ib in pairs:
+            by_lang.setdefault(lang, []).append((tokens[ia], tokens[ib]))
         for lang, parts in by_lang.items():
             num = np.concatenate([p[0] for p in parts])
             den = np.concatenate([p[1] for p in parts])
