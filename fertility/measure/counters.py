@@ -61,6 +61,17 @@ DETAIL = (
     "pretoken_cut_words",
 )
 NS = len(U.SCRIPTS)
+
+
+def factorize(values: list[str]) -> tuple[list[str], np.ndarray]:
+    """A column of a few distinct strings in many rows (languages, files): the distinct
+    values in order of first appearance, and each row's index among them (one dict lookup
+    a row, in C; the per-document table's columns, its frame and parity's files use it)."""
+    distinct = list(dict.fromkeys(values))
+    index = {v: i for i, v in enumerate(distinct)}
+    return distinct, np.fromiter(map(index.__getitem__, values), np.intp, len(values))
+
+
 NOSPACE = np.zeros(NS, dtype=bool)  # per script index: written without spaces
 NOSPACE[[U.SCRIPT_INDEX[s] for s in U.NO_SPACE_SCRIPTS if s in U.SCRIPT_INDEX]] = True
 

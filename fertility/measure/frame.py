@@ -13,7 +13,7 @@ import numpy as np
 
 from fertility import unicode as U
 from fertility.measure import card
-from fertility.measure.counters import COUNTS, Bootstrap, C, Weighted, grow_rows
+from fertility.measure.counters import COUNTS, Bootstrap, C, Weighted, factorize, grow_rows
 from fertility.measure.metrics import DISTRIBUTIONS, METRICS, NOSPACE_SHARE_MAX, Interval, Unit
 from fertility.numbers import finite
 from fertility.stats import wilson_columns
@@ -295,9 +295,8 @@ def _strings(values: list[str]):
     # deferred: pandas off the start-up path
     import pandas as pd
 
-    index = {v: i for i, v in enumerate(dict.fromkeys(values))}
-    codes = np.fromiter(map(index.__getitem__, values), dtype=np.intp, count=len(values))
-    return pd.Series(list(index)).array.take(codes)
+    distinct, codes = factorize(values)
+    return pd.Series(distinct).array.take(codes)
 
 
 def running_shares(table: list[dict]) -> dict[tuple[str, str], tuple[float, float]]:

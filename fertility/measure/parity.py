@@ -31,6 +31,7 @@ import numpy as np
 
 from fertility.corpus import labels
 from fertility.errors import PolicyError
+from fertility.measure.counters import factorize
 from fertility.policy import Thresholds
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
@@ -149,10 +150,8 @@ class _File:
 
 def _files(cols: dict) -> list[_File]:
     """The table's files, by name (doc_columns)."""
-    names = list(dict.fromkeys(cols["source"]))
-    index = {name: k for k, name in enumerate(names)}
     # numpy over the documents' file codes, not a dict append per document (200,000 of them)
-    codes = np.fromiter(map(index.__getitem__, cols["source"]), np.intp, len(cols["source"]))
+    names, codes = factorize(cols["source"])
     lines = np.asarray(cols["line"])
     order = np.lexsort((lines, codes))  # by file, then line; stable: ties keep corpus order
     bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
