@@ -448,6 +448,47 @@ def test_tiktoken_fingerprint_is_the_canonical_lines_however_the_file_writes_the
         assert tok.fingerprint == h.hexdigest(), name
 
 
+def test_plain_rank_lines_are_what_the_line_regex_matches():
+    """A rank file is read in bulk when every line is `[A-Za-z0-9+/]+={0,2} [0-9]{1,9}`
+    (found with numpy, not a regex); any other file is read line by line, which names the
+    line that is wrong. Second method: the regex itself, and int() of each rank, on 3,000
+    files of lines drawn from plain ones and from the ways a line can depart from them."""
+    import random
+    import re
+
+    from fertility.tokenizers.tiktoken import _Lines
+
+    regex = re.compile(rb"(?:[A-Za-z0-9+/]+={0,2} [0-9]{1,9}\n)*")
+    good = [b"QQ== 65\n", b"IQ== 0\n", b"aGk= 7\n", b"aGVsbG8h 123456789\n", b"Zm9v 0042\n"]
+    bad = [
+        b"QQ=== 1\n",  # a third "="
+        b"== 5\n",  # padding alone
+        b"QQ== 1234567890\n",  # ten digits
+        b"QQ==  1\n",  # two spaces
+        b"QQ== 1 \n",
+        b" QQ== 1\n",
+        b"QQ==\t1\n",
+        b"QQ== 1\r\n",
+        b"QQ== 1a\n",  # a letter in the rank
+        b"QQ== 1=\n",
+        b"QQ=A 1\n",  # "=" inside the base64
+        b"QQ== \n",  # no rank
+        b"\n",  # a blank line
+        b"QQ==\n",
+        "QQ\u00e9 1\n".encode(),
+    ]
+    rng = random.Random(0)
+    for _ in range(3000):
+        lines = [rng.choice(good) for _ in range(rng.randint(1, 6))]
+        if rng.random() < 0.6:
+            lines.insert(rng.randrange(len(lines) + 1), rng.choice(bad))
+        body = b"".join(lines)
+        found = _Lines(body)
+        assert found.ok == bool(regex.fullmatch(body)), body
+        if found.ok:
+            assert found.ranks.tolist() == [int(r) for r in body.split()[1::2]], body
+
+
 def test_tiktoken_pattern_that_skips_text_keeps_spans_right(rank_dir):
     tok = load_tokenizer(str(rank_dir / "ranks.tiktoken") + r"#re:\S+")
     (enc,) = tok.encode_batch(["বা the"])  # the space matches no piece: tiktoken drops it
