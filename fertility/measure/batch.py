@@ -466,7 +466,7 @@ def _take_samples(acc, texts, tb, dominant, ids, starts, ends, per_doc, index) -
     tpc = per_doc / np.maximum(n_chars, 1)
     bounds = np.concatenate(([0], np.cumsum(per_doc)))
     k = acc.samples_per_script
-    for s in np.unique(dominant).tolist():
+    for s in np.flatnonzero(np.bincount(dominant)).tolist():  # each script present
         kept = acc.samples.setdefault(int(s), [])
         docs = np.flatnonzero(dominant == s)
         # the best 4k by length, then tokens per character: the only ones that could enter

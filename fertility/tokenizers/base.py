@@ -274,7 +274,9 @@ class ByteTable:
         known, partial = self._partial_seen
         fresh = ids[~known[ids]]
         if fresh.size:
-            fresh = np.unique(fresh)
+            mark = np.zeros(len(known), bool)  # each once (np.unique imports numpy.ma)
+            mark[fresh] = True
+            fresh = np.flatnonzero(mark)
             partial[fresh] = self._partial_ids(fresh)
             known[fresh] = True
         return partial[ids]
