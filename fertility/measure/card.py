@@ -11,7 +11,6 @@ DISTRIBUTIONS) and computed here from a row's token-id histogram (fertility.meas
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -112,7 +111,11 @@ SPECIAL = "special"  # special/control tokens and tokens that decode to nothing
 COMMON = "Zyyy"  # spaces, digits, punctuation, symbols only
 
 
-_CLASSES: dict[str, list[str]] = {}  # fingerprint -> token_classes (a vocabulary is fixed)
+# every class by its code: the scripts in fertility.unicode's order, then these three
+CLASS_NAMES = np.array([*U.SCRIPTS, MIXED, BYTES, SPECIAL], dtype=object)
+_MIXED, _BYTES, _SPECIAL = len(U.SCRIPTS), len(U.SCRIPTS) + 1, len(U.SCRIPTS) + 2
+
+_CODES: dict[str, np.ndarray] = {}  # fingerprint -> class_codes (a vocabulary is fixed)
 
 
 def token_classes(tok) -> list[str]:
@@ -121,32 +124,40 @@ def token_classes(tok) -> list[str]:
     the text: fertility.unicode), `Zyyy` when it has none (spaces, digits, punctuation),
     `mixed` for two or more scripts, `bytes` for byte pieces and incomplete UTF-8, `special`
     for special tokens and ids that decode to nothing."""
+    return CLASS_NAMES.take(class_codes(tok)).tolist()
+
+
+def class_codes(tok) -> np.ndarray:
+    """token_classes as codes into CLASS_NAMES, one per id (counted with a bincount, not a
+    string per id: o200k's 200,000)."""
     key = tok.fingerprint
-    if key in _CLASSES:
-        return _CLASSES[key]
+    if key in _CODES:
+        return _CODES[key]
     size = int(tok.vocab_size)
-    classes = np.full(size, SPECIAL, dtype=object)
+    codes = np.full(size, _SPECIAL, dtype=np.int64)
     partial = tok.partial_mask()
     special = np.zeros(size, dtype=bool)
     special[[i for i in tok.special_tokens.values() if 0 <= i < size]] = True
-    classes[partial & ~special] = BYTES
+    codes[partial & ~special] = _BYTES
     table = tok.vocabulary_bytes()
-    ids = np.flatnonzero(~(partial | special))
-    # the ids with text in chunks: a whole vocabulary's decoded tokens and per-character
-    # tables at once peaked 72 MB on o200k (the classes are per token, so chunks change none)
-    for at in range(0, len(ids), CLASS_CHUNK):
-        _classify(table, ids[at : at + CLASS_CHUNK], classes)
-    out: list[str] = classes.tolist()
-    _CLASSES[key] = out
-    return out
+    # the vocabulary in chunks of ids: its decoded tokens and per-character tables at once
+    # peaked 72 MB on o200k (the classes are per token, so chunks change none)
+    for lo in range(0, size, CLASS_CHUNK):
+        hi = min(lo + CLASS_CHUNK, size)
+        tokens = list(table[lo:hi])
+        for i in np.flatnonzero((partial | special)[lo:hi]).tolist():
+            tokens[i] = b""  # left as they are: an empty token is never classified
+        _classify(tokens, lo, codes)
+    _CODES[key] = codes
+    return codes
 
 
 CLASS_CHUNK = 16384  # token ids classified at a time
 
 
-def _classify(table, ids: np.ndarray, classes: np.ndarray) -> None:
-    """classes[ids] of tokens `ids`, each whole UTF-8 (not partial, not special)."""
-    tokens = [table[i] for i in ids.tolist()]
+def _classify(tokens: list[bytes], lo: int, codes: np.ndarray) -> None:
+    """codes[lo : lo + len(tokens)] of `tokens`, each whole UTF-8 or empty (left as it is:
+    special, bytes)."""
     data = b"".join(tokens)
     # Whole UTF-8 tokens joined are whole UTF-8, and a token's characters are its bytes that
     # do not continue a character (10xxxxxx): one decode and numpy sums, not a decode and a
@@ -157,9 +168,10 @@ def _classify(table, ids: np.ndarray, classes: np.ndarray) -> None:
     np.cumsum(starts, out=before[1:])
     ends = np.cumsum(nbytes)
     nchars = before[ends] - before[ends - nbytes]
-    which, lengths = ids[nchars > 0], nchars[nchars > 0]  # an empty token: special
+    which = np.flatnonzero(nchars)  # an empty token: special
     if not len(which):
         return
+    lengths = nchars[which]
     # only the scripts: the word, grapheme and running-text tables of the whole vocabulary
     # cost 1 s and 360 MB on o200k and are not used here
     doc_of_char, scripts = U.resolved_scripts(data.decode("utf-8"), lengths)
@@ -169,15 +181,16 @@ def _classify(table, ids: np.ndarray, classes: np.ndarray) -> None:
     first = scripts[np.cumsum(lengths) - lengths]
     mixed = np.zeros(len(which), dtype=bool)
     mixed[doc_of_char[scripts != first[doc_of_char]]] = True
-    names = np.array([*U.SCRIPTS, MIXED], dtype=object)
-    classes[which] = names[np.where(mixed, len(U.SCRIPTS), first)]
+    codes[lo + which] = np.where(mixed, _MIXED, first)
 
 
 def vocabulary_scripts(tok) -> dict[str, float]:
     """The share of the vocabulary in each class of token_classes, largest first."""
-    classes = token_classes(tok)
-    counts = Counter(classes)
-    return {k: n / len(classes) for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))}
+    codes = class_codes(tok)
+    counts = np.bincount(codes, minlength=len(CLASS_NAMES))
+    names = CLASS_NAMES.tolist()
+    shares = [(names[c], int(counts[c])) for c in np.flatnonzero(counts).tolist()]
+    return {k: n / len(codes) for k, n in sorted(shares, key=lambda kv: (-kv[1], kv[0]))}
 
 
 def gini(values) -> float:

@@ -243,21 +243,15 @@ class ByteTable:
 
     @cached_property
     def _partial(self) -> np.ndarray:
-        return self._partial_ids(np.arange(self.vocab_size))
+        return self._partial_ids(None)
 
-    def _partial_ids(self, ids: np.ndarray) -> np.ndarray:
-        """The rule, once: per id, a byte piece or bytes that are not whole UTF-8."""
-        table = self._table
-        # Only a token that decodes with a replacement character can be incomplete UTF-8 (and
-        # few do): the strict check runs on those alone.
-        suspects = [
-            k
-            for k, i in enumerate(ids.tolist())
-            if not table[i].isascii() and "\ufffd" in table[i].decode("utf-8", "replace")
-        ]
-        split = np.zeros(len(ids), dtype=np.bool_)
-        split[[k for k in suspects if not whole_chars(table[ids[k]])]] = True
-        return split | self._byte_pieces[ids]
+    def _partial_ids(self, ids: np.ndarray | None) -> np.ndarray:
+        """The rule, once: per id (None: every id), a byte piece or bytes that are not whole
+        UTF-8."""
+        if ids is None:
+            return ~whole_utf8(self._table, self._token_lengths) | self._byte_pieces
+        pieces = [self._table[i] for i in ids.tolist()]
+        return ~whole_utf8(pieces, self._token_lengths[ids]) | self._byte_pieces[ids]
 
     def partial_mask(self) -> np.ndarray:
         return self._partial.copy()
@@ -287,6 +281,47 @@ class ByteTable:
     def _partial_seen(self) -> tuple[np.ndarray, np.ndarray]:
         """partial_of's cache: (asked about, partial) per id."""
         return np.zeros(self.vocab_size, np.bool_), np.zeros(self.vocab_size, np.bool_)
+
+
+# The length of the character a byte starts in UTF-8 (RFC 3629); 0 for a continuation byte
+# (10xxxxxx) and for bytes UTF-8 never holds (C0, C1, F5-FF)
+_CHAR_LEN = np.zeros(256, np.uint8)
+_CHAR_LEN[:0x80], _CHAR_LEN[0xC2:0xE0], _CHAR_LEN[0xE0:0xF0], _CHAR_LEN[0xF0:0xF5] = 1, 2, 3, 4
+
+
+def whole_utf8(pieces: Sequence[bytes], lengths: np.ndarray | None = None) -> np.ndarray:
+    """Per piece, whole_chars (complete, valid UTF-8), for all of them at once with numpy
+    (o200k's 200,000 tokens: 0.055 s decoded one by one, 0.03 s here). `lengths`: the
+    pieces' lengths when known. A piece of ASCII alone is whole; the others are joined, and
+    one is whole when each character's first byte is followed by as many continuation bytes
+    as it announces, all inside the piece, and the second byte is in the range RFC 3629
+    gives after E0, ED, F0 and F4 (no overlong form, no surrogate)."""
+    if lengths is None:
+        lengths = np.fromiter(map(len, pieces), np.int64, len(pieces))
+    end = np.cumsum(lengths)
+    high = np.zeros(len(end) and int(end[-1]) + 1, np.int64)
+    np.cumsum(np.frombuffer(b"".join(pieces), np.uint8) >= 0x80, out=high[1:])
+    whole = np.ones(len(pieces), bool)
+    check = np.flatnonzero(high[end] > high[end - lengths])  # pieces with a byte >= 0x80
+    if not len(check):
+        return whole
+    lengths = lengths[check]
+    end = np.cumsum(lengths)
+    b = np.frombuffer(b"".join([pieces[i] for i in check.tolist()]), np.uint8)
+    cont = (b & 0xC0) == 0x80
+    lead = np.flatnonzero(~cont)  # where each character starts
+    first = b[lead]
+    size = _CHAR_LEN.take(first)
+    piece = np.repeat(np.arange(len(check)), lengths).take(lead)  # the piece each is in
+    # a character ends where the next starts or its piece ends, whichever comes first
+    bad = (size == 0) | (lead + size != np.minimum(np.append(lead[1:], len(b)), end[piece]))
+    second = b[np.minimum(lead + 1, len(b) - 1)]
+    bad |= ((first == 0xE0) & (second < 0xA0)) | ((first == 0xED) & (second > 0x9F))
+    bad |= ((first == 0xF0) & (second < 0x90)) | ((first == 0xF4) & (second > 0x8F))
+    ok = np.bincount(piece[bad], minlength=len(check)) == 0
+    ok &= ~cont[end - lengths]  # (never empty) its first byte does not continue a character
+    whole[check] = ok
+    return whole
 
 
 def whole_chars(data: bytes) -> bool:
