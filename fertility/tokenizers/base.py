@@ -313,8 +313,9 @@ def whole_utf8(pieces: Sequence[bytes], lengths: np.ndarray | None = None) -> np
     first = b[lead]
     size = _CHAR_LEN.take(first)
     piece = np.repeat(np.arange(len(check)), lengths).take(lead)  # the piece each is in
-    # a character ends where the next starts or its piece ends, whichever comes first
-    bad = (size == 0) | (lead + size != np.minimum(np.append(lead[1:], len(b)), end[piece]))
+    # a character ends where the next starts or its piece ends, whichever comes first (a
+    # byte UTF-8 never holds announces 0 bytes, so it never does)
+    bad = lead + size != np.minimum(np.append(lead[1:], len(b)), end[piece])
     second = b[np.minimum(lead + 1, len(b) - 1)]
     bad |= ((first == 0xE0) & (second < 0xA0)) | ((first == 0xED) & (second > 0x9F))
     bad |= ((first == 0xF0) & (second < 0x90)) | ((first == 0xF4) & (second > 0x8F))
