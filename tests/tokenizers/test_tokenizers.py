@@ -448,13 +448,14 @@ def test_tiktoken_fingerprint_is_the_canonical_lines_however_the_file_writes_the
         assert tok.fingerprint == h.hexdigest(), name
 
 
-def test_whole_utf8_is_what_python_decodes():
+def test_whole_utf8_is_what_python_decodes(monkeypatch):
     """Which tokens are partial (not whole UTF-8) is worked out for a whole vocabulary at once
     with numpy; second method: Python's strict UTF-8 decoder on each piece, over 5,000
     drawn lists of pieces made mostly of the bytes where UTF-8's rules turn (continuations,
     C0/C1, E0/ED/F0/F4 and the second bytes they allow, F5-FF), empty pieces included."""
     import random
 
+    from fertility.tokenizers import base
     from fertility.tokenizers.base import whole_utf8
 
     def decodes(piece: bytes) -> bool:
@@ -467,12 +468,17 @@ def test_whole_utf8_is_what_python_decodes():
     edges = [0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0]
     edges += [0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF]
     rng = random.Random(1)
+    drawn = []
     for _ in range(5000):
         pieces = [
             bytes(rng.choice(edges) if rng.random() < 0.7 else rng.randrange(256) for _ in range(n))
             for n in [rng.randint(0, 5) for _ in range(rng.randint(0, 6))]
         ]
         assert whole_utf8(pieces).tolist() == [decodes(p) for p in pieces], pieces
+        drawn += pieces
+    # all of them at once, in chunks of 7 pieces (a vocabulary is checked in chunks)
+    monkeypatch.setattr(base, "UTF8_CHUNK", 7)
+    assert whole_utf8(drawn).tolist() == [decodes(p) for p in drawn]
 
 
 def test_plain_rank_lines_are_what_the_line_regex_matches():
