@@ -3,8 +3,9 @@ of the interpreter (a tokenizer library's encode of one text)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -47,3 +48,21 @@ def _pool() -> ThreadPoolExecutor:
         _POOL.clear()
         _POOL[pid] = ThreadPoolExecutor(usable_cores(), thread_name_prefix="fertility-chunk")
     return _POOL[pid]
+
+
+@contextlib.contextmanager
+def serial_batches() -> Iterator[None]:
+    """HF tokenizers' batch encode on the calling thread alone while inside (its rayon pool
+    off: TOKENIZERS_PARALLELISM=false, which the library reads at each call), unless the
+    user set that variable; as it was afterwards. For passes of small batches (--precision's
+    16 KB blocks), where the pool's threads waiting between batches cost half again the
+    encoding's CPU, which the measuring thread needed: 4.4-4.6 s against 4.7-5.8 s, and 6.5
+    against 7.0-8.5 s of CPU, on the 206 MB benchmark (benchmarks/RESULTS.md, stop 46)."""
+    if "TOKENIZERS_PARALLELISM" in os.environ:
+        yield
+        return
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        os.environ.pop("TOKENIZERS_PARALLELISM", None)

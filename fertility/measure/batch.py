@@ -472,12 +472,14 @@ def _take_samples(acc, texts, tb, dominant, ids, starts, ends, per_doc, index) -
         # the best 4k by length, then tokens per character: the only ones that could enter
         rank = np.lexsort((-tpc[docs], n_chars[docs] < min_chars))
         for i in docs[rank[: 4 * k]].tolist():
-            cut = min(len(texts[i]), SAMPLE_CHARS)
-            text = texts[i][:cut]
             rest = (bool(n_chars[i] < min_chars), -round(float(tpc[i]), 6), index, i)
             full = len(kept) >= k
+            if full and (False, *rest[:2]) > kept[-1]["order"][:3]:
+                break  # nor any after it: they rank no better, and the last kept only improves
             if full and (False, *rest) >= kept[-1]["order"]:
                 continue  # not better than the last kept even if in its script
+            cut = min(len(texts[i]), SAMPLE_CHARS)
+            text = texts[i][:cut]
             order = (foreign(i, cut, int(s)), *rest)
             if full and order >= kept[-1]["order"]:
                 continue

@@ -269,3 +269,27 @@ def test_pooled_rows_sum_the_detail_checks_unweighted(shuffled, tok):
         assert f.loc[("all", "all"), col] == langs[col].sum(), col
     assert langs["roundtrip_checked"].sum() == 20 * len(LANGS)
     assert f.loc[("all", "all"), "tokens"] != langs["tokens"].sum()  # weighted
+
+
+@pytest.mark.parametrize("users", [None, "true"])
+def test_precision_encodes_each_block_on_one_thread(shuffled, tok, monkeypatch, users):
+    """HF tokenizers' rayon pool is off while --precision encodes its small blocks
+    (TOKENIZERS_PARALLELISM=false at every encode, which the library reads at each call),
+    and the environment is as it was afterwards; a value the user set is kept throughout."""
+    import os
+
+    if users is None:
+        monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    else:
+        monkeypatch.setenv("TOKENIZERS_PARALLELISM", users)
+    seen = []
+    encode = type(tok).encode_flat
+
+    def spy(self, texts):
+        seen.append(os.environ.get("TOKENIZERS_PARALLELISM"))
+        return encode(self, texts)
+
+    monkeypatch.setattr(type(tok), "encode_flat", spy)
+    _run(shuffled, tok, 1, 0.05)
+    assert seen and set(seen) == {users or "false"}
+    assert os.environ.get("TOKENIZERS_PARALLELISM") == users
