@@ -139,6 +139,8 @@ class Stopper:
         self._stratum = {name: i for i, name in enumerate(order.strata)} if order.by_label else {}
         self.groups: dict[tuple[str, str], dict] = {}  # the last check: (kind, key) -> its state
         self.whole = False  # every block was measured (set once the pass has ended)
+        # (stratum, tokenizer) -> _language_shares of its accumulator, until its next block
+        self._shares_of: dict[tuple[int, int], np.ndarray] = {}
 
     @property
     def stratified(self) -> bool:
@@ -173,9 +175,19 @@ class Stopper:
                 self.drawn[h] += 1
             self._counted += 1
 
+    def _shares(self, stratum: int, k: int) -> np.ndarray:
+        """_language_shares of tokenizer k's accumulator of `stratum`, worked out again only
+        after a block of it (a check reads every stratum's; one of them changed)."""
+        key = (stratum, k)
+        if key not in self._shares_of:
+            self._shares_of[key] = _language_shares(self.strata[stratum][k])
+        return self._shares_of[key]
+
     def _flush(self, stratum: int) -> None:
         """Add the block whose last batch was just measured (what its stratum's tables
         gained since `start`) as one cluster of `stratum`."""
+        for k in range(len(self.strata[stratum])):
+            self._shares_of.pop((stratum, k), None)
         for k, acc in enumerate(self.strata[stratum]):
             for j, table in enumerate(_boot_tables(acc)):
                 last = table[:, 1:3].copy()
@@ -301,7 +313,7 @@ class Stopper:
             every = self.pooled(k, LANG, weights).get(-1)
             total = int(every.counts[C["chars"]]) if every is not None else 0
             rows = self.pooled(k, RUNNING, weights)
-            own = np.max([_language_shares(accs[k]) for accs in self.strata], axis=0)
+            own = np.max([self._shares(h, k) for h in range(len(self.strata))], axis=0)
             # the share of the corpus is the weighted one (Weighted.shares), the row's own
             # counts those of its sample
             base = every.scale if every is not None else 1.0
@@ -398,6 +410,7 @@ class Stopper:
         sums go where the table reads the interval's, except for what was read whole (a
         language every block of which was read; everything when every block was): its
         documents' interval stays."""
+        self._shares_of.clear()  # (what they read stays; the checks after start afresh)
         if ended:  # blocks drawn after the last one with documents were empty
             self._count_drawn(len(self.order))
         self.whole = bool((self.drawn >= self.order.units_in).all())
