@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from timing import compiled, user_env  # benchmarks/timing.py
+
 PY = sys.executable
 RAW = r"""
 import sys
@@ -41,7 +43,7 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float
     """(wall seconds, peak RSS MiB) of one whole process (env: added to this one's)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **(env or {})}
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=user_env(env)
     )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -62,6 +64,8 @@ def main() -> None:
         sys.exit(f"error: {args.ranks}: no rank file (python tests/realworld/build.py)")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from fertility.tokenizers.patterns import FAMILIES
+
+    compiled(Path(__file__).resolve().parents[1], *([args.base] if args.base else []))
 
     with tempfile.TemporaryDirectory() as tmp:
         line = Path(tmp) / "en.txt"

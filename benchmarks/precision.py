@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from timing import timed  # benchmarks/timing.py: one whole process's wall, CPU and peak RSS
+from timing import compiled, timed  # benchmarks/timing.py: whole processes' wall, CPU, peak RSS
 
 PY = sys.executable
 FERTILITY = str(Path(PY).with_name("fertility"))
@@ -85,6 +85,7 @@ def main() -> None:
         if args.no_full:
             seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed] * 2
             trees = [("", report, None)]
+            compiled(Path(__file__).resolve().parents[1], *([args.base] if args.base else []))
             if args.base:
                 base = [PY, "-P", "-m", "fertility.cli", *report[1:]]  # -P: not the cwd's
                 trees.append((f" base {args.base}", base, {"PYTHONPATH": args.base}))
