@@ -12,6 +12,8 @@ encoding the line; (b) `fertility report LINE -t RANKS -q` (the table); (c) the 
 `--format json -o r.json`; with `--base TREE`, (b) and (c) again from that checkout (`python -P
 -m fertility.cli` with TREE on PYTHONPATH), each right after this tree's. Each prints its median, min and max wall seconds and peak RSS (os.wait4
 of the process), and (b) and (c) the median of their per-round differences from (a).
+Both checkouts' modules are compiled first, and every command runs without
+PYTHONDONTWRITEBYTECODE, as a user's shell would (benchmarks/timing.py: compiled, user_env).
 """
 
 from __future__ import annotations

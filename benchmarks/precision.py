@@ -16,7 +16,8 @@ One run each, side by side (a then b); wall, CPU and peak RSS of each whole proc
 (benchmarks/timing.py). `--no-full` runs (b) alone, twice (or once per `--seeds` seed): whether
 its time grows with the corpus, where (a) would take hours; with `--base TREE` each (b) is
 followed by the same command from another checkout (`python -P -m fertility.cli` with TREE on
-PYTHONPATH: the tree before a change), seed by seed, and their ratio. Printed: both times and peak RSS,
+PYTHONPATH: the tree before a change), seed by seed, and their ratio. Both checkouts' modules are
+compiled first (benchmarks/timing.py: compiled). Printed: both times and peak RSS,
 the ratio b/a, the blocks read, and per language the sampled chars/token, its stated interval,
 the full pass's value and whether it lies inside.
 """
