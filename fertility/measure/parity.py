@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import zlib
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 
@@ -35,28 +36,29 @@ from fertility.measure.counters import factorize
 from fertility.policy import Thresholds
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
-# The premium table's columns and their types, in order.
-COLUMNS = {
-    "tokenizer": str,
-    "lang": str,
-    "reference": str,
-    "lines": int,
-    "premium": float,
-    "lo": float,
-    "hi": float,
-}
+
+class PremiumRow(TypedDict):
+    """A row of the premium table: one tokenizer's premium for one language."""
+
+    tokenizer: str
+    lang: str
+    reference: str  # the corpus's label of the reference language
+    lines: int  # the aligned lines it was measured on
+    premium: float  # the language's tokens over the reference's, on those lines
+    lo: float  # its 95% bootstrap interval
+    hi: float
 
 
 @dataclass
 class Premiums:
-    """The premium table: a row per (tokenizer, language) with a premium (a dict of
-    COLUMNS), and `note`: why some or all languages have none, in one line ("" when every
-    candidate pair is parallel)."""
+    """The premium table: a row per (tokenizer, language) with a premium, and `note`: why
+    some or all languages have none, in one line ("" when every candidate pair is
+    parallel)."""
 
-    rows: list[dict] = field(default_factory=list)
+    rows: list[PremiumRow] = field(default_factory=list)
     note: str = ""
 
-    def of(self, label: str) -> list[dict]:
+    def of(self, label: str) -> list[PremiumRow]:
         """The rows of one tokenizer."""
         return [r for r in self.rows if r["tokenizer"] == label]
 
@@ -324,7 +326,7 @@ def premiums(
     elif refused:
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         note = f"no premium for {len(refused)} of {len(cands)} file pairs: {refused[0]}{more}"
-    rows = []
+    rows: list[PremiumRow] = []
     for label in labels_ if pairs else []:
         tokens = np.asarray(cols["tokens"][label])
         by_lang: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
