@@ -149,6 +149,13 @@ class _File:
     def nlines(self) -> int:
         return int(self.lines.max())
 
+    @property
+    def numbered(self) -> bool:
+        """Each line number at most once, as a file's lines are: only such a file can align
+        line for line. --precision numbers a document within its block (fertility.corpus.
+        precision), so a file read in several blocks repeats numbers."""
+        return bool((np.diff(self.lines) > 0).all())
+
 
 def _files(cols: dict) -> list[_File]:
     """The table's files, by name (doc_columns)."""
@@ -172,9 +179,11 @@ def _aligned(a: _File, b: _File) -> tuple[np.ndarray, np.ndarray]:
 
 def _candidates(
     files: list[_File], reference: str, min_lines: int, min_overlap: float
-) -> list[tuple[_File, _File]]:
-    """(file, reference file) for every file whose lines could align with a reference
-    file's: the same number of lines, most of them shared."""
+) -> list[tuple[_File, _File, np.ndarray, np.ndarray]]:
+    """(file, reference file, the rows of their aligned lines in each) for every file whose
+    lines could align with a reference file's: each line number once in both, the same
+    number of lines, most of them shared."""
+    files = [f for f in files if f.numbered]
     refs = [g for g in files if g.lang == reference]
     out = []
     for f in files:
@@ -182,29 +191,30 @@ def _candidates(
             continue
         cands = []
         for g in refs:
-            shared = len(np.intersect1d(f.lines, g.lines, assume_unique=True))
+            ia, ib = _aligned(f, g)
             if (
                 f.nlines == g.nlines
-                and shared >= min_lines
-                and shared >= min_overlap * max(len(f.lines), len(g.lines))
+                and len(ia) >= min_lines
+                and len(ia) >= min_overlap * max(len(f.lines), len(g.lines))
             ):
-                cands.append(g)
+                cands.append((g, ia, ib))
         if len(cands) > 1:
-            same = [c for c in cands if os.path.basename(c.source) == os.path.basename(f.source)]
+            base = os.path.basename(f.source)
+            same = [c for c in cands if os.path.basename(c[0].source) == base]
             cands = same if len(same) == 1 else []
         if len(cands) == 1:
-            out.append((f, cands[0]))
+            out.append((f, *cands[0]))
     return out
 
 
 def _evidence(
-    chars: np.ndarray, pairs: list[tuple[_File, _File]], declared: bool
+    chars: np.ndarray, pairs: list[tuple[_File, _File, np.ndarray, np.ndarray]], declared: bool
 ) -> tuple[list[tuple[str, np.ndarray, np.ndarray]], list[str]]:
     """The candidate pairs that are parallel on evidence, each as (its language, the rows
     of its aligned lines in it, theirs in the reference file), and why each other one is
     not."""
     kept, why = [], []
-    for f, g in pairs:
+    for f, g, ia, ib in pairs:
         name = f"{_short(f.source)} / {_short(g.source)}"
         if not (declared or flores_pair(f.source, g.source)):
             why.append(
@@ -212,7 +222,6 @@ def _evidence(
                 "(--parallel, or FLORES-style names such as eng_Latn.txt in one folder)"
             )
             continue
-        ia, ib = _aligned(f, g)
         rho = rank_correlation(chars[ia], chars[ib])
         if not rho >= MIN_RANK_CORRELATION:  # NaN too: no evidence
             why.append(

@@ -630,6 +630,7 @@ def test_one_premium_table_per_report_and_settings(monkeypatch):
     assert premiums(rep, parallel=True) is first and len(calls) == 1
     assert rules(diagnose(rep, parallel=True), "parity") and len(calls) == 1  # the same table
     other = premiums(rep, reference="bn", parallel=True)
+    # 400 / 1200: one division, correctly rounded like 1 / 3, so equal exactly
     assert len(calls) == 2 and [(r["lang"], r["premium"]) for r in other.rows] == [("en", 1 / 3)]
 
 
@@ -658,6 +659,22 @@ def test_parity_silent_below_two_and_without_parallel_files():
     # another reference language: none in the corpus, nothing to compare, and it says so
     other = premiums(rep, reference="fr", parallel=True)
     assert not other.rows and other.note.startswith("no premium: no language")
+
+
+def test_a_file_that_repeats_line_numbers_aligns_with_none():
+    """--precision numbers a document within its block, so a file read in several blocks
+    repeats line numbers (here bn's 40 documents are lines 1-38, then 38 again and 40, as
+    many lines as en's and most of them shared): it cannot align line for line, so no
+    premium, and the note says so (the table before took it as aligned, pairing rows by
+    an intersection that assumed each number once)."""
+    en = np.full(40, 10)
+    repeated = [*range(1, 39), 38, 40]
+    rep = make_report([row("t", "Beng")], docs=parallel_docs("t", en, en * 3, bn_lines=repeated))
+    got = premiums(rep, parallel=True)
+    assert not got.rows and got.note.startswith("no premium: no file aligns")
+    # the same documents numbered 1-40 do align: the premium is 3, by hand
+    fine = make_report([row("t", "Beng")], docs=parallel_docs("t", en, en * 3))
+    assert [r["premium"] for r in premiums(fine, parallel=True).rows] == [3.0]
 
 
 def test_rank_correlation_by_hand():
