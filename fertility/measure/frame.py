@@ -306,25 +306,20 @@ def running_shares(table: list[dict]) -> dict[tuple[str, str], tuple[float, floa
     (docs/GATE.md, "Running text"); below it, it is reported, not judged."""
     # char_share: the rows' characters over the all row's (every character is one script's),
     # which a --precision pass that weighted its languages makes the corpus's share
+    # (a null share, of a row of no characters, reads as 0)
     running = {
-        (r["tokenizer"], r["key"]): _share(r["char_share"])
+        (r["tokenizer"], r["key"]): finite(r["char_share"]) or 0.0
         for r in table
         if r["group"] == "running"
     }
     return {
         (str(r["tokenizer"]), str(r["key"])): (
             running.get((r["tokenizer"], r["key"]), 0.0),
-            _share(r["char_share"]),
+            finite(r["char_share"]) or 0.0,
         )
         for r in table
         if r["group"] == "script"
     }
-
-
-def _share(x) -> float:
-    """A share cell as a float, 0 where it is null."""
-    v = finite(x)
-    return 0.0 if v is None else v
 
 
 def running_by_language(accs, lang_names: dict[int, str]) -> dict:
