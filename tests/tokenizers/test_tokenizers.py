@@ -418,20 +418,20 @@ def test_tiktoken_explicit_pattern_wins_and_fingerprint(rank_dir):
 def test_tiktoken_fingerprint_is_the_canonical_lines_however_the_file_writes_them(rank_dir):
     """The fingerprint is sha256 of "tiktoken", the ranks written as canonical ``base64
     rank`` lines in rank order, the pattern and the specials' JSON, each followed by a NUL
-    byte (worked here with the standard library). A file in exactly that form is hashed as read
-    (canonical_text); one that writes the same ranks otherwise (a rank with a leading zero,
-    base64 with spare bits set, the lines out of order, no last newline) is not, and gets
-    the same digest."""
+    byte (worked here with the standard library). A file in exactly that form is hashed as
+    read (the text tiktoken._plain_ranks hands on); one that writes the same ranks otherwise
+    (a rank with a leading zero, base64 with spare bits set, the lines out of order, no last
+    newline) is not, and gets the same digest."""
     import hashlib
 
     from fertility.tokenizers.patterns import FAMILIES
-    from fertility.tokenizers.tiktoken import canonical_text
+    from fertility.tokenizers.tiktoken import _plain_ranks
 
     h = hashlib.sha256()
     for part in (b"tiktoken", rank_file_bytes(), FAMILIES["gpt2"].encode(), b"{}"):
         h.update(part + b"\0")
     canonical = rank_file_bytes()
-    assert canonical_text(canonical) == canonical
+    assert _plain_ranks(canonical)[1] == canonical
     lines = canonical.splitlines(keepends=True)
     assert lines[65] == b"QQ== 65\n"  # "A"
     variants = {
@@ -442,7 +442,7 @@ def test_tiktoken_fingerprint_is_the_canonical_lines_however_the_file_writes_the
     }
     for name, data in [("canonical", canonical), *variants.items()]:
         if name in ("leading zero", "spare bits"):
-            assert canonical_text(data) is None, name
+            assert _plain_ranks(data)[1] is None, name
         (rank_dir / "v.tiktoken").write_bytes(data)
         tok = load_tokenizer(str(rank_dir / "v.tiktoken") + "#gpt2")
         assert tok.fingerprint == h.hexdigest(), name
