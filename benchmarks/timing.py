@@ -51,9 +51,15 @@ def user_env(env: dict | None = None) -> dict:
 
 def compiled(*trees: str | Path) -> None:
     """Write the bytecode of every module of each checkout (its fertility/ folder) before any
-    run is timed, so no timed run pays for compiling (a user's runs after the first do not)."""
+    run is timed, so no timed run pays for compiling (a user's runs after the first do not).
+    It writes what importing them would: their __pycache__ files. A checkout where that
+    cannot be written (read-only) is left as it is, with a warning: its runs then compile."""
     for tree in trees:
-        subprocess.run([PY, "-m", "compileall", "-q", str(Path(tree) / "fertility")], check=True)
+        done = subprocess.run(
+            [PY, "-m", "compileall", "-q", str(Path(tree) / "fertility")], capture_output=True
+        )
+        if done.returncode != 0:
+            print(f"warning: {tree}: its bytecode could not all be written", file=sys.stderr)
 
 
 def timed(cmd: list[str], env: dict | None = None) -> dict:
