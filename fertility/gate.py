@@ -352,10 +352,11 @@ def _running_row(
     skipped: list[gate_json.Skipped],
 ) -> dict | None:
     """The script row `r` as the gate judges it: the counts and metrics of its running text
-    (the table's "running" row of the script, `running`: key -> row, labelled as the script); None, with the reason in `skipped`,
-    when that running text is under the policy's min_share of every language's characters
-    and of the corpus's (`small`: fertility.findings.not_judged; fragments: reported, not
-    judged) or the script has no check."""
+    (the table's "running" row of the script, `running`: key -> row, labelled as the
+    script); None, with the reason in `skipped`, when that running text is under the
+    policy's min_share of every language's characters and of the corpus's (`small`:
+    fertility.findings.not_judged; fragments: reported, not judged) or the script has no
+    check."""
     label, key = str(r["tokenizer"]), str(r["key"])
     if not _wanted(r, policy, baseline):
         return None

@@ -405,11 +405,11 @@ class Stopper:
 
     def finish(self, ended: bool) -> tuple[list[TokenizerAccumulator], Weighted | None]:
         """The accumulators of the report and, for a stratified pass not read whole, its
-        pooled rows and language shares (frame.build_table's `weighted`). `ended`: the order ran out (every block
-        drawn was measured; the pass stops only where a block ends). The block (cluster)
-        sums go where the table reads the interval's, except for what was read whole (a
-        language every block of which was read; everything when every block was): its
-        documents' interval stays."""
+        pooled rows and language shares (frame.build_table's `weighted`). `ended`: the order
+        ran out (every block drawn was measured; the pass stops only where a block ends).
+        The block (cluster) sums go where the table reads the interval's, except for what
+        was read whole (a language every block of which was read; everything when every
+        block was): its documents' interval stays."""
         self._shares_of.clear()  # (what they read stays; the checks after start afresh)
         if ended:  # blocks drawn after the last one with documents were empty
             self._count_drawn(len(self.order))
