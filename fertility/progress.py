@@ -44,11 +44,23 @@ def meter_text(done: float, total: float | None, elapsed: float) -> str:
     return f"{min(done / total * 100, 99.0):.0f}%, ETA {clock(left)}"
 
 
-class StatusLine:
+class _ToStderr:
+    """Lines for stderr: to the stream given, else to sys.stderr as it is at each write."""
+
+    _stream = None
+
+    @property
+    def stream(self):
+        """The stream given, or sys.stderr as it is at each write: while a Rust call holds
+        descriptor 2, sys.stderr is a stream on the real one (fertility.tokenizers.guard)."""
+        return self._stream or sys.stderr
+
+
+class StatusLine(_ToStderr):
     """Shows the latest `update(text)` at most every `every_s` seconds."""
 
     def __init__(self, quiet: bool = False, every_s: float = 0.25, stream=None) -> None:
-        self.stream = stream or sys.stderr
+        self._stream = stream
         self.enabled = not quiet and hasattr(self.stream, "isatty") and self.stream.isatty()
         self.every_s = every_s
         self._last = 0.0
@@ -166,13 +178,13 @@ def corpus_bytes(corpus: Corpus) -> int | None:
     return sum(f.size for f in files)
 
 
-class Stages:
+class Stages(_ToStderr):
     """The lines of a command made of named stages (fix, extend): each on its own line with
     the time since the start, `[0:42] fix: training ...`; `done(verdict)` ends with the total
     time. Silent when quiet or stderr is not a terminal."""
 
     def __init__(self, quiet: bool = False, stream=None) -> None:
-        self.stream = stream or sys.stderr
+        self._stream = stream
         self.enabled = not quiet and hasattr(self.stream, "isatty") and self.stream.isatty()
         self.start = time.perf_counter()
 
@@ -190,13 +202,13 @@ class Stages:
 
     def corpus(self, what: str, corpus: Corpus) -> Progress:
         """A pass over `corpus`: its share of the corpus's size and an ETA."""
-        return Progress.for_corpus(what, corpus, quiet=not self.enabled, stream=self.stream)
+        return Progress.for_corpus(what, corpus, quiet=not self.enabled, stream=self._stream)
 
     def meter(self, what: str, total: float | None, unit: str) -> Meter:
-        return Meter(what, total, unit, quiet=not self.enabled, stream=self.stream)
+        return Meter(what, total, unit, quiet=not self.enabled, stream=self._stream)
 
     def waiting(self, what: str, why: str) -> Waiting:
-        return Waiting(what, why, quiet=not self.enabled, stream=self.stream)
+        return Waiting(what, why, quiet=not self.enabled, stream=self._stream)
 
 
 def reading(progress: Progress, then: Callable[[int, str], None] | None = None):

@@ -13,6 +13,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _POOL: dict[int, ThreadPoolExecutor] = {}  # process id -> its pool
+_serial = False  # inside encoding_threads: each batch is encoded on the calling thread alone
 
 
 def usable_cores() -> int:
@@ -31,7 +32,7 @@ def by_chunks(fn: Callable[[Sequence[T]], list[R]], items: Sequence[T]) -> list[
     loop over them encodes in 0.17 s (o200k); in two chunks on two cores, 0.17 s, and on
     long documents 0.07 s against the batch call's 0.10 s (benchmarks/RESULTS.md)."""
     k = min(usable_cores(), len(items))
-    if k <= 1:
+    if k <= 1 or _serial:  # (the pass runs several of these side by side: encoding_threads)
         return fn(items)
     step = -(-len(items) // k)
     out: list[R] = []
@@ -51,18 +52,36 @@ def _pool() -> ThreadPoolExecutor:
 
 
 @contextlib.contextmanager
-def serial_batches() -> Iterator[None]:
-    """HF tokenizers' batch encode on the calling thread alone while inside (its rayon pool
-    off: TOKENIZERS_PARALLELISM=false, which the library reads at each call), unless the
-    user set that variable; as it was afterwards. For passes of small batches (--precision's
-    16 KB blocks), where the pool's threads waiting between batches cost half again the
-    encoding's CPU, which the measuring thread needed: 4.4-4.6 s against 4.7-5.8 s, and 6.5
-    against 7.0-8.5 s of CPU, on the 206 MB benchmark (benchmarks/RESULTS.md, stop 46)."""
-    if "TOKENIZERS_PARALLELISM" in os.environ:
-        yield
+def encoding_threads(most: int | None = None) -> Iterator[int]:
+    """Inside, a pass encodes its batches on threads of its own, each batch wholly on one
+    of them; yields how many (at most `most`). The libraries' own threads are off: HF
+    tokenizers' rayon pool (TOKENIZERS_PARALLELISM=false, which it reads at each call),
+    tiktoken's chunks (by_chunks) and SentencePiece's batch threads (library_threads). On
+    two cores, two batches encoded side by side on one thread each took 10.0-12.0 s of CPU
+    and 5.5-6.1 s where one batch at a time on the rayon pool took 12.1-14.3 s and
+    6.7-7.9 s (25 MB of real text, a 32k BPE): the pool's threads spin between and inside
+    batches, and that CPU is what the measuring thread needs (benchmarks/RESULTS.md, stop
+    47). How many: a core each (RAYON_NUM_THREADS where set, as fertility's task processes
+    set their share). Where TOKENIZERS_PARALLELISM is already set (the user's choice, or a
+    worker process's of one thread) nothing changes: one thread, the libraries as set."""
+    global _serial
+    if "TOKENIZERS_PARALLELISM" in os.environ or _serial:
+        yield 1
         return
+    n = usable_cores()
+    rayon = os.environ.get("RAYON_NUM_THREADS", "")
+    if rayon.isdigit() and int(rayon) > 0:
+        n = min(n, int(rayon))
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _serial = True
     try:
-        yield
+        yield max(1, min(n, most or n))
     finally:
         os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        _serial = False
+
+
+def library_threads() -> int:
+    """The threads a library's own batch call may use: 1 inside encoding_threads, else -1
+    (SentencePiece's "as many as the machine has")."""
+    return 1 if _serial else -1

@@ -5,9 +5,12 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 
 from fertility.measure.batch import encode_flat, measure_batch
+from fertility.threads import encoding_threads
 
 _END = object()
 
@@ -44,21 +47,22 @@ def run_pass(
     measures each batch into the accumulators it names instead of `accs` (--precision: each
     language into its own)."""
 
-    def encoded(batches):
-        for index, batch in enumerate(batches):
-            if owned is not None and not owned(index):
-                yield batch, None
-                continue
-            yield batch, [encode_flat(t, batch.texts) for t in toks]
+    def encode(batch):
+        return [encode_flat(t, batch.texts) for t in toks]
 
-    # Two threads ahead of the measuring one: reading (Python, holds the interpreter) and
-    # encoding (the tokenizers' Rust code releases it). In one thread the tokenizer's cores
-    # sat idle while the next batch was read; apart, reading overlaps encoding.
+    # Threads ahead of the measuring one: reading (Python, holds the interpreter) and
+    # encoding (the tokenizers' Rust code releases it), a batch per encoding thread. In one
+    # thread the tokenizer's cores sat idle while the next batch was read; apart, reading
+    # overlaps encoding.
     docs = corpus.doc_batches(batch_size, BATCH_CHARS)
     if until is not None:
         docs = _reading_time(docs, until)
     reading = _ahead(docs, depth=4, name="fertility-read")
-    with closing(reading), closing(_ahead(encoded(reading), name="fertility-encode")) as batches:
+    with (
+        encoding_threads() as n,
+        closing(reading),
+        closing(_encoded(reading, encode, n, owned)) as batches,
+    ):
         for index, (batch, enc) in enumerate(batches):
             into = accs if route is None else route(index)
             if into is None:  # a batch `route` leaves out
@@ -78,20 +82,49 @@ def encode_pass(corpus, tok, batch_size: int, *, owned, sink, progress=None) -> 
     (batch number -> bool) says is this task's is encoded (encode_flat's form) and handed to
     `sink(batch, [encoded])`; the same reading and encoding threads, the same batches."""
 
-    def encoded(batches):
-        for index, batch in enumerate(batches):
-            if owned(index):
-                yield batch, encode_flat(tok, batch.texts)
+    def encode(batch):
+        return [encode_flat(tok, batch.texts)]
 
     reading = _ahead(corpus.doc_batches(batch_size, BATCH_CHARS), depth=4, name="fertility-read")
     docs = nbytes = 0
-    with closing(reading), closing(_ahead(encoded(reading), name="fertility-encode")) as batches:
+    with (
+        encoding_threads() as n,
+        closing(reading),
+        closing(_encoded(reading, encode, n, owned)) as batches,
+    ):
         for batch, enc in batches:
-            sink(batch, [enc])
+            if enc is None:  # another task's
+                continue
+            sink(batch, enc)
             if progress:
                 docs += len(batch)
                 nbytes += sum(map(len, map(str.encode, batch.texts)))
                 progress(docs, nbytes)
+
+
+def _encoded(batches, encode, workers: int, owned=None):
+    """(batch, encode(batch)) for each of `batches` in order, encode run on `workers` threads
+    up to workers + 1 batches ahead of the consumer; (batch, None) for a batch `owned`
+    (batch number -> bool) says is not this process's. An error in encode is raised here;
+    leaving early (an error while measuring, Ctrl-C) cancels what has not started and waits
+    for what has."""
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="fertility-encode")
+    pending: deque = deque()
+    numbered = enumerate(batches)
+    try:
+        while True:
+            while len(pending) <= workers:
+                index, batch = next(numbered, (None, _END))
+                if batch is _END:
+                    break
+                mine = owned is None or owned(index)
+                pending.append((batch, pool.submit(encode, batch) if mine else None))
+            if not pending:
+                return
+            batch, job = pending.popleft()
+            yield batch, None if job is None else job.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _reading_time(items, into):

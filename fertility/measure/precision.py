@@ -53,7 +53,6 @@ from fertility.measure.counters import (
 )
 from fertility.measure.passes import run_pass
 from fertility.policy import default_policy, judges_running
-from fertility.threads import serial_batches
 
 MIN_CLUSTERS = 30  # blocks holding a group before its interval is trusted (delta method)
 
@@ -542,17 +541,9 @@ def run(
     order = BlockOrder(corpus, options.seed)
     strata = [[TokenizerAccumulator(t) for t in toks] for _ in order.strata]
     stop = Stopper(order, strata, state, options.precision)
-    with serial_batches():  # a block is a batch of tens of documents: one thread encodes it
-        rest = run_pass(
-            order,
-            toks,
-            strata[0],
-            state,
-            batch_size,
-            progress=progress,
-            until=stop,
-            route=stop.route,
-        )
+    rest = run_pass(
+        order, toks, strata[0], state, batch_size, progress=progress, until=stop, route=stop.route
+    )
     accs, weighted = stop.finish(ended=rest is None)
     summary = corpus.summary()
     summary["precision"] = stop.statement(options.seed)

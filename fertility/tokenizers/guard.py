@@ -20,7 +20,8 @@ the call runs, descriptor 2 is sent into a temporary file: what was written ther
 back unchanged when no panic happened (and dropped when one did; the TokenizerError says what
 happened). That costs a few system calls (about 10 us) per call, which is per batch on the
 measuring path, not per document or token. Calls from several threads share one redirection
-(the first to enter starts it, the last to leave ends it). The per-document calls on text
+(the first to enter starts it, the last to leave ends it), during which Python's own writes
+to sys.stderr go to the real stderr (`_Stderr`). The per-document calls on text
 that was encoded already (the pre-tokenizer, decoding, the normaliser) only turn a panic into
 the same error (`reraise_panic`, free when nothing goes wrong).
 """
@@ -28,6 +29,7 @@ the same error (`reraise_panic`, free when nothing goes wrong).
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 import tempfile
@@ -58,12 +60,26 @@ def panic_error(where, library: str, exc: BaseException) -> TokenizerError:
 
 
 class _Stderr:
-    """Descriptor 2 sent into a temporary file while any Rust call runs (reference-counted)."""
+    """Descriptor 2 sent into a temporary file while any Rust call runs (reference-counted),
+    Python's own writes to sys.stderr going on to the real stderr meanwhile.
+
+    The pass encodes on several threads at once (fertility.threads.encoding_threads), so
+    some call is nearly always running: a 25 MB report left the redirection 10 times in
+    10 s. Held back with the Rust library's writes, the progress line and warnings came in
+    bursts seconds apart. So while redirected, sys.stderr is a stream on `real`, a copy of
+    the descriptor 2 the process had; only what is written to the descriptor itself (Rust's
+    panic hook) is held. `real` is made once and kept, so a thread still holding that
+    stream never writes into a descriptor number reused by another file; it is made again
+    only where descriptor 2 was pointed elsewhere between calls (pytest's capfd)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.depth = 0
-        self.saved: int | None = None  # the real descriptor 2, while redirected
+        self.redirected = False
+        self.real: int | None = None  # a copy of descriptor 2 as it was outside the calls
+        self.real_id: tuple[int, int] | None = None  # what it points to (device, inode)
+        self.through: IO[str] | None = None  # a text stream on `real`
+        self.python: IO[str] | None = None  # sys.stderr as it was, while `through` stands in
         self.file: IO[bytes] | None = None
         self.panicked = False
 
@@ -76,32 +92,60 @@ class _Stderr:
                 _flush()  # what Python already wrote goes out before the redirection
                 if self.file is None:
                     self.file = tempfile.TemporaryFile()
-                saved = os.dup(2)
-                try:
-                    os.dup2(self.file.fileno(), 2)
-                except OSError:
-                    os.close(saved)
-                    raise
-                self.saved = saved
+                self._keep_real()
+                os.dup2(self.file.fileno(), 2)
+                self.redirected = True
             except OSError:  # no descriptor 2, no temporary folder: run without it
-                self.saved = None
+                self.redirected = False
+                return
+            self._python_through()
+
+    def _keep_real(self) -> None:
+        st = os.fstat(2)
+        if self.real is not None and self.real_id == (st.st_dev, st.st_ino):
+            return
+        if self.real is not None:
+            os.close(self.real)
+            self.real = self.through = None
+        self.real = os.dup(2)
+        self.real_id = (st.st_dev, st.st_ino)
+
+    def _python_through(self) -> None:
+        """sys.stderr on `real` where it writes to descriptor 2 (not where a test or a
+        caller replaced it with a stream of its own)."""
+        stream = sys.stderr
+        try:
+            plain = stream is not None and stream.fileno() == 2
+        except (AttributeError, OSError, ValueError):  # no descriptor: io.UnsupportedOperation
+            plain = False
+        if not plain or self.real is None:
+            return
+        if self.through is None:
+            raw = io.FileIO(self.real, "w", closefd=False)
+            encoding, errors = getattr(stream, "encoding", None), getattr(stream, "errors", None)
+            self.through = io.TextIOWrapper(
+                raw, encoding=encoding, errors=errors, line_buffering=True, write_through=True
+            )
+        self.python, sys.stderr = stream, self.through
 
     def leave(self, panicked: bool) -> None:
         with self.lock:
             self.panicked = self.panicked or panicked
             self.depth -= 1
-            if self.depth > 0 or self.saved is None:
+            if self.depth > 0 or not self.redirected:
                 if self.depth == 0:
                     self.panicked = False
                 return
+            if self.python is not None:
+                if sys.stderr is self.through:
+                    sys.stderr = self.python
+                self.python = None
             _flush()
-            saved, self.saved = self.saved, None
             drop, self.panicked = self.panicked, False
-            try:
-                os.dup2(saved, 2)
-            finally:
-                os.close(saved)
-            if self.file is None:  # (never: it was made before descriptor 2 was saved)
+            self.redirected = False
+            if self.real is not None:
+                os.dup2(self.real, 2)
+            if self.file is None:  # (never: it was made before descriptor 2 was sent there)
                 return
             fd = self.file.fileno()
             size = os.lseek(fd, 0, os.SEEK_CUR)

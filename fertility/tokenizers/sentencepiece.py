@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from fertility.errors import TokenizerError, one_line
+from fertility.threads import library_threads
 from fertility.tokenizers.base import (
     ByteTable,
     Converted,
@@ -195,7 +196,9 @@ class SPTokenizer(ByteTable):
         is_byte = self._byte_pieces
         if self._offset_mapping:
             out = []
-            for r in self._sp.encode(texts, out_type="offset_mapping"):
+            for r in self._sp.encode(
+                texts, out_type="offset_mapping", num_threads=library_threads()
+            ):
                 ids = np.array(r["ids"], dtype=np.int64)
                 off = np.fromiter(
                     chain.from_iterable(r["offsets"]), dtype=np.int64, count=2 * len(ids)
@@ -221,7 +224,7 @@ class SPTokenizer(ByteTable):
             return concat_encoded(self.encode_batch(texts))
         if (fast := self._flat_from_lengths(texts)) is not None:
             return fast
-        res = self._sp.encode(texts, out_type="offset_mapping")
+        res = self._sp.encode(texts, out_type="offset_mapping", num_threads=library_threads())
         per_text = np.fromiter((len(r["ids"]) for r in res), dtype=np.int64, count=len(res))
         n = int(per_text.sum())
         ids = np.fromiter(chain.from_iterable(r["ids"] for r in res), dtype=np.int64, count=n)
@@ -249,7 +252,7 @@ class SPTokenizer(ByteTable):
         if chars is None:
             return None
         try:
-            arrays = self._sp.encode(texts, out_type="numpy")
+            arrays = self._sp.encode(texts, out_type="numpy", num_threads=library_threads())
         except (ValueError, TypeError, RuntimeError):  # a release without the numpy out_type
             return None  # (refused before any encoding: cheap to find out per batch)
         per_text = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))

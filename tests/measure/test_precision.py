@@ -273,9 +273,10 @@ def test_pooled_rows_sum_the_detail_checks_unweighted(shuffled, tok):
 
 @pytest.mark.parametrize("users", [None, "true"])
 def test_precision_encodes_each_block_on_one_thread(shuffled, tok, monkeypatch, users):
-    """HF tokenizers' rayon pool is off while --precision encodes its small blocks
-    (TOKENIZERS_PARALLELISM=false at every encode, which the library reads at each call),
-    and the environment is as it was afterwards; a value the user set is kept throughout."""
+    """HF tokenizers' rayon pool is off while --precision encodes its small blocks, each on
+    one of the pass's encoding threads (TOKENIZERS_PARALLELISM=false at every encode, which
+    the library reads at each call: fertility.threads.encoding_threads), and the environment
+    is as it was afterwards; a value the user set is kept throughout."""
     import os
 
     if users is None:

@@ -14,6 +14,8 @@ import json
 import logging
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -213,3 +215,50 @@ def test_hf_hub_that_stalls_after_answering_is_bounded(hub, stalling_hub, monkey
     t0 = time.perf_counter()
     assert hf.download("hf:someone/tok") == cached
     assert time.perf_counter() - t0 < 1.0 + 2
+
+
+PYTHON_WRITES_GO_THROUGH = r"""
+import os, sys, threading
+import click
+from fertility.tokenizers.guard import rust_call
+from fertility.progress import Stages
+
+stages = Stages(stream=None)  # made before the call, as the CLI makes its lines
+inside, leave = threading.Event(), threading.Event()
+
+def call():
+    with rust_call("tok.json", "tokenizers"):
+        os.write(2, b"held by the redirection\n")  # what a Rust panic hook writes
+        inside.set()
+        leave.wait()
+
+worker = threading.Thread(target=call)
+worker.start()
+inside.wait()
+sys.stderr.write("python\n")
+click.echo("warning: click", err=True)
+stages.stream.write("stages\n")
+stages.stream.flush()
+with open(sys.argv[1], encoding="utf-8") as fh:
+    print(repr(fh.read()))  # what reached the real stderr while the call runs
+leave.set()
+worker.join()
+"""
+
+
+def test_python_writes_reach_stderr_while_a_call_holds_descriptor_2(tmp_path):
+    """The pass keeps a Rust call running nearly all the time (several encoding threads), so
+    what Python writes to stderr meanwhile (the progress line, warnings) goes straight to
+    the real stderr; what is written to descriptor 2 itself is held, then copied back."""
+    err = tmp_path / "stderr.txt"
+    with err.open("wb") as fh:
+        done = subprocess.run(
+            [sys.executable, "-c", PYTHON_WRITES_GO_THROUGH, str(err)],
+            stdout=subprocess.PIPE,
+            stderr=fh,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 0, err.read_text()
+    assert done.stdout.strip() == repr("python\nwarning: click\nstages\n")
+    assert err.read_text() == "python\nwarning: click\nstages\nheld by the redirection\n"

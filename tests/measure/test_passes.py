@@ -1,0 +1,182 @@
+"""The pass's encoding threads (fertility.measure.passes._encoded, fertility.threads
+.encoding_threads): batches come back in order whatever thread encoded them, no more than
+workers + 1 ahead of the measuring thread, an error or an early stop leaves no thread
+behind, and a report is the same on one encoding thread as on three, on real text with
+real tokenizers of three libraries."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fertility import threads
+from fertility.measure import analyze
+from fertility.measure.passes import _encoded
+from tests.realworld.conftest import rw  # noqa: F401  (the fixture: real tokenizers and text)
+
+
+def _encoders_alive() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("fertility-encode")]
+
+
+def _source(n: int, pulled: list[int]):
+    for i in range(n):
+        pulled.append(i)
+        yield i
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_batches_come_back_in_order_and_at_most_workers_plus_one_ahead(workers):
+    rng = random.Random(workers)
+    delays = [rng.random() * 0.004 for _ in range(40)]  # later batches often finish first
+    pulled: list[int] = []
+
+    def encode(i):
+        time.sleep(delays[i])
+        return i * i
+
+    got = []
+    for i, enc in _encoded(_source(40, pulled), encode, workers):
+        got.append((i, enc))
+        # what was taken from the source: this batch, and at most workers + 1 after it
+        assert len(pulled) <= i + 1 + workers + 1
+    assert got == [(i, i * i) for i in range(40)]
+    assert not _encoders_alive()
+
+
+def test_batches_another_process_owns_are_passed_on_unencoded():
+    seen: list[int] = []
+
+    def encode(i):
+        seen.append(i)
+        return -i
+
+    got = list(_encoded(_source(10, []), encode, 2, owned=lambda i: i % 3 == 0))
+    assert got == [(i, -i if i % 3 == 0 else None) for i in range(10)]
+    assert sorted(seen) == [0, 3, 6, 9]
+
+
+def test_an_error_in_encode_is_raised_to_the_consumer_and_no_thread_is_left():
+    def encode(i):
+        if i == 5:
+            raise ValueError("bad batch 5")
+        time.sleep(0.001)
+        return i
+
+    got = []
+    with pytest.raises(ValueError, match="bad batch 5"):
+        for i, _ in _encoded(_source(50, []), encode, 2):
+            got.append(i)
+    assert got == [0, 1, 2, 3, 4]
+    assert not _encoders_alive()
+
+
+def test_stopping_early_cancels_what_has_not_started_and_waits_for_what_has():
+    started: list[int] = []
+    finished: list[int] = []
+
+    def encode(i):
+        started.append(i)
+        time.sleep(0.05)
+        finished.append(i)
+        return i
+
+    gen = _encoded(_source(100, []), encode, 2)
+    assert next(gen) == (0, 0)
+    gen.close()  # what run_pass's `closing` does on an error while measuring, or Ctrl-C
+    assert not _encoders_alive()
+    assert sorted(started) == sorted(finished)  # none cut off half way
+    assert len(started) <= 1 + 2 + 1  # the one consumed, and at most workers + 1 ahead
+
+
+def test_encoding_threads_take_the_libraries_threading_over_and_give_it_back(monkeypatch):
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
+    monkeypatch.setattr(threads, "usable_cores", lambda: 3)
+    split: list[int] = []
+
+    def chunks(part):
+        split.append(len(part))
+        return list(part)
+
+    with threads.encoding_threads() as n:
+        assert n == 3
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+        assert threads.library_threads() == 1
+        assert threads.by_chunks(chunks, list(range(9))) == list(range(9))
+        assert split == [9]  # on the calling thread, whole
+        with threads.encoding_threads() as inner:  # nested: one, nothing changed
+            assert inner == 1
+    assert "TOKENIZERS_PARALLELISM" not in os.environ
+    assert threads.library_threads() == -1
+    split.clear()
+    threads.by_chunks(chunks, list(range(9)))
+    assert split == [3, 3, 3]
+
+    monkeypatch.setenv("RAYON_NUM_THREADS", "2")  # a task process's share of the cores
+    with threads.encoding_threads() as n:
+        assert n == 2
+    for users in ("true", "false"):  # the user's choice of the libraries' threading is kept
+        monkeypatch.setenv("TOKENIZERS_PARALLELISM", users)
+        with threads.encoding_threads() as n:
+            assert n == 1
+            assert os.environ["TOKENIZERS_PARALLELISM"] == users
+            assert threads.library_threads() == -1
+
+
+@pytest.fixture(scope="module")
+def corpus(rw, tmp_path_factory) -> Path:  # noqa: F811
+    root = tmp_path_factory.mktemp("passes")
+    for lang in ("en", "ru", "bn", "hi", "ja"):
+        lines = (rw / "text" / f"{lang}.txt").read_text(encoding="utf-8").splitlines()[:150]
+        (root / f"{lang}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.realworld
+def test_a_report_is_the_same_on_one_encoding_thread_as_on_three(rw, corpus, monkeypatch):  # noqa: F811
+    """HF tokenizers, tiktoken and SentencePiece, 40 documents a batch (about 19 batches):
+    the rows and the per-document table do not depend on which thread encoded a batch; with
+    three, encodes ran on more than one thread, each with the libraries' threads off."""
+    pytest.importorskip("tiktoken")
+    monkeypatch.delenv("TOKENIZERS_PARALLELISM", raising=False)
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
+    toks = [
+        str(rw / "tokenizers" / "bpe-gpt2"),
+        str(rw / "tokenizers" / "o200k_base.tiktoken"),
+        str(rw / "tokenizers" / "mistral" / "tokenizer.model.v1"),
+    ]
+    from fertility.tokenizers import load_tokenizer_arg
+
+    loaded = [load_tokenizer_arg(t) for t in toks]
+    names: set[str] = set()
+    env: set[str | None] = set()
+    for tok in loaded:
+        encode = tok.encode_flat
+
+        def spy(texts, encode=encode):
+            names.add(threading.current_thread().name)
+            env.add(os.environ.get("TOKENIZERS_PARALLELISM"))
+            return encode(texts)
+
+        monkeypatch.setattr(tok, "encode_flat", spy)
+
+    def report(cores: int):
+        monkeypatch.setattr(threads, "usable_cores", lambda: cores)
+        names.clear()
+        rep = analyze([corpus], loaded, batch_size=40, workers=1)
+        return rep, set(names)
+
+    one, one_names = report(1)
+    three, three_names = report(3)
+    assert len(one_names) == 1 and len(three_names) > 1
+    assert env == {"false"}
+    assert json.dumps(one.table) == json.dumps(three.table)  # (NaN where no value: as text)
+    assert one.frame.equals(three.frame)
+    assert one.docs.equals(three.docs)
