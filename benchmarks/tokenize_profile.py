@@ -1,14 +1,15 @@
 """Where `fertility tokenize` spends its time, stage by stage: one in-process run of
 `fertility tokenize DIR -t TOK --out OUT -q --tasks 1` with every Python thread under its own
 cProfile (the main thread counts and writes, `fertility-read` reads and decodes the corpus,
-`fertility-encode` calls the tokenizer), and each thread's CPU seconds.
+the `fertility-encode_N` threads each encode a batch), and each thread's CPU seconds.
 
     python benchmarks/tokenize_profile.py DIR TOK OUT
 
 Each profiler counts its thread's CPU seconds (time.thread_time), not wall seconds: on a
 machine other jobs load, wall time inside a function is mostly waiting for a core. The
-tokenizer's own threads (HF's rayon pool) are not Python threads: their CPU is the process's
-CPU less that of the Python threads. The profiler slows Python-heavy stages (the counts, the
+tokenizer's own threads (HF's rayon pool, off during the pass: fertility.threads
+.encoding_threads) are not Python threads: their CPU is the process's CPU less that of the
+Python threads. The profiler slows Python-heavy stages (the counts, the
 part's writing) more than numpy- and Rust-heavy ones; read the shares.
 """
 
@@ -41,7 +42,7 @@ def _profiled_run(self) -> None:
 threading.Thread.run = _profiled_run  # type: ignore[method-assign]
 
 # (stage, thread, function as pstats names it: (file suffix, name)): cumulative CPU seconds
-# under the profiler; "~" matches a built-in
+# under the profiler; "~" matches a built-in whose name holds it
 STAGES = [
     (
         "imports (every module, wherever imported)",
@@ -50,6 +51,11 @@ STAGES = [
     ),
     ("loading the tokenizer", "MainThread", ("tokenizers/__init__.py", "load_tokenizer")),
     ("read + decode the corpus (Corpus.doc_batches)", "fertility-read", ("corpus/", "doc_batches")),
+    (
+        "encode: the library's encode (Rust, each batch on one thread)",
+        "fertility-encode",
+        ("~", "encode_batch_fast"),
+    ),
     (
         "encode: ids and offsets to flat arrays (flat_from_id_lists)",
         "fertility-encode",
@@ -112,16 +118,19 @@ STAGES = [
 ]
 
 
-def cumulative(prof: cProfile.Profile | None, where: tuple[str, str]) -> float:
-    if prof is None:
-        return 0.0
-    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+def cumulative(thread: str, where: tuple[str, str]) -> float:
+    """The stage's cumulative CPU seconds in every thread named `thread` or `thread_N` (the
+    pass's encoding threads are a pool: fertility-encode_0, fertility-encode_1, ...)."""
     suffix, name = where
-    return sum(
-        v[3]
-        for (file, _, fn), v in stats.items()
-        if fn == name and (suffix in file or suffix == "~")
-    )
+    total = 0.0
+    for prof in (p for n, p in PROFILES.items() if n == thread or n.startswith(thread + "_")):
+        stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+        total += sum(
+            v[3]
+            for (file, _, fn), v in stats.items()
+            if (name in fn if suffix == "~" else fn == name and suffix in file)
+        )
+    return total
 
 
 def main() -> None:
@@ -150,9 +159,7 @@ def main() -> None:
     print(f"  the tokenizer's own threads (process less Python threads): {cpu - py:.2f} s CPU")
     print("\n| stage | thread | CPU s (profiled) | share of process CPU |\n|---|---|---|---|")
     rows = [("encode: the tokenizer's own threads (Rust, CPU)", "rayon", cpu - py)]
-    rows += [
-        (stage, thread, cumulative(PROFILES.get(thread), where)) for stage, thread, where in STAGES
-    ]
+    rows += [(stage, thread, cumulative(thread, where)) for stage, thread, where in STAGES]
     for stage, thread, s in rows:
         print(f"| {stage} | {thread} | {s:.2f} | {s / cpu:.0%} |")
 
