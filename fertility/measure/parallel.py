@@ -1,6 +1,6 @@
 """Measuring with several processes: each takes every k-th batch of the same corpus pass.
 
-One process keeps about 1.7 cores busy (the tokenizer's threads, the reading thread and the
+One process keeps 1.7-1.9 of two cores busy (the encoding threads, the reading thread and the
 numpy measuring share the interpreter and the cores); where more cores sit idle, worker
 processes each run the tokenizer on one thread (RAYON_NUM_THREADS=1) and measure their own
 batches. `Switch` decides at run time whether they would finish sooner, and they take over
