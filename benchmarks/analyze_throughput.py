@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from timing import timed  # benchmarks/timing.py: one whole process's wall, CPU and peak RSS
+from timing import steal_text, timed  # benchmarks/timing.py: a whole process's wall, CPU, RSS
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -175,7 +175,7 @@ def ours_cmd(corpus: Path, toks: list[Path], out: Path, extra=()) -> list[str]:
 def line(name: str, r: dict, megabytes: float) -> str:
     return (
         f"{name}: {r['wall']:7.2f} s  {megabytes / r['wall']:6.2f} MB/s  "
-        f"cpu {r['cpu']:6.2f} s  peak RSS {r['rss']:6.0f} MiB"
+        f"cpu {r['cpu']:6.2f} s  peak RSS {r['rss']:6.0f} MiB{steal_text(r)}"
     )
 
 

@@ -57,6 +57,7 @@ from analyze_throughput import (  # noqa: E402
     realworld_root,
     timed,
 )
+from timing import steal_text  # noqa: E402
 
 from fertility.tokenizers.patterns import ALIASES  # noqa: E402
 from tests.realworld.results import TOKENIZERS  # noqa: E402
@@ -153,8 +154,9 @@ def main() -> None:
             rss.append(b["rss"])
             print(
                 f"round {i + 1}: raw {a['wall']:.2f} s wall, {a['cpu']:.2f} s CPU, "
-                f"{a['rss']:.0f} MiB; ours {b['wall']:.2f} s wall, {b['cpu']:.2f} s CPU, "
-                f"{b['rss']:.0f} MiB; ratio {ratios[-1]:.3f}",
+                f"{a['rss']:.0f} MiB{steal_text(a)}; ours {b['wall']:.2f} s wall, "
+                f"{b['cpu']:.2f} s CPU, {b['rss']:.0f} MiB{steal_text(b)}; "
+                f"ratio {ratios[-1]:.3f}",
                 flush=True,
             )
         print(

@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from timing import compiled, timed  # benchmarks/timing.py: whole processes' wall, CPU, peak RSS
+from timing import compiled, steal_text, timed  # benchmarks/timing.py: wall, CPU, RSS
 
 PY = sys.executable
 FERTILITY = str(Path(PY).with_name("fertility"))
@@ -100,7 +100,8 @@ def main() -> None:
                     print(
                         f"corpus {size / 1e6:,.0f} MB, seed {seed}{name}: --precision "
                         f"{args.rel} took {took['wall']:.1f} s ({took['cpu']:.1f} s CPU, peak "
-                        f"RSS {took['rss']:.0f} MiB); blocks read {p['blocks_read']:,} of "
+                        f"RSS {took['rss']:.0f} MiB{steal_text(took)}); blocks read "
+                        f"{p['blocks_read']:,} of "
                         f"{p['blocks']:,}; not reached: {p['not_reached'] or 'none'}"
                     )
                 if args.base:

@@ -62,9 +62,24 @@ def compiled(*trees: str | Path) -> None:
             print(f"warning: {tree}: its bytecode could not all be written", file=sys.stderr)
 
 
+def steal_seconds() -> float | None:
+    """CPU seconds the hypervisor gave other machines, over all of this one's cores since boot
+    (/proc/stat's steal column; None where there is none). A run's share of it says how much
+    of its wall time the host took away: on this shared machine the same command's time
+    moved by a third within minutes, with steal the largest part."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = fh.readline().split()
+        return int(fields[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def timed(cmd: list[str], env: dict | None = None) -> dict:
     """Run `cmd` to its end: wall seconds, CPU seconds (all its processes), peak RSS in MiB
-    (the largest of the process and those it waited for) and its stdout."""
+    (the largest of the process and those it waited for), the host's steal seconds meanwhile
+    (over all cores; None where unknown) and its stdout."""
+    before = steal_seconds()
     with tempfile.NamedTemporaryFile(suffix=".json") as res:
         proc = subprocess.run(
             [PY, "-c", LAUNCH, res.name, *cmd],
@@ -78,7 +93,14 @@ def timed(cmd: list[str], env: dict | None = None) -> dict:
             f"error: {' '.join(cmd[:3])}...: exit {r['rc']}: "
             f"{proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}"
         )
-    return {**r, "out": proc.stdout.decode()}
+    after = steal_seconds()
+    steal = None if before is None or after is None else after - before
+    return {**r, "steal": steal, "out": proc.stdout.decode()}
+
+
+def steal_text(r: dict) -> str:
+    """ ", 1.2 s stolen" for a run the host took CPU from; "" when it took none or is unknown."""
+    return f", {r['steal']:.1f} s stolen" if r.get("steal") else ""
 
 
 def _spread(xs: list[float]) -> str:
@@ -100,6 +122,7 @@ def paired(a: list[str], b: list[str], runs: int, names: tuple[str, str] = ("A",
             f"pair {i + 1}/{runs}: "
             + " | ".join(
                 f"{s} {r['wall']:.2f} s wall, {r['cpu']:.2f} s CPU, {r['rss']:.0f} MiB"
+                + steal_text(r)
                 for s, r in (("A", ra), ("B", rb))
             )
             + f" | A/B wall {ra['wall'] / rb['wall']:.3f}, CPU {ra['cpu'] / rb['cpu']:.3f}",
