@@ -57,10 +57,11 @@ def encoding_threads(most: int | None = None) -> Iterator[int]:
     of them; yields how many (at most `most`). The libraries' own threads are off: HF
     tokenizers' rayon pool (TOKENIZERS_PARALLELISM=false, which it reads at each call),
     tiktoken's chunks (by_chunks) and SentencePiece's batch threads (library_threads). On
-    two cores, two batches encoded side by side on one thread each took 10.0-12.0 s of CPU
-    and 5.5-6.1 s where one batch at a time on the rayon pool took 12.1-14.3 s and
-    6.7-7.9 s (25 MB of real text, a 32k BPE): the pool's threads spin between and inside
-    batches, and that CPU is what the measuring thread needs (benchmarks/RESULTS.md, stop
+    two cores, 25 MB of real text and a 32k BPE, the encode alone took 10.0-12.0 s of CPU and
+    5.5-6.1 s as two batches side by side on one thread each, against 12.1-14.3 s and
+    6.7-7.9 s one batch at a time on the rayon pool, whose threads wait for work between
+    batches and for each other inside one. A whole report took the same CPU in 0.81-0.94 of
+    the time: no core waits while the measuring thread works (benchmarks/RESULTS.md, stop
     47). How many: a core each (RAYON_NUM_THREADS where set, as fertility's task processes
     set their share). Where TOKENIZERS_PARALLELISM is already set (the user's choice, or a
     worker process's of one thread) nothing changes: one thread, the libraries as set."""
