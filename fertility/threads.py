@@ -52,10 +52,10 @@ def _pool() -> ThreadPoolExecutor:
 
 
 @contextlib.contextmanager
-def encoding_threads(most: int | None = None) -> Iterator[int]:
+def encoding_threads() -> Iterator[int]:
     """Inside, a pass encodes its batches on threads of its own, each batch wholly on one
-    of them; yields how many (at most `most`). The libraries' own threads are off: HF
-    tokenizers' rayon pool (TOKENIZERS_PARALLELISM=false, which it reads at each call),
+    of them; yields how many. The libraries' own threads are off: HF tokenizers' rayon
+    pool (TOKENIZERS_PARALLELISM=false, which it reads at each call),
     tiktoken's chunks (by_chunks) and SentencePiece's batch threads (library_threads). On
     two cores, 25 MB of real text and a 32k BPE, the encode alone took 10.0-12.0 s of CPU and
     5.5-6.1 s as two batches side by side on one thread each, against 12.1-14.3 s and
@@ -76,7 +76,7 @@ def encoding_threads(most: int | None = None) -> Iterator[int]:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _serial = True
     try:
-        yield max(1, min(n, most or n))
+        yield n
     finally:
         os.environ.pop("TOKENIZERS_PARALLELISM", None)
         _serial = False
