@@ -231,6 +231,18 @@ def test_gini_and_overlap_against_a_direct_computation(out, texts, libraries):
                 assert ov["matrix"][i][j] == pytest.approx(1 - js, abs=1e-6), (a, b)
 
 
+def test_the_overlap_is_worked_out_only_when_read(rw, texts):  # noqa: F811
+    """The table, the gate's verdicts and the frame never read the languages' overlap (a
+    pair of histograms of the whole vocabulary per pair of languages); the JSON's card does,
+    and gets the matrix of the histograms the report holds."""
+    rep = analyze([texts[0]], [f"gpt2={rw / 'tokenizers' / TOKS['gpt2']}"], workers=1)
+    verdicts(rep, default_policy())
+    assert len(rep.frame) and "overlap" not in vars(rep)
+    entry = rep.to_dict()["tokenizers"][0]["overlap"]
+    assert "overlap" in vars(rep)
+    assert entry == json.loads(json.dumps(card.overlap(rep.language_histograms["gpt2"])))
+
+
 def test_gini_without_parallel_files_is_over_tokens_per_character(report):
     f = report.frame
     rows = f[(f.tokenizer == "gpt2") & (f.group == "language")]
