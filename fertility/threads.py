@@ -55,15 +55,15 @@ def _pool() -> ThreadPoolExecutor:
 def encoding_threads() -> Iterator[int]:
     """Inside, a pass encodes its batches on threads of its own, each batch wholly on one
     of them; yields how many. The libraries' own threads are off: HF tokenizers' rayon
-    pool (TOKENIZERS_PARALLELISM=false, which it reads at each call),
-    tiktoken's chunks (by_chunks) and SentencePiece's batch threads (library_threads). On
-    two cores, 25 MB of real text and a 32k BPE, the encode alone took 10.0-12.0 s of CPU and
-    5.5-6.1 s as two batches side by side on one thread each, against 12.1-14.3 s and
-    6.7-7.9 s one batch at a time on the rayon pool, whose threads wait for work between
-    batches and for each other inside one. A whole report took the same CPU in 0.81-0.94 of
-    the time: no core waits while the measuring thread works (benchmarks/RESULTS.md, stop
-    47). How many: a core each (RAYON_NUM_THREADS where set, as fertility's task processes
-    set their share). Where TOKENIZERS_PARALLELISM is already set (the user's choice, or a
+    pool (TOKENIZERS_PARALLELISM=false, which it reads at each call), tiktoken's chunks
+    (by_chunks) and SentencePiece's batch threads (library_threads). On two cores, 25 MB of
+    real text and a 32k BPE, a whole report took 0.88-0.91 of the time at 0.96-0.99 of the
+    CPU (quiet host; 0.81-0.94 when loaded): no core waits while the measuring thread
+    works, where the rayon pool's threads waited for work between batches. The encode
+    alone is about even on a quiet host and cheaper on a loaded one (10.0-12.0 s of CPU
+    against 12.1-14.3 s: benchmarks/encode_threads.py, benchmarks/RESULTS.md, stop 47).
+    How many: a core each (RAYON_NUM_THREADS where set, as fertility's task processes set
+    their share). Where TOKENIZERS_PARALLELISM is already set (the user's choice, or a
     worker process's of one thread) nothing changes: one thread, the libraries as set."""
     global _serial
     if "TOKENIZERS_PARALLELISM" in os.environ or _serial:
