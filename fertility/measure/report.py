@@ -87,7 +87,7 @@ class Report:
     # None: not diagnosed (--no-diagnose), so whoever judges the report runs the rules
     findings: list | None = None
     # label -> {language: its token-id histogram}: what `overlap` is worked out from
-    language_histograms: dict = field(default_factory=dict, repr=False)
+    language_histograms: dict = field(default_factory=dict, repr=False, compare=False)
     # (label, script) -> {language: characters of its running text in that language}: what a
     # script is judged by (fertility.measure.frame.language_shares)
     running_langs: dict = field(default_factory=dict)
