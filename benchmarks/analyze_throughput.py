@@ -130,6 +130,17 @@ def synthetic_corpus(out: Path, megabytes: float, seed: int = 0) -> int:
     return docs
 
 
+def corpus_and_bpe(megabytes: float) -> tuple[Path, Path]:
+    """The real corpus of `megabytes` (cached as tokenize-real-<MB>mb) and the 32,000-token
+    o200k-split BPE trained on the benchmark's text: the inputs of the scripts that time one
+    tokenizer over one corpus (tokenize_throughput.py, tasks_vs_workers.py,
+    encode_threads.py)."""
+    corpus = CACHE / f"tokenize-real-{megabytes:g}mb"
+    if not corpus.exists():
+        real_corpus(corpus, megabytes)
+    return corpus, trained_bpe(32000, "o200k", synthetic=False)
+
+
 def trained_bpe(vocab: int, family: str, synthetic: bool) -> Path:
     """A byte-level BPE with `family`'s split trained on the benchmark's text, cached."""
     name = f"{'synthetic' if synthetic else 'real'}-{family}-{vocab}"

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from analyze_throughput import CACHE, PY, real_corpus, trained_bpe  # noqa: E402
+from analyze_throughput import PY, corpus_and_bpe  # noqa: E402
 from timing import steal_text, timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,10 +72,7 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=25)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    corpus = CACHE / f"encode-real-{args.mb:g}mb"
-    if not corpus.exists():
-        real_corpus(corpus, args.mb)
-    tok = trained_bpe(32000, "o200k", synthetic=False)
+    corpus, tok = corpus_and_bpe(args.mb)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"corpus {corpus} ({args.mb:g} MB), tokenizer {tok}, {cores} cores", flush=True)
     env = {"PYTHONPATH": str(ROOT)}

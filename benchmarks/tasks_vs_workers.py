@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from analyze_throughput import CACHE, FERTILITY, real_corpus, trained_bpe  # noqa: E402
+from analyze_throughput import CACHE, FERTILITY, corpus_and_bpe  # noqa: E402
 from timing import paired  # noqa: E402
 
 
@@ -32,10 +32,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--processes", type=int, default=2)
     args = ap.parse_args()
-    corpus = CACHE / f"tokenize-real-{args.mb:g}mb"
-    if not corpus.exists():
-        real_corpus(corpus, args.mb)
-    tok = trained_bpe(32000, "o200k", synthetic=False)
+    corpus, tok = corpus_and_bpe(args.mb)
     n, work, out = args.processes, CACHE / "tasks-work", CACHE / "tasks-report.json"
     common = f"{FERTILITY} report {corpus} -t {tok} --format json -o {out} -q"
     a = f"rm -rf {work} && exec {common} --tasks {n} --work-dir {work}"

@@ -36,8 +36,7 @@ from analyze_throughput import (  # noqa: E402
     FERTILITY,
     PY,
     RAW_BATCHES,
-    real_corpus,
-    trained_bpe,
+    corpus_and_bpe,
 )
 from timing import paired  # noqa: E402
 
@@ -65,10 +64,7 @@ def main() -> None:
     ap.add_argument("--no-counts", action="store_true", help="tokenize --no-counts")
     ap.add_argument("--profile", action="store_true", help="the stage table of one run of ours")
     args = ap.parse_args()
-    corpus = CACHE / f"tokenize-real-{args.mb:g}mb"
-    if not corpus.exists():
-        real_corpus(corpus, args.mb)
-    tok = trained_bpe(32000, "o200k", synthetic=False)
+    corpus, tok = corpus_and_bpe(args.mb)
     raw_py = CACHE / "raw_tokenize.py"
     raw_py.write_text(RAW, encoding="utf-8")
     out = CACHE / "tokenize-out"
