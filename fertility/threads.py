@@ -51,6 +51,13 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL[pid]
 
 
+# The one measuring thread keeps up with about this many: on the 25 MB benchmark it measured
+# 14 MB/s of text on one core where one thread encoded 3.5 MB/s with the 32k BPE (both scale
+# with the tokenizers a pass has). More would only hold more batches in memory (workers + 1
+# of them), waiting to be measured.
+MAX_ENCODING_THREADS = 4
+
+
 @contextlib.contextmanager
 def encoding_threads() -> Iterator[int]:
     """Inside, a pass encodes its batches on threads of its own, each batch wholly on one
@@ -63,13 +70,13 @@ def encoding_threads() -> Iterator[int]:
     alone is about even on a quiet host and cheaper on a loaded one (10.0-12.0 s of CPU
     against 12.1-14.3 s: benchmarks/encode_threads.py, benchmarks/RESULTS.md, stop 47).
     How many: a core each (RAYON_NUM_THREADS where set, as fertility's task processes set
-    their share). Where TOKENIZERS_PARALLELISM is already set (the user's choice, or a
+    their share), at most MAX_ENCODING_THREADS. Where TOKENIZERS_PARALLELISM is already set (the user's choice, or a
     worker process's of one thread) nothing changes: one thread, the libraries as set."""
     global _serial
     if "TOKENIZERS_PARALLELISM" in os.environ or _serial:
         yield 1
         return
-    n = usable_cores()
+    n = min(usable_cores(), MAX_ENCODING_THREADS)
     rayon = os.environ.get("RAYON_NUM_THREADS", "")
     if rayon.isdigit() and int(rayon) > 0:
         n = min(n, int(rayon))

@@ -122,6 +122,10 @@ def test_encoding_threads_take_the_libraries_threading_over_and_give_it_back(mon
     monkeypatch.setenv("RAYON_NUM_THREADS", "2")  # a task process's share of the cores
     with threads.encoding_threads() as n:
         assert n == 2
+    monkeypatch.delenv("RAYON_NUM_THREADS")
+    monkeypatch.setattr(threads, "usable_cores", lambda: 64)  # what one thread can measure
+    with threads.encoding_threads() as n:
+        assert n == threads.MAX_ENCODING_THREADS == 4
     for users in ("true", "false"):  # the user's choice of the libraries' threading is kept
         monkeypatch.setenv("TOKENIZERS_PARALLELISM", users)
         with threads.encoding_threads() as n:
