@@ -40,14 +40,17 @@ class _Keys:
     (`base`), and each document's dominant script (the row with most of its code points)."""
 
     def __init__(self, tb: U.TextBatch, doc_lang: np.ndarray, n_langs: int) -> None:
-        # Runs of one script in one document (about one per document in most text): the
-        # per-code-point keys are those of the runs repeated, no arithmetic per code point.
+        # Runs of one script and one running-text flag in one document (about one per
+        # document in most text): the per-code-point keys are those of the runs repeated,
+        # and every count of code points, bytes and graphemes a sum over the runs, no
+        # arithmetic per code point.
         self.n = n = tb.n_docs
         self.n_chars = len(tb.cps)
         off = tb.doc_offsets
         cut = np.empty(len(tb.script), dtype=bool)
         cut[0] = True  # documents are never empty (fertility.corpus)
         np.not_equal(tb.script[1:], tb.script[:-1], out=cut[1:])
+        cut[1:] |= tb.running[1:] != tb.running[:-1]
         cut[off[:-1][off[:-1] < off[1:]]] = True
         run = np.flatnonzero(cut)
         run_len = np.diff(run, append=len(cut))
@@ -61,47 +64,49 @@ class _Keys:
         self.groups = DocGroups(doc_lang, n_langs, present)
         self.spaced = ~NOSPACE[present][:, None]  # rows of scripts written with spaces
         self.word = self.char.take(tb.word_starts)
+        run_bytes = np.add.reduceat(tb.nbytes, run)
+        if np.count_nonzero(tb.gstart) == len(tb.gstart):  # each code point its own grapheme
+            run_graphemes = run_len  # (no combining marks: most Latin, Cyrillic and CJK text)
+        else:
+            run_graphemes = np.add.reduceat(tb.gstart, run, dtype=np.int64)
         chars = self.summed(run_key, run_len)
         self.dominant_row = chars.argmax(axis=0)
         self.dominant = present[self.dominant_row]
         self.base = {
             "chars": chars,
-            "bytes": self.summed(run_key, np.add.reduceat(tb.nbytes, run)),
-            "graphemes": self._graphemes(tb, run, run_key, chars),
+            "bytes": self.summed(run_key, run_bytes),
+            "graphemes": self.summed(run_key, run_graphemes),
             "words": self.count(self.word) * self.spaced,
             "nospace_chars": chars * ~self.spaced,
         }
         # The same counts of running text only (fertility.unicode.running): the rows of
         # the "running" group, on which a script is judged.
         self.running = tb.running
-        run_keys = self.char[tb.running]
-        run_chars = self.count(run_keys)
+        ran = tb.running.take(run)
+        run_chars = self.summed(run_key[ran], run_len[ran])
         self.base_running = {
             "documents": (run_chars > 0).astype(np.int64),
             "chars": run_chars,
-            "bytes": self.summed(run_keys, tb.nbytes[tb.running]),
-            "graphemes": self.count(self.char[tb.running & tb.gstart]),
+            "bytes": self.summed(run_key[ran], run_bytes[ran]),
+            "graphemes": self.summed(run_key[ran], run_graphemes[ran]),
         }
         # Where a token's script is read (attributed): the first character in its span
         # that has a script of its own, so a leading space or punctuation does not carry
-        # the previous word's script into it (`first_own[i]`: the first such at or after i).
+        # the previous word's script into it. Those characters are found through their
+        # count up to each position (`own_before[i]`: how many of them precede i), one
+        # cumulative sum, not a running minimum and maximum over every code point.
         own = tb.own_script > U.ZINH
-        idx = np.where(own, np.arange(len(own)), len(own))
-        self.first_own = np.append(np.minimum.accumulate(idx[::-1])[::-1], len(own))
-        self.last_own = np.maximum.accumulate(np.where(own, np.arange(len(own)), -1))
-        # how many times the script changed between characters with a script of their own,
-        # up to each position: a token whose own characters are not all of one script has
-        # a change after its first one (`script_changes[last] > script_changes[first]`)
+        self.own_before = np.zeros(len(own) + 1, np.int32 if len(own) < 2**31 - 1 else np.int64)
+        np.cumsum(own, out=self.own_before[1:])
         own_at = np.flatnonzero(own)
+        self.own_at = np.append(own_at, len(own))  # the k-th of them; past the last: the end
+        self.own_at_or_none = np.append(-1, own_at)  # the k-th at [k + 1]; [0]: none
+        # how many times the script changed between characters with a script of their own,
+        # up to the k-th of them: a token whose own characters are not all of one script
+        # has a change after its first one (`script_changes[last] > script_changes[first]`)
         own_scripts = tb.own_script.take(own_at)
-        change = np.zeros(len(own), np.int64)
-        change[own_at[1:]] = own_scripts[1:] != own_scripts[:-1]
-        self.script_changes = np.cumsum(change)
-
-    def _graphemes(self, tb, run, run_key, chars) -> np.ndarray:
-        if np.count_nonzero(tb.gstart) == len(tb.gstart):  # each code point its own grapheme
-            return chars  # (no combining marks: most Latin, Cyrillic and CJK text)
-        return self.summed(run_key, np.add.reduceat(tb.gstart, run, dtype=np.int64))
+        self.script_changes = np.zeros(len(own_at), np.int64)
+        np.cumsum(own_scripts[1:] != own_scripts[:-1], out=self.script_changes[1:])
 
     def count(self, keys: np.ndarray) -> np.ndarray:
         """How many of `keys` fall in each (row, document): a (k x documents) matrix."""
@@ -270,20 +275,22 @@ def _attributed(tb, keys: _Keys, pos, gs, ge, partial, who) -> np.ndarray:
     holding characters of several scripts at the first character of one of them, drawn with
     probability its share of the token's characters (`who`: the tokens' starts in their
     document, ids and documents, which the draw is a hash of)."""
-    first = keys.first_own.take(pos)
+    before = keys.own_before
+    first = keys.own_at.take(before.take(pos))  # the first at or after pos
     at = np.where(first < ge, first, pos)
     if partial is not None:
         at = np.where(partial, np.maximum(np.minimum(ge, keys.n_chars) - 1, pos), at)
     # mixed tokens: characters of two or more scripts of their own (the script changes
     # between the first of them, `at`, and the last)
     own = tb.own_script
-    last = keys.last_own.take(np.clip(ge - 1, 0, keys.n_chars - 1))
-    changes = keys.script_changes
-    mixed = (last > at) & (own.take(at) > U.ZINH)
-    mixed &= changes.take(np.maximum(last, 0)) > changes.take(at)
+    n_last = before.take(np.clip(ge, 1, keys.n_chars))  # those up to the token's last character
+    mixed = (keys.own_at_or_none.take(n_last) > at) & (own.take(at) > U.ZINH)
     if partial is not None:
         mixed &= ~partial
     maybe = np.flatnonzero(mixed)
+    if maybe.size:  # the script changed between the first and the last of them
+        changes = keys.script_changes
+        maybe = maybe[changes.take(n_last[maybe] - 1) > changes.take(before.take(at[maybe]))]
     if maybe.size:  # Japanese: 1-2% of tokens (kanji and kana); others: none (METRICS.md)
         # every character of those tokens, token by token, in order
         lengths = ge[maybe] - gs[maybe]
