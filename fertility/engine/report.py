@@ -46,12 +46,13 @@ def merge(
     )
     summary: dict | None = None
     for rank, name in enumerate(names):
-        part = codec.load(folder.open, name)
+        where = f"{output}/{name}"  # name: counts/NNNNN
+        part = codec.load(folder.open, name, where=where)
         theirs = part.get("fingerprints", part["labels"])
         ours = [t.fingerprint if "fingerprints" in part else t.label for t in toks]
         if theirs != ours:
             raise FertilityError(
-                f"{output}/{COUNTS_FOLDER}/{name}: counts of tokenizers {part['labels']}, "
+                f"{where}: counts of tokenizers {part['labels']}, "
                 f"not of {[t.label for t in toks]} (another tokenizer file)"
             )
         ids = [
@@ -60,7 +61,9 @@ def merge(
         ]
         for acc, exported in zip(accs, part["accs"]):
             acc.merge(_renumber(exported, ids, len(state.langs)))
-        for row in part["doc_rows"]:
+        rows = part["doc_rows"]  # a list: counts written before rows were packed
+        rows = rows if isinstance(rows, list) else codec.unpack_rows(rows, where)
+        for row in rows:
             state.doc_rows.append(
                 {**row, "order": (rank if "engine" in part["summary"] else 0, row["order"])}
             )

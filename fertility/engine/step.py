@@ -145,7 +145,7 @@ class _Measure(PipelineStep):
             "fingerprints": [a.tok.fingerprint for a in accs],
             "accs": [a.export() for a in accs],
             "langs": state.langs,
-            "doc_rows": state.doc_rows,
+            "doc_rows": codec.pack_rows(state.doc_rows),
             "docs_table_full": state.docs_table_full,
             "summary": summary,
         }

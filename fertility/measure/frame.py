@@ -252,7 +252,7 @@ def doc_columns(state) -> dict | None:
     return {
         "lang": joined("lang"),
         "source": joined("source"),
-        "line": np.fromiter(chain.from_iterable(c["line"] for c in chunks), dtype=np.int64),
+        "line": np.concatenate([np.asarray(c["line"], np.int64) for c in chunks]),
         "script": stacked("script"),
         "chars": stacked("chars"),
         "graphemes": stacked("graphemes"),

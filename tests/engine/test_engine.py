@@ -16,9 +16,11 @@ import pytest
 
 pytest.importorskip("datatrove")
 
-from fertility.engine import measure  # noqa: E402
+from datatrove.io import get_datafolder  # noqa: E402
+
+from fertility.engine import codec, measure  # noqa: E402
 from fertility.engine.step import tokenizer_keys  # noqa: E402
-from fertility.errors import OutputError  # noqa: E402
+from fertility.errors import FertilityError, OutputError  # noqa: E402
 from fertility.measure import analyze  # noqa: E402
 from tests.realworld.conftest import rw  # noqa: E402, F401 (the fixture: real tokenizers and text)
 
@@ -74,6 +76,31 @@ def test_local_tasks_give_the_report_of_one_process(setup, tmp_path):
     # other inputs in the same folder are refused, not merged
     with pytest.raises(OutputError, match="--work-dir .* other inputs"):
         measure([corpus], keys, work_dir=str(work), tasks=2, **KW)
+
+
+def test_counts_saved_before_rows_were_packed_still_merge(setup, tmp_path):
+    """Task counts keep the per-document rows packed into a few columns
+    (fertility.engine.codec.pack_rows); those of a run before, a list of rows per batch,
+    merge into the same report, and rows that do not add up are refused with the file's name."""
+    corpus, specs, one = setup
+    keys = tokenizer_keys(specs, ["gpt2"])
+    work = tmp_path / "work"
+    measure([corpus], keys, work_dir=str(work), tasks=2, workers=1, **KW)
+    folder = get_datafolder(str(work))
+    for name in ("counts/00000", "counts/00001"):
+        part = codec.load(folder.open, name)
+        assert isinstance(part["doc_rows"], dict)  # packed
+        part["doc_rows"] = codec.unpack_rows(part["doc_rows"], name)  # as a run before saved them
+        codec.save(folder, name, part)
+    again = measure([corpus], keys, work_dir=str(work), tasks=2, workers=1, **KW)  # merges
+    same(one, again)
+
+    part = codec.load(folder.open, "counts/00001")
+    part["doc_rows"] = codec.pack_rows(part["doc_rows"])
+    part["doc_rows"]["sizes"][0] += 1
+    codec.save(folder, "counts/00001", part)
+    with pytest.raises(FertilityError, match=f"^{work}/counts/00001: unreadable task counts"):
+        measure([corpus], keys, work_dir=str(work), tasks=2, workers=1, **KW)
 
 
 def test_ray_executor_on_a_local_instance(setup, tmp_path):
