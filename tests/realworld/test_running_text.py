@@ -105,6 +105,13 @@ def test_running_text_matches_a_plain_loop_on_real_text(rw):
         a, want = int(tb.doc_offsets[i]), reference_running(text)
         letters = [j for j, c in enumerate(text) if _family(c)]
         assert [got[a + j] for j in letters] == [want[j] for j in letters], text
+        # a non-letter takes the flag of the letter whose script it takes: the previous one
+        # in its document, else the next (fertility.unicode.batch._resolve); none: False
+        for j in (j for j, c in enumerate(text) if not _family(c)):
+            before = [x for x in letters if x < j]
+            after = [x for x in letters if x > j]
+            of = before[-1] if before else after[0] if after else None
+            assert got[a + j] == (of is not None and want[of]), (text, j)
 
 
 def test_o200k_passes_a_real_bengali_file_whose_latin_is_placeholders(rw):
