@@ -141,9 +141,9 @@ _ROW_NUMBERS = ("line", "script", "chars", "graphemes", "bytes")
 
 def pack_rows(rows: list[dict]) -> dict | None:
     """A pass's per-document rows (PassState.doc_rows: one dict per batch) as one dict of
-    columns with each row's order and size, what a task saves: a few arrays where there
-    were six per batch (49 batches of a 25 MB corpus: 294 arrays and 11 MB of repeated
-    strings in its JSON). None when there are no rows."""
+    columns with each row's order and size, what a task saves: a few arrays where there were
+    four per batch and one per tokenizer, beside three lists in its JSON (49 batches of a
+    25 MB corpus: 245 arrays and 11 MB of repeated strings). None when there are no rows."""
     if not rows:
         return None
     return {

@@ -125,7 +125,8 @@ def _spread(flag, w_start, w_doc, doc_start, doc_of_char) -> np.ndarray:
     takes: the previous letter of its document, else the next one (none: False). The flag
     changes only where a word or a document starts, so it is worked out once per stretch
     between those and repeated over each: no work per code point but the marks and the
-    repeat (a third of the time of spreading the letters' flags to each gap between them)."""
+    repeat, where spreading the letters' flags to each gap between them took a gather per
+    non-letter (benchmarks/RESULTS.md, stop 48)."""
     word = np.zeros(len(doc_start), dtype=bool)
     word[w_start] = True
     at = np.flatnonzero(word | doc_start)  # where a stretch starts: a word or a document
