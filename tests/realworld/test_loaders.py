@@ -117,6 +117,26 @@ def test_wordpiece_flat_encoding_is_its_per_text_one(rw, lines):  # noqa: F811
     assert all(np.array_equal(a, b) for a, b in zip(flat, ref))
 
 
+@pytest.mark.parametrize("name", ["bpe-gpt2", "bpe-o200k", "minilm"])
+def test_a_tokenizer_json_fingerprint_is_its_canonical_json_hashed(rw, name):
+    """The fingerprint hashes the tokenizer.json in pieces (tokenizers.base.canonical_json,
+    so the pass's threads run between them); the pieces are json.dumps's canonical text, byte
+    for byte, and the fingerprint the sha256 of that text whole, as counts and shards saved
+    before recorded it."""
+    import hashlib
+
+    from fertility.tokenizers.base import canonical_json
+
+    path = rw / "tokenizers" / name / "tokenizer.json"
+    obj = json.loads(path.read_text(encoding="utf-8"))
+    text = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    pieces = list(canonical_json(obj))
+    assert b"".join(pieces) == text.encode() and len(pieces) > 10
+    tok = load_tokenizer(str(path))
+    whole = json.dumps(tok._measured, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    assert tok.fingerprint == hashlib.sha256(b"hf\0" + whole.encode() + b"\0").hexdigest()
+
+
 @pytest.mark.parametrize(
     "name", ["o200k_base.tiktoken", "mistral/tokenizer.model.v1", "tekken/tekken_240911.json"]
 )

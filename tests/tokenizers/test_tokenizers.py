@@ -222,6 +222,31 @@ def test_hf_fingerprint_ignores_truncation_and_padding(tmp_path, hf_dir):
     )
 
 
+def test_canonical_json_in_pieces_is_json_dumps_byte_for_byte():
+    """The fingerprint's serialisation in pieces (canonical_json) against json.dumps itself,
+    on values a tokenizer.json may hold: containers just under, at and over the piece size,
+    nested ones, floats, escapes, non-ASCII text, keys that are not strings."""
+    import json
+
+    from fertility.tokenizers.base import _PIECE, canonical_json
+
+    kw = {"sort_keys": True, "ensure_ascii": False, "separators": (",", ":")}
+    odd = {
+        "b": [1.5, float("nan"), None, 'é\u2028x"\\', 1e300, -0.0, True],
+        "a": {"z": 1, "y": list(range(3 * _PIECE))},
+        "c": {str(i): {"k": [i, {"q": "ü"}]} for i in range(2 * _PIECE + 1)},
+        "d": {1: 2, 3: 4},
+        "e": [],
+        "f": {},
+        "": "",
+    }
+    sized = [[1] * n for n in (_PIECE, _PIECE + 1)] + [
+        {f"k{i:05d}": i for i in range(n)} for n in (_PIECE, _PIECE + 1)
+    ]
+    for value in (odd, *sized, "s", 3, None):
+        assert b"".join(canonical_json(value)) == json.dumps(value, **kw).encode()
+
+
 def test_hf_normalizer_offsets_point_into_original(tmp_path):
     # NFKC turns "ﬁ" (one character) into "fi" (two); lowercasing keeps lengths. Spans must
     # index the original text.
