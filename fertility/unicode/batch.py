@@ -154,7 +154,7 @@ def analyze_texts(texts: list[str]) -> TextBatch:
     ws, we = _word_spans(flags, doc_starts)
     raw = SCRIPT_TABLE.take(cps)
     running = running_mask(
-        raw, flags, offsets, doc_of_char, FAMILY, NOSPACE_FAMILY, SPACE_BIT, BREAK_BIT
+        raw, flags, doc_starts, doc_of_char, FAMILY, NOSPACE_FAMILY, SPACE_BIT, BREAK_BIT
     )
     return TextBatch(
         cps=cps,

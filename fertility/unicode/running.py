@@ -41,7 +41,7 @@ def families(scripts: list[str], no_space: frozenset[str]) -> tuple[np.ndarray, 
 def running_mask(
     raw: np.ndarray,
     flags: np.ndarray,
-    doc_offsets: np.ndarray,
+    doc_start: np.ndarray,
     doc_of_char: np.ndarray,
     family_table: np.ndarray,
     nospace: np.ndarray,
@@ -50,15 +50,13 @@ def running_mask(
 ) -> np.ndarray:
     """True for each code point in running text (the module's rule). raw: the unresolved
     script index of each code point; flags: the flag table's bits (space_bit: whitespace,
-    break_bit: a breaker)."""
+    break_bit: a breaker); doc_start: True where a document starts (TextBatch's)."""
     n = len(raw)
     out = np.zeros(n, dtype=bool)
     if n == 0:
         return out
     fam = family_table.take(raw)
     space = (flags & space_bit) != 0
-    doc_start = np.zeros(n, dtype=bool)
-    doc_start[doc_offsets[:-1][doc_offsets[:-1] < doc_offsets[1:]]] = True
     prev_space = np.ones(n, dtype=bool)
     prev_space[1:] = space[:-1]
     tok_start = ~space & (prev_space | doc_start)
