@@ -99,8 +99,8 @@ class _Keys:
         self.own_before = np.zeros(len(own) + 1, np.int32 if len(own) < 2**31 - 1 else np.int64)
         np.cumsum(own, out=self.own_before[1:])
         own_at = np.flatnonzero(own)
-        self.own_at = np.append(own_at, len(own))  # the k-th of them; past the last: the end
-        self.own_at_or_none = np.append(-1, own_at)  # the k-th at [k + 1]; [0]: none
+        # the k-th of them at [k + 1]; [0]: none (-1), past the last: the end of the batch
+        self.own_at = np.concatenate(([-1], own_at, [len(own)]))
         # how many times the script changed between characters with a script of their own,
         # up to the k-th of them: a token whose own characters are not all of one script
         # has a change after its first one (`script_changes[last] > script_changes[first]`)
@@ -276,7 +276,7 @@ def _attributed(tb, keys: _Keys, pos, gs, ge, partial, who) -> np.ndarray:
     probability its share of the token's characters (`who`: the tokens' starts in their
     document, ids and documents, which the draw is a hash of)."""
     before = keys.own_before
-    first = keys.own_at.take(before.take(pos))  # the first at or after pos
+    first = keys.own_at.take(before.take(pos) + 1)  # the first at or after pos
     at = np.where(first < ge, first, pos)
     if partial is not None:
         at = np.where(partial, np.maximum(np.minimum(ge, keys.n_chars) - 1, pos), at)
@@ -284,7 +284,7 @@ def _attributed(tb, keys: _Keys, pos, gs, ge, partial, who) -> np.ndarray:
     # between the first of them, `at`, and the last)
     own = tb.own_script
     n_last = before.take(np.clip(ge, 1, keys.n_chars))  # those up to the token's last character
-    mixed = (keys.own_at_or_none.take(n_last) > at) & (own.take(at) > U.ZINH)
+    mixed = (keys.own_at.take(n_last) > at) & (own.take(at) > U.ZINH)
     if partial is not None:
         mixed &= ~partial
     maybe = np.flatnonzero(mixed)
@@ -387,8 +387,8 @@ def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, enc, gs, ge, i
         got = tok.pre_tokenize(texts[i])
         spans += got
         n_spans.append(len(got))
-    # One decode per document: the library's decode_batch waits for the thread pool that
-    # is encoding the next batches, which costs more than it saves.
+    # One decode per document: decode_batch gained nothing here (while the library's rayon
+    # pool encoded the next batches it waited for that pool; the pass now turns it off).
     for i in docs.tolist():
         text = texts[i]
         doc_ids = ids[bounds[i] : bounds[i + 1]].tolist()
