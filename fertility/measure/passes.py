@@ -7,7 +7,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
+from contextlib import closing, contextmanager
 
 from fertility.measure.batch import encode_flat, measure_batch
 from fertility.threads import encoding_threads
@@ -50,19 +50,10 @@ def run_pass(
     def encode(batch):
         return [encode_flat(t, batch.texts) for t in toks]
 
-    # Threads ahead of the measuring one: reading (Python, holds the interpreter) and
-    # encoding (the tokenizers' Rust code releases it), a batch per encoding thread. In one
-    # thread the tokenizer's cores sat idle while the next batch was read; apart, reading
-    # overlaps encoding.
     docs = corpus.doc_batches(batch_size, BATCH_CHARS)
     if until is not None:
         docs = _reading_time(docs, until)
-    reading = _ahead(docs, depth=4, name="fertility-read")
-    with (
-        encoding_threads() as n,
-        closing(reading),
-        closing(_encoded(reading, encode, n, owned)) as batches,
-    ):
+    with _read_and_encoded(docs, encode, owned) as batches:
         for index, (batch, enc) in enumerate(batches):
             into = accs if route is None else route(index)
             if into is None:  # a batch `route` leaves out
@@ -85,13 +76,8 @@ def encode_pass(corpus, tok, batch_size: int, *, owned, sink, progress=None) -> 
     def encode(batch):
         return [encode_flat(tok, batch.texts)]
 
-    reading = _ahead(corpus.doc_batches(batch_size, BATCH_CHARS), depth=4, name="fertility-read")
     docs = nbytes = 0
-    with (
-        encoding_threads() as n,
-        closing(reading),
-        closing(_encoded(reading, encode, n, owned)) as batches,
-    ):
+    with _read_and_encoded(corpus.doc_batches(batch_size, BATCH_CHARS), encode, owned) as batches:
         for batch, enc in batches:
             if enc is None:  # another task's
                 continue
@@ -100,6 +86,22 @@ def encode_pass(corpus, tok, batch_size: int, *, owned, sink, progress=None) -> 
                 docs += len(batch)
                 nbytes += sum(map(len, map(str.encode, batch.texts)))
                 progress(docs, nbytes)
+
+
+@contextmanager
+def _read_and_encoded(docs, encode, owned):
+    """(batch, encode(batch) or None) for each of `docs` in order (see _encoded), with the
+    threads ahead of the measuring one: reading (Python, holds the interpreter) and encoding
+    (the tokenizers' Rust code releases it), a batch per encoding thread. In one thread the
+    tokenizer's cores sat idle while the next batch was read; apart, reading overlaps
+    encoding. Leaving stops and waits for every one of them."""
+    reading = _ahead(docs, depth=4, name="fertility-read")
+    with (
+        encoding_threads() as n,
+        closing(reading),
+        closing(_encoded(reading, encode, n, owned)) as batches,
+    ):
+        yield batches
 
 
 def _encoded(batches, encode, workers: int, owned=None):
