@@ -70,8 +70,9 @@ def encoding_threads() -> Iterator[int]:
     alone is about even on a quiet host and cheaper on a loaded one (10.0-12.0 s of CPU
     against 12.1-14.3 s: benchmarks/encode_threads.py, benchmarks/RESULTS.md, stop 47).
     How many: a core each (RAYON_NUM_THREADS where set, as fertility's task processes set
-    their share), at most MAX_ENCODING_THREADS. Where TOKENIZERS_PARALLELISM is already set (the user's choice, or a
-    worker process's of one thread) nothing changes: one thread, the libraries as set."""
+    their share), at most MAX_ENCODING_THREADS. Where TOKENIZERS_PARALLELISM is already set
+    (the user's choice, or a worker process's of one thread) nothing changes: one thread, the
+    libraries as set."""
     global _serial
     if "TOKENIZERS_PARALLELISM" in os.environ or _serial:
         yield 1

@@ -128,18 +128,18 @@ def canonical_json(obj: Any) -> Iterator[bytes]:
         if len(keys) > _PIECE:
             for i in range(0, len(keys), _PIECE):
                 part = json.dumps({k: obj[k] for k in keys[i : i + _PIECE]}, **_CANONICAL)
-                yield ("{" if i == 0 else ",").encode() + part[1:-1].encode()
+                yield (b"{" if i == 0 else b",") + part[1:-1].encode()
             yield b"}"
             return
         yield b"{"
         for i, k in enumerate(keys):
-            yield ("," if i else "").encode() + json.dumps(k, **_CANONICAL).encode() + b":"
+            yield (b"," if i else b"") + json.dumps(k, **_CANONICAL).encode() + b":"
             yield from canonical_json(obj[k])
         yield b"}"
     elif isinstance(obj, list) and len(obj) > _PIECE:
         for i in range(0, len(obj), _PIECE):
             part = json.dumps(obj[i : i + _PIECE], **_CANONICAL)
-            yield ("[" if i == 0 else ",").encode() + part[1:-1].encode()
+            yield (b"[" if i == 0 else b",") + part[1:-1].encode()
         yield b"]"
     else:  # a small list, a dict whose keys json would turn to strings, a plain value
         yield json.dumps(obj, **_CANONICAL).encode()
