@@ -12,13 +12,13 @@ import io
 import json
 from collections import Counter
 from collections.abc import Collection
-from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from fertility.errors import FertilityError
 from fertility.measure.counters import Bootstrap, GroupCounts
+from fertility.measure.frame import ROW_NUMBERS, ROW_STRINGS, joined_rows
 
 # the objects a TokenizerAccumulator's export holds besides plain data (rebuilt attribute by
 # attribute, their __init__ not called)
@@ -133,27 +133,18 @@ def load(opener, name: str, keys: Collection[str] | None = None, where: str = ""
         raise FertilityError(f"{where or name}: unreadable task counts ({exc})") from None
 
 
-# the per-document columns of a pass's rows (fertility.measure.batch.measure_batch):
-# lists of strings, and arrays of one number per document
-_ROW_STRINGS = ("lang", "source")
-_ROW_NUMBERS = ("line", "script", "chars", "graphemes", "bytes")
-
-
 def pack_rows(rows: list[dict]) -> dict | None:
     """A pass's per-document rows (PassState.doc_rows: one dict per batch) as one dict of
-    columns with each row's order and size, what a task saves: a few arrays where there were
-    four per batch and one per tokenizer, beside three lists in its JSON (49 batches of a
-    25 MB corpus: 245 arrays and 11 MB of repeated strings). None when there are no rows."""
+    columns (fertility.measure.frame.joined_rows) with each row's order and size, what a task
+    saves: a few arrays where there were four per batch and one per tokenizer, beside three
+    lists in its JSON (49 batches of a 25 MB corpus: 245 arrays and 11 MB of repeated
+    strings). None when there are no rows."""
     if not rows:
         return None
     return {
         "order": [r["order"] for r in rows],
         "sizes": np.array([len(r["lang"]) for r in rows], np.int64),
-        **{k: list(chain.from_iterable(r[k] for r in rows)) for k in _ROW_STRINGS},
-        **{k: np.concatenate([np.asarray(r[k], np.int64) for r in rows]) for k in _ROW_NUMBERS},
-        "tokens": {
-            label: np.concatenate([r["tokens"][label] for r in rows]) for label in rows[0]["tokens"]
-        },
+        **joined_rows(rows),
     }
 
 
@@ -164,7 +155,7 @@ def unpack_rows(packed: dict | None, name: str) -> list[dict]:
         return []
     try:
         sizes = packed["sizes"]
-        columns = [packed[k] for k in (*_ROW_STRINGS, *_ROW_NUMBERS)]
+        columns = [packed[k] for k in (*ROW_STRINGS, *ROW_NUMBERS)]
         columns += list(packed["tokens"].values())
         ok = isinstance(sizes, np.ndarray) and sizes.ndim == 1
         ok = ok and len(sizes) == len(packed["order"]) and not (sizes < 0).any()
@@ -177,7 +168,7 @@ def unpack_rows(packed: dict | None, name: str) -> list[dict]:
     return [
         {
             "order": order,
-            **{k: packed[k][start:end] for k in (*_ROW_STRINGS, *_ROW_NUMBERS)},
+            **{k: packed[k][start:end] for k in (*ROW_STRINGS, *ROW_NUMBERS)},
             "tokens": {label: t[start:end] for label, t in packed["tokens"].items()},
         }
         for order, start, end in zip(packed["order"], [0, *ends], ends)

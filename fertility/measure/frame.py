@@ -238,6 +238,12 @@ DOC_COLUMNS = (
 )
 
 
+# A pass's per-document rows (PassState.doc_rows, one dict per batch: measure.batch) hold
+# these lists of strings and arrays of one number per document, and "tokens": label -> array.
+ROW_STRINGS = ("lang", "source")
+ROW_NUMBERS = ("line", "script", "chars", "graphemes", "bytes")
+
+
 def doc_columns(state) -> dict | None:
     """The per-document table's columns (Report.docs, as a frame on demand): the kept
     documents' (fertility.measure.passes.PassState.doc_rows) in corpus order, each built once
@@ -245,21 +251,17 @@ def doc_columns(state) -> dict | None:
     unicode.SCRIPTS), "chars", "graphemes", "bytes" arrays, and "tokens": label -> array.
     None when no document was kept."""
     chunks = sorted(state.doc_rows, key=lambda c: c["order"])
-    if not chunks:
-        return None
-    joined = lambda key: list(chain.from_iterable(c[key] for c in chunks))
-    stacked = lambda key: np.concatenate([c[key] for c in chunks])
+    return joined_rows(chunks) if chunks else None
+
+
+def joined_rows(rows: list[dict]) -> dict:
+    """Rows (at least one) end to end, a column each: ROW_STRINGS as lists, ROW_NUMBERS as
+    int64 arrays, "tokens": label -> array."""
     return {
-        "lang": joined("lang"),
-        "source": joined("source"),
-        "line": np.concatenate([np.asarray(c["line"], np.int64) for c in chunks]),
-        "script": stacked("script"),
-        "chars": stacked("chars"),
-        "graphemes": stacked("graphemes"),
-        "bytes": stacked("bytes"),
+        **{k: list(chain.from_iterable(r[k] for r in rows)) for k in ROW_STRINGS},
+        **{k: np.concatenate([np.asarray(r[k], np.int64) for r in rows]) for k in ROW_NUMBERS},
         "tokens": {
-            label: np.concatenate([c["tokens"][label] for c in chunks])
-            for label in chunks[0]["tokens"]
+            label: np.concatenate([r["tokens"][label] for r in rows]) for label in rows[0]["tokens"]
         },
     }
 
