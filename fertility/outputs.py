@@ -512,7 +512,7 @@ def _link_refused(link: Path, error: type[FertilityError] | None = None) -> Fert
 
 def _link_within(folder: Path) -> Path | None:
     """The first symbolic link anywhere below `folder` (a subfolder the verb owns whole:
-    datatrove writes `logs/` and `counts/`, not this module), or None; links not followed."""
+    datatrove writes `logs/`, not this module), or None; links not followed."""
     try:
         entries = list(os.scandir(folder))
     except OSError:

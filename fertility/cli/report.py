@@ -145,7 +145,7 @@ def _in_tasks(o: ReportOptions, specs, families):
 
     # WORK is an output folder like any other (fertility.outputs): new, empty or one an earlier
     # --tasks run made; never an input, never inside the corpus unless allowed; the walker
-    # skips it. datatrove writes the task counts and its logs (completion markers) there.
+    # skips it. The tasks write their counts there, datatrove its logs (completion markers).
     entries = ["fertility-run.json", "counts/", "logs/"]
     folder = claim_folder(
         work_dir,

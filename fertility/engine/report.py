@@ -25,19 +25,14 @@ def merge(
     there must be), for the tokenizers of `keys` (reloaded here) or `toks` (loaded already).
     Counts of other tokenizers are refused: by fingerprint (by label in counts written before
     fingerprints were). Languages are numbered in order of first appearance, task by task."""
-    from datatrove.io import get_datafolder
+    from fertility.engine import codec
 
-    folder = get_datafolder(output)
-    names = sorted(
-        f[: -len(".json")] for f in folder.list_files(COUNTS_FOLDER) if f.endswith(".json")
-    )
+    names = codec.saved(output, COUNTS_FOLDER)
     if not names or (tasks is not None and len(names) != tasks):
         raise FertilityError(
             f"{output}: {len(names)} task counts, expected {tasks or 'some'}; "
             "run the unfinished tasks first"
         )
-    from fertility.engine import codec
-
     toks = toks if toks is not None else load_keys(keys)
     accs = [TokenizerAccumulator(t) for t in toks]
     settings = settings or {}
@@ -47,7 +42,7 @@ def merge(
     summary: dict | None = None
     for rank, name in enumerate(names):
         where = f"{output}/{name}"  # name: counts/NNNNN
-        part = codec.load(folder.open, name, where=where)
+        part = codec.load(output, name, where=where)
         theirs = part.get("fingerprints", part["labels"])
         ours = [t.fingerprint if "fingerprints" in part else t.label for t in toks]
         if theirs != ours:

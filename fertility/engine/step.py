@@ -16,9 +16,9 @@ import contextlib
 import copy
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from datatrove.data import Document, DocumentsPipeline
-from datatrove.io import DataFolderLike, get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from loguru import logger
 
@@ -30,6 +30,9 @@ from fertility.measure.passes import BATCH_CHARS, KEEP_DOCS, PassState, run_pass
 from fertility.tokenizers import load_tokenizer_arg, reload_key, reload_tokenizer
 from fertility.tokenizers.kinds import can_reload
 from fertility.tokenizers.pretokenizer import PretokenizerFamily
+
+if TYPE_CHECKING:  # (datatrove.io is imported where a folder is not a local path: codec)
+    from datatrove.io import DataFolderLike
 
 COUNTS_FOLDER = "counts"  # under `output`: one NAME.npz + NAME.json per task, NAME = rank
 
@@ -87,7 +90,7 @@ class _Measure(PipelineStep):
         seed: int = 0,
     ) -> None:
         super().__init__()
-        self.output = get_datafolder(output)
+        self.output = output  # a local path, a URL or a DataFolder (codec.save)
         loaded = [load_tokenizer_arg(t) if isinstance(t, str) else t for t in tokenizers]
         loaded += [PretokenizerFamily(name) for name in pretokenizers]
         self.keys = tokenizer_keys(loaded)

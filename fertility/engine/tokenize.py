@@ -4,7 +4,9 @@ same pass, so `pretrain --shards` neither tokenizes nor reads the corpus again f
     OUT/parts/NNNNN/       task NNNNN's shards, document table, held-out JSONL, part.json
                            (fertility/shards/parts.py)
     OUT/counts/NNNNN.*     task NNNNN's counts (fertility.engine.codec): the gate's evidence
-    OUT/logs/              datatrove's logs and completion markers
+    OUT/logs/              datatrove's logs and completion markers (two tasks or more; one
+                           local task runs in this process, its counts its marker:
+                           fertility.engine.tasks._in_process)
     OUT/train-docs.bin, OUT/heldout.jsonl, OUT/index.json
                            the folder's own, over the parts (shards.parts.merge_parts);
                            index.json is written last: a folder without it is unfinished
@@ -12,8 +14,8 @@ same pass, so `pretrain --shards` neither tokenizes nor reads the corpus again f
 
 Task r encodes every N-th batch of the corpus read by fertility.corpus (as MeasureCorpus
 measures it), writes the ids into its part and measures them; a relaunch runs only the tasks
-datatrove has no completion marker for, each from an empty part, so a killed run finishes
-with the same files as one that was never killed.
+without a completion marker (datatrove's; a single local task's is its counts), each from an
+empty part, so a killed run finishes with the same files as one that was never killed.
 """
 
 from __future__ import annotations
@@ -24,10 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from datatrove.io import get_datafolder
-
 from fertility.engine import codec
-from fertility.engine.step import MeasureCorpus
+from fertility.engine.step import COUNTS_FOLDER, MeasureCorpus
 from fertility.errors import FertilityError, OutputError
 from fertility.files import locked_folder
 from fertility.measure.passes import KEEP_DOCS, encode_pass, run_pass
@@ -226,7 +226,7 @@ def _write_index(root: Path, tasks: int, seed: int, heldout_fraction, settings) 
     merged = merge_parts(root, [root / PARTS / f"{r:05d}" for r in range(tasks)])
     if not merged["train"]:
         raise FertilityError(f"{root}: the corpus produced no training tokens")
-    summary = codec.load(get_datafolder(str(root)).open, "counts/00000", ["summary"])["summary"]
+    summary = codec.load(root, f"{COUNTS_FOLDER}/00000", ["summary"])["summary"]
     index: Shards = {
         "schema": INDEX_SCHEMA,
         **merged,

@@ -205,13 +205,14 @@ def test_a_link_where_a_verb_writes_is_refused_and_mine_is_untouched(
 def test_a_tokenize_task_never_empties_its_part_folder_through_a_link(
     run, made, tmp_path, monkeypatch
 ):
-    """An interrupted `tokenize` (no index.json, no task marked complete) whose
-    `OUT/parts/00000` is a link: the task that empties its part folder before writing it
-    refuses the link, which stays (before: the link was deleted as the task's own folder; a
-    link one level up, `OUT/parts -> ../mine`, had `mine/00000/` removed whole)."""
+    """An interrupted `tokenize` (no index.json, its one task without the counts that mark
+    it complete) whose `OUT/parts/00000` is a link: the task that empties its part folder
+    before writing it refuses the link, which stays (before: the link was deleted as the
+    task's own folder; a link one level up, `OUT/parts -> ../mine`, had `mine/00000/`
+    removed whole)."""
     got, link, before = _again(
         run, made, "tokenize", "parts/00000", "../../mine", tmp_path, monkeypatch,
-        unfinish=("index.json", "logs/completions"),
+        unfinish=("index.json", "counts"),
     )  # fmt: skip
     code, out, err = got
     assert code == 2, err

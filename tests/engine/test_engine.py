@@ -78,6 +78,21 @@ def test_local_tasks_give_the_report_of_one_process(setup, tmp_path):
         measure([corpus], keys, work_dir=str(work), tasks=2, **KW)
 
 
+def test_one_local_task_runs_here_and_gives_the_report_of_one_process(setup, tmp_path):
+    """One task on the local executor is called in this process without datatrove's executor
+    (fertility.engine.tasks._in_process: no manager process, no logs): the report of one
+    process, and a relaunch after its counts merges them without measuring again."""
+    corpus, specs, one = setup
+    keys = tokenizer_keys(specs, ["gpt2"])
+    work = tmp_path / "work"
+    got = measure([corpus], keys, work_dir=str(work), tasks=1, **KW)
+    same(one, got)
+    assert sorted(os.listdir(work)) == ["counts", "fertility-run.json"]
+    done = {p.name: p.stat().st_mtime_ns for p in (work / "counts").iterdir()}
+    same(one, measure([corpus], keys, work_dir=str(work), tasks=1, **KW))
+    assert {p.name: p.stat().st_mtime_ns for p in (work / "counts").iterdir()} == done
+
+
 def test_counts_saved_before_rows_were_packed_still_merge(setup, tmp_path):
     """Task counts keep the per-document rows packed into a few columns
     (fertility.engine.codec.pack_rows); those of a run before, a list of rows per batch,
@@ -86,16 +101,16 @@ def test_counts_saved_before_rows_were_packed_still_merge(setup, tmp_path):
     keys = tokenizer_keys(specs, ["gpt2"])
     work = tmp_path / "work"
     measure([corpus], keys, work_dir=str(work), tasks=2, workers=1, **KW)
-    folder = get_datafolder(str(work))
+    folder = get_datafolder(str(work))  # the counts read and written through datatrove's
     for name in ("counts/00000", "counts/00001"):
-        part = codec.load(folder.open, name)
+        part = codec.load(folder, name)
         assert isinstance(part["doc_rows"], dict)  # packed
         part["doc_rows"] = codec.unpack_rows(part["doc_rows"], name)  # as a run before saved them
         codec.save(folder, name, part)
     again = measure([corpus], keys, work_dir=str(work), tasks=2, workers=1, **KW)  # merges
     same(one, again)
 
-    part = codec.load(folder.open, "counts/00001")
+    part = codec.load(folder, "counts/00001")
     part["doc_rows"] = codec.pack_rows(part["doc_rows"])
     part["doc_rows"]["sizes"][0] += 1
     codec.save(folder, "counts/00001", part)

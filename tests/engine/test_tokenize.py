@@ -126,10 +126,10 @@ def test_tasks_give_the_counts_of_one_process(setup, three):
 
 
 def test_a_task_run_in_this_process_keeps_the_loaded_tokenizer(setup, tmp_path, monkeypatch):
-    """datatrove's one-worker executor deep-copies the step before running its task here:
-    the copy measures with the tokenizer loaded by the caller, not a second load and
-    fingerprint of its file (a quarter of a second of a 25 MB run), and writes the files the
-    command does."""
+    """A task run in the caller's process (one task: fertility.engine.tasks._in_process;
+    more with one worker: datatrove's executor deep-copies the step first) measures with the
+    tokenizer loaded by the caller, not a second load and fingerprint of its file (a quarter
+    of a second of a 25 MB run), and writes the files the command does."""
     from fertility.engine import step
     from fertility.engine.tokenize import tokenize
 
@@ -183,6 +183,38 @@ def test_a_killed_run_relaunched_writes_what_an_unkilled_one_does(setup, three, 
     assert cli(*args, "--out", killed).returncode == 0
     assert before == {p: p.stat().st_mtime_ns for p in (killed / "parts" / "00001").iterdir()}
     _same_files(three, killed)
+
+
+def test_one_task_runs_here_and_a_relaunch_after_it_does_not_run_it_again(setup, tmp_path):
+    """The default, one task on the local executor, runs in the command's own process
+    without datatrove's executor (fertility.engine.tasks._in_process): no `logs/`, and
+    neither datatrove.io nor the Hub client it imports (a third of a second of a 25 MB run).
+    Its counts mark it done: a run killed after the task but before index.json finishes
+    without writing the part again; one killed half-way through the task runs it again."""
+    corpus, _, _, common, one, _ = setup
+    out = tmp_path / "out"
+    args = [sys.executable, "-X", "importtime", "-m", "fertility", "tokenize", corpus, *common]
+    done = subprocess.run([*map(str, args), "--out", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    assert "datatrove.pipeline.base" in imported  # (the import lines are there)
+    assert not {"datatrove.io", "datatrove.executor", "huggingface_hub"} & imported
+    assert not (out / "logs").exists()
+    _same_files(one, out)
+
+    (out / "index.json").unlink()  # killed after the task
+    part = out / "parts" / "00000"
+    before = {p: p.stat().st_mtime_ns for p in part.iterdir()}
+    assert cli("tokenize", corpus, *common, "--out", out).returncode == 0
+    assert before == {p: p.stat().st_mtime_ns for p in part.iterdir()}
+    _same_files(one, out)
+
+    (out / "index.json").unlink()  # killed half-way: no counts, no part.json, half a shard
+    for name in ("counts/00000.json", "counts/00000.npz", "parts/00000/part.json"):
+        (out / name).unlink()
+    (part / "train-00000.bin").write_bytes(b"half")
+    assert cli("tokenize", corpus, *common, "--out", out).returncode == 0
+    _same_files(one, out)
 
 
 def test_a_folder_of_other_inputs_is_refused(setup, tmp_path):
