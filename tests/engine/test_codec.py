@@ -101,7 +101,7 @@ def test_a_local_folder_and_datatroves_data_folder_hold_the_same_files(tmp_path)
     """A local path is written through the os (no datatrove.io import), anything else through
     datatrove's DataFolder: either reads what the other wrote, and `saved` lists a name only
     once its JSON (written last) is there."""
-    from datatrove.io import get_datafolder
+    get_datafolder = pytest.importorskip("datatrove.io").get_datafolder  # (the engine's extra)
 
     state = {"lang": ["en"] * 3, "n": np.arange(5), "k": {"x": 1.5}}
     codec.save(tmp_path / "a", "counts/00000", state)
