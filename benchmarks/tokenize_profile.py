@@ -111,7 +111,7 @@ STAGES = [
     ("the gate's checks (evaluate)", "MainThread", ("fertility/gate.py", "evaluate")),
     ("the task (TokenizeCorpus.run)", "MainThread", ("engine/tokenize.py", "run")),
     (
-        "datatrove's executor (run_tasks, the task included)",
+        "the tasks' launch (run_tasks, the task included; datatrove's executor for 2+ tasks)",
         "MainThread",
         ("fertility/engine/", "run_tasks"),
     ),
