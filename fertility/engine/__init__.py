@@ -2,8 +2,9 @@
 
 Its executors run the same pipeline on one machine (local), on Slurm and on Ray, and its
 completion markers (WORK/logs/completions/NNNNN) make a relaunch run only the unfinished
-tasks; a single local task runs in the launching process without them (run_tasks). Each task writes its counts (fertility.engine.step, fertility.engine.codec); `merge`
-adds them up in task order and builds the Report with fertility.measure.build_report, the
+tasks; a single local task runs in the launching process without them (run_tasks). Each
+task writes its counts (fertility.engine.step, fertility.engine.codec); `merge` adds them
+up in task order and builds the Report with fertility.measure.build_report, the
 code analyze() ends with. docs/ARCHITECTURE.md ("Past one machine") says where it sits.
 The launch is fertility/engine/tasks.py (measure, run_tasks, make_executor), the merge
 fertility/engine/report.py.
