@@ -45,6 +45,11 @@ _ENDPOINTS = {
 }
 
 
+def is_url(path: str) -> bool:
+    """`path` names a protocol (`s3://`, `hf://`, `file://`, ...): not a bare local path."""
+    return _URL.match(path) is not None
+
+
 def is_remote(path: str) -> bool:
     """A URL of a protocol other than `file://` (which is a local path)."""
     m = _URL.match(path)

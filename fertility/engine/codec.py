@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from fertility.corpus.remote import is_url
 from fertility.errors import FertilityError
 from fertility.measure.counters import Bootstrap, GroupCounts
 from fertility.measure.frame import ROW_NUMBERS, ROW_STRINGS, joined_rows
@@ -148,7 +149,7 @@ class _Folder:
     through datatrove's data folders (fsspec: local disks and remote stores alike)."""
 
     def __init__(self, output: Any) -> None:
-        self.local = isinstance(output, (str, os.PathLike)) and "://" not in os.fspath(output)
+        self.local = isinstance(output, (str, os.PathLike)) and not is_url(os.fspath(output))
         if self.local:
             self.root = Path(output)
         else:

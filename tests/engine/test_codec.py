@@ -117,6 +117,9 @@ def test_a_local_folder_and_datatroves_data_folder_hold_the_same_files(tmp_path)
     assert codec.saved(tmp_path / "a", "counts") == ["counts/00000"]
     assert codec.saved(get_datafolder(str(tmp_path / "b")), "counts") == ["counts/00000"]
     assert codec.saved(tmp_path / "none", "counts") == []
+    # a URL, `file://` included, is datatrove's (as a local path, "file:" would be a folder)
+    assert codec.load(f"file://{tmp_path / 'a'}", "counts/00000")["lang"] == state["lang"]
+    assert codec.saved(f"file://{tmp_path / 'a'}", "counts") == ["counts/00000"]
 
 
 def test_counts_are_never_written_through_a_link(tmp_path):
