@@ -96,7 +96,8 @@ class _Keys:
         # count up to each position (`own_before[i]`: how many of them precede i), one
         # cumulative sum, not a running minimum and maximum over every code point.
         own = tb.own_script > U.ZINH
-        self.own_before = np.zeros(len(own) + 1, np.int32 if len(own) < 2**31 - 1 else np.int64)
+        index = np.int32 if len(own) < 2**31 - 1 else np.int64  # half int64's memory traffic
+        self.own_before = np.zeros(len(own) + 1, index)
         np.cumsum(own, out=self.own_before[1:])
         own_at = np.flatnonzero(own)
         # the k-th of them at [k + 1]; [0]: none (-1), past the last: the end of the batch
@@ -105,7 +106,7 @@ class _Keys:
         # up to the k-th of them: a token whose own characters are not all of one script
         # has a change after its first one (`script_changes[last] > script_changes[first]`)
         own_scripts = tb.own_script.take(own_at)
-        self.script_changes = np.zeros(len(own_at), np.int64)
+        self.script_changes = np.zeros(len(own_at), index)
         np.cumsum(own_scripts[1:] != own_scripts[:-1], out=self.script_changes[1:])
 
     def count(self, keys: np.ndarray) -> np.ndarray:

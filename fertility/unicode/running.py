@@ -57,15 +57,17 @@ def running_mask(
         return out
     fam = family_table.take(raw)
     space = (flags & space_bit) != 0
-    prev_space = np.ones(n, dtype=bool)
-    prev_space[1:] = space[:-1]
-    tok_start = ~space & (prev_space | doc_start)
+    # a token starts at a non-space code point after a space or at a document's start
+    tok_start = ~space
+    tok_start[1:] &= space[:-1] | doc_start[1:]
     idx = _index_type(n)
-    # the token a non-space code point is in
-    tok_id: np.ndarray = np.cumsum(tok_start, dtype=idx) - 1
-    n_tok = int(tok_start.sum())
-    brk = ((flags & break_bit) != 0) & ~space
-    tok_brk = np.bincount(tok_id[brk], minlength=n_tok) > 0
+    # the token a non-space code point is in, numbered from 1 (documents never start with
+    # nothing before their first token: 0 is never a non-space code point's): no pass to
+    # subtract 1, and the count of tokens is the last one
+    tok_id: np.ndarray = np.cumsum(tok_start, dtype=idx)
+    n_tok = int(tok_id[-1])
+    # (a breaker is never whitespace: BREAK_RE holds none)
+    tok_brk = np.bincount(tok_id[(flags & break_bit) != 0], minlength=n_tok + 1) > 0
     is_letter = fam > 0
     letters = np.flatnonzero(is_letter)
     if letters.size == 0 or n_tok == 0:

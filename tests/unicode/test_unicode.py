@@ -135,3 +135,16 @@ def test_script_letters_counts_what_regex_counts_on_real_text(rw):  # noqa: F811
                 assert tb.script_letters(start, start + cut, s) == want, (text, code)
                 checked += 1
     assert checked > 13 * 40
+
+
+def test_no_whitespace_is_a_breaker():
+    """fertility.unicode.running counts a token's breakers without masking out whitespace:
+    it relies on BREAK_RE holding none of the code points `\\s` matches (regex's own
+    classes, the two patterns the flag table is filled from)."""
+    import regex
+
+    from fertility.unicode.tables import BREAK_RE
+
+    spaces = "".join(regex.findall(r"\s", "".join(map(chr, range(0x110000)))))
+    assert len(spaces) >= 25 and " " in spaces and "\u3000" in spaces  # the classes work
+    assert BREAK_RE.search(spaces) is None
