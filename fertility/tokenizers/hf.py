@@ -3,7 +3,7 @@
 Offsets come from the Python binding, which reports character (code point) offsets into the
 original string. For byte-level BPE without a text-changing normaliser (GPT-2, Llama 3,
 Qwen, ...) the hot path skips them: `encode_batch_fast` returns ids only and the spans are
-rebuilt from each token's byte length over the whole batch with numpy (a token's bytes are
+rebuilt from each token's bytes over the whole batch with numpy (a token's bytes are
 exactly a run of the text's UTF-8 there). Texts where that does not hold fall back to the
 binding's offsets, so both paths give the same spans.
 """
@@ -37,7 +37,7 @@ from fertility.tokenizers.base import (
     check_max_id,
     concat_encoded,
     flat_from_id_lists,
-    offsets_from_token_lengths,
+    offsets_from_token_bytes,
     sha256_hex,
 )
 from fertility.tokenizers.guard import reraise_panic, rust_call
@@ -222,7 +222,7 @@ class HFTokenizer(ByteTable):
             ]
         encs = self._tok.encode_batch_fast(texts, add_special_tokens=False)
         ids = [np.array(e.ids, dtype=np.int64) for e in encs]
-        out, bad = offsets_from_token_lengths(texts, ids, self._token_lengths)
+        out, bad = offsets_from_token_bytes(texts, ids, self._token_bytes)
         redo = set(bad)
         if self._forms:
             redo.update(
@@ -250,7 +250,7 @@ class HFTokenizer(ByteTable):
                 encs = self._tok.encode_batch_fast(texts, add_special_tokens=False)
             counts = np.fromiter(map(len, encs), dtype=np.int64, count=len(encs))
             ids = map(attrgetter("ids"), encs)  # one list at a time, not all of them at once
-            flat = flat_from_id_lists(texts, ids, counts, self._token_lengths)
+            flat = flat_from_id_lists(texts, ids, counts, self._token_bytes)
             if flat is not None:
                 return flat
         elif texts:  # the library's own offsets, read into flat arrays in one pass

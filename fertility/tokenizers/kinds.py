@@ -44,8 +44,8 @@ class Capabilities:
     # encode_flat builds the flat batch without per-text arrays (else it concatenates
     # encode_batch's)
     flat_encode: bool
-    # where token spans come from: the library's own offsets, token byte lengths laid over
-    # the text's UTF-8, or the pre-tokens themselves
+    # where token spans come from: the library's own offsets, the tokens' bytes laid over
+    # the text's UTF-8 (fertility.tokenizers.base.flat_offsets), or the pre-tokens themselves
     offsets: Literal["library", "byte_lengths", "pre_tokens"]
     # the library spreads one batch over its own threads: one process encodes (the trainer
     # starts no worker processes for it)

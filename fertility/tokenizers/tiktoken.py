@@ -2,8 +2,8 @@
 
 tiktoken is optional and imported only here. A rank file holds no split pattern, so the
 pattern comes from ``#PATTERN`` in the spec or an encoding name in the file's name, and
-loading fails when neither says (see fertility.tokenizers). Offsets are rebuilt from token
-byte lengths over the whole batch (tiktoken reports none); tokens are exact runs of the
+loading fails when neither says (see fertility.tokenizers). Offsets are rebuilt from the
+tokens' bytes over the whole batch (tiktoken reports none); tokens are exact runs of the
 text's UTF-8 since tiktoken has no normaliser.
 """
 
@@ -38,7 +38,7 @@ from fertility.tokenizers.base import (
     concat_encoded,
     flat_from_id_lists,
     merges_from_ranks,
-    offsets_from_token_lengths,
+    offsets_from_token_bytes,
     sha256_hex,
 )
 from fertility.tokenizers.guard import reraise_panic, rust_call
@@ -360,7 +360,7 @@ class TiktokenTokenizer(ByteTable):
         # Every token is a run of the text's UTF-8, so lengths give exact spans, unless the
         # split pattern leaves characters unmatched (tiktoken drops them): those texts are
         # mapped again piece by piece.
-        out, bad = offsets_from_token_lengths(texts, ids, self._token_lengths)
+        out, bad = offsets_from_token_bytes(texts, ids, self._token_bytes)
         for i in bad:
             redone = self._by_pieces(texts[i])
             if np.array_equal(redone.ids, out[i].ids):
@@ -374,7 +374,7 @@ class TiktokenTokenizer(ByteTable):
         if texts:
             lists = self._id_lists(texts)
             counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-            flat = flat_from_id_lists(texts, lists, counts, self._token_lengths)
+            flat = flat_from_id_lists(texts, lists, counts, self._token_bytes)
             if flat is not None:
                 return flat
         return concat_encoded(self.encode_batch(texts))
@@ -394,7 +394,7 @@ class TiktokenTokenizer(ByteTable):
             pieces = [self._enc.encode_ordinary(text[a:b]) for a, b in spans]
         for (a, b), got in zip(spans, pieces):
             enc = np.array(got, dtype=np.int64)
-            (e,), _ = offsets_from_token_lengths([text[a:b]], [enc], self._token_lengths)
+            (e,), _ = offsets_from_token_bytes([text[a:b]], [enc], self._token_bytes)
             parts.append(Encoded(e.ids, e.starts + a, e.ends + a))
         return Encoded(*(np.concatenate(cols) for cols in zip(*parts)))
 

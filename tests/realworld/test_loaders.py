@@ -161,3 +161,35 @@ def test_partial_of_the_ids_seen_is_the_whole_masks(rw, lines, name):  # noqa: F
     assert np.array_equal(tok.partial_of(many), whole[many])
     assert "_partial" in vars(tok) and np.array_equal(tok.partial_of(seen), whole[seen])
     assert np.array_equal(tok.partial_mask(), whole)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bpe-gpt2/tokenizer.json",
+        "bpe-o200k/tokenizer.json",
+        "o200k_base.tiktoken",
+        "whisper-multilingual.tiktoken#gpt2",  # one of its ranks is the empty token
+        "tekken/tekken_240911.json",
+    ],
+)
+def test_spans_from_the_tokens_are_the_byte_by_byte_ones_on_real_text(rw, lines, name):  # noqa: F811
+    """The measuring path's spans come from each token's count of characters it starts
+    (TokenBytes); the second method is the map of every byte of the batch to its character
+    (base._byte_spans), over the same ids of every language's real text."""
+    from fertility.tokenizers.base import _byte_spans, flat_offsets
+
+    tok = load_tokenizer(str(rw / "tokenizers" / name))
+    texts = [*lines, "😀 a😀b 𝔘𝔫𝔦", "", "e\u0301"]
+    ids, starts, ends, counts = tok.encode_flat(texts)
+    tb = tok._token_bytes
+    n_chars = np.array([len(t) for t in texts])
+    assert (tb.leads.take(ids) != tb.length.take(ids)).any()  # multi-byte characters met
+    assert (tb.first_lead.take(ids) == 0).any()  # and tokens that start inside one
+    # the tokens' way is the one taken: no empty token, each text's characters all started
+    per_text = np.add.reduceat(tb.leads.take(ids), np.cumsum(counts) - counts)
+    assert tb.length.take(ids).all() and np.array_equal(np.where(counts, per_text, 0), n_chars)
+    n_bytes = np.array([len(t.encode()) for t in texts])
+    by_bytes = _byte_spans(texts, n_chars, n_bytes, tb.length.take(ids), counts, clip=False)
+    assert np.array_equal(starts, by_bytes[0]) and np.array_equal(ends, by_bytes[1])
+    assert flat_offsets(texts, ids, counts, tb)[2] == []  # every text's tokens add up
