@@ -187,14 +187,20 @@ class HFTokenizer(ByteTable):
         # (only read when _fast: then every one is a normal form)
         self._forms = cast("list[_NormalForm]", sorted(set(norm)))
 
-        vocab = tok.get_vocab(with_added_tokens=True)
-        check_max_id(path, max(vocab.values(), default=-1))
-        self.vocab_size = max(vocab.values(), default=-1) + 1
+        added = tok.get_added_tokens_decoder()
+        # The largest id: the model's (its vocabulary in the file, piece -> id, or Unigram's
+        # list, whose ids are its positions) or an added token's: the ids the library's
+        # get_vocab(with_added_tokens=True) holds, without the dict it builds (15 ms for
+        # 32,000 tokens; tests/realworld: the same on every real tokenizer.json).
+        vocab = model.get("vocab")
+        ids = vocab.values() if isinstance(vocab, dict) else range(len(vocab or ()))
+        max_id = max(max(ids, default=-1), max(added, default=-1))
+        check_max_id(path, max_id)
+        self.vocab_size = max_id + 1
         unk = model.get("unk_token")
         self.unk_id = tok.token_to_id(unk) if isinstance(unk, str) else None
         if self.unk_id is None and isinstance(model.get("unk_id"), int):
             self.unk_id = int(model["unk_id"])
-        added = tok.get_added_tokens_decoder()
         self._added = {i: t.content for i, t in added.items()}
         self.special_tokens = {t.content: i for i, t in added.items() if t.special}
 

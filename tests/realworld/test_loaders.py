@@ -193,3 +193,14 @@ def test_spans_from_the_tokens_are_the_byte_by_byte_ones_on_real_text(rw, lines,
     by_bytes = _byte_spans(texts, n_chars, n_bytes, tb.length.take(ids), counts, clip=False)
     assert np.array_equal(starts, by_bytes[0]) and np.array_equal(ends, by_bytes[1])
     assert flat_offsets(texts, ids, counts, tb)[2] == []  # every text's tokens add up
+
+
+@pytest.mark.parametrize("name", ["bpe-gpt2", "bpe-o200k", "minilm"])
+def test_a_tokenizer_json_vocabulary_size_is_the_librarys_largest_id(rw, name):
+    """vocab_size is read from the file (its model's vocabulary and added tokens); the
+    second method is the library's own get_vocab with the added tokens."""
+    from tokenizers import Tokenizer
+
+    path = rw / "tokenizers" / name / "tokenizer.json"
+    ids = Tokenizer.from_file(str(path)).get_vocab(with_added_tokens=True).values()
+    assert load_tokenizer(str(path)).vocab_size == max(ids) + 1

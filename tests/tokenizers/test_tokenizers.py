@@ -916,3 +916,25 @@ def test_a_rank_files_fingerprint_is_the_sha256_of_its_lines_in_rank_order(rw, n
     other = load_tokenizer(str(rw / "tokenizers" / name))
     other._ranks = dict(shuffled)
     assert other.fingerprint == want
+
+
+@pytest.mark.parametrize("model", ["unigram", "wordlevel", "sparse"])
+def test_hf_vocab_size_is_one_past_the_librarys_largest_id(tmp_path, model):
+    """vocab_size is read from the file: a Unigram's ids are its list's positions, a
+    WordLevel's its map's (which may skip ids), an added token's the library's (it numbers
+    it after the map's size: 3, below 50); one past the largest, as the library's own
+    get_vocab says."""
+    from tokenizers import AddedToken, Tokenizer, models
+
+    vocab = {"<unk>": 0, "a": 1, "b": 50 if model == "sparse" else 2}
+    if model == "unigram":
+        m = models.Unigram([(p, -1.0) for p in vocab], unk_id=0, byte_fallback=False)
+    else:
+        m = models.WordLevel(vocab, unk_token="<unk>")
+    raw = Tokenizer(m)
+    raw.add_tokens([AddedToken("zz", special=False)])
+    path = tmp_path / "tokenizer.json"
+    raw.save(str(path))
+    ids = Tokenizer.from_file(str(path)).get_vocab(with_added_tokens=True).values()
+    tok = load_tokenizer(str(path))
+    assert tok.vocab_size == max(ids) + 1 == (51 if model == "sparse" else 4)
