@@ -1,9 +1,12 @@
-"""Where `fertility tokenize` spends its time, stage by stage: one in-process run of
-`fertility tokenize DIR -t TOK --out OUT -q --tasks 1` with every Python thread under its own
-cProfile (the main thread counts and writes, `fertility-read` reads and decodes the corpus,
-the `fertility-encode_N` threads each encode a batch), and each thread's CPU seconds.
+"""Where `fertility tokenize` (or `report`) spends its time, stage by stage: one in-process
+run of `fertility tokenize DIR -t TOK --out OUT -q --tasks 1` with every Python thread under
+its own cProfile (the main thread counts and writes, `fertility-read` reads and decodes the
+corpus, the `fertility-encode_N` threads each encode a batch), and each thread's CPU seconds.
+With `report` first, the run is `fertility report DIR -t TOK --format json -o OUT -q
+--workers 1` (the pass in this process, as a report of one tokenizer on two cores runs it).
 
     python benchmarks/tokenize_profile.py DIR TOK OUT
+    python benchmarks/tokenize_profile.py report DIR TOK OUT.json
 
 Each profiler counts its thread's CPU seconds (time.thread_time), not wall seconds: on a
 machine other jobs load, wall time inside a function is mostly waiting for a core. The
@@ -42,7 +45,8 @@ def _profiled_run(self) -> None:
 threading.Thread.run = _profiled_run  # type: ignore[method-assign]
 
 # (stage, thread, function as pstats names it: (file suffix, name)): cumulative CPU seconds
-# under the profiler; "~" matches a built-in whose name holds it
+# under the profiler; "~" matches a built-in whose name holds it; thread "*": every thread.
+# A stage the command did not run (no CPU under its name) is left out of the table.
 STAGES = [
     (
         "imports (every module, wherever imported)",
@@ -50,6 +54,7 @@ STAGES = [
         ("importlib._bootstrap>", "_find_and_load"),
     ),
     ("loading the tokenizer", "MainThread", ("tokenizers/__init__.py", "load_tokenizer")),
+    ("the tokenizer's fingerprint (beside the first batches)", "*", ("hf.py", "fingerprint")),
     ("read + decode the corpus (Corpus.doc_batches)", "fertility-read", ("corpus/", "doc_batches")),
     (
         "encode: the library's encode (Rust, each batch on one thread)",
@@ -82,6 +87,17 @@ STAGES = [
         "    of which the detail checks (_detail_checks)",
         "MainThread",
         ("measure/batch.py", "_detail_checks"),
+    ),
+    (
+        "the report built from the counts (build_report)",
+        "MainThread",
+        ("measure/report.py", "build_report"),
+    ),
+    ("the findings (diagnose)", "MainThread", ("findings/diagnosis.py", "diagnose")),
+    (
+        "the report's JSON, its card included (Report.to_json)",
+        "MainThread",
+        ("measure/report.py", "to_json"),
     ),
     ("held-out split hashing (heldout_mask)", "MainThread", ("parts.py", "heldout_mask")),
     ("token stream with separators (PartWriter._stream)", "MainThread", ("parts.py", "_stream")),
@@ -123,7 +139,9 @@ def cumulative(thread: str, where: tuple[str, str]) -> float:
     pass's encoding threads are a pool: fertility-encode_0, fertility-encode_1, ...)."""
     suffix, name = where
     total = 0.0
-    for prof in (p for n, p in PROFILES.items() if n == thread or n.startswith(thread + "_")):
+    for prof in (
+        p for n, p in PROFILES.items() if thread == "*" or n == thread or n.startswith(thread + "_")
+    ):
         stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
         total += sum(
             v[3]
@@ -134,7 +152,11 @@ def cumulative(thread: str, where: tuple[str, str]) -> float:
 
 
 def main() -> None:
-    corpus, tok, out = sys.argv[1:4]
+    report = sys.argv[1] == "report"
+    corpus, tok, out = sys.argv[2:5] if report else sys.argv[1:4]
+    args = ["tokenize", corpus, "-t", tok, "--out", out, "-q", "--tasks", "1"]
+    if report:
+        args = ["report", corpus, "-t", tok, "--format", "json", "-o", out, "-q", "--workers", "1"]
     main_prof = cProfile.Profile(time.thread_time)
     PROFILES["MainThread"] = main_prof
     cpu0, t0 = time.process_time(), time.perf_counter()
@@ -143,7 +165,7 @@ def main() -> None:
     from fertility.cli import main as cli
 
     try:
-        cli(["tokenize", corpus, "-t", tok, "--out", out, "-q", "--tasks", "1"])
+        cli(args)
     finally:
         main_prof.disable()
     CPU["MainThread"] = time.thread_time() - t_main
@@ -160,7 +182,7 @@ def main() -> None:
     print("\n| stage | thread | CPU s (profiled) | share of process CPU |\n|---|---|---|---|")
     rows = [("encode: the tokenizer's own threads (Rust, CPU)", "rayon", cpu - py)]
     rows += [(stage, thread, cumulative(thread, where)) for stage, thread, where in STAGES]
-    for stage, thread, s in rows:
+    for stage, thread, s in (row for row in rows if row[2] > 0):
         print(f"| {stage} | {thread} | {s:.2f} | {s / cpu:.0%} |")
 
 
