@@ -17,9 +17,9 @@ trained on that text (cached under /tmp/fertility-bench). Both sides read the sa
 Runs alternate a, b, a, b (`--rounds`); each line printed is one run; the ratio uses the best
 of each, and then the median of each round's (its a against its b). Wall time, CPU time and
 peak RSS come from os.wait4 of the process (ru_maxrss is the largest of the process and the
-measuring processes it waited for). "Where the time goes" is one more run of (b) under
-cProfile with --workers 1 (the main thread only: the tokenizer and the reader run in two
-threads beside it) and `python -X importtime` of the CLI.
+measuring processes it waited for). "Where the time goes" is one more run of (b) with
+--workers 1 and a CPU profile per thread, as a table of stages (benchmarks/tokenize_profile.py
+report), and `python -X importtime` of the CLI.
 """
 
 from __future__ import annotations
@@ -192,44 +192,13 @@ def line(name: str, r: dict, megabytes: float) -> str:
     )
 
 
-def where_time_goes(corpus: Path, toks: list[Path], tmp: Path, top: int = 14) -> None:
-    prof = tmp / "report.prof"
-    cmd = [
-        PY,
-        "-m",
-        "cProfile",
-        "-o",
-        str(prof),
-        FERTILITY,
-        "report",
-        str(corpus),
-        "--format",
-        "json",
-        "-o",
-        str(tmp / "p.json"),
-        "-q",
-        "--workers",
-        "1",
-    ]
-    for i, t in enumerate(toks):
-        cmd += ["-t", f"t{i}={t}"]
-    r = timed(cmd)
-    import pstats
-
-    st = pstats.Stats(str(prof))
-    wrappers = {"<module>", "main", "_run", "report", "analyze", "run_pass", "invoke"}
-    rows = [
-        (v[3], f"{Path(k[0]).name}:{k[2]}")
-        for k, v in st.stats.items()
-        if "fertility" in k[0] and k[2] not in wrappers
-    ]
-    print(
-        f"\nwhere the time goes: one process (--workers 1), main thread, cProfile "
-        f"({r['wall']:.2f} s wall under the profiler), cumulative seconds "
-        f"(_ahead: waiting for the encoding thread):"
-    )
-    for cum, name in sorted(rows, reverse=True)[:top]:
-        print(f"  {cum:7.2f}  {name}")
+def where_time_goes(corpus: Path, toks: list[Path], tmp: Path) -> None:
+    """One more run of (b) in one process (--workers 1) with a CPU profile per thread, and its
+    table of stages (benchmarks/tokenize_profile.py report), then the start-up's figures."""
+    here = Path(__file__).resolve().parent
+    cmd = [PY, str(here / "tokenize_profile.py"), "report", str(corpus), str(tmp / "p.json")]
+    print("\nwhere the time goes: one process (--workers 1), a CPU profile per thread:")
+    subprocess.run([*cmd, *map(str, toks)], check=True)
     for label, args in (("fertility --help", ["--help"]),):
         t = min(timed([FERTILITY, *args])["wall"] for _ in range(3))
         print(f"start-up: `{label}` {t:.2f} s")

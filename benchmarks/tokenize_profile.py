@@ -2,11 +2,12 @@
 run of `fertility tokenize DIR -t TOK --out OUT -q --tasks 1` with every Python thread under
 its own cProfile (the main thread counts and writes, `fertility-read` reads and decodes the
 corpus, the `fertility-encode_N` threads each encode a batch), and each thread's CPU seconds.
-With `report` first, the run is `fertility report DIR -t TOK --format json -o OUT -q
---workers 1` (the pass in this process, as a report of one tokenizer on two cores runs it).
+With `report` first, the run is `fertility report DIR -t TOK [-t TOK2 ...] --format json -o
+OUT -q --workers 1` (the pass in this process, as a report of one tokenizer on two cores
+runs it; benchmarks/analyze_throughput.py runs this after its rounds).
 
     python benchmarks/tokenize_profile.py DIR TOK OUT
-    python benchmarks/tokenize_profile.py report DIR TOK OUT.json
+    python benchmarks/tokenize_profile.py report DIR OUT.json TOK [TOK2 ...]
 
 Each profiler counts its thread's CPU seconds (time.thread_time), not wall seconds: on a
 machine other jobs load, wall time inside a function is mostly waiting for a core. The
@@ -152,11 +153,14 @@ def cumulative(thread: str, where: tuple[str, str]) -> float:
 
 
 def main() -> None:
-    report = sys.argv[1] == "report"
-    corpus, tok, out = sys.argv[2:5] if report else sys.argv[1:4]
-    args = ["tokenize", corpus, "-t", tok, "--out", out, "-q", "--tasks", "1"]
-    if report:
-        args = ["report", corpus, "-t", tok, "--format", "json", "-o", out, "-q", "--workers", "1"]
+    if sys.argv[1] == "report":
+        corpus, out, *toks = sys.argv[2:]
+        args = ["report", corpus, "--format", "json", "-o", out, "-q", "--workers", "1"]
+        for i, tok in enumerate(toks):
+            args += ["-t", f"t{i}={tok}"]
+    else:
+        corpus, tok, out = sys.argv[1:4]
+        args = ["tokenize", corpus, "-t", tok, "--out", out, "-q", "--tasks", "1"]
     main_prof = cProfile.Profile(time.thread_time)
     PROFILES["MainThread"] = main_prof
     cpu0, t0 = time.process_time(), time.perf_counter()
