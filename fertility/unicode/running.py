@@ -61,9 +61,9 @@ def running_mask(
     tok_start = ~space
     tok_start[1:] &= space[:-1] | doc_start[1:]
     idx = _index_type(n)
-    # the token a non-space code point is in, numbered from 1 (documents never start with
-    # nothing before their first token: 0 is never a non-space code point's): no pass to
-    # subtract 1, and the count of tokens is the last one
+    # the token a non-space code point is in, numbered from 1 (a non-space code point is
+    # always at or after its token's start, so 0 is only ever a space's): no pass to
+    # subtract 1, and the count of tokens is the last number
     tok_id: np.ndarray = np.cumsum(tok_start, dtype=idx)
     n_tok = int(tok_id[-1])
     # (a breaker is never whitespace: BREAK_RE holds none)
