@@ -3,6 +3,7 @@
     python benchmarks/analyze_throughput.py                  # real text, 25 MB, one tokenizer
     python benchmarks/analyze_throughput.py --mb 250 --tokenizers 2
     python benchmarks/analyze_throughput.py --synthetic      # the corpus generated from examples/corpus
+    python benchmarks/analyze_throughput.py --join 50        # long documents: 50 lines each (~2.8 KB)
     python benchmarks/analyze_throughput.py --peers          # also tokscope / toksight, own venvs
     python benchmarks/analyze_throughput.py --workers-sweep 16,48   # 1 against 2 processes
 
@@ -358,6 +359,7 @@ def main() -> None:
         "--ours-only", action="store_true", help="time only fertility report (peak RSS at 1 GB)"
     )
     ap.add_argument("--keep", help="folder to keep the corpus in (reused if present)")
+    ap.add_argument("--join", type=int, default=1, help="real text: lines per document (default 1)")
     ap.add_argument(
         "--workers-sweep",
         metavar="MB,MB,...",
@@ -379,8 +381,10 @@ def main() -> None:
             return
         corpus = Path(args.keep) if args.keep else tmp / "corpus"
         if not corpus.exists():
-            make = synthetic_corpus if args.synthetic else real_corpus
-            make(corpus, args.mb)
+            if args.synthetic:
+                synthetic_corpus(corpus, args.mb)
+            else:
+                real_corpus(corpus, args.mb, join=args.join)
         size = sum(p.stat().st_size for p in corpus.glob("*.txt")) / 1e6
         langs = len(list(corpus.glob("*.txt")))
         print(
