@@ -19,6 +19,7 @@ import numpy as np
 from fertility import unicode as U
 from fertility.measure.parity import premium_table
 from fertility.policy import Policy, Thresholds
+from fertility.tokenizers.base import TokenBytes
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
 
 RENYI_ALPHA = 2.5  # Zouhar et al. (ACL 2023): the order that best predicted downstream BLEU
@@ -159,15 +160,10 @@ def _classify(tokens: list[bytes], lo: int, codes: np.ndarray) -> None:
     """codes[lo : lo + len(tokens)] of `tokens`, each whole UTF-8 or empty (left as it is:
     special, bytes)."""
     data = b"".join(tokens)
-    # Whole UTF-8 tokens joined are whole UTF-8, and a token's characters are its bytes that
-    # do not continue a character (10xxxxxx): one decode and numpy sums, not a decode and a
-    # string per token (o200k: 0.11 -> 0.06 s, the same classes)
-    nbytes = np.fromiter(map(len, tokens), np.int64, len(tokens))
-    starts = ((np.frombuffer(data, np.uint8) & 0xC0) != 0x80).view(np.uint8)
-    before = np.zeros(len(data) + 1, np.int64)
-    np.cumsum(starts, out=before[1:])
-    ends = np.cumsum(nbytes)
-    nchars = before[ends] - before[ends - nbytes]
+    # Whole UTF-8 tokens joined are whole UTF-8, and a token's characters are its lead bytes
+    # (TokenBytes): one decode and numpy sums, not a decode and a string per token (o200k:
+    # 0.11 -> 0.06 s, the same classes)
+    nchars = TokenBytes.of(tokens).leads
     which = np.flatnonzero(nchars)  # an empty token: special
     if not len(which):
         return

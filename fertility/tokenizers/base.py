@@ -146,6 +146,12 @@ def canonical_json(obj: Any) -> Iterator[bytes]:
         yield json.dumps(obj, **_CANONICAL).encode()
 
 
+def utf8_continues(b: np.ndarray) -> np.ndarray:
+    """True for each byte of `b` (uint8) that continues a UTF-8 character (0b10xxxxxx);
+    every other byte starts one (a lead byte)."""
+    return (b & 0xC0) == 0x80
+
+
 class TokenBytes(NamedTuple):
     """Per token id, what rebuilds spans from ids alone (flat_offsets): its bytes' length,
     how many of them start a character (UTF-8 lead bytes: all but 0b10xxxxxx), and whether
@@ -165,7 +171,7 @@ class TokenBytes(NamedTuple):
         first_lead = np.zeros(len(table), np.int32)
         for lo in range(0, len(table), UTF8_CHUNK):
             hi = min(lo + UTF8_CHUNK, len(table))
-            cont = (np.frombuffer(b"".join(table[lo:hi]), np.uint8) & 0xC0) == 0x80
+            cont = utf8_continues(np.frombuffer(b"".join(table[lo:hi]), np.uint8))
             n = length[lo:hi]
             some = np.flatnonzero(n)  # reduceat reads an empty piece as the next one's
             start = (np.cumsum(n) - n)[some]
@@ -279,7 +285,7 @@ def _byte_spans(
     data = np.frombuffer("".join(texts).encode("utf-8", "surrogatepass"), dtype=np.uint8)
     # Character index of every byte of the batch: count the bytes that start a character
     # (all but 0b10xxxxxx continuation bytes); one sentinel past the end.
-    lead = (data & 0xC0) != 0x80
+    lead = ~utf8_continues(data)
     index_type = np.int32 if len(data) < 2**31 - 1 else np.int64  # half the memory traffic
     char_of_byte = np.empty(len(data) + 1, dtype=index_type)
     np.cumsum(lead, dtype=index_type, out=char_of_byte[1:])
@@ -421,7 +427,7 @@ def _whole_utf8(pieces: Sequence[bytes], lengths: np.ndarray) -> np.ndarray:
     lengths = lengths[check]
     end = np.cumsum(lengths)
     b = np.frombuffer(b"".join([pieces[i] for i in check.tolist()]), np.uint8)
-    cont = (b & 0xC0) == 0x80
+    cont = utf8_continues(b)
     lead = np.flatnonzero(~cont)  # where each character starts
     first = b[lead]
     size = _CHAR_LEN.take(first)

@@ -39,6 +39,7 @@ from fertility.tokenizers.base import (
     Tokenizer,
     concat_encoded,
     sha256_hex,
+    utf8_continues,
 )
 from fertility.tokenizers.hf_json import mismatches
 from fertility.tokenizers.patterns import FAMILIES, split_spans
@@ -262,7 +263,7 @@ class SPTokenizer(ByteTable):
             return None
         is_byte = self._byte_pieces.take(ids)
         if is_byte.any():  # a character's bytes but its last: no code point of their own
-            continued = is_byte & (self._byte_values.take(ids) & 0xC0 == 0x80)
+            continued = is_byte & utf8_continues(self._byte_values.take(ids))
             lens[:-1] = np.where(is_byte[:-1] & continued[1:], 0, lens[:-1])
         first = np.cumsum(per_text) - per_text  # each text's first token
         ends = np.cumsum(lens)
