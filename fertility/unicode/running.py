@@ -52,26 +52,20 @@ def running_mask(
     script index of each code point; flags: the flag table's bits (space_bit: whitespace,
     break_bit: a breaker); doc_start: True where a document starts (TextBatch's)."""
     n = len(raw)
-    out = np.zeros(n, dtype=bool)
-    if n == 0:
-        return out
     fam = family_table.take(raw)
+    letters = np.flatnonzero(fam > 0)
+    if letters.size == 0:  # no word (an empty batch among them): no running text
+        return np.zeros(n, dtype=bool)
     space = (flags & space_bit) != 0
     # a token starts at a non-space code point after a space or at a document's start
     tok_start = ~space
     tok_start[1:] &= space[:-1] | doc_start[1:]
-    idx = _index_type(n)
     # the token a non-space code point is in, numbered from 1 (a non-space code point is
     # always at or after its token's start, so 0 is only ever a space's): no pass to
     # subtract 1, and the count of tokens is the last number
-    tok_id: np.ndarray = np.cumsum(tok_start, dtype=idx)
-    n_tok = int(tok_id[-1])
+    tok_id: np.ndarray = np.cumsum(tok_start, dtype=_index_type(n))
     # (a breaker is never whitespace: BREAK_RE holds none)
-    tok_brk = np.bincount(tok_id[(flags & break_bit) != 0], minlength=n_tok + 1) > 0
-    is_letter = fam > 0
-    letters = np.flatnonzero(is_letter)
-    if letters.size == 0 or n_tok == 0:
-        return out
+    tok_brk = np.bincount(tok_id[(flags & break_bit) != 0], minlength=int(tok_id[-1]) + 1) > 0
     lf, lt = fam[letters], tok_id[letters]
     new_word = np.ones(len(letters), dtype=bool)
     new_word[1:] = (lt[1:] != lt[:-1]) | (lf[1:] != lf[:-1])
@@ -91,7 +85,7 @@ def running_mask(
         | ~w_clean[:-1]
         | (before_next != cum_brk[w_tok[:-1]])
     )
-    run_of_word: np.ndarray = np.cumsum(new_run, dtype=idx) - 1
+    run_of_word: np.ndarray = np.cumsum(new_run, dtype=tok_id.dtype) - 1
     r_first = np.flatnonzero(new_run)
     r_words = np.diff(np.append(r_first, len(w_fam)))
     r_letters = np.add.reduceat(w_letters, r_first)
