@@ -366,6 +366,8 @@ def main() -> None:
         help="only time --workers 1 against 2 at these corpus sizes",
     )
     args = ap.parse_args()
+    if args.synthetic and args.join != 1:
+        ap.error("--join: real text only (the synthetic corpus's lines are made whole)")
     if args.synthetic:
         toks = [trained_bpe(8000, "o200k", True)]
         if args.tokenizers == 2:
