@@ -176,7 +176,8 @@ def test_partial_of_the_ids_seen_is_the_whole_masks(rw, lines, name):  # noqa: F
 def test_spans_from_the_tokens_are_the_byte_by_byte_ones_on_real_text(rw, lines, name):  # noqa: F811
     """The measuring path's spans come from each token's count of characters it starts
     (TokenBytes); the second method is the map of every byte of the batch to its character
-    (base._byte_spans), over the same ids of every language's real text."""
+    (base._byte_spans), over the same ids of every language's real text, and for a
+    tokenizer.json the library's own character offsets."""
     from fertility.tokenizers.base import _byte_spans, flat_offsets
 
     tok = load_tokenizer(str(rw / "tokenizers" / name))
@@ -193,6 +194,14 @@ def test_spans_from_the_tokens_are_the_byte_by_byte_ones_on_real_text(rw, lines,
     by_bytes = _byte_spans(texts, n_chars, n_bytes, tb.length.take(ids), counts, clip=False)
     assert np.array_equal(starts, by_bytes[0]) and np.array_equal(ends, by_bytes[1])
     assert flat_offsets(texts, ids, counts, tb)[2] == []  # every text's tokens add up
+    if name.endswith("tokenizer.json"):
+        from tokenizers import Tokenizer
+
+        lib = Tokenizer.from_file(str(rw / "tokenizers" / name))
+        lib.post_processor = None  # (as measured: no specials, offsets not trimmed)
+        encs = lib.encode_batch(texts, add_special_tokens=False)
+        assert [i for e in encs for i in e.ids] == ids.tolist()
+        assert [o for e in encs for o in e.offsets] == list(zip(starts.tolist(), ends.tolist()))
 
 
 @pytest.mark.parametrize("name", ["bpe-gpt2", "bpe-o200k", "minilm"])
