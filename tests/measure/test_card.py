@@ -326,3 +326,27 @@ def test_verdicts_are_each_tokenizer_evaluated_alone(report):
     # not a comparison of empty lists: the tokenizers fail checks (each its own)
     failed = [{c["tokenizer"] for c in v["failed_checks"]} for v in report.verdicts.values()]
     assert failed == [{label} for label in report.verdicts]
+
+
+def test_the_overlap_over_the_used_ids_is_the_one_over_the_whole_vocabulary():
+    """overlap works each pair out over the ids some language uses; each entry is the very
+    float js_divergence gives over the full histograms (the ids neither uses add nothing),
+    a language without tokens is left out, and one language is its own 1."""
+    rng = np.random.default_rng(7)
+    vocab = 200_000
+    hists = {}
+    for lang, n in (("a", 3000), ("b", 500), ("c", 40), ("d", 1)):
+        h = np.zeros(vocab, np.int64)
+        np.add.at(h, rng.integers(0, vocab, n) // 3, rng.integers(1, 50, n))
+        hists[lang] = h
+    hists["empty"] = np.zeros(vocab, np.int64)
+    got = card.overlap(hists)
+    langs = ["a", "b", "c", "d"]
+    assert got["languages"] == langs
+    for i, a in enumerate(langs):
+        for j, b in enumerate(langs):
+            js = card.js_divergence(hists[a], hists[b])  # the JSON's 6 decimals, as numpy rounds
+            want = 1.0 if i == j else float(np.round(1.0 - js, 6))
+            assert got["matrix"][i][j] == want, (a, b)
+    assert card.overlap({"a": hists["a"]}) == {"languages": ["a"], "matrix": [[1.0]]}
+    assert card.overlap({"empty": hists["empty"]}) == {"languages": [], "matrix": []}
