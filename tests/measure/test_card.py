@@ -233,7 +233,7 @@ def test_gini_and_overlap_against_a_direct_computation(out, texts, libraries):
 
 def test_the_overlap_is_worked_out_only_when_read(rw, texts):  # noqa: F811
     """The table, the gate's verdicts and the frame never read the languages' overlap (a
-    pair of histograms of the whole vocabulary per pair of languages); the JSON's card does,
+    divergence per pair of languages); the JSON's card does,
     and gets the matrix of the histograms the report holds."""
     rep = analyze([texts[0]], [f"gpt2={rw / 'tokenizers' / TOKS['gpt2']}"], workers=1)
     verdicts(rep, default_policy())
