@@ -8,6 +8,8 @@ all the counts of a tokenizer per language and per script at once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from fertility import unicode as U
@@ -32,6 +34,38 @@ def encode_flat(tok, texts: list[str]) -> Flat:
     """ids, starts, ends (code points, local to each document) and tokens per document
     (every tokenizer has encode_flat: fertility.tokenizers.base.Tokenizer)."""
     return tok.encode_flat(texts)
+
+
+def encode_checked(tok, texts: list[str], checked: np.ndarray | None):
+    """encode_flat, with the pre-tokens of the documents `checked` marks when the tokenizer's
+    kind reads them off its encode (fertility.tokenizers.base.PreTokens, else None)."""
+    if checked is not None and checked.any() and capabilities(tok).checked_pre_tokens:
+        return tok.encode_flat_checked(texts, checked)
+    return tok.encode_flat(texts), None
+
+
+class DetailPlan:
+    """Which documents of each batch get the detail checks, worked out as the batches are
+    read (in corpus order, ahead of measure_batch) from a copy of the pass's state, so the
+    encoding threads can read those documents' pre-tokens off their encode. measure_batch
+    still decides (_detail_mask on the pass's own state); a document it checks that the
+    plan left out (a batch the pass skips, --precision) gets its pre-tokens the usual way."""
+
+    def __init__(self, state) -> None:
+        self._state = PlanState(dict(state.langs), dict(state.detail_seen), state.detail_docs)
+
+    def __call__(self, batch) -> np.ndarray:
+        doc_lang, batch_langs = _lang_ids(batch.langs, self._state)
+        return _detail_mask(batch.texts, doc_lang, batch_langs, self._state)
+
+
+@dataclass
+class PlanState:
+    """The part of fertility.measure.passes.PassState the detail subset depends on."""
+
+    langs: dict
+    detail_seen: dict
+    detail_docs: int | None
 
 
 class _Keys:
@@ -131,11 +165,12 @@ def _base_tables(keys: _Keys, doc_lang: np.ndarray, n_langs: int):
     return lang, script
 
 
-def measure_batch(batch, encoded, accs, state, index: int = 0) -> None:
+def measure_batch(batch, encoded, accs, state, index: int = 0, pre=None) -> None:
     """Measure batch number `index` of the corpus (a fertility.corpus.DocBatch). `encoded`:
     encode_flat's result for each accumulator's tokenizer, same order; None for a batch
     another worker process measures (only the bookkeeping that depends on corpus order is
-    done: language ids, the detail subset, the position of the per-document table)."""
+    done: language ids, the detail subset, the position of the per-document table). `pre`:
+    encode_checked's pre-tokens for each tokenizer (None: none came)."""
     n = len(batch)
     texts, langs = batch.texts, batch.langs
     doc_lang, batch_langs = _lang_ids(langs, state)
@@ -149,9 +184,9 @@ def measure_batch(batch, encoded, accs, state, index: int = 0) -> None:
     keys = _Keys(tb, doc_lang, n_langs)
     base_lang, base_script = _base_tables(keys, doc_lang, n_langs)
     doc_tokens = {}
-    for acc, enc in zip(accs, encoded):
+    for acc, enc, got in zip(accs, encoded, pre or [None] * len(accs)):
         acc.counts.add_table(base_lang, base_script)
-        tokens = _measure_tokenizer(acc, enc, texts, tb, keys, doc_lang, detail, index)
+        tokens = _measure_tokenizer(acc, (enc, got), texts, tb, keys, doc_lang, detail, index)
         acc.boot.add(keys.groups, keys.base["chars"], tokens)
         doc_tokens[acc.tok.label] = tokens.sum(axis=0)
     doc_bytes = keys.base["bytes"].sum(axis=0)
@@ -203,8 +238,10 @@ def _detail_mask(texts: list[str], doc_lang, batch_langs: list[int], state) -> n
     return mask
 
 
-def _measure_tokenizer(acc, enc, texts, tb, keys: _Keys, doc_lang, detail, index) -> np.ndarray:
-    """Add one tokenizer's counts of the batch; returns its (k x documents) token counts."""
+def _measure_tokenizer(acc, encoded, texts, tb, keys: _Keys, doc_lang, detail, index) -> np.ndarray:
+    """Add one tokenizer's counts of the batch (`encoded`: its flat encoding and the pre-tokens
+    that came with it); returns its (k x documents) token counts."""
+    enc, pre = encoded
     ids, starts, ends, per_doc = enc
     n = len(texts)
     tok_doc = np.repeat(np.arange(n, dtype=np.int64), per_doc)
@@ -261,7 +298,7 @@ def _measure_tokenizer(acc, enc, texts, tb, keys: _Keys, doc_lang, detail, index
     cont = _overlapped_twice(gs[ne], ge[ne], tb.word_starts, tb.word_ends)
     counts["continued_words"] = keys.count(keys.word[cont]) * keys.spaced
 
-    counts.update(_detail_checks(acc, texts, tb, keys, doc_lang, detail, enc, gs, ge, index))
+    counts.update(_detail_checks(acc, texts, tb, keys, doc_lang, detail, encoded, gs, ge, index))
     acc.counts.add(tuple(counts), *keys.groups.tables(np.stack(list(counts.values()))))
     _take_samples(acc, texts, tb, keys.dominant, ids, starts, ends, per_doc, index)
     return tokens
@@ -368,26 +405,22 @@ def _overlapped_twice(ss, se, ws, we) -> np.ndarray:
     return np.append(ss, np.iinfo(np.int64).max).take(b + 1, mode="clip") < we
 
 
-def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, enc, gs, ge, index) -> dict:
+def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, encoded, gs, ge, index) -> dict:
     """Checks that call the tokenizer once per document, on the detail subset; returns their
     (k x documents) counts by name."""
     tok = acc.tok
     docs = np.flatnonzero(detail)
     if docs.size == 0:
         return {}
-    ids, _, _, per_doc = enc
+    (ids, _, _, per_doc), pre = encoded
     off = tb.doc_offsets
     counts = {"pretoken_chars": keys.base["chars"] * detail}
     if capabilities(tok).offsets == "pre_tokens":  # its tokens are its pre-tokens
         sel = np.repeat(detail, per_doc) & (ge > gs)
         return counts | _pretoken_counts(tb, keys, detail, gs[sel], ge[sel])
     bounds = np.concatenate(([0], np.cumsum(per_doc))).tolist()
-    # Spans gathered as Python pairs and turned into one array (not one per document).
-    spans, n_spans, rt_fail = [], [], []
-    for i in docs.tolist():
-        got = tok.pre_tokenize(texts[i])
-        spans += got
-        n_spans.append(len(got))
+    se, n_spans = _pre_token_spans(tok, texts, docs, pre)
+    rt_fail = []
     # One decode per document: decode_batch gained nothing here (while the library's rayon
     # pool encoded the next batches it waited for that pool; the pass now turns it off).
     for i in docs.tolist():
@@ -415,7 +448,6 @@ def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, enc, gs, ge, i
                 norm["examples"].append(
                     {**roundtrip.diff_example(text, after), "order": (index, i)}
                 )
-    se = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
     span_doc = np.repeat(docs, n_spans)
     keep = (se[:, 1] > se[:, 0]) & (se[:, 0] < off[span_doc + 1] - off[span_doc])
     se = se[keep] + off[span_doc[keep], None]
@@ -426,6 +458,31 @@ def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, enc, gs, ge, i
     counts["roundtrip_checked"] = keys.count(doc_key[docs])
     counts["roundtrip_failures"] = keys.count(doc_key[np.asarray(rt_fail, dtype=np.int64)])
     return counts
+
+
+def _pre_token_spans(tok, texts, docs: np.ndarray, pre) -> tuple[np.ndarray, list[int]]:
+    """The pre-tokens of documents `docs` (local code-point spans, document after document)
+    and how many each has: those that came with the encode (`pre`, PreTokens), the others
+    from the tokenizer's pre_tokenize, one call per document, gathered as Python pairs and
+    made one array (not one per document)."""
+    came = {} if pre is None else dict(zip(pre.docs.tolist(), range(len(pre.docs))))
+    at = [] if pre is None else np.concatenate(([0], np.cumsum(pre.per_doc))).tolist()
+    parts, pairs, n_spans = [], [], []
+    for i in docs.tolist():
+        k = came.get(i)
+        if k is None:
+            got = tok.pre_tokenize(texts[i])
+            pairs += got
+        else:
+            if pairs:
+                parts.append(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+                pairs = []
+            got = pre.spans[at[k] : at[k + 1]]
+            parts.append(got)
+        n_spans.append(len(got))
+    if pairs or not parts:
+        parts.append(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+    return np.concatenate(parts), n_spans
 
 
 def _pretoken_counts(tb, keys: _Keys, detail, ps, pe) -> dict:

@@ -9,7 +9,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 
-from fertility.measure.batch import encode_flat, measure_batch
+from fertility.measure.batch import DetailPlan, encode_checked, encode_flat, measure_batch
 from fertility.threads import encoding_threads
 
 _END = object()
@@ -47,18 +47,23 @@ def run_pass(
     measures each batch into the accumulators it names instead of `accs` (--precision: each
     language into its own)."""
 
-    def encode(batch):
-        return [encode_flat(t, batch.texts) for t in toks]
+    def encode(item):
+        batch, checked = item
+        got = [encode_checked(t, batch.texts, checked) for t in toks]
+        return [flat for flat, _ in got], [pre for _, pre in got]
 
-    docs = corpus.doc_batches(batch_size, BATCH_CHARS)
+    # each batch with the documents the detail checks will take (planned as it is read)
+    plan = DetailPlan(state)
+    docs = ((batch, plan(batch)) for batch in corpus.doc_batches(batch_size, BATCH_CHARS))
     if until is not None:
         docs = _reading_time(docs, until)
     with _read_and_encoded(docs, encode, owned) as batches:
-        for index, (batch, enc) in enumerate(batches):
+        for index, ((batch, _), encoded) in enumerate(batches):
+            enc, pre = encoded if encoded is not None else (None, None)
             into = accs if route is None else route(index)
             if into is None:  # a batch `route` leaves out
                 continue
-            measure_batch(batch, enc, into, state, index)
+            measure_batch(batch, enc, into, state, index, pre)
             if sink is not None and enc is not None:
                 sink(batch, enc)
             if progress and enc is not None:

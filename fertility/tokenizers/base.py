@@ -31,6 +31,15 @@ Kind = Literal["hf", "sentencepiece", "tiktoken", "tekken", "pretokenizer"]
 Flat = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # ids, starts, ends, per text
 
 
+class PreTokens(NamedTuple):
+    """The pre-tokens of some texts of a batch (their code-point spans, local to each text,
+    non-empty, in order), as the tokenizer's own pre_tokenize gives them."""
+
+    docs: np.ndarray  # int64: the texts they are of, in order
+    spans: np.ndarray  # int64 (pre-tokens x 2): start and end of each, text after text
+    per_doc: np.ndarray  # int64: how many each of those texts has
+
+
 @runtime_checkable
 class Tokenizer(Protocol):
     """What the code reads of a loaded tokenizer, and all it reads: every adapter satisfies it
@@ -215,6 +224,38 @@ def flat_from_id_lists(
     ids = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(counts.sum()))
     starts, ends, bad = flat_offsets(texts, ids, counts, token_bytes)
     return None if bad else (ids, starts, ends, counts)
+
+
+def pre_tokens_from_words(
+    flat: Flat, docs: Sequence[int], words: Sequence[Sequence[int | None]]
+) -> PreTokens:
+    """The pre-tokens of texts `docs` of an encoded batch from each token's word id (the
+    library's number of the pre-token it came from; `words`: one list per text): a pre-token
+    spans from its first token's start to its tokens' last end. Exact where every character
+    of a pre-token lies in some token of it and no token crosses two (byte-level BPE, whose
+    tokens cover every byte, and WordPiece, which gives a word it cannot split one unknown
+    token) and no added token was taken out of the text first: the caller says where that
+    holds. A text with a token of no word is left out."""
+    _, starts, ends, per_text = flat
+    bounds = np.concatenate(([0], np.cumsum(per_text))).tolist()
+    kept, spans, sizes = [], [], []
+    for i, w in zip(docs, words):
+        if None in w:
+            continue
+        word = np.asarray(w, dtype=np.int64)
+        first = np.flatnonzero(np.diff(word, prepend=-1))
+        a, b = bounds[i], bounds[i + 1]
+        s = starts[a:b].take(first)
+        e = np.maximum.reduceat(ends[a:b], first) if first.size else s
+        keep = e > s
+        kept.append(i)
+        spans.append(np.stack((s[keep], e[keep]), axis=1))
+        sizes.append(int(keep.sum()))
+    return PreTokens(
+        np.asarray(kept, dtype=np.int64),
+        np.concatenate(spans) if spans else np.zeros((0, 2), np.int64),
+        np.asarray(sizes, dtype=np.int64),
+    )
 
 
 def concat_encoded(

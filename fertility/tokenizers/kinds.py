@@ -54,6 +54,8 @@ class Capabilities:
     split_pattern: bool
     # real token ids with a vocabulary (not a pre-tokenizer family measured as the ceiling)
     vocabulary: bool
+    # encode_flat_checked: the detail documents' pre-tokens from the batch's own encode
+    checked_pre_tokens: bool = False
 
 
 # A kind this registry does not know (a test's stand-in): nothing assumed.
@@ -171,6 +173,7 @@ FORMATS: dict[str, Format] = {
                 batch_threads=True,
                 split_pattern=False,
                 vocabulary=True,
+                checked_pre_tokens=True,
             ),
         ),
         Format(

@@ -184,3 +184,69 @@ def test_a_report_is_the_same_on_one_encoding_thread_as_on_three(rw, corpus, mon
     assert json.dumps(one.table) == json.dumps(three.table)  # (NaN where no value: as text)
     assert one.frame.equals(three.frame)
     assert one.docs.equals(three.docs)
+
+
+@pytest.fixture
+def long_corpus(rw, tmp_path):  # noqa: F811
+    """Real lines of six languages, 12 to a document, 600 lines a language."""
+    root = tmp_path / "long"
+    root.mkdir()
+    for lang in ("en", "ru", "bn", "hi", "ja", "te"):
+        lines = (rw / "text" / f"{lang}.txt").read_text(encoding="utf-8").splitlines()[:600]
+        docs = [" ".join(lines[i : i + 12]) for i in range(0, len(lines), 12)]
+        (root / f"{lang}.txt").write_text("\n".join(docs) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.realworld
+def test_pre_tokens_read_off_the_encode_give_the_report_pre_tokenize_gives(
+    rw,  # noqa: F811
+    long_corpus,
+    monkeypatch,
+):
+    """The detail documents are planned as the batches are read (DetailPlan) and the HF
+    tokenizers' pre-tokens read off their encode: the plan is measure_batch's own choice,
+    batch by batch, every checked document of MiniLM and the byte-level BPE got its
+    pre-tokens that way, and the report is the one where every tokenizer's come from
+    pre_tokenize (the second method), with --detail at its default and at 10 documents."""
+    from fertility.measure import batch as B
+    from fertility.measure import passes
+    from fertility.measure.batch import PlanState
+
+    toks = [
+        str(rw / "tokenizers" / "minilm" / "tokenizer.json"),
+        str(rw / "tokenizers" / "bpe-o200k" / "tokenizer.json"),
+        str(rw / "tokenizers" / "o200k_base.tiktoken"),
+    ]
+    masks: dict[str, list] = {"plan": [], "measure": []}
+    came: dict[str, list[int]] = {}
+    mask_of, spans_of = B._detail_mask, B._pre_token_spans
+
+    def mask_spy(texts, doc_lang, batch_langs, state):
+        got = mask_of(texts, doc_lang, batch_langs, state)
+        masks["plan" if isinstance(state, PlanState) else "measure"].append(got.tolist())
+        return got
+
+    def spans_spy(tok, texts, docs, pre):
+        had = set() if pre is None else set(pre.docs.tolist())
+        tally = came.setdefault(tok.label, [0, 0])
+        for i in docs.tolist():
+            tally[0 if i in had else 1] += 1
+        return spans_of(tok, texts, docs, pre)
+
+    monkeypatch.setattr(B, "_detail_mask", mask_spy)
+    monkeypatch.setattr(B, "_pre_token_spans", spans_spy)
+    for detail in (200, 10):
+        masks["plan"].clear(), masks["measure"].clear(), came.clear()
+        ours = analyze([long_corpus], toks, batch_size=7, workers=1, detail_docs=detail)
+        assert masks["plan"] == masks["measure"] and len(masks["plan"]) > 20
+        assert came["minilm"][1] == came["bpe-o200k"][1] == 0 < came["minilm"][0]
+        assert came["o200k_base"][0] == 0  # a rank file: pre_tokenize
+        with monkeypatch.context() as m:
+            m.setattr(
+                passes, "encode_checked", lambda tok, texts, checked: (tok.encode_flat(texts), None)
+            )
+            theirs = analyze([long_corpus], toks, batch_size=7, workers=1, detail_docs=detail)
+        assert came["minilm"][1] > 0  # the second run took pre_tokenize
+        assert json.dumps(ours.table) == json.dumps(theirs.table)
+        assert ours.frame.equals(theirs.frame)

@@ -205,6 +205,42 @@ def test_spans_from_the_tokens_are_the_byte_by_byte_ones_on_real_text(rw, lines,
 
 
 @pytest.mark.parametrize("name", ["bpe-gpt2", "bpe-o200k", "minilm"])
+def test_pre_tokens_read_off_the_encode_are_the_librarys_pre_tokenizer_on_real_text(
+    rw,
+    lines,  # noqa: F811
+    name,
+):
+    """The detail checks' pre-tokens come from the encode's word ids (encode_flat_checked:
+    byte-level BPE on the fast path, WordPiece); the second method is the library's own
+    pre-tokenizer run on each text after its normaliser, with character offsets into the
+    text. Real lines of every language, the same joined 20 at a time, text the byte-level
+    files cut inside characters, and a text that spells MiniLM's special tokens."""
+    from tokenizers import PreTokenizedString, Tokenizer
+
+    path = rw / "tokenizers" / name / "tokenizer.json"
+    tok = load_tokenizer(str(path))
+    joined = [" ".join(lines[i : i + 20]) for i in range(0, len(lines), 20)]
+    texts = [*lines, *joined, "😀 a😀b 𝔘𝔫𝔦", "[UNK] [CLS] x"]
+    checked = np.arange(len(texts)) % 3 != 1
+    flat, pre = tok.encode_flat_checked(texts, checked)
+    assert all(np.array_equal(a, b) for a, b in zip(flat, tok.encode_flat(texts)))
+    assert pre is not None and pre.docs.tolist() == np.flatnonzero(checked).tolist()
+    lib = Tokenizer.from_file(str(path))
+
+    def library(text):
+        pts = PreTokenizedString(text)
+        if lib.normalizer is not None:
+            pts.normalize(lib.normalizer.normalize)
+        lib.pre_tokenizer.pre_tokenize(pts)
+        splits = pts.get_splits(offset_referential="original", offset_type="char")
+        return [(s, e) for _, (s, e), _ in splits if e > s]
+
+    at = np.concatenate(([0], np.cumsum(pre.per_doc)))
+    for k, doc in enumerate(pre.docs.tolist()):
+        assert [tuple(x) for x in pre.spans[at[k] : at[k + 1]].tolist()] == library(texts[doc])
+
+
+@pytest.mark.parametrize("name", ["bpe-gpt2", "bpe-o200k", "minilm"])
 def test_a_tokenizer_json_vocabulary_size_is_the_librarys_largest_id(rw, name):
     """vocab_size is read from the file (its model's vocabulary and added tokens); the
     second method is the library's own get_vocab with the added tokens."""

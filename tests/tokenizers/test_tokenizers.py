@@ -207,6 +207,44 @@ def test_hf_offsets_are_not_trimmed_and_nfc_texts_are_mapped(tmp_path):
     assert spans(enc_d)[-2:] == [(9, 10), (9, 10)]
 
 
+def test_hf_pre_tokens_from_the_encode_leave_out_texts_with_added_tokens(tmp_path):
+    """A checked text's pre-tokens come from its encode's word ids unless the library may have
+    taken an added token out of it first (pre_tokenize does not): one matched in the
+    normalised text (added with normalized=True) whenever its id is there, one matched in
+    the raw text when the text spells it. The second method is pre_tokenize."""
+    from tokenizers import AddedToken
+
+    tok = train_bytelevel()
+    tok.add_tokens(["নতুন", AddedToken("QQQ", normalized=False)])
+    tok.save(str(tmp_path / "tokenizer.json"))
+    ours = load_tokenizer(str(tmp_path))
+    texts = ["the নতুন fox", "a QQQ b", "the fox", "a QQ b", "আমি বাংলায় গান গাই"]
+    flat, pre = ours.encode_flat_checked(texts, np.ones(len(texts), dtype=bool))
+    assert all(np.array_equal(a, b) for a, b in zip(flat, ours.encode_flat(texts)))
+    assert pre is not None and pre.docs.tolist() == [2, 3, 4]
+    at = np.concatenate(([0], np.cumsum(pre.per_doc)))
+    for k, doc in enumerate(pre.docs.tolist()):
+        got = [tuple(x) for x in pre.spans[at[k] : at[k + 1]].tolist()]
+        assert got == ours.pre_tokenize(texts[doc])
+    assert [tuple(x) for x in pre.spans[: pre.per_doc[0]].tolist()] == [(0, 3), (3, 7)]
+
+
+def test_hf_pre_tokens_from_the_encode_only_where_exact(tmp_path):
+    """No pre-tokens come with a batch that takes the library's own offsets on a byte-level
+    tokenizer (a text not in its normaliser's form: its post-processor may trim them), nor
+    with a batch where nothing is checked; the encode is encode_flat's either way."""
+    tok = train_bytelevel()
+    tok.normalizer = normalizers.NFC()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    ours = load_tokenizer(str(tmp_path))
+    composed, decomposed = ["a the caf\u00e9", "the fox"], ["a the cafe\u0301", "the fox"]
+    for texts, want in ((composed, [0, 1]), (decomposed, None)):
+        flat, pre = ours.encode_flat_checked(texts, np.ones(2, dtype=bool))
+        assert all(np.array_equal(a, b) for a, b in zip(flat, ours.encode_flat(texts)))
+        assert (pre is None) if want is None else pre.docs.tolist() == want
+    assert ours.encode_flat_checked(composed, np.zeros(2, dtype=bool))[1] is None
+
+
 def test_hf_fingerprint_ignores_truncation_and_padding(tmp_path, hf_dir):
     tok = Tokenizer.from_file(str(hf_dir / "tokenizer.json"))
     tok.enable_truncation(max_length=4)
