@@ -235,7 +235,7 @@ def pre_tokens_from_words(
     of a pre-token lies in some token of it and no token crosses two (byte-level BPE, whose
     tokens cover every byte, and WordPiece, which gives a word it cannot split one unknown
     token) and no added token was taken out of the text first: the caller says where that
-    holds. A text with a token of no word is left out."""
+    holds. A text with a token of no word, or whose word ids go back, is left out."""
     _, starts, ends, per_text = flat
     bounds = np.concatenate(([0], np.cumsum(per_text))).tolist()
     kept, spans, sizes = [], [], []
@@ -243,6 +243,8 @@ def pre_tokens_from_words(
         if None in w:
             continue
         word = np.asarray(w, dtype=np.int64)
+        if (word[1:] < word[:-1]).any():
+            continue
         first = np.flatnonzero(np.diff(word, prepend=-1))
         a, b = bounds[i], bounds[i + 1]
         s = starts[a:b].take(first)

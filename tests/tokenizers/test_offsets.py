@@ -3,7 +3,12 @@ spans worked out by hand."""
 
 import numpy as np
 
-from fertility.tokenizers.base import TokenBytes, flat_from_id_lists, flat_offsets
+from fertility.tokenizers.base import (
+    TokenBytes,
+    flat_from_id_lists,
+    flat_offsets,
+    pre_tokens_from_words,
+)
 
 # token id -> bytes: 0 "a", 1 "é", 2 a lone surrogate (3 bytes under surrogatepass), 3 "x",
 # 4 the first byte of "é", 5 its second byte, 6 nothing (an id whose text is empty)
@@ -51,3 +56,20 @@ def test_an_empty_token_covers_nothing_where_it_falls():
     # "a" then an empty token: it sits at the text's end (1, 1), not over the "a"
     starts, ends, bad = flat_offsets(["a"], np.array([0, 6]), np.array([2]), BYTES)
     assert (starts.tolist(), ends.tolist(), bad) == ([0, 1], [1, 1], [])
+
+
+def test_pre_tokens_from_word_ids_by_hand():
+    """Tokens (ids aside) of "ab cd" as a|b| c|d with words 0 0 1 1; of "xy" as one token of
+    word 0 then an empty one of word 1 (no pre-token: it covers nothing); of "q r" with a
+    token of no word (a special token), left out, as is a text whose word ids go back. A
+    pre-token ends at its tokens' last end, not its first token's."""
+    ids = np.zeros(8, np.int64)
+    starts = np.array([0, 1, 2, 4, 0, 2, 0, 1])
+    ends = np.array([1, 2, 4, 5, 2, 2, 1, 3])
+    per_text = np.array([4, 2, 2])
+    words = [[0, 0, 1, 1], [0, 1], [0, None]]
+    got = pre_tokens_from_words((ids, starts, ends, per_text), [0, 1, 2], words)
+    assert got.docs.tolist() == [0, 1] and got.per_doc.tolist() == [2, 1]
+    assert got.spans.tolist() == [[0, 2], [2, 5], [0, 2]]
+    back = pre_tokens_from_words((ids[:2], starts[:2], ends[:2], np.array([2])), [0], [[1, 0]])
+    assert back.docs.size == 0 and back.spans.shape == (0, 2)
