@@ -425,12 +425,12 @@ def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, encoded, gs, g
     # pool encoded the next batches it waited for that pool; the pass now turns it off).
     for i in docs.tolist():
         text = texts[i]
-        doc_ids = ids[bounds[i] : bounds[i + 1]].tolist()
+        doc_ids = ids[bounds[i] : bounds[i + 1]]  # an array: decode makes its list at once
         decoded = tok.decode(doc_ids)
         after = tok.normalize(text)
         if decoded != text:
             rt_fail.append(i)
-            had_unk = acc.unk_id is not None and acc.unk_id in doc_ids
+            had_unk = acc.unk_id is not None and bool((doc_ids == acc.unk_id).any())
             changes = acc.roundtrip.setdefault(int(doc_lang[i]), roundtrip.new_changes())
             roundtrip.record(
                 changes,
