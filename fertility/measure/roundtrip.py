@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
+from functools import lru_cache
 
 import numpy as np
 
@@ -120,22 +121,39 @@ def _char_causes(before: str, after: str, lost: Counter, added: Counter) -> set[
         return {"reordered"}
     out = {"whitespace"} if any(c.isspace() for c in added) else set()
     for c in lost:
-        nfd = unicodedata.normalize("NFD", c)
-        if c.isspace():
+        space, nfc, nfkc, lower, lower_base, base, mark = _facts(c)
+        if space:
             out.add("whitespace")
-        elif unicodedata.normalize("NFC", c) != c:
+        elif nfc:
             out.add("composition_exclusion")
-        elif unicodedata.normalize("NFKC", c) != c:
+        elif nfkc:
             out.add("compatibility")
-        elif c != c.lower() and (
-            c.lower() in added or unicodedata.normalize("NFD", c.lower())[0] in added
-        ):
+        elif lower is not None and (lower in added or lower_base in added):
             out.add("lowercase")
-            if len(nfd) > 1 and nfd[0].lower() in added:
+            if base is not None and base.lower() in added:
                 out.add("stripped_accents")
-        elif unicodedata.category(c).startswith("M") or (len(nfd) > 1 and nfd[0] in added):
+        elif mark or (base is not None and base in added):
             out.add("stripped_accents")
     return out
+
+
+@lru_cache(maxsize=65536)
+def _facts(c: str) -> tuple:
+    """What _char_causes asks of a lost character, worked out once per character (a
+    lowercasing normaliser loses the same capitals in every document): whitespace, not kept by
+    NFC, folded by NFKC, its lowercase form and that form's first code point after NFD when it
+    has one (else None), the base letter it decomposes to (NFD, else None), a mark."""
+    nfd = unicodedata.normalize("NFD", c)
+    lower = c.lower() if c != c.lower() else None
+    return (
+        c.isspace(),
+        unicodedata.normalize("NFC", c) != c,
+        unicodedata.normalize("NFKC", c) != c,
+        lower,
+        None if lower is None else unicodedata.normalize("NFD", lower)[0],
+        nfd[0] if len(nfd) > 1 else None,
+        unicodedata.category(c).startswith("M"),
+    )
 
 
 def merge(mine: dict, theirs: dict) -> None:
