@@ -37,8 +37,8 @@ def encode_flat(tok, texts: list[str]) -> Flat:
 
 
 def encode_checked(tok, texts: list[str], checked: np.ndarray | None):
-    """encode_flat, with the pre-tokens of the documents `checked` marks when the tokenizer's
-    kind reads them off its encode (fertility.tokenizers.base.PreTokens, else None)."""
+    """encode_flat, with what its encoding thread brings for the documents `checked` marks
+    where the tokenizer's kind can (fertility.tokenizers.base.Checked, else None)."""
     if checked is not None and checked.any() and capabilities(tok).checked_pre_tokens:
         return tok.encode_flat_checked(texts, checked)
     return tok.encode_flat(texts), None
@@ -165,12 +165,12 @@ def _base_tables(keys: _Keys, doc_lang: np.ndarray, n_langs: int):
     return lang, script
 
 
-def measure_batch(batch, encoded, accs, state, index: int = 0, pre=None) -> None:
+def measure_batch(batch, encoded, accs, state, index: int = 0, came=None) -> None:
     """Measure batch number `index` of the corpus (a fertility.corpus.DocBatch). `encoded`:
     encode_flat's result for each accumulator's tokenizer, same order; None for a batch
     another worker process measures (only the bookkeeping that depends on corpus order is
-    done: language ids, the detail subset, the position of the per-document table). `pre`:
-    encode_checked's pre-tokens for each tokenizer (None: none came)."""
+    done: language ids, the detail subset, the position of the per-document table). `came`:
+    what encode_checked brought for the detail documents, for each tokenizer (None: none)."""
     n = len(batch)
     texts, langs = batch.texts, batch.langs
     doc_lang, batch_langs = _lang_ids(langs, state)
@@ -184,7 +184,7 @@ def measure_batch(batch, encoded, accs, state, index: int = 0, pre=None) -> None
     keys = _Keys(tb, doc_lang, n_langs)
     base_lang, base_script = _base_tables(keys, doc_lang, n_langs)
     doc_tokens = {}
-    for acc, enc, got in zip(accs, encoded, pre or [None] * len(accs)):
+    for acc, enc, got in zip(accs, encoded, came or [None] * len(accs)):
         acc.counts.add_table(base_lang, base_script)
         tokens = _measure_tokenizer(acc, (enc, got), texts, tb, keys, doc_lang, detail, index)
         acc.boot.add(keys.groups, keys.base["chars"], tokens)
@@ -239,8 +239,9 @@ def _detail_mask(texts: list[str], doc_lang, batch_langs: list[int], state) -> n
 
 
 def _measure_tokenizer(acc, encoded, texts, tb, keys: _Keys, doc_lang, detail, index) -> np.ndarray:
-    """Add one tokenizer's counts of the batch (`encoded`: its flat encoding and the pre-tokens
-    that came with it); returns its (k x documents) token counts."""
+    """Add one tokenizer's counts of the batch (`encoded`: its flat encoding and what came with
+    it for the detail documents, a Checked or None); returns its (k x documents) token
+    counts."""
     enc, pre = encoded
     ids, starts, ends, per_doc = enc
     n = len(texts)
@@ -412,7 +413,9 @@ def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, encoded, gs, g
     docs = np.flatnonzero(detail)
     if docs.size == 0:
         return {}
-    (ids, _, _, per_doc), pre = encoded
+    (ids, _, _, per_doc), came = encoded
+    pre = came.pre if came is not None else None
+    decoded_by = (came.decoded if came is not None else None) or {}
     off = tb.doc_offsets
     counts = {"pretoken_chars": keys.base["chars"] * detail}
     if capabilities(tok).offsets == "pre_tokens":  # its tokens are its pre-tokens
@@ -426,7 +429,9 @@ def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, encoded, gs, g
     for i in docs.tolist():
         text = texts[i]
         doc_ids = ids[bounds[i] : bounds[i + 1]]  # an array: decode makes its list at once
-        decoded = tok.decode(doc_ids)
+        decoded = decoded_by.get(i)
+        if decoded is None:
+            decoded = tok.decode(doc_ids)
         after = tok.normalize(text)
         if decoded != text:
             rt_fail.append(i)
@@ -465,11 +470,11 @@ def _pre_token_spans(tok, texts, docs: np.ndarray, pre) -> tuple[np.ndarray, lis
     and how many each has: those that came with the encode (`pre`, PreTokens), the others
     from the tokenizer's pre_tokenize, one call per document, gathered as Python pairs and
     made one array (not one per document)."""
-    came = {} if pre is None else dict(zip(pre.docs.tolist(), range(len(pre.docs))))
+    index_of = {} if pre is None else dict(zip(pre.docs.tolist(), range(len(pre.docs))))
     at = [] if pre is None else np.concatenate(([0], np.cumsum(pre.per_doc))).tolist()
     parts, pairs, n_spans = [], [], []
     for i in docs.tolist():
-        k = came.get(i)
+        k = index_of.get(i)
         if k is None:
             got = tok.pre_tokenize(texts[i])
             pairs += got

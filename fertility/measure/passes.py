@@ -50,7 +50,7 @@ def run_pass(
     def encode(item):
         batch, checked = item
         got = [encode_checked(t, batch.texts, checked) for t in toks]
-        return [flat for flat, _ in got], [pre for _, pre in got]
+        return [flat for flat, _ in got], [came for _, came in got]
 
     # each batch with the documents the detail checks will take (planned as it is read)
     plan = DetailPlan(state)
@@ -59,11 +59,11 @@ def run_pass(
         docs = _reading_time(docs, until)
     with _read_and_encoded(docs, encode, owned) as batches:
         for index, ((batch, _), encoded) in enumerate(batches):
-            enc, pre = encoded if encoded is not None else (None, None)
+            enc, came = encoded if encoded is not None else (None, None)
             into = accs if route is None else route(index)
             if into is None:  # a batch `route` leaves out
                 continue
-            measure_batch(batch, enc, into, state, index, pre)
+            measure_batch(batch, enc, into, state, index, came)
             if sink is not None and enc is not None:
                 sink(batch, enc)
             if progress and enc is not None:

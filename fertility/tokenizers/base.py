@@ -40,6 +40,16 @@ class PreTokens(NamedTuple):
     per_doc: np.ndarray  # int64: how many each of those texts has
 
 
+class Checked(NamedTuple):
+    """What an encoding thread brings for a batch's detail documents where its kind can, so
+    the measuring thread does not call the tokenizer for them: their pre-tokens (None where
+    the encode does not give them exactly) and the texts they decode to (document -> text;
+    None: decoded on the measuring thread)."""
+
+    pre: PreTokens | None
+    decoded: dict[int, str] | None
+
+
 @runtime_checkable
 class Tokenizer(Protocol):
     """What the code reads of a loaded tokenizer, and all it reads: every adapter satisfies it

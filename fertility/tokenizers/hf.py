@@ -28,11 +28,11 @@ from fertility.errors import TokenizerError, one_line
 from fertility.hub import HUB_ANSWER_S, hub_offline, hub_unreachable, within
 from fertility.tokenizers.base import (
     ByteTable,
+    Checked,
     Converted,
     Encoded,
     Flat,
     Kind,
-    PreTokens,
     byte_piece_value,
     canonical_json,
     check_max_id,
@@ -253,21 +253,30 @@ class HFTokenizer(ByteTable):
         per text; the measuring path's form of encode_batch, without per-text arrays."""
         return self._encode_flat(list(texts), None)[0]
 
-    def encode_flat_checked(
-        self, texts: list[str], checked: np.ndarray
-    ) -> tuple[Flat, PreTokens | None]:
-        """encode_flat, with the pre-tokens of the texts `checked` marks (the detail checks'
-        documents) read off the same encode (pre_tokens_from_words), where this tokenizer's
-        word ids give exactly pre_tokenize's spans: byte-level BPE on the fast path, whose
-        spans come from the tokens' bytes, and WordPiece, whose tokens each lie inside one
-        pre-token. Those texts are encoded with encode_batch, which keeps the word ids: 0.07
-        µs a character more than encode_batch_fast, against 0.3-0.55 µs for the
-        pre-tokenizer called again per document. None: no pre-tokens came with the batch."""
-        return self._encode_flat(list(texts), np.flatnonzero(checked))
+    def encode_flat_checked(self, texts: list[str], checked: np.ndarray) -> tuple[Flat, Checked]:
+        """encode_flat, with what the detail checks need of the texts `checked` marks, on this
+        (encoding) thread: their pre-tokens read off the same encode (pre_tokens_from_words)
+        where this tokenizer's word ids give exactly pre_tokenize's spans (byte-level BPE on
+        the fast path, whose spans come from the tokens' bytes, and WordPiece, whose tokens
+        each lie inside one pre-token), and their decoded texts. Those texts are encoded with
+        encode_batch, which keeps the word ids: 0.07 µs a character more than
+        encode_batch_fast, against 0.3-0.55 µs for the pre-tokenizer called again per
+        document. decode_batch lets go of the interpreter, where decode holds it: beside the
+        measuring thread it runs at the same time (one decode per document ran 5-8%)."""
+        flat, pre, encs = self._encode_flat(list(texts), np.flatnonzero(checked))
+        docs = np.flatnonzero(checked).tolist()
+        if encs is None or not docs:
+            return flat, Checked(pre, None)
+        with rust_call(self.path, "tokenizers"):
+            texts_out = self._tok.decode_batch(
+                [encs[i].ids for i in docs], skip_special_tokens=False
+            )
+        return flat, Checked(pre, dict(zip(docs, texts_out)))
 
     def _encode_flat(self, texts: list[str], want: np.ndarray | None):
+        """(flat, pre-tokens of texts `want` or None, the batch's encodings or None)."""
         if not texts:
-            return concat_encoded([]), None
+            return concat_encoded([]), None, None
         checked = [] if want is None else want.tolist()
         if self._fast and all(unicodedata.is_normalized(f, t) for f in self._forms for t in texts):
             with rust_call(self.path, "tokenizers"):
@@ -275,16 +284,17 @@ class HFTokenizer(ByteTable):
             counts = np.fromiter(map(len, encs), dtype=np.int64, count=len(encs))
             ids = map(attrgetter("ids"), encs)  # one list at a time, not all of them at once
             flat = flat_from_id_lists(texts, ids, counts, self._token_bytes)
-            if flat is None:
-                return concat_encoded(self.encode_batch(texts)), None  # the library's offsets
-            return flat, self._pre_tokens(texts, flat, checked, encs)
+            if flat is None:  # the library's offsets
+                return concat_encoded(self.encode_batch(texts)), None, None
+            return flat, self._pre_tokens(texts, flat, checked, encs), encs
         # the library's own offsets, read into flat arrays in one pass
         with rust_call(self.path, "tokenizers"):
             encs = self._tok.encode_batch(texts, add_special_tokens=False)
         flat = _flat_from_encodings(encs)
         # WordPiece only: a byte-level BPE comes here for a text not in its normal form, with
         # the library's offsets, which its post-processor may trim (trim_offsets)
-        return flat, self._pre_tokens(texts, flat, checked, encs) if self._wordpiece else None
+        pre = self._pre_tokens(texts, flat, checked, encs) if self._wordpiece else None
+        return flat, pre, encs
 
     def _encode_checked(self, texts: list[str], checked: list[int]) -> list:
         """The batch's encodings: encode_batch's (with word ids) for texts `checked`,

@@ -204,20 +204,30 @@ def test_pre_tokens_read_off_the_encode_give_the_report_pre_tokenize_gives(
     long_corpus,
     monkeypatch,
 ):
-    """The detail documents are planned as the batches are read (DetailPlan) and the HF
-    tokenizers' pre-tokens read off their encode: the plan is measure_batch's own choice,
-    batch by batch, every checked document of MiniLM and the byte-level BPE got its
-    pre-tokens that way, and the report is the one where every tokenizer's come from
-    pre_tokenize (the second method), with --detail at its default and at 10 documents."""
+    """The detail documents are planned as the batches are read (DetailPlan), and the HF
+    tokenizers' pre-tokens read off their encode and their texts decoded on the encoding
+    threads: the plan is measure_batch's own choice, batch by batch, every checked document
+    of MiniLM and the byte-level BPE got its pre-tokens and decoded text that way, and the
+    report is the one where the measuring thread calls pre_tokenize and decode for every
+    tokenizer (the second method), with --detail at its default and at 10 documents."""
     from fertility.measure import batch as B
     from fertility.measure import passes
     from fertility.measure.batch import PlanState
+    from fertility.tokenizers import load_tokenizer_arg
 
     toks = [
-        str(rw / "tokenizers" / "minilm" / "tokenizer.json"),
-        str(rw / "tokenizers" / "bpe-o200k" / "tokenizer.json"),
-        str(rw / "tokenizers" / "o200k_base.tiktoken"),
+        load_tokenizer_arg(str(rw / "tokenizers" / name))
+        for name in ("minilm/tokenizer.json", "bpe-o200k/tokenizer.json", "o200k_base.tiktoken")
     ]
+    decodes: dict[str, int] = {}  # the measuring thread's decodes of a document (not one id)
+    for tok in toks:
+
+        def decode(ids, tok=tok, plain=tok.decode):
+            if len(ids) > 1:
+                decodes[tok.label] = decodes.get(tok.label, 0) + 1
+            return plain(ids)
+
+        monkeypatch.setattr(tok, "decode", decode)
     masks: dict[str, list] = {"plan": [], "measure": []}
     came: dict[str, list[int]] = {}
     mask_of, spans_of = B._detail_mask, B._pre_token_spans
@@ -237,16 +247,17 @@ def test_pre_tokens_read_off_the_encode_give_the_report_pre_tokenize_gives(
     monkeypatch.setattr(B, "_detail_mask", mask_spy)
     monkeypatch.setattr(B, "_pre_token_spans", spans_spy)
     for detail in (200, 10):
-        masks["plan"].clear(), masks["measure"].clear(), came.clear()
+        masks["plan"].clear(), masks["measure"].clear(), came.clear(), decodes.clear()
         ours = analyze([long_corpus], toks, batch_size=7, workers=1, detail_docs=detail)
         assert masks["plan"] == masks["measure"] and len(masks["plan"]) > 20
         assert came["minilm"][1] == came["bpe-o200k"][1] == 0 < came["minilm"][0]
         assert came["o200k_base"][0] == 0  # a rank file: pre_tokenize
+        assert "minilm" not in decodes and "bpe-o200k" not in decodes and decodes["o200k_base"]
         with monkeypatch.context() as m:
             m.setattr(
                 passes, "encode_checked", lambda tok, texts, checked: (tok.encode_flat(texts), None)
             )
             theirs = analyze([long_corpus], toks, batch_size=7, workers=1, detail_docs=detail)
-        assert came["minilm"][1] > 0  # the second run took pre_tokenize
+        assert came["minilm"][1] > 0 and decodes["minilm"]  # the second run: pre_tokenize, decode
         assert json.dumps(ours.table) == json.dumps(theirs.table)
         assert ours.frame.equals(theirs.frame)

@@ -213,7 +213,7 @@ def test_pre_tokens_read_off_the_encode_are_the_librarys_pre_tokenizer_on_real_t
     """The detail checks' pre-tokens come from the encode's word ids (encode_flat_checked:
     byte-level BPE on the fast path, WordPiece); the second method is the library's own
     pre-tokenizer run on each text after its normaliser, with character offsets into the
-    text. Real lines of every language, the same joined 20 at a time, text the byte-level
+    text. Their decoded texts (decode_batch) are the library's decode of each. Real lines of every language, the same joined 20 at a time, text the byte-level
     files cut inside characters, and a text that spells MiniLM's special tokens."""
     from tokenizers import PreTokenizedString, Tokenizer
 
@@ -222,10 +222,17 @@ def test_pre_tokens_read_off_the_encode_are_the_librarys_pre_tokenizer_on_real_t
     joined = [" ".join(lines[i : i + 20]) for i in range(0, len(lines), 20)]
     texts = [*lines, *joined, "😀 a😀b 𝔘𝔫𝔦", "[UNK] [CLS] x"]
     checked = np.arange(len(texts)) % 3 != 1
-    flat, pre = tok.encode_flat_checked(texts, checked)
+    flat, came = tok.encode_flat_checked(texts, checked)
     assert all(np.array_equal(a, b) for a, b in zip(flat, tok.encode_flat(texts)))
+    pre = came.pre
     assert pre is not None and pre.docs.tolist() == np.flatnonzero(checked).tolist()
     lib = Tokenizer.from_file(str(path))
+    # the texts decoded on the encoding thread (decode_batch) are the library's decode of each
+    bounds = np.concatenate(([0], np.cumsum(flat[3]))).tolist()
+    assert came.decoded is not None and sorted(came.decoded) == pre.docs.tolist()
+    for doc, text in came.decoded.items():
+        ids = flat[0][bounds[doc] : bounds[doc + 1]].tolist()
+        assert text == lib.decode(ids, skip_special_tokens=False)
 
     def library(text):
         pts = PreTokenizedString(text)

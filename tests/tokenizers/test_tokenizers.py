@@ -219,9 +219,11 @@ def test_hf_pre_tokens_from_the_encode_leave_out_texts_with_added_tokens(tmp_pat
     tok.save(str(tmp_path / "tokenizer.json"))
     ours = load_tokenizer(str(tmp_path))
     texts = ["the নতুন fox", "a QQQ b", "the fox", "a QQ b", "আমি বাংলায় গান গাই"]
-    flat, pre = ours.encode_flat_checked(texts, np.ones(len(texts), dtype=bool))
+    flat, came = ours.encode_flat_checked(texts, np.ones(len(texts), dtype=bool))
     assert all(np.array_equal(a, b) for a, b in zip(flat, ours.encode_flat(texts)))
+    pre = came.pre
     assert pre is not None and pre.docs.tolist() == [2, 3, 4]
+    assert came.decoded == dict(enumerate(texts))  # every checked text, added tokens or not
     at = np.concatenate(([0], np.cumsum(pre.per_doc)))
     for k, doc in enumerate(pre.docs.tolist()):
         got = [tuple(x) for x in pre.spans[at[k] : at[k + 1]].tolist()]
@@ -232,17 +234,20 @@ def test_hf_pre_tokens_from_the_encode_leave_out_texts_with_added_tokens(tmp_pat
 def test_hf_pre_tokens_from_the_encode_only_where_exact(tmp_path):
     """No pre-tokens come with a batch that takes the library's own offsets on a byte-level
     tokenizer (a text not in its normaliser's form: its post-processor may trim them), nor
-    with a batch where nothing is checked; the encode is encode_flat's either way."""
+    with a batch where nothing is checked; the decoded texts come either way (decode's, the
+    second method), and the encode is encode_flat's."""
     tok = train_bytelevel()
     tok.normalizer = normalizers.NFC()
     tok.save(str(tmp_path / "tokenizer.json"))
     ours = load_tokenizer(str(tmp_path))
     composed, decomposed = ["a the caf\u00e9", "the fox"], ["a the cafe\u0301", "the fox"]
     for texts, want in ((composed, [0, 1]), (decomposed, None)):
-        flat, pre = ours.encode_flat_checked(texts, np.ones(2, dtype=bool))
+        flat, came = ours.encode_flat_checked(texts, np.ones(2, dtype=bool))
         assert all(np.array_equal(a, b) for a, b in zip(flat, ours.encode_flat(texts)))
+        pre = came.pre
         assert (pre is None) if want is None else pre.docs.tolist() == want
-    assert ours.encode_flat_checked(composed, np.zeros(2, dtype=bool))[1] is None
+        assert came.decoded == {0: ours.decode(flat[0][: flat[3][0]]), 1: "the fox"}
+    assert ours.encode_flat_checked(composed, np.zeros(2, dtype=bool))[1].pre is None
 
 
 def test_hf_fingerprint_ignores_truncation_and_padding(tmp_path, hf_dir):
