@@ -222,8 +222,8 @@ def overlap(hists: Mapping[str, np.ndarray]) -> dict:
         return {"languages": langs, "matrix": np.ones((len(langs), len(langs))).tolist()}
     # Each pair over the ids some language uses, not the whole vocabulary: a pair's ids are
     # the same ones in the same order (the others are 0 in both), so each divergence is the
-    # same float as over the full histograms, and the cost follows the text (o200k's
-    # 200,000 ids, 13 languages, 78 pairs: 0.10 s for four such tokenizers).
+    # same float as over the full histograms, and the cost follows the text (four real
+    # tokenizers, o200k's 200,000 ids among them, 13 languages of 6 MB: 0.10 -> 0.05 s).
     used = np.flatnonzero(np.logical_or.reduce([hists[k] > 0 for k in langs]))
     small = {k: hists[k][used] for k in langs}
     m = np.ones((len(langs), len(langs)))

@@ -137,7 +137,7 @@ def _char_causes(before: str, after: str, lost: Counter, added: Counter) -> set[
     return out
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)  # the characters that fail round trips: a few hundred per script
 def _facts(c: str) -> tuple:
     """What _char_causes asks of a lost character, worked out once per character (a
     lowercasing normaliser loses the same capitals in every document): whitespace, not kept by
