@@ -261,3 +261,36 @@ def test_pre_tokens_read_off_the_encode_give_the_report_pre_tokenize_gives(
         assert came["minilm"][1] > 0 and decodes["minilm"]  # the second run: pre_tokenize, decode
         assert json.dumps(ours.table) == json.dumps(theirs.table)
         assert ours.frame.equals(theirs.frame)
+
+
+@pytest.mark.realworld
+def test_a_plan_that_misses_checked_documents_changes_no_count(rw, long_corpus, monkeypatch):  # noqa: F811
+    """measure_batch decides which documents are checked; what the encoding threads bring
+    for documents it does not check is not read, and a checked document they brought nothing
+    for gets pre_tokenize and decode on the measuring thread (a plan that misses: a batch the
+    pass skips, --precision). A plan with every other document flipped gives the report of
+    one with no plan at all."""
+    import numpy as np
+
+    from fertility.measure import batch as B
+    from fertility.measure import passes
+
+    toks = [
+        str(rw / "tokenizers" / "minilm" / "tokenizer.json"),
+        str(rw / "tokenizers" / "bpe-o200k" / "tokenizer.json"),
+    ]
+    with monkeypatch.context() as m:
+        m.setattr(
+            passes, "encode_checked", lambda tok, texts, checked: (tok.encode_flat(texts), None)
+        )
+        plain = analyze([long_corpus], toks, batch_size=7, workers=1)
+
+    class Flipped(B.DetailPlan):
+        def __call__(self, batch):
+            mask = super().__call__(batch)
+            return mask ^ (np.arange(len(mask)) % 2 == 0)
+
+    monkeypatch.setattr(passes, "DetailPlan", Flipped)
+    flipped = analyze([long_corpus], toks, batch_size=7, workers=1)
+    assert json.dumps(plain.table) == json.dumps(flipped.table)
+    assert plain.frame.equals(flipped.frame)
