@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fertility import unicode as U
+from fertility.arrays import index_dtype
 from fertility.hashing import mix64
 from fertility.measure import roundtrip
 from fertility.measure.counters import (
@@ -130,7 +131,7 @@ class _Keys:
         # count up to each position (`own_before[i]`: how many of them precede i), one
         # cumulative sum, not a running minimum and maximum over every code point.
         own = tb.own_script > U.ZINH
-        index = np.int32 if len(own) < 2**31 - 1 else np.int64  # half int64's memory traffic
+        index = index_dtype(len(own))
         self.own_before = np.zeros(len(own) + 1, index)
         np.cumsum(own, out=self.own_before[1:])
         own_at = np.flatnonzero(own)

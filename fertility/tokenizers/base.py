@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_ch
 
 import numpy as np
 
+from fertility.arrays import index_dtype
 from fertility.errors import TokenizerError
 
 
@@ -339,7 +340,7 @@ def _byte_spans(
     # Character index of every byte of the batch: count the bytes that start a character
     # (all but 0b10xxxxxx continuation bytes); one sentinel past the end.
     lead = ~utf8_continues(data)
-    index_type = np.int32 if len(data) < 2**31 - 1 else np.int64  # half the memory traffic
+    index_type = index_dtype(len(data))
     char_of_byte = np.empty(len(data) + 1, dtype=index_type)
     np.cumsum(lead, dtype=index_type, out=char_of_byte[1:])
     char_of_byte[:-1] = char_of_byte[1:] - 1

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fertility.arrays import index_dtype
+
 RUN_WORDS = 3  # words of a run, scripts written with spaces
 RUN_LETTERS = 4  # letters of a run, scripts written without spaces
 CJK = ("Hani", "Hira", "Kana", "Hang", "Bopo")
@@ -63,7 +65,7 @@ def running_mask(
     # the token a non-space code point is in, numbered from 1 (a non-space code point is
     # always at or after its token's start, so 0 is only ever a space's): no pass to
     # subtract 1, and the count of tokens is the last number
-    tok_id: np.ndarray = np.cumsum(tok_start, dtype=_index_type(n))
+    tok_id: np.ndarray = np.cumsum(tok_start, dtype=index_dtype(n))
     # (a breaker is never whitespace: BREAK_RE holds none)
     tok_brk = np.bincount(tok_id[(flags & break_bit) != 0], minlength=int(tok_id[-1]) + 1) > 0
     lf, lt = fam[letters], tok_id[letters]
@@ -133,9 +135,3 @@ def _spread(flag, w_start, w_doc, doc_start, doc_of_char) -> np.ndarray:
     ahead = (k + 1 < len(flag)) & (w_doc.take(nxt) == doc_of_char.take(at))
     stretch = np.where(is_word, flag.take(np.maximum(k, 0)), ahead & flag.take(nxt))
     return np.repeat(stretch, np.diff(np.append(at, len(doc_start))))
-
-
-def _index_type(n: int) -> type:
-    """int32 for counts up to n where they fit: cumulative sums over every code point move
-    half the memory."""
-    return np.int32 if n < 2**31 - 1 else np.int64
