@@ -48,9 +48,10 @@ def encode_checked(tok, texts: list[str], checked: np.ndarray | None):
 class DetailPlan:
     """Which documents of each batch get the detail checks, worked out as the batches are
     read (in corpus order, ahead of measure_batch) from a copy of the pass's state, so the
-    encoding threads can read those documents' pre-tokens off their encode. measure_batch
-    still decides (_detail_mask on the pass's own state); a document it checks that the
-    plan left out (a batch the pass skips, --precision) gets its pre-tokens the usual way."""
+    encoding threads can bring what the checks need of those documents (encode_checked).
+    measure_batch still decides (_detail_mask on the pass's own state); a document it checks
+    that the plan left out (a batch the pass skips, --precision) is pre-tokenized and decoded
+    on the measuring thread, as without a plan."""
 
     def __init__(self, state) -> None:
         self._state = PlanState(dict(state.langs), dict(state.detail_seen), state.detail_docs)
@@ -187,7 +188,7 @@ def measure_batch(batch, encoded, accs, state, index: int = 0, came=None) -> Non
     doc_tokens = {}
     for acc, enc, got in zip(accs, encoded, came or [None] * len(accs)):
         acc.counts.add_table(base_lang, base_script)
-        tokens = _measure_tokenizer(acc, (enc, got), texts, tb, keys, doc_lang, detail, index)
+        tokens = _measure_tokenizer(acc, enc, got, texts, tb, keys, doc_lang, detail, index)
         acc.boot.add(keys.groups, keys.base["chars"], tokens)
         doc_tokens[acc.tok.label] = tokens.sum(axis=0)
     doc_bytes = keys.base["bytes"].sum(axis=0)
@@ -239,11 +240,12 @@ def _detail_mask(texts: list[str], doc_lang, batch_langs: list[int], state) -> n
     return mask
 
 
-def _measure_tokenizer(acc, encoded, texts, tb, keys: _Keys, doc_lang, detail, index) -> np.ndarray:
-    """Add one tokenizer's counts of the batch (`encoded`: its flat encoding and what came with
-    it for the detail documents, a Checked or None); returns its (k x documents) token
+def _measure_tokenizer(
+    acc, enc, came, texts, tb, keys: _Keys, doc_lang, detail, index
+) -> np.ndarray:
+    """Add one tokenizer's counts of the batch (`enc`: its flat encoding; `came`: what came
+    with it for the detail documents, a Checked or None); returns its (k x documents) token
     counts."""
-    enc, pre = encoded
     ids, starts, ends, per_doc = enc
     n = len(texts)
     tok_doc = np.repeat(np.arange(n, dtype=np.int64), per_doc)
@@ -300,7 +302,7 @@ def _measure_tokenizer(acc, encoded, texts, tb, keys: _Keys, doc_lang, detail, i
     cont = _overlapped_twice(gs[ne], ge[ne], tb.word_starts, tb.word_ends)
     counts["continued_words"] = keys.count(keys.word[cont]) * keys.spaced
 
-    counts.update(_detail_checks(acc, texts, tb, keys, doc_lang, detail, encoded, gs, ge, index))
+    counts.update(_detail_checks(acc, texts, tb, keys, doc_lang, detail, enc, came, gs, ge, index))
     acc.counts.add(tuple(counts), *keys.groups.tables(np.stack(list(counts.values()))))
     _take_samples(acc, texts, tb, keys.dominant, ids, starts, ends, per_doc, index)
     return tokens
@@ -407,14 +409,14 @@ def _overlapped_twice(ss, se, ws, we) -> np.ndarray:
     return np.append(ss, np.iinfo(np.int64).max).take(b + 1, mode="clip") < we
 
 
-def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, encoded, gs, ge, index) -> dict:
+def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, enc, came, gs, ge, index) -> dict:
     """Checks that call the tokenizer once per document, on the detail subset; returns their
     (k x documents) counts by name."""
     tok = acc.tok
     docs = np.flatnonzero(detail)
     if docs.size == 0:
         return {}
-    (ids, _, _, per_doc), came = encoded
+    ids, _, _, per_doc = enc
     pre = came.pre if came is not None else None
     decoded_by = (came.decoded if came is not None else None) or {}
     off = tb.doc_offsets

@@ -164,7 +164,6 @@ class HFTokenizer(ByteTable):
 
         model = obj["model"]
         self._model_type = str(model.get("type") or ("BPE" if "merges" in model else "unknown"))
-        self._wordpiece = self._model_type == "WordPiece"
         self._byte_fallback = bool(model.get("byte_fallback", False))
         parts = [*_walk(obj.get("pre_tokenizer")), *_walk(obj.get("decoder"))]
         self._byte_level = any(p.get("type") == "ByteLevel" for p in parts)
@@ -294,7 +293,8 @@ class HFTokenizer(ByteTable):
         flat = _flat_from_encodings(encs)
         # WordPiece only: a byte-level BPE comes here for a text not in its normal form, with
         # the library's offsets, which its post-processor may trim (trim_offsets)
-        pre = self._pre_tokens(texts, flat, checked, encs) if self._wordpiece else None
+        wordpiece = self._model_type == "WordPiece"
+        pre = self._pre_tokens(texts, flat, checked, encs) if wordpiece else None
         return flat, pre, encs
 
     def _encode_checked(self, texts: list[str], checked: list[int]) -> list:
