@@ -471,26 +471,23 @@ def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, enc, came, gs,
 def _pre_token_spans(tok, texts, docs: np.ndarray, pre) -> tuple[np.ndarray, list[int]]:
     """The pre-tokens of documents `docs` (local code-point spans, document after document)
     and how many each has: those that came with the encode (`pre`, PreTokens), the others
-    from the tokenizer's pre_tokenize, one call per document, gathered as Python pairs and
-    made one array (not one per document)."""
-    index_of = {} if pre is None else dict(zip(pre.docs.tolist(), range(len(pre.docs))))
-    at = [] if pre is None else np.concatenate(([0], np.cumsum(pre.per_doc))).tolist()
-    parts, pairs, n_spans = [], [], []
-    for i in docs.tolist():
-        k = index_of.get(i)
-        if k is None:
-            got = tok.pre_tokenize(texts[i])
-            pairs += got
-        else:
-            if pairs:
-                parts.append(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
-                pairs = []
-            got = pre.spans[at[k] : at[k + 1]]
-            parts.append(got)
-        n_spans.append(len(got))
-    if pairs or not parts:
-        parts.append(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
-    return np.concatenate(parts), n_spans
+    from the tokenizer's pre_tokenize, one call for all of them."""
+    came = {} if pre is None else dict(zip(pre.docs.tolist(), range(len(pre.docs))))
+    rest = [i for i in docs.tolist() if i not in came]
+    if not came:  # the usual case: every document's pre-tokens from pre_tokenize
+        spans, counts = tok.pre_tokenize([texts[i] for i in rest])
+        return spans, counts.tolist()
+    got = dict(zip(rest, _split_by(*tok.pre_tokenize([texts[i] for i in rest]))))
+    at = np.concatenate(([0], np.cumsum(pre.per_doc))).tolist()
+    for i, k in came.items():
+        got[i] = pre.spans[at[k] : at[k + 1]]
+    parts = [got[i] for i in docs.tolist()]
+    return np.concatenate([np.zeros((0, 2), np.int64), *parts]), [len(p) for p in parts]
+
+
+def _split_by(spans: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
+    """(n, 2) spans end to end cut into each text's, `counts` a text."""
+    return np.split(spans, np.cumsum(counts)[:-1]) if len(counts) else []
 
 
 def _pretoken_counts(tb, keys: _Keys, detail, ps, pe) -> dict:

@@ -81,7 +81,9 @@ class Tokenizer(Protocol):
     # each text) and tokens per text (a fast path where kinds.Capabilities.flat_encode)
     def encode_flat(self, texts: list[str]) -> Flat: ...
     def decode(self, ids) -> str: ...
-    def pre_tokenize(self, text: str) -> list[tuple[int, int]]: ...  # code-point spans
+    # each text's pre-tokens as (n, 2) int64 code-point spans, end to end, and how many
+    # each text has
+    def pre_tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]: ...
     def token_bytes(self, id: int) -> bytes: ...  # what the token adds to decoded text
     def vocabulary_bytes(self) -> Sequence[bytes]: ...  # token_bytes of every id, in order
     def partial_mask(self) -> np.ndarray: ...  # bool per id: byte pieces, split characters

@@ -15,7 +15,7 @@ import logging
 import re
 import time
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
 from itertools import accumulate, chain
 from operator import attrgetter
@@ -339,7 +339,18 @@ class HFTokenizer(ByteTable):
             reraise_panic(e, self.path, "tokenizers")
             raise
 
-    def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
+    def pre_tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The library's pre-tokenizer after its normaliser, one call per text (it has no
+        batch call), non-empty pieces only."""
+        pairs: list[tuple[int, int]] = []
+        counts = []
+        for text in texts:
+            got = self._pre_tokenize_one(text)
+            counts.append(len(got))
+            pairs += got
+        return np.array(pairs, dtype=np.int64).reshape(-1, 2), np.array(counts, dtype=np.int64)
+
+    def _pre_tokenize_one(self, text: str) -> list[tuple[int, int]]:
         # deferred: the Rust tokenizers library only when used
         from tokenizers import PreTokenizedString
 

