@@ -89,18 +89,23 @@ class _Tally:
     """How often each code point occurs in each of several strings, counted in one pass."""
 
     def __init__(self, *texts: str):
+        # Each distinct string is counted once (the decoded text is usually also the one
+        # `seen` and `rest` name), its code points found by a search among the sorted
+        # distinct ones: np.unique with the inverse sorts stably, and took three times as
+        # long (MiniLM's 562 failing 50-line documents: 0.25 -> 0.085 s, the same diffs).
+        distinct = list(dict.fromkeys(texts))
+        self.which = [distinct.index(t) for t in texts]
         # surrogatepass: a decoder may hand back a lone surrogate, which is still a code point
-        arrays = [np.frombuffer(t.encode("utf-32-le", "surrogatepass"), "<u4") for t in texts]
-        self.keys, inverse = np.unique(np.concatenate(arrays), return_inverse=True)
-        ends = np.cumsum([len(a) for a in arrays]).tolist()
+        arrays = [np.frombuffer(t.encode("utf-32-le", "surrogatepass"), "<u4") for t in distinct]
+        self.keys = np.unique(np.concatenate(arrays))
         self.counts = [
-            np.bincount(inverse[a:b], minlength=len(self.keys)) for a, b in zip([0, *ends], ends)
+            np.bincount(np.searchsorted(self.keys, a), minlength=len(self.keys)) for a in arrays
         ]
 
     def diff(self, i: int, j: int) -> tuple[Counter, Counter]:
         """The code points string i has more often than string j (lost on the way from i to
         j), and those it has less often (added), with how many more."""
-        d = self.counts[i] - self.counts[j]
+        d = self.counts[self.which[i]] - self.counts[self.which[j]]
         return (
             Counter(dict(zip(map(chr, self.keys[d > 0].tolist()), d[d > 0].tolist()))),
             Counter(dict(zip(map(chr, self.keys[d < 0].tolist()), (-d[d < 0]).tolist()))),

@@ -44,6 +44,17 @@ def test_the_tally_agrees_with_counter_on_real_text(rw):  # noqa: F811
     assert pairs >= 6 * 13  # every fixture language, every change
 
 
+def test_a_string_named_twice_or_empty_is_counted_as_itself(rw):  # noqa: F811
+    # record names the decoded text up to three times (decoded, seen, rest): each name
+    # must still diff as its own string, whichever other name it is paired with
+    text = " ".join((rw / "text" / "ru.txt").read_text("utf-8").splitlines()[:20])
+    strings = [text, text.lower(), "", text.lower(), " " + text]
+    tally = _Tally(*strings)
+    for i, a in enumerate(strings):
+        for j, b in enumerate(strings):
+            assert tally.diff(i, j) == (Counter(a) - Counter(b), Counter(b) - Counter(a))
+
+
 def test_astral_code_points_and_a_lone_surrogate_are_counted():
     text, other = "a\U0001f600\U0001f600b", "A\U0001f600\ud800b"
     assert _Tally(text, other).diff(0, 1) == (
