@@ -320,8 +320,9 @@ def _attributed(tb, keys: _Keys, pos, gs, ge, partial, who) -> np.ndarray:
     before = keys.own_before
     first = keys.own_at.take(before.take(pos) + 1)  # the first at or after pos
     at = np.where(first < ge, first, pos)
-    if partial is not None:
-        at = np.where(partial, np.maximum(np.minimum(ge, keys.n_chars) - 1, pos), at)
+    if partial is not None:  # byte pieces are few: set them by index, not a where over all
+        p = np.flatnonzero(partial)
+        at[p] = np.maximum(np.minimum(ge.take(p), keys.n_chars) - 1, pos.take(p))
     # mixed tokens: characters of two or more scripts of their own (the script changes
     # between the first of them, `at`, and the last)
     own = tb.own_script
