@@ -102,14 +102,22 @@ class _Tally:
             np.bincount(np.searchsorted(self.keys, a), minlength=len(self.keys)) for a in arrays
         ]
 
-    def diff(self, i: int, j: int) -> tuple[Counter, Counter]:
+    def diff(self, i: int, j: int) -> tuple[dict[str, int], dict[str, int]]:
         """The code points string i has more often than string j (lost on the way from i to
-        j), and those it has less often (added), with how many more."""
+        j), and those it has less often (added), with how many more: plain dicts, split
+        from the nonzero differences in one loop (two Counters and four masks a pair cost
+        more than the tally on documents of a sentence or two)."""
+        if self.which[i] == self.which[j]:
+            return {}, {}
         d = self.counts[self.which[i]] - self.counts[self.which[j]]
-        return (
-            Counter(dict(zip(map(chr, self.keys[d > 0].tolist()), d[d > 0].tolist()))),
-            Counter(dict(zip(map(chr, self.keys[d < 0].tolist()), (-d[d < 0]).tolist()))),
-        )
+        nz = np.flatnonzero(d)
+        lost, added = {}, {}
+        for c, v in zip(map(chr, self.keys[nz].tolist()), d[nz].tolist()):
+            if v > 0:
+                lost[c] = v
+            else:
+                added[c] = -v
+        return lost, added
 
 
 def prefix_space(before: str, after: str) -> bool:
@@ -118,7 +126,7 @@ def prefix_space(before: str, after: str) -> bool:
     return after.startswith(" ") and not before[:1].isspace() and len(after) > len(before)
 
 
-def _char_causes(before: str, after: str, lost: Counter, added: Counter) -> set[str]:
+def _char_causes(before: str, after: str, lost: dict, added: dict) -> set[str]:
     """What turned `before` into `after`, from the code points lost and added (_Tally.diff)."""
     if before == after:
         return set()
