@@ -428,8 +428,9 @@ def _detail_checks(acc, texts, tb, keys: _Keys, doc_lang, detail, enc, came, gs,
     bounds = np.concatenate(([0], np.cumsum(per_doc))).tolist()
     se, n_spans = _pre_token_spans(tok, texts, docs, pre)
     rt_fail = []
-    # One decode per document: decode_batch gained nothing here (while the library's rayon
-    # pool encoded the next batches it waited for that pool; the pass now turns it off).
+    # A document's decoded text came with its encode where the kind can (an HF tokenizer's
+    # decode_batch on the encoding thread, which lets go of the interpreter); the others are
+    # decoded here, one call each.
     for i in docs.tolist():
         text = texts[i]
         doc_ids = ids[bounds[i] : bounds[i + 1]]  # an array: decode makes its list at once

@@ -86,7 +86,8 @@ def record(
 
 
 class _Tally:
-    """How often each code point occurs in each of several strings, counted in one pass."""
+    """How often each code point occurs in each of several strings, each distinct one
+    counted once."""
 
     def __init__(self, *texts: str):
         # Each distinct string is counted once (the decoded text is usually also the one
