@@ -168,6 +168,14 @@ def canonical_json(obj: Any) -> Iterator[bytes]:
         yield json.dumps(obj, **_CANONICAL).encode()
 
 
+def whole_texts(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """pre_tokenize's result for a tokenizer that does not cut its input: each non-empty
+    text is one pre-token, an empty one has none."""
+    size = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    kept = size[size > 0]
+    return np.stack((np.zeros_like(kept), kept), axis=1), (size > 0).astype(np.int64)
+
+
 def utf8_continues(b: np.ndarray) -> np.ndarray:
     """True for each byte of `b` (uint8) that continues a UTF-8 character (0b10xxxxxx);
     every other byte starts one (a lead byte)."""

@@ -41,6 +41,7 @@ from fertility.tokenizers.base import (
     offsets_from_token_bytes,
     pre_tokens_from_words,
     sha256_hex,
+    whole_texts,
 )
 from fertility.tokenizers.guard import reraise_panic, rust_call
 from fertility.tokenizers.patterns import FAMILIES, check_split_pattern, identify
@@ -342,6 +343,8 @@ class HFTokenizer(ByteTable):
     def pre_tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The library's pre-tokenizer after its normaliser, one call per text (it has no
         batch call), non-empty pieces only."""
+        if self._tok.pre_tokenizer is None:
+            return whole_texts(texts)
         pairs: list[tuple[int, int]] = []
         counts = []
         for text in texts:
@@ -354,8 +357,6 @@ class HFTokenizer(ByteTable):
         # deferred: the Rust tokenizers library only when used
         from tokenizers import PreTokenizedString
 
-        if self._tok.pre_tokenizer is None:
-            return [(0, len(text))] if text else []
         pts = PreTokenizedString(text)
         try:
             if self._tok.normalizer is not None:

@@ -40,6 +40,7 @@ from fertility.tokenizers.base import (
     concat_encoded,
     sha256_hex,
     utf8_continues,
+    whole_texts,
 )
 from fertility.tokenizers.hf_json import mismatches
 from fertility.tokenizers.patterns import FAMILIES, split_many
@@ -318,11 +319,8 @@ class SPTokenizer(ByteTable):
         return self._sp.decode(ids)
 
     def pre_tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        if not self._split_ws:  # each non-empty text is one piece
-            size = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-            kept = size[size > 0]
-            spans = np.stack((np.zeros_like(kept), kept), axis=1)
-            return spans, (size > 0).astype(np.int64)
+        if not self._split_ws:
+            return whole_texts(texts)
         return split_many(_SUFFIX_SPLIT if self._ws_suffix else FAMILIES["whitespace"], texts)
 
     def normalize(self, text: str) -> str:

@@ -249,6 +249,17 @@ def test_hf_pre_tokens_from_the_encode_only_where_exact(tmp_path):
     assert ours.encode_flat_checked(composed, np.zeros(2, dtype=bool))[1].pre is None
 
 
+def test_hf_pre_tokenize_without_a_pre_tokenizer_keeps_each_text_whole(tmp_path):
+    """A tokenizer.json with no pre-tokenizer does not cut its input: a batch's non-empty
+    texts are one pre-token each (the whole text, its normaliser aside), an empty one has
+    none (worked by hand)."""
+    lib = Tokenizer(models.WordLevel({"[UNK]": 0, "ab": 1}, unk_token="[UNK]"))
+    lib.normalizer = normalizers.Lowercase()
+    lib.save(str(tmp_path / "tokenizer.json"))
+    spans, counts = load_tokenizer(str(tmp_path)).pre_tokenize(["AB c", "", "x"])
+    assert spans.tolist() == [[0, 4], [0, 1]] and counts.tolist() == [1, 0, 1]
+
+
 def test_hf_fingerprint_ignores_truncation_and_padding(tmp_path, hf_dir):
     tok = Tokenizer.from_file(str(hf_dir / "tokenizer.json"))
     tok.enable_truncation(max_length=4)
