@@ -5,6 +5,7 @@
     python benchmarks/analyze_throughput.py --synthetic      # the corpus generated from examples/corpus
     python benchmarks/analyze_throughput.py --join 50        # long documents: 50 lines each (~2.8 KB)
     python benchmarks/analyze_throughput.py --peers          # also tokscope / toksight, own venvs
+    python benchmarks/analyze_throughput.py --floor          # and (b) with the measuring taken out
     python benchmarks/analyze_throughput.py --workers-sweep 16,48   # 1 against 2 processes
 
 Real text: the fixtures' ROOT/text/<lang>.txt (tests/realworld/build.py; ROOT is
@@ -20,7 +21,10 @@ of each, and then the median of each round's (its a against its b). Wall time, C
 peak RSS come from os.wait4 of the process (ru_maxrss is the largest of the process and the
 measuring processes it waited for). "Where the time goes" is one more run of (b) with
 --workers 1 and a CPU profile per thread, as a table of stages (benchmarks/tokenize_profile.py
-report), and `python -X importtime` of the CLI.
+report), and `python -X importtime` of the CLI. --floor times a third process each round,
+(b) with `fertility.measure.passes.measure_batch` made a no-op (floor_cmd): reading, loading,
+encoding with the spans, and the report's end remain, only the measuring is gone. Its ratio is
+the most that work on the measuring alone could reach.
 """
 
 from __future__ import annotations
@@ -184,6 +188,18 @@ def ours_cmd(corpus: Path, toks: list[Path], out: Path, extra=()) -> list[str]:
     for i, t in enumerate(toks):
         cmd += ["-t", f"t{i}={t}"]
     return cmd
+
+
+# `fertility ARGS` with the measuring of each batch taken out (--floor)
+FLOOR = (
+    "import sys, fertility.measure.passes as p; p.measure_batch = lambda *a, **k: None; "
+    "from fertility.cli import main; main(sys.argv[1:])"
+)
+
+
+def floor_cmd(ours: list[str]) -> list[str]:
+    """`ours` (FERTILITY and its arguments) with the measuring taken out."""
+    return [PY, "-c", FLOOR, *ours[1:]]
 
 
 def line(name: str, r: dict, megabytes: float) -> str:
@@ -355,6 +371,7 @@ def main() -> None:
     )
     ap.add_argument("--peers", action="store_true")
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--floor", action="store_true", help="and (b) with the measuring taken out")
     ap.add_argument(
         "--ours-only", action="store_true", help="time only fertility report (peak RSS at 1 GB)"
     )
@@ -396,7 +413,7 @@ def main() -> None:
             + f"; {os.cpu_count()} cores",
             flush=True,
         )
-        raw, ours = [], []
+        raw, ours, floors = [], [], []
         for i in range(args.rounds):
             if not args.ours_only:
                 raw.append(timed(raw_cmd(corpus, toks)))
@@ -404,6 +421,9 @@ def main() -> None:
             ours.append(timed(ours_cmd(corpus, toks, tmp / "r.json")))
             print(line(f"(b) fertility report, run {i + 1}", ours[-1], size), flush=True)
             print(f"    switch: {switch_of(tmp / 'r.json')}", flush=True)
+            if args.floor:
+                floors.append(timed(floor_cmd(ours_cmd(corpus, toks, tmp / "f.json"))))
+                print(line(f"    (b) no measuring, run {i + 1}", floors[-1], size), flush=True)
         if args.ours_only:
             return
         a = min(r["wall"] for r in raw)
@@ -421,6 +441,13 @@ def main() -> None:
             f"the same, round by round: median {statistics.median(pairs):.3f} "
             f"({pairs[0]:.3f}-{pairs[-1]:.3f})"
         )
+        if floors:
+            fl = sorted(r["wall"] / f["wall"] for r, f in zip(raw, floors))
+            print(
+                f"(a) against (b) with no measuring, round by round: median "
+                f"{statistics.median(fl):.3f} ({fl[0]:.3f}-{fl[-1]:.3f}): the most that work on "
+                "the measuring alone could reach"
+            )
         if not args.no_profile:
             where_time_goes(corpus, toks, tmp)
         if args.peers:

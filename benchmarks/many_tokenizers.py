@@ -8,6 +8,7 @@ files" and "14 real files, 1.7 MB").
     python benchmarks/many_tokenizers.py --profile       # one more run of ours under cProfile
     python benchmarks/many_tokenizers.py --check         # then both sides' token counts compared
     python benchmarks/many_tokenizers.py --join 100      # long documents: 100 lines each (~6 KB)
+    python benchmarks/many_tokenizers.py --floor         # and ours with the measuring taken out
 
 Files, from the real-world fixtures (tests/realworld/build.py), named as
 tests/realworld/results.py's TOKENIZERS names them (label=file#split):
@@ -33,7 +34,11 @@ language repeated to size, one document per line) in batches of 1,000; the raw s
 libraries one after another, each over the whole corpus. Each round prints both sides' wall, CPU
 and peak RSS; the summary gives the median of the rounds' ratios (raw wall / our wall) and
 their range. --check runs the raw side once more, untimed, counting tokens, and compares each
-file's total with the report's.
+file's total with the report's. --floor times a third process each round: ours with
+`fertility.measure.passes.measure_batch` made a no-op, so that reading, encoding (the spans
+included), loading and the report's end remain and only the measuring is gone. Its ratio is
+the most any work on the measuring alone could reach; below the goal, the encoding is what
+must get cheaper.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from analyze_throughput import (  # noqa: E402
     FERTILITY,
     PY,
     RAW_BATCHES,
+    floor_cmd,
     real_corpus,
     realworld_root,
     timed,
@@ -131,6 +137,7 @@ def main() -> None:
     ap.add_argument("--keep", help="folder to keep the corpus in (reused if present)")
     ap.add_argument("--profile", action="store_true", help="then one run of ours under cProfile")
     ap.add_argument("--check", action="store_true", help="then compare the token counts")
+    ap.add_argument("--floor", action="store_true", help="and ours with the measuring taken out")
     args = ap.parse_args()
     labels = SETS[args.set]
     mb = DEFAULT_MB[args.set] if args.mb is None else args.mb
@@ -147,7 +154,9 @@ def main() -> None:
         ours = [FERTILITY, "report", str(corpus), "--format", "json", "-o", str(tmp / "r.json")]
         ours += ["-q", *(x for lab, spec in zip(labels, specs) for x in ("-t", f"{lab}={spec}"))]
         print(f"corpus: {size:.1f} MB real text; tokenizers: {', '.join(specs)}")
-        ratios, rss = [], []
+        # (its own output: --check reads ours)
+        floor = floor_cmd([str(tmp / "f.json") if x == str(tmp / "r.json") else x for x in ours])
+        ratios, rss, floors = [], [], []
         for i in range(args.rounds):
             a, b = timed(raw + ["time"]), timed(ours)
             ratios.append(a["wall"] / b["wall"])
@@ -159,11 +168,25 @@ def main() -> None:
                 f"ratio {ratios[-1]:.3f}",
                 flush=True,
             )
+            if args.floor:
+                f = timed(floor)
+                floors.append(a["wall"] / f["wall"])
+                print(
+                    f"  floor (no measuring): {f['wall']:.2f} s wall, {f['cpu']:.2f} s CPU, "
+                    f"{f['rss']:.0f} MiB{steal_text(f)}; raw/floor {floors[-1]:.3f}",
+                    flush=True,
+                )
         print(
             f"ratio raw/ours (wall), median of {len(ratios)}: {statistics.median(ratios):.3f} "
             f"(range {min(ratios):.3f}-{max(ratios):.3f}); peak RSS ours {max(rss):.0f} MiB "
             f"(goal >= 0.9)"
         )
+        if floors:
+            print(
+                f"ratio raw/floor (wall), median of {len(floors)}: "
+                f"{statistics.median(floors):.3f} (range {min(floors):.3f}-{max(floors):.3f}): "
+                "the most the measuring's own work could give"
+            )
         if args.check:
             theirs = json.loads(timed(raw + ["count"])["out"])
             report = json.loads((tmp / "r.json").read_text())["tokenizers"]
