@@ -4,8 +4,10 @@ Offsets come from the Python binding, which reports character (code point) offse
 original string. For byte-level BPE without a text-changing normaliser (GPT-2, Llama 3,
 Qwen, ...) the hot path skips them: `encode_batch_fast` returns ids only and the spans are
 rebuilt from each token's bytes over the whole batch with numpy (a token's bytes are
-exactly a run of the text's UTF-8 there). Texts where that does not hold fall back to the
-binding's offsets, so both paths give the same spans.
+exactly a run of the text's UTF-8 there). A WordPiece tokenizer under BERT's normaliser and
+pre-tokenizer does the same from its pieces' lengths (fertility.tokenizers.wordpiece). Texts
+where that does not hold fall back to the binding's offsets, so both paths give the same
+spans.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from fertility.tokenizers.base import (
 )
 from fertility.tokenizers.guard import reraise_panic, rust_call
 from fertility.tokenizers.patterns import FAMILIES, check_split_pattern, identify
+from fertility.tokenizers.wordpiece import wordpiece_spans_for
 
 _NormalForm = Literal["NFC", "NFD", "NFKC", "NFKD"]
 _NORMAL_FORMS = set(get_args(_NormalForm))
@@ -189,6 +192,10 @@ class HFTokenizer(ByteTable):
         )
         # (only read when _fast: then every one is a normal form)
         self._forms = cast("list[_NormalForm]", sorted(set(norm)))
+        # spans from the pieces' lengths on the measuring path, where they can be exact
+        self._wordpiece = (
+            wordpiece_spans_for(tok, obj) if hasattr(tok, "encode_batch_fast") else None
+        )
 
         added = tok.get_added_tokens_decoder()
         # The largest id: the model's (its vocabulary in the file, piece -> id, or Unigram's
@@ -288,6 +295,11 @@ class HFTokenizer(ByteTable):
             if flat is None:  # the library's offsets
                 return concat_encoded(self.encode_batch(texts)), None, None
             return flat, self._pre_tokens(texts, flat, checked, encs), encs
+        if self._wordpiece is not None:
+            with rust_call(self.path, "tokenizers"):
+                encs = self._encode_checked(texts, checked)
+                flat = self._flat_from_pieces(texts, encs)
+            return flat, self._pre_tokens(texts, flat, checked, encs), encs
         # the library's own offsets, read into flat arrays in one pass
         with rust_call(self.path, "tokenizers"):
             encs = self._tok.encode_batch(texts, add_special_tokens=False)
@@ -297,6 +309,28 @@ class HFTokenizer(ByteTable):
         wordpiece = self._model_type == "WordPiece"
         pre = self._pre_tokens(texts, flat, checked, encs) if wordpiece else None
         return flat, pre, encs
+
+    def _flat_from_pieces(self, texts: list[str], encs: list) -> Flat:
+        """The batch's flat arrays with WordPiece spans from the ids (WordPieceSpans); the
+        texts it cannot show exact get the library's offsets, encoded again."""
+        assert self._wordpiece is not None
+        counts = np.fromiter(map(len, encs), dtype=np.int64, count=len(encs))
+        n = int(counts.sum())
+        ids = np.fromiter(chain.from_iterable(map(attrgetter("ids"), encs)), np.int64, count=n)
+        starts, ends, bad = self._wordpiece.spans(texts, ids, counts)
+        redo = np.flatnonzero(bad).tolist()
+        if redo:
+            again = self._tok.encode_batch([texts[i] for i in redo], add_special_tokens=False)
+            first = np.cumsum(counts) - counts
+            for i, e in zip(redo, again):
+                _, s, t, got = _flat_from_encodings([e])
+                if got[0] != counts[i]:  # not the same tokens: the library's for all of them
+                    return _flat_from_encodings(
+                        self._tok.encode_batch(texts, add_special_tokens=False)
+                    )
+                starts[first[i] : first[i] + counts[i]] = s
+                ends[first[i] : first[i] + counts[i]] = t
+        return ids, starts, ends, counts
 
     def _encode_checked(self, texts: list[str], checked: list[int]) -> list:
         """The batch's encodings: encode_batch's (with word ids) for texts `checked`,
