@@ -35,6 +35,7 @@ from fertility.tokenizers.base import (
     Encoded,
     Flat,
     Kind,
+    PreTokens,
     byte_piece_value,
     canonical_json,
     check_max_id,
@@ -268,8 +269,10 @@ class HFTokenizer(ByteTable):
         each lie inside one pre-token), and their decoded texts. Those texts are encoded with
         encode_batch, which keeps the word ids: 0.07 µs a character more than
         encode_batch_fast, against 0.3-0.55 µs for the pre-tokenizer called again per
-        document. decode_batch lets go of the interpreter, where decode holds it: beside the
-        measuring thread it runs at the same time (one decode per document ran 5-8%)."""
+        document. A WordPiece tokenizer under BERT's parts needs no word ids: its pre-tokens
+        are the words its spans were worked out from (WordPieceSpans). decode_batch lets go
+        of the interpreter, where decode holds it: beside the measuring thread it runs at the
+        same time (one decode per document ran 5-8%)."""
         want = np.flatnonzero(checked)
         flat, pre, encs = self._encode_flat(list(texts), want)
         docs = want.tolist()
@@ -297,9 +300,9 @@ class HFTokenizer(ByteTable):
             return flat, self._pre_tokens(texts, flat, checked, encs), encs
         if self._wordpiece is not None:
             with rust_call(self.path, "tokenizers"):
-                encs = self._encode_checked(texts, checked)
-                flat = self._flat_from_pieces(texts, encs)
-            return flat, self._pre_tokens(texts, flat, checked, encs), encs
+                encs = self._tok.encode_batch_fast(texts, add_special_tokens=False)
+                flat, pre = self._flat_from_pieces(texts, encs, checked)
+            return flat, pre, encs
         # the library's own offsets, read into flat arrays in one pass
         with rust_call(self.path, "tokenizers"):
             encs = self._tok.encode_batch(texts, add_special_tokens=False)
@@ -310,27 +313,33 @@ class HFTokenizer(ByteTable):
         pre = self._pre_tokens(texts, flat, checked, encs) if wordpiece else None
         return flat, pre, encs
 
-    def _flat_from_pieces(self, texts: list[str], encs: list) -> Flat:
-        """The batch's flat arrays with WordPiece spans from the ids (WordPieceSpans); the
-        texts it cannot show exact get the library's offsets, encoded again."""
+    def _flat_from_pieces(
+        self, texts: list[str], encs: list, checked: list[int]
+    ) -> tuple[Flat, PreTokens | None]:
+        """The batch's flat arrays with WordPiece spans from the ids (WordPieceSpans), and
+        the pre-tokens of texts `checked` (its words). The texts it cannot show exact get
+        the library's offsets, encoded again, and no pre-tokens (the measuring thread asks
+        pre_tokenize for them)."""
         assert self._wordpiece is not None
         counts = np.fromiter(map(len, encs), dtype=np.int64, count=len(encs))
         n = int(counts.sum())
         ids = np.fromiter(chain.from_iterable(map(attrgetter("ids"), encs)), np.int64, count=n)
-        starts, ends, bad = self._wordpiece.spans(texts, ids, counts)
-        redo = np.flatnonzero(bad).tolist()
+        got = self._wordpiece.spans(texts, ids, counts)
+        starts, ends = got.starts, got.ends
+        redo = np.flatnonzero(got.bad).tolist()
         if redo:
             again = self._tok.encode_batch([texts[i] for i in redo], add_special_tokens=False)
             first = np.cumsum(counts) - counts
             for i, e in zip(redo, again):
-                _, s, t, got = _flat_from_encodings([e])
-                if got[0] != counts[i]:  # not the same tokens: the library's for all of them
-                    return _flat_from_encodings(
+                _, s, t, m = _flat_from_encodings([e])
+                if m[0] != counts[i]:  # not the same tokens: the library's for all of them
+                    flat = _flat_from_encodings(
                         self._tok.encode_batch(texts, add_special_tokens=False)
                     )
+                    return flat, None
                 starts[first[i] : first[i] + counts[i]] = s
                 ends[first[i] : first[i] + counts[i]] = t
-        return ids, starts, ends, counts
+        return (ids, starts, ends, counts), got.pre_tokens(checked) if checked else None
 
     def _encode_checked(self, texts: list[str], checked: list[int]) -> list:
         """The batch's encodings: encode_batch's (with word ids) for texts `checked`,

@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
+
+from fertility.tokenizers.base import PreTokens
 
 LETTER, SPACE, PUNCT, ALONE, GONE, MIXED = range(6)  # a character's class
 UNSEEN = 255
@@ -86,12 +89,10 @@ class WordPieceSpans:
         self._class = np.full(UNICODE_SIZE, UNSEEN, np.uint8)
         self._width = np.zeros(UNICODE_SIZE, np.uint8)  # (BERT's normaliser: 1 to 3)
 
-    def spans(
-        self, texts: Sequence[str], ids: np.ndarray, counts: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(starts, ends, bad): each token's code-point span local to its text, for the
-        batch's ids laid end to end (`counts`: tokens per text), and the texts whose spans
-        are not known exact (their spans are meaningless: ask the library)."""
+    def spans(self, texts: Sequence[str], ids: np.ndarray, counts: np.ndarray) -> Spans:
+        """Each token's code-point span local to its text, for the batch's ids laid end to
+        end (`counts`: tokens per text), the texts whose spans are not known exact (`bad`:
+        their spans are meaningless, ask the library), and the words."""
         n_texts = len(texts)
         lengths = np.fromiter(map(len, texts), dtype=np.int64, count=n_texts)
         text_start = np.cumsum(lengths) - lengths
@@ -121,7 +122,8 @@ class WordPieceSpans:
         bad[has] |= ~starts_word.take(first[has])
         bad |= np.bincount(tdoc[starts_word], minlength=n_texts) != words.per_text
         if not ids.size or not char_at.size:
-            return np.zeros(ids.size, np.int64), np.zeros(ids.size, np.int64), bad | has
+            none = np.zeros(ids.size, np.int64)
+            return Spans(none, none, bad | has, words, none[:0], none[:0], text_start)
         # the word of each token: its text's first word and the word starts before it there
         started = np.cumsum(starts_word) - 1  # word starts up to each token, less one
         before = np.append(0, np.cumsum(starts_word))[first]
@@ -142,7 +144,9 @@ class WordPieceSpans:
         c_first = char_at.take(ns, mode="clip")  # (clip: only a bad text's reach past the end)
         c_last = char_at.take(ne - 1, mode="clip")
         base = text_start.take(tdoc)
-        return c_first - base, c_last + 1 - base, bad
+        w_first = char_at.take(words.start, mode="clip")
+        w_end = char_at.take(words.start + words.length - 1, mode="clip") + 1
+        return Spans(c_first - base, c_last + 1 - base, bad, words, w_first, w_end, text_start)
 
     def _classes(self, cps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each code point's class and normalised length, the new ones classified first.
@@ -183,6 +187,35 @@ class WordPieceSpans:
             if head and tail and not self._pre(head) and not self._pre(tail):
                 return ALONE, len(split[0])
         return MIXED, 0
+
+
+class Spans(NamedTuple):
+    """WordPieceSpans.spans's answer: the tokens' spans (local to each text), the texts
+    whose spans are not known exact, and the words (the pre-tokenizer's pieces), their
+    first and one-past-last original characters (batch indices)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    bad: np.ndarray
+    words: _Words
+    word_first: np.ndarray
+    word_end: np.ndarray
+    text_start: np.ndarray
+
+    def pre_tokens(self, docs: Sequence[int]) -> PreTokens:
+        """The pre-tokens of texts `docs` that are not bad: each word's original characters,
+        from the first its first normalised character came from to the last its last one
+        came from, as the library's pre_tokenize gives them."""
+        want = np.zeros(len(self.bad), dtype=bool)
+        want[list(docs)] = True
+        want &= ~self.bad
+        doc = self.words.doc
+        sel = np.flatnonzero(want.take(doc)) if doc.size else doc
+        base = self.text_start.take(doc.take(sel))
+        spans = np.stack((self.word_first.take(sel) - base, self.word_end.take(sel) - base), 1)
+        kept = np.flatnonzero(want)
+        per = np.bincount(doc.take(sel), minlength=len(want)).take(kept)
+        return PreTokens(kept.astype(np.int64), spans.astype(np.int64), per.astype(np.int64))
 
 
 class _Words:

@@ -81,12 +81,19 @@ def test_pieces_give_the_librarys_spans_on_real_text(rw, tmp_path, setting):  # 
     assert tok._wordpiece is not None
     for name, batch in _real_batches(rw):
         ids, _, _, counts = _library(tok, batch)
-        _, _, bad = tok._wordpiece.spans(batch, ids, counts)
+        bad = tok._wordpiece.spans(batch, ids, counts).bad
         assert not bad.any(), (name, [batch[i][:40] for i in np.flatnonzero(bad)[:3]])
         assert _same(tok.encode_flat(batch), _library(tok, batch)), name
     for text in EDGES:  # each alone (a text's first and last tokens), then all at once
         assert _same(tok.encode_flat([text]), _library(tok, [text])), repr(text)
     assert _same(tok.encode_flat(EDGES), _library(tok, EDGES))
+    # the detail documents' pre-tokens (the words) are the library's pre-tokenizer's after
+    # its normaliser, with character offsets (HFTokenizer.pre_tokenize, one call per text)
+    pre = tok.encode_flat_checked(EDGES, np.ones(len(EDGES), dtype=bool))[1].pre
+    assert pre is not None and pre.docs.tolist() == list(range(len(EDGES)))
+    spans, per_text = tok.pre_tokenize(EDGES)
+    assert pre.per_doc.tolist() == per_text.tolist()
+    assert pre.spans.tolist() == spans.tolist()
 
 
 @pytest.mark.realworld
@@ -135,9 +142,12 @@ def test_the_library_answers_where_pieces_cannot_be_exact(rw, tmp_path):  # noqa
     tok = load_tokenizer(str(path))
     texts = ["plain text", "a\U0001d165\u0301b stem", "say fooword now", "more plain text"]
     ids, _, _, counts = _library(tok, texts)
-    _, _, bad = tok._wordpiece.spans(texts, ids, counts)
+    bad = tok._wordpiece.spans(texts, ids, counts).bad
     assert bad.tolist() == [False, True, True, False]
     assert _same(tok.encode_flat(texts), _library(tok, texts))
+    # and no pre-tokens of theirs come with the encode (the measuring thread asks for them)
+    pre = tok.encode_flat_checked(texts, np.ones(len(texts), dtype=bool))[1].pre
+    assert pre is not None and pre.docs.tolist() == [0, 3]
 
 
 @pytest.mark.realworld
