@@ -22,6 +22,7 @@ import regex
 
 from fertility.errors import TokenizerError
 from fertility.tokenizers.patterns import FAMILIES, compile_pattern, identify
+from fertility.tokenizers.wordpiece import bert_strips_accents
 
 # Words whose vowel signs, viramas and joiners sit inside the word, space separated.
 PROBE = "বাংলা ভাষার কিছু শব্দ हिन्दी भाषा தமிழ் மொழி ภาษาไทย ক্\u200cষ क्\u200dष ര്\u200d"
@@ -142,9 +143,9 @@ def _normalizers(config: dict) -> list[str]:
         if kind in ("NFC", "NFD", "NFKC", "NFKD", "Lowercase", "StripAccents"):
             out.append(kind)
         elif kind == "BertNormalizer":
-            if d.get("lowercase"):
+            if d.get("lowercase", True):  # (the library's default)
                 out.append("Lowercase")
-            if d.get("strip_accents") or (d.get("strip_accents") is None and d.get("lowercase")):
+            if bert_strips_accents(d):
                 out.append("StripAccents")
         elif kind == "Precompiled":
             out.append("Precompiled")  # SentencePiece's compiled map, usually nmt_nfkc

@@ -48,7 +48,7 @@ from fertility.tokenizers.base import (
 )
 from fertility.tokenizers.guard import reraise_panic, rust_call
 from fertility.tokenizers.patterns import FAMILIES, check_split_pattern, identify
-from fertility.tokenizers.wordpiece import wordpiece_spans_for
+from fertility.tokenizers.wordpiece import continuing_prefix, wordpiece_spans_for
 
 _NormalForm = Literal["NFC", "NFD", "NFKC", "NFKD"]
 _NORMAL_FORMS = set(get_args(_NormalForm))
@@ -446,9 +446,7 @@ class HFTokenizer(ByteTable):
     def _table(self) -> list[bytes]:
         """The bytes each id stands for in decoded text (b"" for unused ids)."""
         model = self._obj["model"]
-        strip_prefix = model.get("continuing_subword_prefix") or (
-            "##" if self._model_type == "WordPiece" else None
-        )
+        strip_prefix = continuing_prefix(model)
         strip_suffix = model.get("end_of_word_suffix") or None
         if self._byte_level and not self._byte_pieces.any():
             fast = self._byte_level_table()

@@ -50,15 +50,29 @@ def wordpiece_spans_for(tok, obj: dict) -> WordPieceSpans | None:
         return None
     if norm is not None and (not isinstance(norm, dict) or norm.get("type") != "BertNormalizer"):
         return None
-    prefix = model.get("continuing_subword_prefix")
-    prefix = "##" if prefix is None else prefix
+    prefix = continuing_prefix(model)
     split = tok.pre_tokenizer.pre_tokenize_str(prefix) if prefix else []
     if not prefix or [p for p, _ in split] != list(prefix):
         return None
-    # NFD comes with stripping accents, which follows `lowercase` unless set (the library's rule)
-    strip = None if norm is None else norm.get("strip_accents")
-    decomposes = norm is not None and (strip or (strip is None and norm.get("lowercase", True)))
-    return WordPieceSpans(tok, model, prefix, bool(decomposes))
+    # NFD comes with stripping accents
+    return WordPieceSpans(tok, model, prefix, norm is not None and bert_strips_accents(norm))
+
+
+def continuing_prefix(model: dict) -> str | None:
+    """What a tokenizer.json model's pieces inside a word begin with: its
+    continuing_subword_prefix, else WordPiece's default "##" (the library's), else none."""
+    prefix = model.get("continuing_subword_prefix")
+    if prefix is None and model.get("type") == "WordPiece":
+        return "##"
+    return prefix or None
+
+
+def bert_strips_accents(normalizer: dict) -> bool:
+    """Whether a BertNormalizer strips accents (NFD, then marks removed): `strip_accents`,
+    which follows `lowercase` where unset; `lowercase` is on where unset (the library's
+    defaults)."""
+    strip = normalizer.get("strip_accents")
+    return bool(strip) or (strip is None and bool(normalizer.get("lowercase", True)))
 
 
 class WordPieceSpans:

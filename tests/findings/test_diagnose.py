@@ -215,6 +215,25 @@ def test_config_reading_tells_which_splits_cut_marks():
     assert norm.normalizers == ["NFKC", "Lowercase"]
 
 
+@pytest.mark.parametrize(
+    ("settings", "want"),
+    [
+        ({}, ["Lowercase", "StripAccents"]),  # the library's defaults: an uncased BERT
+        ({"lowercase": False}, []),  # cased: accents follow lowercase, off
+        ({"lowercase": False, "strip_accents": True}, ["StripAccents"]),
+        ({"strip_accents": False}, ["Lowercase"]),
+    ],
+)
+def test_config_reading_of_berts_normaliser(settings, want):
+    """BertNormalizer's settings as the library serialises them (its own defaults filled
+    in), read as the steps it runs, worked by hand: stripping accents follows lowercase
+    where unset; the same rule fertility.tokenizers.wordpiece reads for NFD."""
+    info = inspect_config(
+        hf_config(pre_tokenizers.BertPreTokenizer(), normalizers.BertNormalizer(**settings))
+    )
+    assert info.normalizers == want
+
+
 # ---------------------------------------------------------------- mark-split
 
 
