@@ -137,11 +137,12 @@ class WordPieceSpans:
         bad |= np.bincount(tdoc[starts_word], minlength=n_texts) != words.per_text
         if not ids.size or not char_at.size:
             none = np.zeros(ids.size, np.int64)
-            return Spans(none, none, bad | has, words, none[:0], none[:0], text_start)
+            return Spans(none, none, bad | has, words.doc, none[:0], none[:0], text_start)
         # the word of each token: its text's first word and the word starts before it there
         started = np.cumsum(starts_word) - 1  # word starts up to each token, less one
         before = np.append(0, np.cumsum(starts_word))[first]
-        tw = np.clip(words.before[tdoc] + started - before[tdoc], 0, len(words.start) - 1)
+        words_before = np.cumsum(words.per_text) - words.per_text  # each text's first word
+        tw = np.clip(words_before[tdoc] + started - before[tdoc], 0, len(words.start) - 1)
         tlen = np.where(unk, words.length.take(tw), tlen)
         n_words = len(words.start)
         spelled = np.bincount(tw, weights=tlen, minlength=n_words)
@@ -160,7 +161,7 @@ class WordPieceSpans:
         base = text_start.take(tdoc)
         w_first = char_at.take(words.start, mode="clip")
         w_end = char_at.take(words.start + words.length - 1, mode="clip") + 1
-        return Spans(c_first - base, c_last + 1 - base, bad, words, w_first, w_end, text_start)
+        return Spans(c_first - base, c_last + 1 - base, bad, words.doc, w_first, w_end, text_start)
 
     def _classes(self, cps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each code point's class and normalised length, the new ones classified first.
@@ -205,13 +206,13 @@ class WordPieceSpans:
 
 class Spans(NamedTuple):
     """WordPieceSpans.spans's answer: the tokens' spans (local to each text), the texts
-    whose spans are not known exact, and the words (the pre-tokenizer's pieces), their
-    first and one-past-last original characters (batch indices)."""
+    whose spans are not known exact, and the words (the pre-tokenizer's pieces): the text
+    of each, their first and one-past-last original characters (batch indices)."""
 
     starts: np.ndarray
     ends: np.ndarray
     bad: np.ndarray
-    words: _Words
+    word_doc: np.ndarray
     word_first: np.ndarray
     word_end: np.ndarray
     text_start: np.ndarray
@@ -223,7 +224,7 @@ class Spans(NamedTuple):
         want = np.zeros(len(self.bad), dtype=bool)
         want[list(docs)] = True
         want &= ~self.bad
-        doc = self.words.doc
+        doc = self.word_doc
         sel = np.flatnonzero(want.take(doc)) if doc.size else doc
         base = self.text_start.take(doc.take(sel))
         spans = np.stack((self.word_first.take(sel) - base, self.word_end.take(sel) - base), 1)
@@ -232,14 +233,14 @@ class Spans(NamedTuple):
         return PreTokens(kept.astype(np.int64), spans.astype(np.int64), per.astype(np.int64))
 
 
-class _Words:
+class _Words(NamedTuple):
     """The batch's words (pre-tokens) in order: each one's first normalised position (end to
-    end over the batch), normalised length and text; each text's count of them and of those
-    before it."""
+    end over the batch), normalised length and text; each text's count of them."""
 
-    def __init__(self, start, length, doc, per_text) -> None:
-        self.start, self.length, self.doc, self.per_text = start, length, doc, per_text
-        self.before = np.cumsum(per_text) - per_text
+    start: np.ndarray
+    length: np.ndarray
+    doc: np.ndarray
+    per_text: np.ndarray
 
 
 def _words(klass: np.ndarray, at: np.ndarray, total: int, doc: np.ndarray, n: int) -> _Words:
