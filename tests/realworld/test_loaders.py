@@ -210,8 +210,9 @@ def test_pre_tokens_read_off_the_encode_are_the_librarys_pre_tokenizer_on_real_t
     lines,  # noqa: F811
     name,
 ):
-    """The detail checks' pre-tokens come from the encode's word ids (encode_flat_checked:
-    byte-level BPE on the fast path, WordPiece); the second method is the library's own
+    """The detail checks' pre-tokens come with the encode (encode_flat_checked: byte-level
+    BPE on the fast path, from its word ids; MiniLM's WordPiece, the words its spans were
+    worked out from, fertility.tokenizers.wordpiece); the second method is the library's own
     pre-tokenizer run on each text after its normaliser, with character offsets into the
     text. Their decoded texts (decode_batch) are the library's decode of each. Real lines of
     every language, the same joined 20 at a time, text the byte-level files cut inside

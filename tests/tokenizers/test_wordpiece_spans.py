@@ -170,5 +170,11 @@ def test_other_parts_keep_the_librarys_offsets(rw, tmp_path, change):  # noqa: F
     path.write_text(json.dumps(obj), "utf-8")
     tok = load_tokenizer(str(path))
     assert tok._wordpiece is None
-    texts = ["plain text", "বাংলা লেখা"]
+    texts = ["plain text", "বাংলা লেখা, 中文 и текст", ""]
     assert _same(tok.encode_flat(texts), _library(tok, texts))
+    # there the detail documents' pre-tokens come from the library's word ids (the path the
+    # others took before): still the library's pre-tokenizer's
+    pre = tok.encode_flat_checked(texts, np.ones(len(texts), dtype=bool))[1].pre
+    spans, per_text = tok.pre_tokenize(texts)
+    assert pre is not None and pre.docs.tolist() == [0, 1, 2]
+    assert pre.per_doc.tolist() == per_text.tolist() and pre.spans.tolist() == spans.tolist()
