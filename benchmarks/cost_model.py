@@ -13,7 +13,7 @@ corpus is read into batches once, as the report reads it (fertility.measure.pass
 the detail documents planned as the pass plans them), and then each part is timed in CPU
 seconds of the process (`time.process_time`: nothing else runs in it, and SentencePiece encodes
 on a thread of its own), the best of --repeat runs:
-  - library: the library's own call for ids, as benchmarks/many_tokenizers.py's raw side makes
+  - library: the library's own encode, as benchmarks/many_tokenizers.py's raw side calls
     it, on one thread: tiktoken's `encode_ordinary` per text (its `encode_ordinary_batch`
     spreads exactly those calls over threads), SentencePiece's `encode` of the batch with one
     thread, HF tokenizers' `encode_batch` without special tokens (TOKENIZERS_PARALLELISM off);
@@ -25,8 +25,9 @@ on a thread of its own), the best of --repeat runs:
     its detail checks) and its detail checks (round trip, normaliser, own pre-tokenizer: a
     fixed budget a language, fertility.options.DETAIL_CHARS).
 Printed: a row per tokenizer with its tokens and each part in seconds (the counting also in ns
-a token), then the measuring's parts and both of ours against the libraries' encode. The whole process also loads the files and builds the report's end (once), and on
-two cores runs the encoding beside the measuring: benchmarks/many_tokenizers.py times that.
+a token), then the measuring's parts and both of ours against the libraries' encode. The whole
+process also loads the files and builds the report's end (once), and on two cores runs the
+encoding beside the measuring: benchmarks/many_tokenizers.py times that.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from tests.realworld.results import TOKENIZERS  # noqa: E402
 
 
 def library_call(tok):
-    """The library's own ids-only call over a batch of texts, on the calling thread."""
+    """The library's own encode of a batch of texts, as the raw side calls it, on one thread."""
     if tok.kind == "tiktoken":
         encode = tok._enc.encode_ordinary
         return lambda texts: [encode(t) for t in texts]
@@ -68,7 +69,7 @@ def library_call(tok):
 
 
 def best_of(repeat: int, work) -> float:
-    """The least thread CPU seconds of `repeat` runs of work()."""
+    """The least CPU seconds of the process over `repeat` runs of work()."""
     best = float("inf")
     for _ in range(repeat):
         t = time.process_time()
@@ -78,7 +79,7 @@ def best_of(repeat: int, work) -> float:
 
 
 class Split:
-    """measure_batch with its parts' thread CPU seconds added up per tokenizer label."""
+    """measure_batch with its parts' CPU seconds added up per tokenizer label."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
@@ -108,15 +109,21 @@ class Split:
         B._measure_tokenizer, B._detail_checks, B._Keys, B.U.analyze_texts = self._orig
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(description: str) -> argparse.ArgumentParser:
+    """The corpus and files options (benchmarks/compiled_counting.py takes the same)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--set", choices=list(SETS), default="four", help="which files (default four)")
     ap.add_argument("--mb", type=float, help="corpus size (default 6 for four, 1.7 for all)")
     ap.add_argument("--join", type=int, default=1, help="lines per document (default 1)")
     ap.add_argument("--keep", help="folder to keep the corpus in (reused if present)")
     ap.add_argument("-t", "--tokenizer", action="append", help="a file instead of --set")
     ap.add_argument("--repeat", type=int, default=3, help="runs of each part; the best counts")
-    args = ap.parse_args()
+    return ap
+
+
+def with_corpus(args, run) -> None:
+    """run(args, corpus folder): the --keep folder, else a corpus of --mb MB made for it in a
+    temporary folder removed afterwards."""
     mb = DEFAULT_MB[args.set] if args.mb is None else args.mb
     with tempfile.TemporaryDirectory(prefix="fert-cost-") as tmp:
         corpus_dir = Path(args.keep or tmp)
@@ -125,8 +132,9 @@ def main() -> None:
         run(args, corpus_dir)
 
 
-def run(args, corpus_dir: Path) -> None:
-    """Time every part over the corpus in corpus_dir and print the table."""
+def prepare(args, corpus_dir: Path) -> tuple[list, list, list]:
+    """The files loaded, the corpus read into the report's batches, and the detail documents
+    of each batch as the pass plans them; prints what was read."""
     root = realworld_root() / "tokenizers"
     specs = args.tokenizer or [f"{lab}={root / TOKENIZERS[lab]}" for lab in SETS[args.set]]
     toks = [load_tokenizer_arg(spec) for spec in specs]
@@ -140,6 +148,16 @@ def run(args, corpus_dir: Path) -> None:
         f"{detail_chars / chars:.0%} of them in detail documents; one thread, best of "
         f"{args.repeat}"
     )
+    return toks, batches, plans
+
+
+def main() -> None:
+    with_corpus(arguments(__doc__.splitlines()[0]).parse_args(), run)
+
+
+def run(args, corpus_dir: Path) -> None:
+    """Time every part over the corpus in corpus_dir and print the table."""
+    toks, batches, plans = prepare(args, corpus_dir)
     with encoding_threads():  # the libraries' own threads off, as on a report's encoding thread
         lib, enc, encoded = {}, {}, []
         for tok in toks:

@@ -247,16 +247,7 @@ def _measure_tokenizer(
     with it for the detail documents, a Checked or None); returns its (k x documents) token
     counts."""
     ids, starts, ends, per_doc = enc
-    n = len(texts)
-    tok_doc = np.repeat(np.arange(n, dtype=np.int64), per_doc)
-    off = tb.doc_offsets
-    tok_off = off[tok_doc]
-    gs, ge = starts + tok_off, ends + tok_off
-    # A token that covers no text (at a document's end) belongs to the last character.
-    pos = np.minimum(gs, np.repeat(off[1:] - 1, per_doc))
-    partial = acc.tok.partial_of(ids) if acc.track_vocab else None
-    at = _attributed(tb, keys, pos, gs, ge, partial, (starts, ids, tok_doc))
-    key = keys.char.take(at)
+    tok_doc, gs, ge, pos, partial, at, key = _placed(acc, enc, tb, keys)
     tokens = keys.count(key)
     counts = {"tokens": tokens, "word_tokens": tokens * keys.spaced}
     run_tok = keys.running[at]
@@ -288,6 +279,36 @@ def _measure_tokenizer(
         keys.groups.per_lang(keys.base_running["chars"]), keys.groups.present
     )
 
+    counts.update(_boundary_counts(tb, keys, key, gs, ge, pos, tok_doc, nonempty))
+    counts.update(_detail_checks(acc, texts, tb, keys, doc_lang, detail, enc, came, gs, ge, index))
+    acc.counts.add(tuple(counts), *keys.groups.tables(np.stack(list(counts.values()))))
+    _take_samples(acc, texts, tb, keys.dominant, ids, starts, ends, per_doc, index)
+    return tokens
+
+
+def _placed(acc, enc, tb, keys: _Keys) -> tuple:
+    """Where each token of `enc` (encode_flat's form) sits in the batch: its document, its
+    global span [gs, ge), the character an empty one counts at (`pos`), whether it is a piece
+    of a character's bytes (None when the accumulator keeps no vocabulary), the character it
+    is attributed to (`at`, _attributed) and that character's grid key."""
+    ids, starts, ends, per_doc = enc
+    tok_doc = np.repeat(np.arange(len(per_doc), dtype=np.int64), per_doc)
+    off = tb.doc_offsets
+    tok_off = off[tok_doc]
+    gs, ge = starts + tok_off, ends + tok_off
+    # A token that covers no text (at a document's end) belongs to the last character.
+    pos = np.minimum(gs, np.repeat(off[1:] - 1, per_doc))
+    partial = acc.tok.partial_of(ids) if acc.track_vocab else None
+    at = _attributed(tb, keys, pos, gs, ge, partial, (starts, ids, tok_doc))
+    return tok_doc, gs, ge, pos, partial, at, keys.char.take(at)
+
+
+def _boundary_counts(tb, keys: _Keys, key, gs, ge, pos, tok_doc, nonempty) -> dict:
+    """The (k x documents) counts of the boundaries between a tokenizer's tokens (`key`: the
+    grid key each token counts at; gs, ge: global spans; pos: where an empty one counts;
+    tok_doc: each token's document): token_boundaries, grapheme_split_boundaries and
+    continued_words (benchmarks/compiled_counting.py times this function against a compiled
+    loop that gives the same counts)."""
     # Boundaries between consecutive non-empty tokens of one document; one that falls inside a
     # character's bytes or inside a grapheme cluster splits what a reader sees as one letter.
     ne = np.flatnonzero(nonempty)
@@ -295,17 +316,13 @@ def _measure_tokenizer(
     after = np.flatnonzero(ne_doc[1:] == ne_doc[:-1])  # ne[after + 1] follows ne[after]
     cur, prev = ne[after + 1], ne[after]
     inside = (gs[cur] < ge[prev]) | ~tb.gstart[pos[cur]]
-    counts["token_boundaries"] = keys.count(key[cur])
-    counts["grapheme_split_boundaries"] = keys.count(key[cur[inside]])
-
     # A word counts as continued when two or more tokens overlap it.
     cont = _overlapped_twice(gs[ne], ge[ne], tb.word_starts, tb.word_ends)
-    counts["continued_words"] = keys.count(keys.word[cont]) * keys.spaced
-
-    counts.update(_detail_checks(acc, texts, tb, keys, doc_lang, detail, enc, came, gs, ge, index))
-    acc.counts.add(tuple(counts), *keys.groups.tables(np.stack(list(counts.values()))))
-    _take_samples(acc, texts, tb, keys.dominant, ids, starts, ends, per_doc, index)
-    return tokens
+    return {
+        "token_boundaries": keys.count(key[cur]),
+        "grapheme_split_boundaries": keys.count(key[cur[inside]]),
+        "continued_words": keys.count(keys.word[cont]) * keys.spaced,
+    }
 
 
 def _attributed(tb, keys: _Keys, pos, gs, ge, partial, who) -> np.ndarray:
