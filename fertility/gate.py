@@ -31,7 +31,7 @@ from fertility.findings import Finding, diagnose_under, not_judged, premiums
 from fertility.findings.evidence import rate_interval
 from fertility.measure import Report, analyze, card, parity
 from fertility.numbers import finite, fmt
-from fertility.options import CorpusOptions, Severity, Uncertain
+from fertility.options import DETAIL_DOCS, CorpusOptions, Severity, Uncertain
 from fertility.policy import Policy, load_policy
 from fertility.progress import Progress
 from fertility.tokenizers.pretokenizer import PRETOKENIZER
@@ -521,7 +521,7 @@ def gate_run(
     policy: Policy | str | Path | None = None,
     baseline=None,
     corpus_options: CorpusOptions | None = None,
-    detail_docs: int | None = 200,
+    detail_docs: int | None = DETAIL_DOCS,
     seed: int = 0,
     workers: int | None = None,
     quiet: bool = True,

@@ -231,11 +231,15 @@ WORKERS_HELP = (
     "the rest to one per core, up to 4, if its own timings say they would finish sooner). "
     "The result does not depend on it."
 )
-# --detail N checks a language's first N documents, stopping sooner once N x DETAIL_CHARS
-# characters are checked: 200 short lines cost little, but 200 web pages of 6 KB cost three
+# --detail N checks a language's first N documents (DETAIL_DOCS unless told), stopping sooner
+# once N x DETAIL_CHARS characters are checked: 200 short lines cost little, but 200 web pages of 6 KB cost three
 # times the encoding of four tokenizers (docs/METRICS.md). 256: two long sentences, so a
 # corpus of sentences is still checked on its first N documents (51,200 characters at 200).
+DETAIL_DOCS = 200
 DETAIL_CHARS = 256
+# Documents per batch of a pass (fewer where fertility.measure.passes.BATCH_CHARS characters
+# come first): one encode call per tokenizer, and the unit the tasks share out.
+BATCH_DOCS = 4096
 DETAIL_HELP = (
     "Documents per language that get the per-document checks (round trip, own "
     f"pre-tokenizer ceiling, normaliser changes): the first N, stopping sooner once "
@@ -259,7 +263,9 @@ def parse_detail(text: str) -> int | None:
 
 
 def _detail() -> Any:
-    return option(200, parse=parse_detail, show_default=True, metavar="N|all", help=DETAIL_HELP)
+    return option(
+        DETAIL_DOCS, parse=parse_detail, show_default=True, metavar="N|all", help=DETAIL_HELP
+    )
 
 
 def _paths() -> Any:
@@ -461,7 +467,7 @@ class TokenizeOptions(CorpusCommandOptions):
         SHARD_TOKENS, min=1, show_default=True, help="A shard is closed once it holds this many."
     )
     batch_docs: int = option(
-        4096,
+        BATCH_DOCS,
         min=1,
         show_default=True,
         help="Documents per batch (fewer where 262,144 characters come first): one encode call, "

@@ -27,6 +27,7 @@ from fertility.errors import TokenizerError
 from fertility.measure.batch import encode_flat, measure_batch
 from fertility.measure.counters import TokenizerAccumulator
 from fertility.measure.passes import BATCH_CHARS, KEEP_DOCS, PassState, run_pass
+from fertility.options import BATCH_DOCS, DETAIL_DOCS
 from fertility.tokenizers import load_tokenizer_arg, reload_key, reload_tokenizer
 from fertility.tokenizers.kinds import can_reload
 from fertility.tokenizers.pretokenizer import PretokenizerFamily
@@ -84,9 +85,9 @@ class _Measure(PipelineStep):
         tokenizers: Sequence = (),
         pretokenizers: Sequence[str] = (),
         *,
-        detail_docs: int | None = 200,
+        detail_docs: int | None = DETAIL_DOCS,
         keep_docs: int = KEEP_DOCS,
-        batch_size: int = 4096,
+        batch_size: int = BATCH_DOCS,
         seed: int = 0,
     ) -> None:
         super().__init__()

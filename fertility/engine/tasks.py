@@ -20,6 +20,7 @@ from fertility.files import locked_folder
 from fertility.measure import Report
 from fertility.measure.parallel import cap_workers
 from fertility.measure.passes import KEEP_DOCS
+from fertility.options import BATCH_DOCS, DETAIL_DOCS
 from fertility.outputs import open_inside
 from fertility.threads import usable_cores
 
@@ -35,9 +36,9 @@ def measure(
     tasks: int,
     executor: str = "local",
     corpus_options=None,
-    detail_docs: int | None = 200,
+    detail_docs: int | None = DETAIL_DOCS,
     keep_docs: int = KEEP_DOCS,
-    batch_size: int = 4096,
+    batch_size: int = BATCH_DOCS,
     seed: int = 0,
     workers: int | None = None,
     slurm: dict | None = None,

@@ -31,7 +31,13 @@ from fertility.engine.step import COUNTS_FOLDER, MeasureCorpus
 from fertility.errors import FertilityError, OutputError
 from fertility.files import locked_folder
 from fertility.measure.passes import KEEP_DOCS, encode_pass, run_pass
-from fertility.options import HELDOUT_FRACTION, SEPARATOR, SHARD_TOKENS
+from fertility.options import (
+    BATCH_DOCS,
+    DETAIL_DOCS,
+    HELDOUT_FRACTION,
+    SEPARATOR,
+    SHARD_TOKENS,
+)
 from fertility.outputs import remove, write_inside
 from fertility.progress import Progress
 from fertility.shards.index import INDEX_SCHEMA, read_index
@@ -147,8 +153,8 @@ def tokenize(
     heldout_fraction: float = HELDOUT_FRACTION,
     separator: int | str = SEPARATOR,
     shard_tokens: int = SHARD_TOKENS,
-    batch_size: int = 4096,
-    detail_docs: int | None = 200,
+    batch_size: int = BATCH_DOCS,
+    detail_docs: int | None = DETAIL_DOCS,
     workers: int | None = None,
     quiet: bool = True,
     counts: bool = True,

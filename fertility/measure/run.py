@@ -16,6 +16,7 @@ from fertility.measure import parallel
 from fertility.measure.counters import TokenizerAccumulator
 from fertility.measure.passes import KEEP_DOCS, PassState, run_pass
 from fertility.measure.report import Report, build_report
+from fertility.options import BATCH_DOCS, DETAIL_DOCS
 from fertility.tokenizers import load_tokenizer_arg
 from fertility.tokenizers.pretokenizer import PretokenizerFamily
 
@@ -26,9 +27,9 @@ def analyze(
     *,
     pretokenizers: Iterable[str] | None = None,
     corpus_options: CorpusOptions | None = None,
-    detail_docs: int | None = 200,
+    detail_docs: int | None = DETAIL_DOCS,
     keep_docs: int = KEEP_DOCS,
-    batch_size: int = 4096,
+    batch_size: int = BATCH_DOCS,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
     workers: int | None = None,
