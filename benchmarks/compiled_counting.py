@@ -32,12 +32,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cost_model import arguments, prepare, with_corpus  # noqa: E402
+from cost_model import arguments, pass_state, prepare, with_corpus  # noqa: E402
 
 from fertility import unicode as U  # noqa: E402
 from fertility.measure import batch as B  # noqa: E402
 from fertility.measure.counters import TokenizerAccumulator  # noqa: E402
-from fertility.measure.passes import KEEP_DOCS, PassState  # noqa: E402
 from fertility.threads import encoding_threads  # noqa: E402
 
 # One pass over the tokens, one over the words; the same rules as _boundary_counts.
@@ -130,7 +129,7 @@ def run(args, corpus_dir: Path) -> None:
         toks, batches, _ = prepare(args, corpus_dir)
         with encoding_threads():
             encoded = [[tok.encode_flat(b.texts) for tok in toks] for b in batches]
-        state = PassState(0, 200, KEEP_DOCS)
+        state = pass_state()
         accs = [TokenizerAccumulator(tok) for tok in toks]
         per = {tok.label: [0.0, 0.0, 0] for tok in toks}  # numpy s, C s, tokens
         for b, encs in zip(batches, encoded):

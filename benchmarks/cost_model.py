@@ -49,6 +49,7 @@ from fertility.corpus import Corpus, CorpusOptions  # noqa: E402
 from fertility.measure import batch as B  # noqa: E402
 from fertility.measure.counters import TokenizerAccumulator  # noqa: E402
 from fertility.measure.passes import BATCH_CHARS, KEEP_DOCS, PassState  # noqa: E402
+from fertility.options import BATCH_DOCS, DETAIL_DOCS  # noqa: E402
 from fertility.threads import encoding_threads  # noqa: E402
 from fertility.tokenizers import load_tokenizer_arg  # noqa: E402
 from tests.realworld.results import TOKENIZERS  # noqa: E402
@@ -109,6 +110,11 @@ class Split:
         B._measure_tokenizer, B._detail_checks, B._Keys, B.U.analyze_texts = self._orig
 
 
+def pass_state() -> PassState:
+    """A fresh pass's state under the report's defaults (seed 0, --detail)."""
+    return PassState(0, DETAIL_DOCS, KEEP_DOCS)
+
+
 def arguments(description: str) -> argparse.ArgumentParser:
     """The corpus and files options (benchmarks/compiled_counting.py takes the same)."""
     ap = argparse.ArgumentParser(description=description)
@@ -138,8 +144,8 @@ def prepare(args, corpus_dir: Path) -> tuple[list, list, list]:
     root = realworld_root() / "tokenizers"
     specs = args.tokenizer or [f"{lab}={root / TOKENIZERS[lab]}" for lab in SETS[args.set]]
     toks = [load_tokenizer_arg(spec) for spec in specs]
-    batches = list(Corpus([str(corpus_dir)], CorpusOptions()).doc_batches(4096, BATCH_CHARS))
-    plan = B.DetailPlan(PassState(0, 200, KEEP_DOCS))
+    batches = list(Corpus([str(corpus_dir)], CorpusOptions()).doc_batches(BATCH_DOCS, BATCH_CHARS))
+    plan = B.DetailPlan(pass_state())
     plans = [plan(b) for b in batches]
     chars = sum(len(t) for b in batches for t in b.texts)
     detail_chars = sum(len(t) for b, p in zip(batches, plans) for t, d in zip(b.texts, p) if d)
@@ -172,7 +178,7 @@ def run(args, corpus_dir: Path) -> None:
             encoded.append([B.encode_checked(tok, b.texts, p) for tok in toks])
     runs = []
     for _ in range(args.repeat):
-        state = PassState(0, 200, KEEP_DOCS)
+        state = pass_state()
         accs = [TokenizerAccumulator(tok) for tok in toks]
         with Split() as split:
             t = time.process_time()

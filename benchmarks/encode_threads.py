@@ -30,7 +30,7 @@ from timing import steal_text, timed  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 
 # One arrangement, in a process of its own: argv = corpus, tokenizer, way. The batches are
-# the pass's (Corpus.doc_batches at analyze's 4,096 documents or BATCH_CHARS characters);
+# the pass's (Corpus.doc_batches at BATCH_DOCS documents or BATCH_CHARS characters);
 # "threads" is the pass's own arrangement (fertility.threads.encoding_threads).
 ENCODE = r"""
 import contextlib, json, os, sys, threading, time
@@ -40,9 +40,10 @@ if way == "serial":
 from tokenizers import Tokenizer
 from fertility.corpus import Corpus, CorpusOptions
 from fertility.measure.passes import BATCH_CHARS
+from fertility.options import BATCH_DOCS
 from fertility.threads import encoding_threads
 tok = Tokenizer.from_file(tok_path)
-batches = [b.texts for b in Corpus([corpus], CorpusOptions()).doc_batches(4096, BATCH_CHARS)]
+batches = [b.texts for b in Corpus([corpus], CorpusOptions()).doc_batches(BATCH_DOCS, BATCH_CHARS)]
 with encoding_threads() if way == "threads" else contextlib.nullcontext(1) as n:
     t0, c0 = time.perf_counter(), time.process_time()
     counts = [0] * n
